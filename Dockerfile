@@ -1,0 +1,17 @@
+# One image for the API and the worker; the command chooses the role.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    HINGE_HOME=/data NUMBA_CACHE_DIR=/tmp/numba-cache
+WORKDIR /srv/hinge
+
+COPY pyproject.toml README.md alembic.ini ./
+COPY app ./app
+COPY workers ./workers
+COPY solvers ./solvers
+COPY migrations ./migrations
+RUN pip install . && useradd --create-home --uid 1000 hinge && mkdir -p /data \
+    && chown hinge /data
+USER hinge
+EXPOSE 8000
+CMD ["uvicorn", "--factory", "app.main:create_app", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,1 @@
+"""Hinge's HTTP API: settings, database, ORM models, schemas, routes and the dashboard."""

@@ -1,0 +1,68 @@
+"""Engine and sessions. SQLite gets WAL, a busy timeout and foreign keys on every connection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy emit BEGIN itself (see _sqlite_begin) instead of the driver.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    # BEGIN IMMEDIATE takes the write lock up front, so concurrent writers queue on the
+    # busy timeout instead of failing with "database is locked" when a deferred read
+    # transaction tries to upgrade to a write.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+            pool_pre_ping=True,
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+@lru_cache(maxsize=8)
+def engine_for(url: str) -> Engine:
+    return make_engine(url)
+
+
+@lru_cache(maxsize=8)
+def sessionmaker_for(url: str) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine_for(url), expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(url: str) -> Iterator[Session]:
+    """A session that commits on success and rolls back on error (for workers and scripts)."""
+    session = sessionmaker_for(url)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

@@ -1,0 +1,79 @@
+"""One JSON error shape for every failure: {"error": {"code", "message", "detail"}}."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("hinge.api")
+
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    411: "length_required",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid_input",
+    429: "too_many_requests",
+    500: "internal_error",
+    503: "unavailable",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, detail: Any = None, code: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.detail = detail
+        self.code = code or _CODES.get(status, "error")
+
+
+def not_found(kind: str, ident: str) -> ApiError:
+    return ApiError(404, f"{kind} {ident!r} not found")
+
+
+def error_body(status: int, message: str, detail: Any = None, code: str | None = None) -> dict:
+    return {"error": {"code": code or _CODES.get(status, "error"), "message": message,
+                      "detail": detail}}
+
+
+def _json(status: int, message: str, detail: Any = None, code: str | None = None,
+          headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(status, message, detail, code), status_code=status,
+                        headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return _json(exc.status, exc.message, exc.detail, exc.code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"] if p != "body")
+        message = f"{where}: {first['msg']}" if where else str(first["msg"])
+        return _json(422, message, errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        return _json(exc.status_code, message, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return _json(500, "internal server error")

@@ -1,0 +1,133 @@
+"""ORM models: datasets, jobs (with their progress events) and models."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(255))
+    rows: Mapped[int] = mapped_column(Integer)
+    features: Mapped[int] = mapped_column(Integer)
+    nnz: Mapped[int] = mapped_column(BigInteger)
+    labels: Mapped[list[float]] = mapped_column(JSON)
+    class_counts: Mapped[dict[str, int]] = mapped_column(JSON)
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    blob_path: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    dataset_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    solver: Mapped[str] = mapped_column(String(32))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    model_id: Mapped[str | None] = mapped_column(String(32))
+    status_history: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class JobEvent(Base):
+    """Throttled progress history of a job; `seq` is the SSE event id."""
+
+    __tablename__ = "job_events"
+    __table_args__ = (UniqueConstraint("job_id", "seq", name="uq_job_events_job_seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
+    seq: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))  # progress | status
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Model(Base):
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    job_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="SET NULL"), unique=True
+    )
+    dataset_id: Mapped[str | None] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(16))  # linear | kernel
+    solver: Mapped[str] = mapped_column(String(32))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    labels: Mapped[list[float]] = mapped_column(JSON)
+    n_features: Mapped[int] = mapped_column(Integer)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    converged: Mapped[bool] = mapped_column(Boolean)
+    arrays: Mapped[bytes] = mapped_column(LargeBinary)  # .npz bytes, loaded without pickle
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    train_accuracy: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,133 @@
+"""Prediction with stored models: parsing the request rows, and the decision function."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from app.errors import ApiError
+from app.schemas import Instance
+from app.storage import arrays_from_bytes
+from solvers.svmlight import ParseLimits, SvmlightError, SvmlightParser
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    classes: np.ndarray  # sorted class values
+    coef: np.ndarray  # (n_outputs, n_features)
+    intercept: np.ndarray  # (n_outputs,)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.coef.shape[1])
+
+    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
+        scores: np.ndarray = np.asarray(X @ self.coef.T) + self.intercept
+        return scores
+
+    def predict(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+        """Labels and decision values: one value per row for two classes, one per class else."""
+        scores = self.decision_function(X)
+        if self.coef.shape[0] == 1:
+            values = scores[:, 0]
+            return np.where(values > 0, self.classes[1], self.classes[0]), values
+        return self.classes[np.argmax(scores, axis=1)], scores
+
+
+def linear_model_from_bytes(payload: bytes) -> LinearModel:
+    arrays = arrays_from_bytes(payload)
+    return LinearModel(classes=arrays["classes"], coef=arrays["coef"],
+                       intercept=arrays["intercept"])
+
+
+class ModelCache:
+    """A small LRU of deserialised models, keyed by model id (ids are never reused)."""
+
+    def __init__(self, capacity: int = 32) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, LinearModel] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, model_id: str) -> LinearModel | None:
+        with self._lock:
+            model = self._items.get(model_id)
+            if model is not None:
+                self._items.move_to_end(model_id)
+            return model
+
+    def put(self, model_id: str, model: LinearModel) -> None:
+        with self._lock:
+            self._items[model_id] = model
+            self._items.move_to_end(model_id)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def drop(self, model_id: str) -> None:
+        with self._lock:
+            self._items.pop(model_id, None)
+
+
+def _too_many(rows: int, max_rows: int) -> ApiError:
+    return ApiError(413, f"{rows} rows exceed the limit of {max_rows} rows per request "
+                         "(HINGE_MAX_PREDICT_ROWS)", {"limit": max_rows})
+
+
+def rows_from_instances(instances: list[Instance], n_features: int,
+                        max_rows: int) -> sp.csr_matrix:
+    """CSR from JSON instances; indices beyond the model's features are dropped."""
+    if len(instances) > max_rows:
+        raise _too_many(len(instances), max_rows)
+    indptr = np.zeros(len(instances) + 1, dtype=np.int64)
+    all_indices: list[int] = []
+    all_values: list[float] = []
+    for row, instance in enumerate(instances):
+        if len(instance.indices) != len(instance.values):
+            raise ApiError(422, f"instances[{row}]: {len(instance.indices)} indices but "
+                                f"{len(instance.values)} values")
+        for index, value in zip(instance.indices, instance.values, strict=True):
+            if index < 1:
+                raise ApiError(422, f"instances[{row}]: feature index {index} < 1 "
+                                    "(indices are 1-based)")
+            if not np.isfinite(value):
+                raise ApiError(422, f"instances[{row}]: value {value} for feature {index} "
+                                    "is not finite")
+            if index <= n_features:
+                all_indices.append(index - 1)
+                all_values.append(value)
+        indptr[row + 1] = len(all_indices)
+    X = sp.csr_matrix(
+        (np.asarray(all_values, dtype=np.float64), np.asarray(all_indices, dtype=np.int32),
+         indptr),
+        shape=(len(instances), n_features),
+    )
+    X.sum_duplicates()
+    return X
+
+
+def rows_from_svmlight(text: bytes, n_features: int, max_rows: int,
+                       max_features: int) -> sp.csr_matrix:
+    """CSR from svmlight lines whose label is optional; extra features are dropped."""
+    lines = text.split(b"\n")
+    labelled: list[bytes] = []
+    for line in lines:
+        stripped = line.strip()
+        first = stripped.split(None, 1)[0] if stripped else b""
+        # A line that starts with index:value has no label: give it a placeholder.
+        labelled.append(b"0 " + line if b":" in first and not first.startswith(b"qid:")
+                        else line)
+    parser = SvmlightParser(ParseLimits(max_features=max_features))
+    try:
+        parser.feed(b"\n".join(labelled))
+        parsed = parser.finish()
+    except SvmlightError as exc:
+        raise ApiError(422, f"invalid svmlight rows: {exc}",
+                       {"line": exc.line, "reason": exc.reason}) from None
+    rows = len(parsed.indptr) - 1
+    if rows > max_rows:
+        raise _too_many(rows, max_rows)
+    X = parsed.to_csr(max(parsed.n_features, n_features))
+    return X[:, :n_features].tocsr()

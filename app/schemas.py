@@ -1,0 +1,143 @@
+"""Request and response schemas, one family per entity (Create / Public / ListPublic)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class DatasetPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    rows: int
+    features: int
+    nnz: int
+    labels: list[float]
+    class_counts: dict[str, int]
+    sha256: str
+    size_bytes: int = Field(description="Decompressed size of the uploaded text")
+    created_at: datetime
+
+
+class DatasetsPublic(BaseModel):
+    data: list[DatasetPublic]
+    count: int
+
+
+class JobCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset_id: str = Field(min_length=1, max_length=64)
+    solver: str = Field("dcd", min_length=1, max_length=32)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobResult(BaseModel):
+    primal_objective: float | None = None
+    dual_objective: float | None = None
+    duality_gap: float | None = None
+    iterations: int | None = None
+    train_seconds: float | None = None
+    exit_reason: str | None = None
+    converged: bool | None = None
+    train_accuracy: float | None = None
+
+
+class JobPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    dataset_id: str | None
+    solver: str
+    params: dict[str, Any]
+    status: JobStatus
+    error: str | None
+    model_id: str | None
+    result: JobResult | None
+    progress: dict[str, Any] | None
+    progress_fraction: float | None = None
+    status_history: list[dict[str, Any]]
+    attempt: int
+    worker: str | None
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class JobsPublic(BaseModel):
+    data: list[JobPublic]
+    count: int
+
+
+class ModelPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    job_id: str | None
+    dataset_id: str | None
+    kind: str
+    solver: str
+    params: dict[str, Any]
+    labels: list[float]
+    n_features: int
+    result: dict[str, Any]
+    converged: bool
+    train_accuracy: float | None
+    size_bytes: int
+    created_at: datetime
+
+
+class ModelsPublic(BaseModel):
+    data: list[ModelPublic]
+    count: int
+
+
+class Instance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    indices: list[int] = Field(description="1-based feature indices")
+    values: list[float]
+
+
+class PredictRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instances: list[Instance]
+
+
+class PredictResponse(BaseModel):
+    model_id: str
+    labels: list[float]
+    decision_values: list[float] | list[list[float]]
+    classes: list[float]
+
+
+class SolverParam(BaseModel):
+    name: str
+    type: str
+    default: Any
+    description: str
+    nullable: bool
+    minimum: float | None = None
+    exclusive_minimum: float | None = None
+    maximum: float | None = None
+    choices: list[Any] | None = None
+
+
+class SolverPublic(BaseModel):
+    name: str
+    description: str
+    problem: str
+    params: list[SolverParam]
+
+
+class SolversPublic(BaseModel):
+    data: list[SolverPublic]
+    count: int

@@ -1,0 +1,205 @@
+"""Parameter schemas of every solver: names, types, defaults, ranges, descriptions.
+
+Pure Python (no NumPy, no Numba), so the API can validate a training spec and list the
+solvers without loading any numerical code. `validate_params` is the one gate a spec
+passes through: it fills defaults, coerces types and raises `ParamError` with a message
+that says how to fix the input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Kind = Literal["float", "int", "choice", "class_weight", "str"]
+
+
+class ParamError(ValueError):
+    """A training spec the solver does not accept; `field` names the offending parameter."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: Kind
+    default: Any
+    description: str
+    minimum: float | None = None
+    exclusive_minimum: bool = False
+    maximum: float | None = None
+    choices: tuple[Any, ...] | None = None
+    nullable: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "type": self.kind,
+            "default": self.default,
+            "description": self.description,
+            "nullable": self.nullable,
+        }
+        if self.minimum is not None:
+            out["exclusive_minimum" if self.exclusive_minimum else "minimum"] = self.minimum
+        if self.maximum is not None:
+            out["maximum"] = self.maximum
+        if self.choices is not None:
+            out["choices"] = list(self.choices)
+        return out
+
+    def coerce(self, value: Any) -> Any:
+        if value is None:
+            if self.nullable:
+                return None
+            raise ParamError(f"{self.name} may not be null", self.name)
+        if self.kind == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ParamError(f"{self.name} must be a number, got {value!r}", self.name)
+            number = float(value)
+            if not math.isfinite(number):
+                raise ParamError(f"{self.name} must be finite, got {value!r}", self.name)
+            self._check_range(number)
+            return number
+        if self.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
+                else:
+                    raise ParamError(f"{self.name} must be an integer, got {value!r}", self.name)
+            self._check_range(value)
+            return int(value)
+        if self.kind == "choice":
+            assert self.choices is not None
+            if value not in self.choices:
+                allowed = ", ".join(repr(c) for c in self.choices)
+                raise ParamError(f"{self.name} must be one of {allowed}, got {value!r}", self.name)
+            return value
+        if self.kind == "class_weight":
+            return _coerce_class_weight(self.name, value)
+        if not isinstance(value, str):
+            raise ParamError(f"{self.name} must be a string, got {value!r}", self.name)
+        return value
+
+    def _check_range(self, number: float) -> None:
+        if self.minimum is not None:
+            if self.exclusive_minimum and not number > self.minimum:
+                raise ParamError(f"{self.name} must be > {self.minimum}, got {number}", self.name)
+            if not self.exclusive_minimum and not number >= self.minimum:
+                raise ParamError(f"{self.name} must be >= {self.minimum}, got {number}", self.name)
+        if self.maximum is not None and number > self.maximum:
+            raise ParamError(f"{self.name} must be <= {self.maximum}, got {number}", self.name)
+
+
+def _coerce_class_weight(name: str, value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise ParamError(f"{name} must be an object mapping class label to weight", name)
+    weights: dict[str, float] = {}
+    for label, weight in value.items():
+        try:
+            label_value = float(label)
+        except (TypeError, ValueError):
+            raise ParamError(f"{name}: {label!r} is not a class label (a number)", name) from None
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise ParamError(f"{name}[{label}] must be a number, got {weight!r}", name)
+        if not (math.isfinite(weight) and weight > 0):
+            raise ParamError(f"{name}[{label}] must be a finite number > 0", name)
+        weights[_label_key(label_value)] = float(weight)
+    return weights
+
+
+def _label_key(label: float) -> str:
+    """Canonical text of a class label: '1', '-1', '2.5'."""
+    return str(int(label)) if float(label).is_integer() else repr(float(label))
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    name: str
+    description: str
+    problem: str
+    params: tuple[Param, ...] = field(default_factory=tuple)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "problem": self.problem,
+            "params": [p.describe() for p in self.params],
+        }
+
+
+def _common(eps: float, loss: Param | None = None) -> tuple[Param, ...]:
+    params = [
+        Param("C", "float", 1.0, "Cost of a margin violation (C in the primal).",
+              minimum=0.0, exclusive_minimum=True, maximum=1e12),
+    ]
+    if loss is not None:
+        params.append(loss)
+    params += [
+        Param("eps", "float", eps, "Stopping tolerance of the solver's stop rule.",
+              minimum=0.0, exclusive_minimum=True, maximum=1e6),
+        Param("bias", "choice", "augment",
+              "'augment' appends a constant feature of value bias_scale (regularised, as "
+              "LIBLINEAR -B); 'none' fits no intercept.", choices=("augment", "none")),
+        Param("bias_scale", "float", 1.0, "Value of the appended bias feature.",
+              minimum=0.0, exclusive_minimum=True, maximum=1e6),
+        Param("max_iter", "int", 1000, "Maximum number of outer iterations (sweeps).",
+              minimum=1, maximum=10_000_000),
+        Param("max_seconds", "float", None,
+              "Wall-clock limit of the solver; the model so far is kept (exit reason "
+              "max_seconds). Null means the service default.",
+              minimum=0.0, exclusive_minimum=True, maximum=7 * 24 * 3600.0, nullable=True),
+        Param("class_weight", "class_weight", None,
+              "Per-class multiplier of C, e.g. {\"1\": 5.0}.", nullable=True),
+        Param("seed", "int", 0, "Seed of the random permutation; runs are reproducible.",
+              minimum=0, maximum=2**63 - 1),
+    ]
+    return tuple(params)
+
+
+SOLVERS: dict[str, SolverSpec] = {
+    "dcd": SolverSpec(
+        name="dcd",
+        description="Dual coordinate descent with random permutation and shrinking "
+        "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
+        problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
+        "squared hinge (l2)",
+        params=_common(
+            0.1,
+            Param("loss", "choice", "l2", "'l1' hinge loss or 'l2' squared hinge loss.",
+                  choices=("l1", "l2")),
+        ),
+    ),
+}
+
+
+def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return the parameters as applied (defaults filled in), or raise ParamError."""
+    spec = SOLVERS.get(solver)
+    if spec is None:
+        known = ", ".join(sorted(SOLVERS))
+        raise ParamError(f"unknown solver {solver!r}; choose one of: {known}", "solver")
+    given = dict(params or {})
+    known_names = {p.name for p in spec.params}
+    unknown = sorted(set(given) - known_names)
+    if unknown:
+        raise ParamError(
+            f"unknown parameter(s) for solver {solver!r}: {', '.join(unknown)}; "
+            f"accepted: {', '.join(sorted(known_names))}",
+            unknown[0],
+        )
+    applied: dict[str, Any] = {}
+    for param in spec.params:
+        applied[param.name] = param.coerce(given[param.name]) if param.name in given else (
+            param.default
+        )
+    return applied
+
+
+def describe_solvers() -> list[dict[str, Any]]:
+    return [spec.describe() for spec in SOLVERS.values()]

@@ -1,0 +1,129 @@
+"""POST/GET /v1/jobs and cancellation, against a real SQLite database and SQLite broker.
+
+The training itself is run by calling the worker's job function directly (as Celery's
+guidance says: call the task function, or run a real worker; the e2e tests do the latter).
+"""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.settings import Settings
+from workers.training import run_job
+
+
+def test_submit_fills_defaults_and_queues(client: TestClient, heart_id: str) -> None:
+    response = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "dcd",
+                                             "params": {"C": 2}})
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert job["status"] == "queued"
+    assert job["params"]["C"] == 2.0
+    assert job["params"]["loss"] == "l2"
+    assert job["params"]["eps"] == 0.1
+    assert job["params"]["bias"] == "augment"
+    assert [h["status"] for h in job["status_history"]] == ["queued"]
+    assert client.get(f"/v1/jobs/{job['id']}").json()["id"] == job["id"]
+    listing = client.get("/v1/jobs", params={"status": "queued"}).json()
+    assert listing["count"] == 1
+    assert client.get("/v1/jobs", params={"status": "running"}).json()["count"] == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "fragment"),
+    [
+        ({"solver": "nope"}, "solver", "unknown solver"),
+        ({"params": {"gamma": 1}}, "params.gamma", "unknown parameter"),
+        ({"params": {"C": 0}}, "params.C", "must be >"),
+        ({"params": {"C": -1}}, "params.C", "must be >"),
+        ({"params": {"C": "big"}}, "params.C", "must be a number"),
+        ({"params": {"loss": "l3"}}, "params.loss", "must be one of"),
+        ({"params": {"max_iter": 0}}, "params.max_iter", ">= 1"),
+        ({"params": {"class_weight": {"7": 2.0}}}, "params.class_weight", "not in the dataset"),
+        ({"params": {"class_weight": {"1": -2.0}}}, "params.class_weight", "> 0"),
+        ({"dataset_id": "missing"}, "dataset_id", "no dataset"),
+    ],
+)
+def test_invalid_spec_is_422_and_creates_nothing(
+    client: TestClient, heart_id: str, spec: dict, field: str, fragment: str
+) -> None:
+    body = {"dataset_id": heart_id, "solver": "dcd", "params": {}} | spec
+    response = client.post("/v1/jobs", json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert fragment in error["message"]
+    assert error["detail"]["field"] == field
+    assert client.get("/v1/jobs").json()["count"] == 0
+
+
+def test_unknown_top_level_field_is_422(client: TestClient, heart_id: str) -> None:
+    response = client.post("/v1/jobs", json={"dataset_id": heart_id, "C": 1})
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "invalid_input"
+
+
+def test_one_class_dataset_is_refused_at_submit(client: TestClient) -> None:
+    upload = client.post("/v1/datasets", content=b"1 1:1\n1 2:1\n")
+    assert upload.status_code == 201
+    response = client.post("/v1/jobs", json={"dataset_id": upload.json()["id"]})
+    assert response.status_code == 422
+    assert "only one class" in response.json()["error"]["message"]
+
+
+def test_unknown_job_is_404(client: TestClient) -> None:
+    for response in (client.get("/v1/jobs/nope"), client.post("/v1/jobs/nope/cancel")):
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "not_found"
+
+
+def test_cancel_queued_job_then_worker_skips_it(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    response = client.post(f"/v1/jobs/{job_id}/cancel")
+    assert response.status_code == 202
+    assert response.json()["status"] == "cancelled"
+    assert run_job(settings, job_id, "test-worker") == "skipped"
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["status"] == "cancelled" and job["model_id"] is None
+    again = client.post(f"/v1/jobs/{job_id}/cancel")
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "conflict"
+
+
+def test_run_job_succeeds_once_and_reports_result(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id,
+                                           "params": {"loss": "l1", "eps": 0.01}}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    assert run_job(settings, job_id, "test-worker") == "skipped"  # duplicate delivery
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["status"] == "succeeded"
+    assert [h["status"] for h in job["status_history"]] == ["queued", "running", "succeeded"]
+    assert job["attempt"] == 1 and job["worker"] == "test-worker"
+    result = job["result"]
+    for key in ("primal_objective", "dual_objective", "duality_gap", "iterations",
+                "train_seconds", "exit_reason", "train_accuracy"):
+        assert result[key] is not None, key
+    assert result["exit_reason"] == "converged"
+    assert 0 <= result["duality_gap"] <= 1e-2 * result["primal_objective"]
+    assert result["train_accuracy"] > 0.8
+    assert job["progress_fraction"] == 1.0
+    assert client.get("/v1/models").json()["count"] == 1
+    model = client.get(f"/v1/models/{job['model_id']}").json()
+    assert model["job_id"] == job_id and model["solver"] == "dcd"
+    assert model["labels"] == [-1.0, 1.0] and model["n_features"] == 13
+    assert client.post(f"/v1/jobs/{job_id}/cancel").status_code == 409
+
+
+def test_job_whose_dataset_was_deleted_fails_with_reason(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    assert client.delete(f"/v1/datasets/{heart_id}").status_code == 409  # job is queued
+    client.post(f"/v1/jobs/{job_id}/cancel")
+    assert client.delete(f"/v1/datasets/{heart_id}").status_code == 204
+    assert client.get(f"/v1/jobs/{job_id}").json()["dataset_id"] is None

@@ -1,0 +1,57 @@
+"""/v1/solvers, /healthz, /metrics, the OpenAPI contract and the shape of errors."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+from fastapi.testclient import TestClient
+
+from tests.support import REPO
+
+
+def test_solvers_lists_parameters_with_defaults_and_ranges(client: TestClient) -> None:
+    body = client.get("/v1/solvers").json()
+    assert body["count"] == len(body["data"]) >= 1
+    dcd = next(s for s in body["data"] if s["name"] == "dcd")
+    params = {p["name"]: p for p in dcd["params"]}
+    assert params["C"]["default"] == 1.0 and params["C"]["exclusive_minimum"] == 0.0
+    assert params["loss"]["choices"] == ["l1", "l2"]
+    assert params["eps"]["default"] == 0.1
+    assert {"bias", "bias_scale", "max_iter", "max_seconds", "class_weight", "seed"} <= set(
+        params)
+
+
+def test_health_metrics_and_openapi(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200
+    assert "hinge_http_requests_total" in metrics.text
+    schema = client.get("/openapi.json").json()
+    for path in ("/v1/datasets", "/v1/jobs", "/v1/jobs/{job_id}/cancel",
+                 "/v1/models/{model_id}/predict", "/v1/models/{model_id}/export",
+                 "/v1/solvers"):
+        assert path in schema["paths"], path
+
+
+def test_unknown_route_and_wrong_method_use_the_error_shape(client: TestClient) -> None:
+    response = client.get("/v1/nothing-here")
+    assert response.status_code == 404
+    assert set(response.json()["error"]) == {"code", "message", "detail"}
+    response = client.put("/v1/datasets")
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_the_api_never_loads_a_solver() -> None:
+    """app imports only solvers.params and solvers.svmlight, never a training module."""
+    code = (
+        "import sys, app.main, app.routes.jobs, app.routes.models, app.predict;"
+        "print(sorted(m for m in sys.modules if m.startswith('solvers')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=REPO).stdout
+    loaded = set(ast.literal_eval(out.strip()))
+    assert loaded <= {"solvers", "solvers.params", "solvers.svmlight",
+                      "solvers._svmlight_kernels"}, loaded

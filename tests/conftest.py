@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.support import embedded_settings, migrate
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """The embedded default (SQLite database + SQLite broker) in a fresh HINGE_HOME."""
+    configured = embedded_settings(tmp_path / "home")
+    configured.ensure_dirs()
+    migrate(configured.database_url)
+    return configured
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client

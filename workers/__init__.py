@@ -1,0 +1,1 @@
+"""Celery workers: the training task, progress publishing and job claims."""

@@ -1,0 +1,53 @@
+"""The Celery application of the workers: `celery -A workers.celery_app worker`.
+
+Training is long and must not be lost: late acknowledgement, rejection on worker loss,
+prefetch 1. The Redis visibility timeout (the redelivery clock) is derived from the hard
+time limit of a job so a long job is never delivered twice while it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+from app.settings import Settings, get_settings
+
+TRAIN_TASK = "hinge.train"
+
+
+def hard_time_limit(settings: Settings) -> float:
+    return settings.job_max_seconds * 1.5 + 60.0
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("hinge-worker", broker=settings.broker_url, set_as_current=True)
+    transport_options: dict[str, Any] = {}
+    if settings.broker_url.startswith(("redis://", "rediss://")):
+        transport_options["visibility_timeout"] = int(hard_time_limit(settings) + 300)
+    app.conf.update(
+        task_default_queue=settings.queue,
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_concurrency=1,
+        task_time_limit=hard_time_limit(settings),
+        broker_connection_retry_on_startup=True,
+        broker_transport_options=transport_options,
+        worker_hijack_root_logger=False,
+        include=["workers.tasks"],
+    )
+    return app
+
+
+celery_app = make_celery(get_settings())
+
+
+@worker_process_init.connect
+def _warm_solvers(**_kwargs: Any) -> None:
+    """Compile (or load from the on-disk cache) every solver kernel before the first job."""
+    from workers.training import warm_up
+
+    warm_up(get_settings())
