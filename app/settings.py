@@ -29,6 +29,15 @@ class Settings(BaseSettings):
     job_max_seconds: float = Field(3600.0, gt=0)
     max_queued_jobs: int = Field(1000, gt=0)
     solver_threads: int = Field(1, ge=1)
+    # Crash recovery: a running job whose heartbeat is older than the lease is re-queued
+    # (or failed with "worker lost" after max_attempts); the API sweeps every interval.
+    job_lease_seconds: float = Field(60.0, gt=0)
+    sweep_interval_seconds: float = Field(10.0, gt=0)
+    max_attempts: int = Field(3, ge=1)
+    requeue_after_seconds: float = Field(120.0, gt=0)
+    # Fault injection for the crash tests: a worker SIGKILLs itself when it claims a job on
+    # a dataset of this name. Empty (the default) disables it.
+    fault_kill_worker_on: str = ""
 
     @model_validator(mode="after")
     def _embedded_defaults(self) -> Settings:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import lzma
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,7 +9,12 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import embedded_settings, migrate
+from tests.support import data_file, embedded_settings, migrate
+
+
+@pytest.fixture(scope="session")
+def heart_bytes() -> bytes:
+    return lzma.decompress(data_file("heart_scale.xz").read_bytes())
 
 
 @pytest.fixture

@@ -107,6 +107,11 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_BROKER_URL": settings.broker_url,
         "HINGE_QUEUE": settings.queue,
         "HINGE_JOB_MAX_SECONDS": str(settings.job_max_seconds),
+        "HINGE_JOB_LEASE_SECONDS": str(settings.job_lease_seconds),
+        "HINGE_SWEEP_INTERVAL_SECONDS": str(settings.sweep_interval_seconds),
+        "HINGE_MAX_ATTEMPTS": str(settings.max_attempts),
+        "HINGE_REQUEUE_AFTER_SECONDS": str(settings.requeue_after_seconds),
+        "HINGE_FAULT_KILL_WORKER_ON": settings.fault_kill_worker_on,
         "PYTHONUNBUFFERED": "1",
     })
     return env
@@ -197,3 +202,29 @@ def wait_for_job(get: Any, job_id: str, timeout: float = 120.0,
             return body
         time.sleep(0.1)
     raise TimeoutError(f"job {job_id} still {body.get('status')} after {timeout} s: {body}")
+
+
+@contextlib.contextmanager
+def running_service(settings: Settings, log_dir: Path, workers: int = 1
+                    ) -> Iterator[tuple[httpx.Client, list[ServiceProcess]]]:
+    """Migrated database, `workers` Celery worker processes and an API server process."""
+    settings.ensure_dirs()
+    migrate(settings.database_url)
+    started: list[ServiceProcess] = []
+    try:
+        for _ in range(workers):
+            started.append(start_worker(settings, log_dir))
+        api, base = start_api(settings, log_dir)
+        try:
+            with httpx.Client(base_url=base, timeout=60) as client:
+                yield client, started
+        finally:
+            api.stop()
+    finally:
+        for worker in started:
+            worker.stop()
+
+
+def child_pids(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import signal
+import threading
 import time
 from typing import Any
 
 import numpy as np
+from sqlalchemy import update
 
 from app import jobs as job_states
 from app.db import session_scope
@@ -42,9 +46,11 @@ class ProgressRecorder:
     max(0.2 s, elapsed/100), so a job keeps a few hundred points however long it runs.
     """
 
-    def __init__(self, settings: Settings, job_id: str, eps: float | None) -> None:
+    def __init__(self, settings: Settings, job_id: str, attempt: int, eps: float | None
+                 ) -> None:
         self.settings = settings
         self.job_id = job_id
+        self.attempt = attempt
         self.eps = eps
         self.first_violation: float | None = None
         self.last_kept = -math.inf
@@ -66,6 +72,7 @@ class ProgressRecorder:
 
     def __call__(self, event: dict[str, Any]) -> bool:
         payload = {k: _plain(v) for k, v in event.items()}
+        payload["at"] = time.time()  # wall clock, so a client can measure event latency
         fraction = self.fraction(event)
         if fraction is not None:
             payload["fraction"] = round(fraction, 4)
@@ -74,14 +81,52 @@ class ProgressRecorder:
         keep = now - self.last_kept >= max(0.2, elapsed / 100.0)
         with session_scope(self.settings.database_url) as session:
             job = session.get(Job, self.job_id)
-            if job is None:
-                return True
+            if job is None or job.attempt != self.attempt or job.status != "running":
+                return True  # the lease is lost: stop, another attempt owns the job
             job.progress = payload
             job.heartbeat_at = utcnow()
             if keep:
                 job_states.add_event(session, self.job_id, "progress", payload)
                 self.last_kept = now
-            return bool(job.cancel_requested) or job.status != "running"
+            return bool(job.cancel_requested)
+
+
+class Heartbeat:
+    """Refreshes the job's heartbeat from a thread while the solver runs.
+
+    Solver progress also refreshes it, but a long data load or a long sweep between
+    progress events must not make a live job look dead to the sweep.
+    """
+
+    def __init__(self, settings: Settings, job_id: str, attempt: int) -> None:
+        self.settings = settings
+        self.job_id = job_id
+        self.attempt = attempt
+        self.interval = max(0.2, settings.job_lease_seconds / 4)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}",
+                                        daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                with session_scope(self.settings.database_url) as session:
+                    session.execute(
+                        update(Job)
+                        .where(Job.id == self.job_id, Job.attempt == self.attempt,
+                               Job.status == "running")
+                        .values(heartbeat_at=utcnow())
+                    )
+            except Exception:  # a database blip: the next beat tries again
+                log.warning("job %s: heartbeat failed", self.job_id, exc_info=True)
 
 
 def _plain(value: Any) -> Any:
@@ -104,6 +149,8 @@ def _claim(settings: Settings, job_id: str, hostname: str) -> dict[str, Any] | N
             return None
         dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
         return {
+            "attempt": attempt,
+            "dataset_name": dataset.name if dataset else None,
             "solver": job.solver,
             "params": dict(job.params),
             "blob_path": dataset.blob_path if dataset else None,
@@ -112,44 +159,52 @@ def _claim(settings: Settings, job_id: str, hostname: str) -> dict[str, Any] | N
         }
 
 
-def _fail(settings: Settings, job_id: str, error: str) -> None:
+def _fail(settings: Settings, job_id: str, attempt: int, error: str) -> None:
     with session_scope(settings.database_url) as session:
-        job_states.transition(session, job_id, ("running",), "failed", error=error[:2000])
+        job_states.transition(session, job_id, ("running",), "failed", expect_attempt=attempt,
+                              error=error[:2000])
 
 
 def run_job(settings: Settings, job_id: str, hostname: str) -> str:
-    claim = _claim(settings, job_id, hostname)
+    claim = _claim(settings, job_id, f"{hostname} pid {os.getpid()}")
     if claim is None:
         log.info("job %s: not queued any more, nothing to do", job_id)
         return "skipped"
+    attempt = claim["attempt"]
+    if settings.fault_kill_worker_on and claim["dataset_name"] == settings.fault_kill_worker_on:
+        log.error("fault injection: killing this worker process on job %s", job_id)
+        os.kill(os.getpid(), signal.SIGKILL)
     if claim["blob_path"] is None:
-        _fail(settings, job_id, "the dataset was deleted before the job started")
+        _fail(settings, job_id, attempt, "the dataset was deleted before the job started")
         return "failed"
     try:
-        X, y = load_dataset(claim["blob_path"], claim["features"])
-        params = dict(claim["params"])
-        if params.get("max_seconds") is None:
-            params["max_seconds"] = settings.job_max_seconds
-        from solvers import fit
+        with Heartbeat(settings, job_id, attempt):
+            X, y = load_dataset(claim["blob_path"], claim["features"])
+            params = dict(claim["params"])
+            if params.get("max_seconds") is None:
+                params["max_seconds"] = settings.job_max_seconds
+            from solvers import fit
 
-        recorder = ProgressRecorder(settings, job_id, params.get("eps"))
-        result = fit(X, y, solver=claim["solver"], progress=recorder, **params)
+            recorder = ProgressRecorder(settings, job_id, attempt, params.get("eps"))
+            result = fit(X, y, solver=claim["solver"], progress=recorder, **params)
     except Exception as exc:
         log.exception("job %s failed", job_id)
-        _fail(settings, job_id, f"{type(exc).__name__}: {exc}")
+        _fail(settings, job_id, attempt, f"{type(exc).__name__}: {exc}")
         return "failed"
     return _finish(settings, job_id, claim, result, X, y)
 
 
 def _finish(settings: Settings, job_id: str, claim: dict[str, Any], result: Any, X: Any,
             y: np.ndarray) -> str:
+    attempt = claim["attempt"]
     if result.exit_reason == "cancelled":
         with session_scope(settings.database_url) as session:
-            job_states.transition(session, job_id, ("running",), "cancelled")
-        return "cancelled"
+            done = job_states.transition(session, job_id, ("running",), "cancelled",
+                                         expect_attempt=attempt)
+        return "cancelled" if done else "lost"
     if result.exit_reason == "numerical_error":
-        _fail(settings, job_id, "numerical_error: the solver's iterates became non-finite; "
-                                "try a smaller C or scaled features")
+        _fail(settings, job_id, attempt, "numerical_error: the solver's iterates became "
+                                         "non-finite; try a smaller C or scaled features")
         return "failed"
     train_accuracy = float(np.mean(result.predict(X) == y))
     summary = {
@@ -167,7 +222,7 @@ def _finish(settings: Settings, job_id: str, claim: dict[str, Any], result: Any,
     with session_scope(settings.database_url) as session:
         model_id = new_id()
         if not job_states.transition(session, job_id, ("running",), "succeeded",
-                                     result=summary, model_id=model_id):
+                                     expect_attempt=attempt, result=summary, model_id=model_id):
             session.rollback()
             return "lost"
         session.add(Model(

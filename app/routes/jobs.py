@@ -68,7 +68,7 @@ def create_job(spec: JobCreate, session: SessionDep, settings: SettingsDep) -> J
     now = utcnow()
     job = Job(
         id=new_id(), dataset_id=spec.dataset_id, solver=spec.solver, params=applied,
-        status="queued", attempt=0, cancel_requested=False, created_at=now,
+        status="queued", attempt=0, cancel_requested=False, created_at=now, queued_at=now,
         status_history=[job_states.history_entry("queued", now)],
     )
     session.add(job)

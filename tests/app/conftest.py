@@ -1,16 +1,7 @@
 from __future__ import annotations
 
-import lzma
-
 import pytest
 from fastapi.testclient import TestClient
-
-from tests.support import data_file
-
-
-@pytest.fixture(scope="session")
-def heart_bytes() -> bytes:
-    return lzma.decompress(data_file("heart_scale.xz").read_bytes())
 
 
 @pytest.fixture

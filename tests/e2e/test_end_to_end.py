@@ -20,11 +20,9 @@ from app.settings import Settings
 from tests.support import (
     data_file,
     embedded_settings,
-    migrate,
     postgres_schema,
     require_redis,
-    start_api,
-    start_worker,
+    running_service,
     wait_for_job,
 )
 
@@ -43,18 +41,8 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[httpx.Cl
 
 
 def _run(settings: Settings, log_dir: Path) -> Iterator[httpx.Client]:
-    settings.ensure_dirs()
-    migrate(settings.database_url)
-    worker = start_worker(settings, log_dir)
-    try:
-        api, base = start_api(settings, log_dir)
-        try:
-            with httpx.Client(base_url=base, timeout=60) as client:
-                yield client
-        finally:
-            api.stop()
-    finally:
-        worker.stop()
+    with running_service(settings, log_dir) as (client, _workers):
+        yield client
 
 
 def test_upload_train_predict(service: httpx.Client) -> None:

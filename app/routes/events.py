@@ -1,0 +1,96 @@
+"""GET /v1/jobs/{id}/events: the job's progress as Server-Sent Events.
+
+First the stored history after `Last-Event-ID` (each stored event has its sequence number as
+SSE id, so a reconnect resumes without gaps or duplicates), then live events as the worker
+writes them, then one terminal `status` event, after which the stream ends. Between stored
+points, the job's latest progress is sent as an `progress` event without an id (it is not
+part of the history, so a resume neither repeats nor misses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Header, Request
+from sqlalchemy import select
+from sse_starlette import EventSourceResponse
+
+from app.db import sessionmaker_for
+from app.deps import SessionDep, SettingsDep
+from app.errors import ApiError, not_found
+from app.jobs import TERMINAL
+from app.orm import Job, JobEvent
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+POLL_SECONDS = 0.1
+BATCH = 500
+
+
+def _fetch(database_url: str, job_id: str, after: int) -> tuple[list[JobEvent], dict | None]:
+    with sessionmaker_for(database_url)() as session:
+        events = list(session.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.seq > after)
+            .order_by(JobEvent.seq).limit(BATCH)
+        ))
+        progress = session.scalar(select(Job.progress).where(Job.id == job_id))
+        session.commit()
+        return events, progress
+
+
+def _message(event: JobEvent) -> dict[str, Any]:
+    return {"id": str(event.seq), "event": event.kind,
+            "data": json.dumps({"seq": event.seq, **event.payload})}
+
+
+@router.get(
+    "/{job_id}/events",
+    response_class=EventSourceResponse,
+    responses={200: {"content": {"text/event-stream": {}},
+                     "description": "SSE stream of `status` and `progress` events"}},
+)
+async def job_events(
+    job_id: str,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    last_event_id: str | None = Header(None, alias="Last-Event-ID"),
+) -> EventSourceResponse:
+    """`curl -N` shows a job's progress live; the stream ends after the terminal status."""
+    if session.get(Job, job_id) is None:
+        raise not_found("job", job_id)
+    session.close()
+    try:
+        after = int(last_event_id) if last_event_id else 0
+    except ValueError:
+        raise ApiError(422, "Last-Event-ID must be an event id (an integer)") from None
+
+    async def stream() -> AsyncIterator[dict[str, Any]]:
+        seq = after
+        last_live: dict | None = None
+        while True:
+            events, progress = await anyio.to_thread.run_sync(
+                _fetch, settings.database_url, job_id, seq
+            )
+            for event in events:
+                seq = event.seq
+                yield _message(event)
+                if event.kind == "progress":
+                    last_live = event.payload
+                if event.kind == "status" and event.payload.get("status") in TERMINAL:
+                    return
+            if len(events) == BATCH:
+                continue
+            if progress and progress != last_live:
+                last_live = progress
+                yield {"event": "progress", "data": json.dumps(progress)}
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(POLL_SECONDS)
+
+    return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache",
+                                                           "X-Accel-Buffering": "no"})

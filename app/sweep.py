@@ -1,0 +1,82 @@
+"""The recovery sweep: no accepted job is left behind by a dead worker or a lost message.
+
+- A `running` job whose heartbeat is older than the lease lost its worker (SIGKILL, OOM,
+  a machine gone): it goes back to `queued` and is enqueued again, or, once it has used
+  `max_attempts`, it fails with "worker lost".
+- A `queued` job that no worker claimed for `requeue_after_seconds` may have lost its
+  message (a broker that keeps nothing on disk was restarted): it is enqueued again. A
+  duplicate message is harmless: the claim is a conditional update.
+
+The API process runs the sweep every `sweep_interval_seconds`; several API processes may
+sweep at once, since every change is a conditional transition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+import anyio.to_thread
+from sqlalchemy import select, update
+
+from app import jobs as job_states
+from app.db import session_scope
+from app.orm import Job, utcnow
+from app.queue import enqueue_training
+from app.settings import Settings
+
+log = logging.getLogger("hinge.sweep")
+
+
+def sweep(settings: Settings) -> dict[str, int]:
+    now = utcnow()
+    stale_before = now - timedelta(seconds=settings.job_lease_seconds)
+    counts = {"requeued": 0, "failed": 0, "cancelled": 0, "reenqueued": 0}
+    to_enqueue: list[str] = []
+    with session_scope(settings.database_url) as session:
+        stale = session.scalars(
+            select(Job).where(Job.status == "running", Job.heartbeat_at < stale_before)
+        ).all()
+        for job in stale:
+            if job.attempt >= settings.max_attempts:
+                if job_states.transition(
+                    session, job.id, ("running",), "failed", expect_attempt=job.attempt,
+                    error=f"worker lost: {job.attempt} attempt(s) ended without a heartbeat",
+                ):
+                    counts["failed"] += 1
+            elif job.cancel_requested:
+                if job_states.transition(session, job.id, ("running",), "cancelled",
+                                         expect_attempt=job.attempt):
+                    counts["cancelled"] += 1
+            elif job_states.transition(session, job.id, ("running",), "queued",
+                                       expect_attempt=job.attempt, queued_at=now):
+                counts["requeued"] += 1
+                to_enqueue.append(job.id)
+        waiting_since = now - timedelta(seconds=settings.requeue_after_seconds)
+        waiting = session.scalars(
+            select(Job.id).where(Job.status == "queued", Job.queued_at < waiting_since)
+        ).all()
+        for job_id in waiting:
+            session.execute(update(Job).where(Job.id == job_id, Job.status == "queued")
+                            .values(queued_at=now))
+            counts["reenqueued"] += 1
+            to_enqueue.append(job_id)
+    for job_id in to_enqueue:
+        try:
+            enqueue_training(settings.broker_url, settings.queue, job_id)
+        except Exception:
+            log.warning("could not enqueue job %s; the next sweep tries again", job_id,
+                        exc_info=True)
+    if any(counts.values()):
+        log.info("sweep: %s", counts)
+    return counts
+
+
+async def sweep_forever(settings: Settings) -> None:
+    while True:
+        await asyncio.sleep(settings.sweep_interval_seconds)
+        try:
+            await anyio.to_thread.run_sync(sweep, settings)
+        except Exception:
+            log.exception("sweep failed; trying again in %s s", settings.sweep_interval_seconds)

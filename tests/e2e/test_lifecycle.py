@@ -1,0 +1,279 @@
+"""Jobs you can watch, stop and trust: SSE progress, cancellation and crash recovery.
+
+Real API server and Celery worker processes on the embedded default (SQLite + SQLite
+broker), and a private Redis server for the restart test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.settings import Settings
+from tests.support import (
+    IN_CI,
+    child_pids,
+    data_file,
+    embedded_settings,
+    free_port,
+    running_service,
+    wait_for_job,
+)
+
+# ijcnn1 with C=100 and a tight eps runs into max_iter after a few seconds, emitting
+# progress every 0.2 s: long enough to watch, cancel or kill, short enough for a test.
+LONG_JOB = {"C": 100.0, "loss": "l1", "eps": 1e-4, "max_iter": 60_000}
+
+
+def _settings(home: Path, **overrides) -> Settings:
+    defaults = {"job_lease_seconds": 2.0, "sweep_interval_seconds": 0.5, "max_attempts": 3,
+                "requeue_after_seconds": 3.0}
+    return embedded_settings(home, **(defaults | overrides))
+
+
+@pytest.fixture(scope="module")
+def ijcnn1_bytes() -> bytes:
+    return data_file("ijcnn1.xz").read_bytes()
+
+
+def _upload(client: httpx.Client, payload: bytes, name: str = "ijcnn1") -> str:
+    response = client.post(f"/v1/datasets?name={name}", content=payload)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def _submit(client: httpx.Client, dataset_id: str, params: dict) -> str:
+    response = client.post("/v1/jobs", json={"dataset_id": dataset_id, "params": params})
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+def _wait_running_with_progress(client: httpx.Client, job_id: str, timeout: float = 90
+                                ) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] == "running" and job["progress"]:
+            return job
+        assert job["status"] in ("queued", "running"), job
+        time.sleep(0.05)
+    raise TimeoutError(job_id)
+
+
+def _read_sse(client: httpx.Client, job_id: str, last_event_id: str | None = None,
+              stop_after: int | None = None) -> list[dict]:
+    """Events as dicts {id, event, data}; stops at the end of the stream or after N."""
+    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+    events: list[dict] = []
+    current: dict = {}
+    with client.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers,
+                       timeout=120) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                continue
+            if not line:
+                if "data" in current:
+                    current["data"] = json.loads(current["data"])
+                    current["received"] = time.time()
+                    events.append(current)
+                    if stop_after is not None and len(events) >= stop_after:
+                        return events
+                current = {}
+                continue
+            key, _, value = line.partition(":")
+            current[key] = value[1:] if value.startswith(" ") else value
+    return events
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    home = tmp_path_factory.mktemp("lifecycle")
+    with running_service(_settings(home / "home"), home) as (client, _workers):
+        yield client
+
+
+def test_sse_streams_progress_then_terminal_and_resumes_without_gaps(
+    service: httpx.Client, ijcnn1_bytes: bytes
+) -> None:
+    job_id = _submit(service, _upload(service, ijcnn1_bytes), LONG_JOB)
+    events = _read_sse(service, job_id)
+    stored = [e for e in events if "id" in e]
+    progress = [e for e in stored if e["event"] == "progress"]
+    assert len(progress) >= 5, events
+    iterations = [e["data"]["iteration"] for e in progress]
+    assert iterations == sorted(iterations) and len(set(iterations)) == len(iterations)
+    for key in ("iteration", "elapsed_s", "primal", "active_size"):
+        assert key in progress[0]["data"], progress[0]
+    terminal = events[-1]
+    assert terminal["event"] == "status" and terminal["data"]["status"] == "succeeded"
+    ids = [int(e["id"]) for e in stored]
+    assert ids == list(range(1, len(ids) + 1))  # the whole history, no gap, no duplicate
+
+    # Reconnect from the middle: exactly the stored events after that id.
+    middle = ids[len(ids) // 2]
+    resumed = [e for e in _read_sse(service, job_id, str(middle)) if "id" in e]
+    assert [int(e["id"]) for e in resumed] == ids[ids.index(middle) + 1:]
+
+    job = service.get(f"/v1/jobs/{job_id}").json()
+    assert job["result"]["exit_reason"] in ("max_iter", "converged")
+    assert job["progress_fraction"] == 1.0
+
+
+def test_sse_event_latency_is_under_half_a_second(service: httpx.Client,
+                                                  ijcnn1_bytes: bytes) -> None:
+    job_id = _submit(service, _upload(service, ijcnn1_bytes), LONG_JOB)
+    _wait_running_with_progress(service, job_id)
+    live = _read_sse(service, job_id, stop_after=40)
+    lags = []
+    for event in live:
+        data = event["data"]
+        if event["event"] == "progress" and "at" in data:
+            lags.append(event["received"] - data["at"])
+    service.post(f"/v1/jobs/{job_id}/cancel")
+    assert len(lags) >= 5, live
+    lags.sort()
+    assert lags[len(lags) // 2] < 0.5, lags
+
+
+def test_cancel_running_job_within_two_seconds_and_no_model(
+    service: httpx.Client, ijcnn1_bytes: bytes
+) -> None:
+    job_id = _submit(service, _upload(service, ijcnn1_bytes), LONG_JOB)
+    _wait_running_with_progress(service, job_id)
+    asked = time.monotonic()
+    response = service.post(f"/v1/jobs/{job_id}/cancel")
+    assert response.status_code == 202
+    job = wait_for_job(service.get, job_id, timeout=10)
+    took = time.monotonic() - asked
+    assert job["status"] == "cancelled", job
+    assert took < 2.0, took
+    assert job["model_id"] is None
+    assert all(m["job_id"] != job_id for m in service.get("/v1/models").json()["data"])
+    assert service.post(f"/v1/jobs/{job_id}/cancel").status_code == 409
+
+
+def test_sigkilled_worker_job_completes_on_a_new_attempt(
+    tmp_path: Path, ijcnn1_bytes: bytes
+) -> None:
+    with running_service(_settings(tmp_path / "home"), tmp_path) as (client, workers):
+        job_id = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB | {"max_iter": 20_000})
+        job = _wait_running_with_progress(client, job_id)
+        pid = int(job["worker"].rsplit(" ", 1)[1])
+        assert pid in child_pids(workers[0].process.pid)
+        os.kill(pid, signal.SIGKILL)
+        job = wait_for_job(client.get, job_id, timeout=120)
+        assert job["status"] == "succeeded", job
+        assert job["attempt"] == 2
+        statuses = [h["status"] for h in job["status_history"]]
+        assert statuses == ["queued", "running", "queued", "running", "succeeded"]
+        models = [m for m in client.get("/v1/models").json()["data"] if m["job_id"] == job_id]
+        assert len(models) == 1
+
+
+def test_job_that_kills_its_worker_every_time_fails_after_the_cap(
+    tmp_path: Path, ijcnn1_bytes: bytes, heart_bytes: bytes
+) -> None:
+    settings = _settings(tmp_path / "home", fault_kill_worker_on="crash-me")
+    with running_service(settings, tmp_path) as (client, _workers):
+        crashing = _submit(client, _upload(client, heart_bytes, "crash-me"), {})
+        healthy = _submit(client, _upload(client, heart_bytes, "heart"), {})
+        job = wait_for_job(client.get, crashing, timeout=120)
+        assert job["status"] == "failed", job
+        assert job["attempt"] == 3
+        assert "worker lost" in job["error"]
+        assert job["model_id"] is None
+        assert wait_for_job(client.get, healthy, timeout=120)["status"] == "succeeded"
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[tuple[str, callable]]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if IN_CI:
+            pytest.fail("redis-server is not installed (CI=true)")
+        pytest.skip("redis-server is not installed")
+    port = free_port()
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(tmp_path)]
+    state = {"process": subprocess.Popen(args, stdout=subprocess.DEVNULL)}
+
+    def wait_up() -> None:
+        import redis
+
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                redis.Redis(port=port, socket_connect_timeout=0.5).ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise TimeoutError("private redis did not start")
+
+    def restart() -> None:
+        state["process"].kill()
+        state["process"].wait()
+        time.sleep(1.0)
+        state["process"] = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        wait_up()
+
+    wait_up()
+    yield f"redis://127.0.0.1:{port}/0", restart
+    state["process"].kill()
+    state["process"].wait()
+
+
+def test_redis_restart_with_jobs_queued_and_running(
+    tmp_path: Path, ijcnn1_bytes: bytes, heart_bytes: bytes, private_redis
+) -> None:
+    redis_url, restart = private_redis
+    settings = _settings(tmp_path / "home", broker_url=redis_url)
+    with running_service(settings, tmp_path) as (client, _workers):
+        running = _submit(client, _upload(client, ijcnn1_bytes),
+                          LONG_JOB | {"max_iter": 20_000})
+        heart = _upload(client, heart_bytes, "heart")
+        queued = [_submit(client, heart, {"C": c}) for c in (0.5, 1.0, 2.0)]
+        _wait_running_with_progress(client, running)
+        restart()  # loses every queued message: this Redis keeps nothing on disk
+        for job_id in [running, *queued]:
+            job = wait_for_job(client.get, job_id, timeout=180)
+            assert job["status"] == "succeeded", job
+
+
+def test_twenty_concurrent_writers_on_sqlite_never_see_a_lock(
+    service: httpx.Client, heart_bytes: bytes
+) -> None:
+    dataset_id = _upload(service, heart_bytes, "heart")
+    statuses: list[int] = []
+    bodies: list[str] = []
+    lock = threading.Lock()
+
+    def write(index: int) -> None:
+        with httpx.Client(base_url=str(service.base_url), timeout=60) as own:
+            for _ in range(3):
+                up = own.post(f"/v1/datasets?name=w{index}", content=heart_bytes)
+                job = own.post("/v1/jobs", json={"dataset_id": dataset_id,
+                                                 "params": {"C": 1 + index}})
+                with lock:
+                    statuses.extend([up.status_code, job.status_code])
+                    bodies.extend([up.text, job.text])
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all("locked" not in body for body in bodies)
+    assert sorted(set(statuses)) == [201, 202], statuses
+    assert len(statuses) == 120
