@@ -1,0 +1,151 @@
+"""Objectives of the linear SVM problems, shared by every linear solver.
+
+Binary problem (labels y_i in {-1, +1}, per-example cost C_i > 0, optional constant
+feature of value B appended to every row and regularised like any other weight):
+
+    primal  P(w) = 1/2 ||w||^2 + sum_i C_i xi_i(w),   xi_i(w) = max(0, 1 - y_i w.x_i)
+            (l1, hinge) or max(0, 1 - y_i w.x_i)^2 (l2, squared hinge);
+    dual    D(a) = 1/2 a'Qbar a - e'a,  0 <= a_i <= U_i,  Qbar = Q + diag(D_ii),
+            Q_ij = y_i y_j x_i.x_j;  l1: U_i = C_i, D_ii = 0;  l2: U_i = inf, D_ii = 1/(2 C_i).
+
+With w(a) = sum_i y_i a_i x_i we have 1/2 a'Q a = 1/2 ||w(a)||^2, so the dual value is
+cheap once w(a) is known. We report the *maximised* dual value -D(a), so that the duality
+gap P(w(a)) - (-D(a)) = P(w(a)) + D(a) is >= 0 and 0 exactly at the optimum.
+
+Weight vectors: `w` has `problem.n_weights` entries: the feature weights, then (only when
+`bias_scale > 0`) the weight of the appended constant feature.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+LOSSES = ("l1", "l2")
+
+
+class CsrArrays(NamedTuple):
+    """A CSR matrix as the arrays every kernel takes (validated by `solvers.train`).
+
+    data float64, indices int32 (sorted within each row), indptr int64; all C-contiguous
+    and writeable.
+    """
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    n_features: int
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+
+class LinearProblem(NamedTuple):
+    """One binary linear SVM problem: rows of `X` (plus the bias feature), labels +-1."""
+
+    X: CsrArrays
+    y: np.ndarray  # float64, +1.0 / -1.0
+    cost: np.ndarray  # float64, C_i > 0
+    bias_scale: float  # value B of the appended constant feature; 0.0 = no bias feature
+
+    @property
+    def n_weights(self) -> int:
+        return self.X.n_features + (1 if self.bias_scale > 0 else 0)
+
+
+def check_loss(loss: str) -> None:
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+
+
+def margins(problem: LinearProblem, w: np.ndarray) -> np.ndarray:
+    """y_i * w.x_i (bias feature included) for every row, as a new float64 array."""
+    weights = _checked_weights(problem, w)
+    X = problem.X
+    out = np.empty(X.n_rows, dtype=np.float64)
+    _margins_kernel(X.data, X.indices, X.indptr, problem.y, weights, problem.bias_scale, out)
+    return out
+
+
+def primal_objective(problem: LinearProblem, w: np.ndarray, loss: str) -> float:
+    """P(w) = 1/2 ||w||^2 + sum_i C_i loss(1 - y_i w.x_i)."""
+    check_loss(loss)
+    weights = _checked_weights(problem, w)
+    X = problem.X
+    loss_sum = _loss_sum_kernel(
+        X.data, X.indices, X.indptr, problem.y, problem.cost, weights, problem.bias_scale,
+        loss == "l2",
+    )
+    return float(0.5 * np.dot(weights, weights) + loss_sum)
+
+
+def dual_objective(problem: LinearProblem, alpha: np.ndarray, w: np.ndarray, loss: str) -> float:
+    """The maximised dual value -D(a) = e'a - 1/2 ||w||^2 - 1/2 sum_i D_ii a_i^2.
+
+    `w` must be w(a) = sum_i y_i a_i x_i (the solvers maintain it); `duality_gap` of the
+    pair is then >= 0 up to rounding.
+    """
+    check_loss(loss)
+    weights = _checked_weights(problem, w)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    value = float(np.sum(alpha)) - 0.5 * float(np.dot(weights, weights))
+    if loss == "l2":
+        # 1/2 sum_i a_i^2 / (2 C_i)
+        value -= 0.25 * float(np.sum(alpha * alpha / problem.cost))
+    return value
+
+
+def _checked_weights(problem: LinearProblem, w: np.ndarray) -> np.ndarray:
+    weights = np.ascontiguousarray(w, dtype=np.float64)
+    if weights.shape != (problem.n_weights,):
+        raise ValueError(
+            f"w has shape {weights.shape}; this problem has {problem.n_weights} weights "
+            f"({problem.X.n_features} features"
+            + (" + the bias feature)" if problem.bias_scale > 0 else ")")
+        )
+    return weights
+
+
+@njit(cache=True)
+def _margins_kernel(data, indices, indptr, y, w, bias_scale, out):
+    n_features = w.shape[0] - 1 if bias_scale > 0.0 else w.shape[0]
+    for i in range(indptr.shape[0] - 1):
+        # out[i] = y_i * (x_i . w[:d] + B * w[d])
+        dot = _row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+        if bias_scale > 0.0:
+            dot += w[n_features] * bias_scale
+        out[i] = y[i] * dot
+
+
+@njit(cache=True)
+def _loss_sum_kernel(data, indices, indptr, y, cost, w, bias_scale, squared):
+    n_features = w.shape[0] - 1 if bias_scale > 0.0 else w.shape[0]
+    total = 0.0
+    for i in range(indptr.shape[0] - 1):
+        # xi = max(0, 1 - y_i w.x_i); total += C_i * (xi or xi^2)
+        dot = _row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+        if bias_scale > 0.0:
+            dot += w[n_features] * bias_scale
+        slack = 1.0 - y[i] * dot
+        if slack > 0.0:
+            total += cost[i] * (slack * slack if squared else slack)
+    return total
+
+
+# Numba's on-disk cache is invalidated only when the file of the cached function changes,
+# not when a function it calls (and inlines) from another module does: so every solver
+# module keeps its own copies of these two-line row loops instead of importing them.
+# Loop counters and column indices are unsigned, so that Numba emits no negative-index
+# wraparound code in the innermost loops.
+
+
+@njit(cache=True, inline="always")
+def _row_dot(w, data, indices, start, end):
+    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
+    total = 0.0
+    for k in range(start, end):
+        total += w[np.uint32(indices[k])] * data[k]
+    return total
