@@ -133,33 +133,70 @@ class SolverSpec:
         }
 
 
-def _common(eps: float, loss: Param | None = None) -> tuple[Param, ...]:
-    params = [
-        Param("C", "float", 1.0, "Cost of a margin violation (C in the primal).",
-              minimum=0.0, exclusive_minimum=True, maximum=1e12),
-    ]
-    if loss is not None:
-        params.append(loss)
-    params += [
-        Param("eps", "float", eps, "Stopping tolerance of the solver's stop rule.",
-              minimum=0.0, exclusive_minimum=True, maximum=1e6),
-        Param("bias", "choice", "augment",
-              "'augment' appends a constant feature of value bias_scale (regularised, as "
-              "LIBLINEAR -B); 'none' fits no intercept.", choices=("augment", "none")),
-        Param("bias_scale", "float", 1.0, "Value of the appended bias feature.",
-              minimum=0.0, exclusive_minimum=True, maximum=1e6),
-        Param("max_iter", "int", 1000, "Maximum number of outer iterations (sweeps).",
-              minimum=1, maximum=10_000_000),
+def _c_param() -> Param:
+    return Param("C", "float", 1.0, "Cost of a margin violation (C in the primal).",
+                 minimum=0.0, exclusive_minimum=True, maximum=1e12)
+
+
+def _eps_param(eps: float, what: str = "Stopping tolerance of the solver's stop rule.") -> Param:
+    return Param("eps", "float", eps, what, minimum=0.0, exclusive_minimum=True, maximum=1e6)
+
+
+def _bias_params(choices: tuple[str, ...], default: str) -> tuple[Param, ...]:
+    meaning = {
+        "augment": "'augment' appends a constant feature of value bias_scale (regularised, "
+        "as LIBLINEAR -B)",
+        "none": "'none' fits no intercept",
+        "free": "'free' fits a true, unregularised intercept",
+    }
+    params = [Param("bias", "choice", default, "; ".join(meaning[c] for c in choices) + ".",
+                    choices=choices)]
+    if "augment" in choices:
+        params.append(Param("bias_scale", "float", 1.0, "Value of the appended bias feature.",
+                            minimum=0.0, exclusive_minimum=True, maximum=1e6))
+    return tuple(params)
+
+
+def _limits(max_iter: int, what: str = "outer iterations (sweeps)") -> tuple[Param, ...]:
+    return (
+        Param("max_iter", "int", max_iter, f"Maximum number of {what}.",
+              minimum=1, maximum=100_000_000),
         Param("max_seconds", "float", None,
               "Wall-clock limit of the solver; the model so far is kept (exit reason "
               "max_seconds). Null means the service default.",
               minimum=0.0, exclusive_minimum=True, maximum=7 * 24 * 3600.0, nullable=True),
+    )
+
+
+def _weights_and_seed(seed_what: str = "Seed of the random permutation") -> tuple[Param, ...]:
+    return (
         Param("class_weight", "class_weight", None,
               "Per-class multiplier of C, e.g. {\"1\": 5.0}.", nullable=True),
-        Param("seed", "int", 0, "Seed of the random permutation; runs are reproducible.",
+        Param("seed", "int", 0, f"{seed_what}; runs with the same seed are reproducible.",
               minimum=0, maximum=2**63 - 1),
-    ]
-    return tuple(params)
+    )
+
+
+def _threads() -> Param:
+    return Param("threads", "int", 1, "Numba threads for the data-parallel kernels.",
+                 minimum=1, maximum=256)
+
+
+def _loss(choices: tuple[str, ...] = ("l1", "l2"), default: str = "l2") -> Param:
+    return Param("loss", "choice", default, "'l1' hinge loss or 'l2' squared hinge loss.",
+                 choices=choices)
+
+
+def _common(eps: float, loss: Param | None = None) -> tuple[Param, ...]:
+    """The parameters of the dual coordinate-descent family (dcd, acf)."""
+    return (
+        _c_param(),
+        *((loss,) if loss is not None else ()),
+        _eps_param(eps),
+        *_bias_params(("augment", "none"), "augment"),
+        *_limits(1000),
+        *_weights_and_seed(),
+    )
 
 
 SOLVERS: dict[str, SolverSpec] = {
@@ -169,20 +206,102 @@ SOLVERS: dict[str, SolverSpec] = {
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
         "squared hinge (l2)",
-        params=_common(
-            0.1,
-            Param("loss", "choice", "l2", "'l1' hinge loss or 'l2' squared hinge loss.",
-                  choices=("l1", "l2")),
+        params=_common(0.1, _loss()),
+    ),
+    "acf": SolverSpec(
+        name="acf",
+        description="Dual coordinate descent with adaptive coordinate frequencies "
+        "(Glasmachers & Dogan 2013); fastest at large C.",
+        problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
+        "squared hinge (l2)",
+        params=_common(0.1, _loss()),
+    ),
+    "ocas": SolverSpec(
+        name="ocas",
+        description="Optimized cutting planes (Franc & Sonnenburg 2008); strong on dense, "
+        "low-dimensional data.",
+        problem="min_w 1/2||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i)",
+        params=(
+            _c_param(),
+            _eps_param(1e-3, "Relative stop: F(w_best) - F_t(w_t) <= eps * |F(w_best)|."),
+            Param("eps_abs", "float", None,
+                  "Absolute stop: F(w_best) - F_t(w_t) <= eps_abs (null: off).",
+                  minimum=0.0, exclusive_minimum=True, maximum=1e12, nullable=True),
+            *_bias_params(("augment", "none"), "augment"),
+            *_limits(10_000, "cutting-plane iterations"),
+            *_weights_and_seed("Seed (OCAS is deterministic; kept for uniformity)"),
+            _threads(),
+        ),
+    ),
+    "alm": SolverSpec(
+        name="alm",
+        description="Inexact augmented-Lagrangian primal solver for the Lp-loss SVM "
+        "(Nie et al. 2014), free bias.",
+        problem="min_{w,b} 1/2||w||^2 + sum_i C_i max(0, 1 - y_i (w.x_i + b))^p",
+        params=(
+            _c_param(),
+            Param("p", "float", 2.0, "Exponent of the loss (1 = hinge, 2 = squared hinge).",
+                  minimum=1.0, maximum=10.0),
+            _eps_param(0.01, "Stop when the primal gradient norm <= eps (or the relative "
+                             "objective change < 1e-4)."),
+            *_bias_params(("free", "none"), "free"),
+            *_limits(10_000, "ALM iterations"),
+            *_weights_and_seed("Seed (ALM is deterministic; kept for uniformity)"),
+            _threads(),
+        ),
+    ),
+    "pegasos": SolverSpec(
+        name="pegasos",
+        description="Stochastic sub-gradient descent (Shalev-Shwartz et al. 2007), the "
+        "approximate baseline; reports the primal objective it reaches.",
+        problem="min_w 1/2||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i), lambda = 1/(C n)",
+        params=(
+            _c_param(),
+            Param("epochs", "int", 10, "Passes over the data (n / batch_size steps each).",
+                  minimum=1, maximum=100_000),
+            Param("batch_size", "int", 1, "Examples per sub-gradient step (k).",
+                  minimum=1, maximum=1_000_000),
+            *_bias_params(("augment", "none"), "none"),
+            *_limits(100_000_000, "sub-gradient steps"),
+            *_weights_and_seed("Seed of the example sampling"),
+        ),
+    ),
+    "smo": SolverSpec(
+        name="smo",
+        description="Sequential minimal optimization for kernel SVMs (Platt 1998) with "
+        "second-order working-set selection, shrinking and a kernel cache; LIBSVM C-SVC.",
+        problem="min_a 1/2 a'Qa - e'a, 0 <= a_i <= C_i, y'a = 0, Q_ij = y_i y_j K(x_i, x_j)",
+        params=(
+            _c_param(),
+            Param("kernel", "choice", "rbf", "Kernel function.",
+                  choices=("linear", "rbf", "poly", "sigmoid")),
+            Param("gamma", "float", None, "Kernel coefficient of rbf/poly/sigmoid (null: "
+                  "1/features).", minimum=0.0, exclusive_minimum=True, maximum=1e6,
+                  nullable=True),
+            Param("degree", "int", 3, "Degree of the poly kernel.", minimum=1, maximum=20),
+            Param("coef0", "float", 0.0, "Constant term of poly/sigmoid.",
+                  minimum=-1e6, maximum=1e6),
+            _eps_param(1e-3, "Stop when the maximal violating pair m(a) - M(a) <= eps."),
+            Param("cache_mb", "float", 200.0, "Kernel-column cache size in MB.",
+                  minimum=1.0, maximum=16384.0),
+            Param("multiclass", "choice", "ovo", "'ovo' one-vs-one with voting (as LIBSVM) "
+                  "or 'ovr' one-vs-rest.", choices=("ovo", "ovr")),
+            *_limits(10_000_000, "SMO steps"),
+            *_weights_and_seed("Seed (SMO is deterministic; kept for uniformity)"),
+            _threads(),
         ),
     ),
 }
 
+# Solvers whose modules exist; the others are listed by GET /v1/solvers only when present.
+AVAILABLE: set[str] = {"dcd", "acf", "pegasos"}
+
 
 def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return the parameters as applied (defaults filled in), or raise ParamError."""
-    spec = SOLVERS.get(solver)
+    spec = SOLVERS.get(solver) if solver in AVAILABLE else None
     if spec is None:
-        known = ", ".join(sorted(SOLVERS))
+        known = ", ".join(sorted(AVAILABLE))
         raise ParamError(f"unknown solver {solver!r}; choose one of: {known}", "solver")
     given = dict(params or {})
     known_names = {p.name for p in spec.params}
@@ -202,4 +321,4 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
 
 
 def describe_solvers() -> list[dict[str, Any]]:
-    return [spec.describe() for spec in SOLVERS.values()]
+    return [spec.describe() for name, spec in SOLVERS.items() if name in AVAILABLE]
