@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy import update
 
 from app import jobs as job_states
+from app.bus import notify
 from app.db import session_scope
 from app.orm import Dataset, Job, Model, new_id, utcnow
 from app.settings import Settings
@@ -88,7 +89,9 @@ class ProgressRecorder:
             if keep:
                 job_states.add_event(session, self.job_id, "progress", payload)
                 self.last_kept = now
-            return bool(job.cancel_requested)
+            cancel = bool(job.cancel_requested)
+        notify(self.settings, self.job_id)
+        return cancel
 
 
 class Heartbeat:
@@ -166,10 +169,19 @@ def _fail(settings: Settings, job_id: str, attempt: int, error: str) -> None:
 
 
 def run_job(settings: Settings, job_id: str, hostname: str) -> str:
+    """Run one delivery of a job; returns what happened (for logs and tests)."""
     claim = _claim(settings, job_id, f"{hostname} pid {os.getpid()}")
     if claim is None:
         log.info("job %s: not queued any more, nothing to do", job_id)
         return "skipped"
+    notify(settings, job_id)
+    try:
+        return _run_claimed(settings, job_id, claim)
+    finally:
+        notify(settings, job_id)
+
+
+def _run_claimed(settings: Settings, job_id: str, claim: dict[str, Any]) -> str:
     attempt = claim["attempt"]
     if settings.fault_kill_worker_on and claim["dataset_name"] == settings.fault_kill_worker_on:
         log.error("fault injection: killing this worker process on job %s", job_id)

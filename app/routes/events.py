@@ -19,6 +19,7 @@ from fastapi import APIRouter, Header, Request
 from sqlalchemy import select
 from sse_starlette import EventSourceResponse
 
+from app.bus import subscribe
 from app.db import sessionmaker_for
 from app.deps import SessionDep, SettingsDep
 from app.errors import ApiError, not_found
@@ -27,7 +28,8 @@ from app.orm import Job, JobEvent
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-POLL_SECONDS = 0.1
+POLL_SECONDS = 0.1  # database poll without Redis
+NUDGED_POLL_SECONDS = 1.0  # fallback poll when pub/sub nudges arrive
 BATCH = 500
 
 
@@ -70,6 +72,15 @@ async def job_events(
         raise ApiError(422, "Last-Event-ID must be an event id (an integer)") from None
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
+        pubsub = await subscribe(settings, job_id)
+        try:
+            async for message in _events(pubsub):
+                yield message
+        finally:
+            if pubsub is not None:
+                await pubsub.aclose()
+
+    async def _events(pubsub: Any) -> AsyncIterator[dict[str, Any]]:
         seq = after
         last_live: dict | None = None
         while True:
@@ -90,7 +101,17 @@ async def job_events(
                 yield {"event": "progress", "data": json.dumps(progress)}
             if await request.is_disconnected():
                 return
-            await asyncio.sleep(POLL_SECONDS)
+            if pubsub is None:
+                await asyncio.sleep(POLL_SECONDS)
+                continue
+            try:  # wake on a nudge, or poll anyway after a second
+                if await pubsub.get_message(ignore_subscribe_messages=True,
+                                            timeout=NUDGED_POLL_SECONDS):
+                    while await pubsub.get_message(ignore_subscribe_messages=True,
+                                                   timeout=0):
+                        pass
+            except Exception:  # Redis went away: keep streaming from the database
+                pubsub = None
 
     return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache",
                                                            "X-Accel-Buffering": "no"})

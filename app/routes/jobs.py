@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from sqlalchemy import func, select
 
 from app import jobs as job_states
+from app.bus import notify
 from app.deps import SessionDep, SettingsDep
 from app.errors import ApiError, not_found
 from app.orm import Dataset, Job, new_id, utcnow
@@ -114,7 +115,7 @@ def get_job(job_id: str, session: SessionDep) -> JobPublic:
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobPublic)
-def cancel_job(job_id: str, session: SessionDep) -> JobPublic:
+def cancel_job(job_id: str, session: SessionDep, settings: SettingsDep) -> JobPublic:
     """A queued job is cancelled at once; a running one stops at its next progress check."""
     job = session.get(Job, job_id)
     if job is None:
@@ -134,5 +135,6 @@ def cancel_job(job_id: str, session: SessionDep) -> JobPublic:
                            {"status": job.status})
         job.cancel_requested = True
         session.commit()
+    notify(settings, job_id)
     session.refresh(job)
     return job_public(job)

@@ -127,3 +127,24 @@ def test_job_whose_dataset_was_deleted_fails_with_reason(
     client.post(f"/v1/jobs/{job_id}/cancel")
     assert client.delete(f"/v1/datasets/{heart_id}").status_code == 204
     assert client.get(f"/v1/jobs/{job_id}").json()["dataset_id"] is None
+
+
+def test_max_seconds_keeps_the_model_so_far_marked_not_converged(
+    client: TestClient, settings: Settings
+) -> None:
+    from tests.support import data_file
+
+    upload = client.post("/v1/datasets", content=data_file("ijcnn1.xz").read_bytes())
+    job_id = client.post("/v1/jobs", json={
+        "dataset_id": upload.json()["id"],
+        "params": {"C": 1000, "loss": "l1", "eps": 1e-6, "max_iter": 10_000_000,
+                   "max_seconds": 0.5},
+    }).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["result"]["exit_reason"] == "max_seconds"
+    assert job["result"]["converged"] is False
+    assert job["result"]["train_seconds"] < 2.0
+    model = client.get(f"/v1/models/{job['model_id']}").json()
+    assert model["converged"] is False
+    assert model["train_accuracy"] > 0.85

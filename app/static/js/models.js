@@ -1,0 +1,86 @@
+// Models pages: paste svmlight rows, POST them as text/plain to /v1/models/{id}/predict and
+// show the predicted labels and decision values.
+import { api, el, errorMessage, fmtInt, fmtNum, show } from "./common.js";
+
+const $ = (id) => document.getElementById(id);
+const form = $("predict-form");
+
+/** The label of each data line, when it has one (first token without a colon). */
+function givenLabels(text) {
+  const out = [];
+  for (const line of text.split("\n")) {
+    const stripped = line.split("#")[0].trim();
+    if (!stripped) continue;
+    const first = stripped.split(/\s+/)[0];
+    out.push(first.includes(":") ? null : Number(first));
+  }
+  return out;
+}
+
+function render(result, given) {
+  const output = $("predict-output");
+  const { labels, decision_values: values, classes } = result;
+  const multi = Array.isArray(values[0]);
+  const hasGiven = given.length === labels.length && given.some((v) => v !== null && !Number.isNaN(v));
+  const head = [el("th", { scope: "col", class: "num" }, "Row"), el("th", { scope: "col" }, "Predicted label")];
+  if (hasGiven) head.push(el("th", { scope: "col" }, "Given label"));
+  if (multi) {
+    for (const c of classes) head.push(el("th", { scope: "col", class: "num" }, `score ${fmtNum(c)}`));
+  } else {
+    head.push(el("th", { scope: "col", class: "num" }, `decision value (> 0 means ${fmtNum(classes[1])})`));
+  }
+  const rows = labels.map((label, i) => {
+    const cells = [el("td", { class: "num" }, String(i + 1)), el("td", { class: "mono" }, fmtNum(label))];
+    if (hasGiven) {
+      const g = given[i];
+      const match = g !== null && g === label;
+      cells.push(el("td", { class: "mono" }, g === null ? "—" : `${fmtNum(g)} ${match ? "✓ match" : "✗ differs"}`));
+    }
+    for (const v of multi ? values[i] : [values[i]]) cells.push(el("td", { class: "num" }, fmtNum(v, 5)));
+    return el("tr", {}, ...cells);
+  });
+  const summary = [`${fmtInt(labels.length)} row${labels.length === 1 ? "" : "s"} predicted`];
+  if (hasGiven) {
+    const labelled = labels.filter((_, i) => given[i] !== null);
+    const correct = labels.filter((l, i) => given[i] !== null && given[i] === l).length;
+    summary.push(`${correct} of ${labelled.length} match the given labels (${(100 * correct / labelled.length).toFixed(1)}%)`);
+  }
+  output.replaceChildren(
+    el("p", { class: "predict-output-summary", id: "predict-summary" }, summary.join("; ") + "."),
+    el("div", { class: "table-wrap" },
+      el("table", { class: "data compact", id: "predict-table" },
+        el("caption", { class: "visually-hidden" }, "Predictions, one row per input line"),
+        el("thead", {}, el("tr", {}, ...head)),
+        el("tbody", {}, ...rows))),
+  );
+}
+
+if (form) {
+  const input = $("predict-input");
+  const error = $("predict-error");
+  const button = form.querySelector('button[type="submit"]');
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    show(error, "");
+    const text = input.value;
+    if (!text.trim()) {
+      show(error, "Paste at least one svmlight row.");
+      input.setAttribute("aria-invalid", "true");
+      input.focus();
+      return;
+    }
+    input.removeAttribute("aria-invalid");
+    const modelId = $("predict-model").value;
+    button.disabled = true;
+    const result = await api("POST", `/v1/models/${encodeURIComponent(modelId)}/predict`, text,
+      { "Content-Type": "text/plain" });
+    button.disabled = false;
+    if (!result.ok) {
+      $("predict-output").replaceChildren();
+      show(error, errorMessage(result));
+      input.setAttribute("aria-invalid", "true");
+      return;
+    }
+    render(result.data, givenLabels(text));
+  });
+}
