@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-slow lint bench bench-quick migrate clean
+.PHONY: install browser run test test-slow lint bench bench-quick migrate clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -20,7 +20,12 @@ migrate: $(STAMP)
 run: $(STAMP)
 	$(PY) -m app.run
 
-test: $(STAMP)
+# The dashboard tests drive Debian's Chromium (never a downloaded browser build).
+browser:
+	@test -x /usr/bin/chromium || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+test: $(STAMP) lint browser
 	$(PY) -m pytest
 
 test-slow: $(STAMP)
