@@ -148,3 +148,42 @@ def test_max_seconds_keeps_the_model_so_far_marked_not_converged(
     model = client.get(f"/v1/models/{job['model_id']}").json()
     assert model["converged"] is False
     assert model["train_accuracy"] > 0.85
+
+
+def test_events_of_unknown_job_is_404_and_bad_last_event_id_is_422(
+    client: TestClient, heart_id: str
+) -> None:
+    response = client.get("/v1/jobs/nope/events")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    response = client.get(f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": "x"})
+    assert response.status_code == 422
+
+
+def test_queue_limit_is_429(tmp_path, heart_bytes: bytes) -> None:
+    from app.main import create_app
+    from tests.support import embedded_settings, migrate
+
+    settings = embedded_settings(tmp_path / "home", max_queued_jobs=2)
+    settings.ensure_dirs()
+    migrate(settings.database_url)
+    with TestClient(create_app(settings)) as limited:
+        dataset_id = limited.post("/v1/datasets", content=heart_bytes).json()["id"]
+        for _ in range(2):
+            assert limited.post("/v1/jobs", json={"dataset_id": dataset_id}).status_code == 202
+        response = limited.post("/v1/jobs", json={"dataset_id": dataset_id})
+        assert response.status_code == 429
+        assert response.json()["error"]["code"] == "too_many_requests"
+        assert limited.get("/v1/jobs").json()["count"] == 2
+
+
+def test_sse_history_of_a_finished_job_ends_with_its_terminal_event(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    run_job(settings, job_id, "test-worker")
+    with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+        text = "".join(response.iter_text())
+    assert text.index("event: status") < text.rindex('"status": "succeeded"')
+    assert "id: 1" in text and text.rstrip().endswith("}")
