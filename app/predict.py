@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,10 +39,32 @@ class LinearModel:
         return self.classes[np.argmax(scores, axis=1)], scores
 
 
+class ServableModel(Protocol):
+    """What predict needs of a model: its classes, its width, labels and decision values."""
+
+    @property
+    def classes(self) -> np.ndarray: ...
+
+    @property
+    def n_features(self) -> int: ...
+
+    def predict(self, X: Any) -> tuple[np.ndarray, np.ndarray]: ...
+
+
 def linear_model_from_bytes(payload: bytes) -> LinearModel:
     arrays = arrays_from_bytes(payload)
     return LinearModel(classes=arrays["classes"], coef=arrays["coef"],
                        intercept=arrays["intercept"])
+
+
+def model_from_bytes(kind: str, payload: bytes) -> ServableModel:
+    """A stored model, ready to predict. Kernel models need the compiled kernel function,
+    which lives in the small shared module solvers.kernels (no training code)."""
+    if kind == "kernel":
+        from solvers.kernels import KernelModel
+
+        return KernelModel.from_arrays(arrays_from_bytes(payload))
+    return linear_model_from_bytes(payload)
 
 
 class ModelCache:
@@ -49,17 +72,17 @@ class ModelCache:
 
     def __init__(self, capacity: int = 32) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[str, LinearModel] = OrderedDict()
+        self._items: OrderedDict[str, ServableModel] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, model_id: str) -> LinearModel | None:
+    def get(self, model_id: str) -> ServableModel | None:
         with self._lock:
             model = self._items.get(model_id)
             if model is not None:
                 self._items.move_to_end(model_id)
             return model
 
-    def put(self, model_id: str, model: LinearModel) -> None:
+    def put(self, model_id: str, model: ServableModel) -> None:
         with self._lock:
             self._items[model_id] = model
             self._items.move_to_end(model_id)

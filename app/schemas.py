@@ -47,6 +47,7 @@ class JobResult(BaseModel):
     exit_reason: str | None = None
     converged: bool | None = None
     train_accuracy: float | None = None
+    n_support: int | None = None
 
 
 class JobPublic(BaseModel):
@@ -113,6 +114,10 @@ class PredictRequest(BaseModel):
 
 
 class PredictResponse(BaseModel):
+    """For two classes one decision value per row, positive for classes[1]. For more: one
+    per class (one-vs-rest models) or one per class pair in LIBSVM's order (one-vs-one
+    kernel models: (0,1), (0,2), ..., (1,2), ...; positive votes for the first class)."""
+
     model_id: str
     labels: list[float]
     decision_values: list[float] | list[list[float]]

@@ -219,18 +219,25 @@ def _finish(settings: Settings, job_id: str, claim: dict[str, Any], result: Any,
                                          "non-finite; try a smaller C or scaled features")
         return "failed"
     train_accuracy = float(np.mean(result.predict(X) == y))
+    kernel_model = getattr(result, "model", None)  # smo returns a KernelFitResult
     summary = {
-        "primal_objective": _plain(float(result.primal_objective)),
+        "primal_objective": _plain(getattr(result, "primal_objective", None)),
         "dual_objective": _plain(result.dual_objective),
-        "duality_gap": _plain(result.duality_gap),
+        "duality_gap": _plain(getattr(result, "duality_gap", None)),
         "iterations": int(result.iterations),
         "train_seconds": float(result.train_seconds),
         "exit_reason": result.exit_reason,
         "converged": result.exit_reason == "converged",
         "train_accuracy": train_accuracy,
     }
-    payload = arrays_to_bytes(classes=result.classes, coef=result.coef,
-                              intercept=result.intercept)
+    if kernel_model is not None:
+        summary["n_support"] = int(result.n_support)
+        kind, n_features = "kernel", int(kernel_model.n_features)
+        payload = arrays_to_bytes(**kernel_model.to_arrays())
+    else:
+        kind, n_features = "linear", int(result.coef.shape[1])
+        payload = arrays_to_bytes(classes=result.classes, coef=result.coef,
+                                  intercept=result.intercept)
     with session_scope(settings.database_url) as session:
         model_id = new_id()
         if not job_states.transition(session, job_id, ("running",), "succeeded",
@@ -238,9 +245,9 @@ def _finish(settings: Settings, job_id: str, claim: dict[str, Any], result: Any,
             session.rollback()
             return "lost"
         session.add(Model(
-            id=model_id, job_id=job_id, dataset_id=claim["dataset_id"], kind="linear",
+            id=model_id, job_id=job_id, dataset_id=claim["dataset_id"], kind=kind,
             solver=claim["solver"], params=claim["params"],
-            labels=[float(v) for v in result.classes], n_features=int(result.coef.shape[1]),
+            labels=[float(v) for v in result.classes], n_features=n_features,
             result=summary, converged=summary["converged"], arrays=payload,
             size_bytes=len(payload), train_accuracy=train_accuracy,
         ))

@@ -130,7 +130,7 @@ def fmt_param(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {fmt_param(v)}" for k, v in value.items()) or "{}"
     if isinstance(value, float):
-        return fmt_num(value)
+        return f"{value:g}"
     return str(value)
 
 
@@ -152,24 +152,26 @@ def fmt_bytes(size: int | None) -> str:
     if size is None:
         return "—"
     value = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
+    for unit in ("B", "KB", "MB"):
+        if value < 1000:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
-    return f"{value:.1f} GB"  # pragma: no cover
+    return f"{value:.1f} GB"
 
 
 def fmt_dt(value: datetime | str | None) -> str:
     if value is None:
         return "—"
+    when = value
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value)
+            when = datetime.fromisoformat(value)
         except ValueError:
             return value
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert isinstance(when, datetime)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def iso(value: datetime | str | None) -> str:

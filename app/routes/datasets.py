@@ -108,7 +108,7 @@ async def upload_dataset(
 def list_datasets(
     session: SessionDep,
     limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> DatasetsPublic:
     count = session.scalar(select(func.count()).select_from(Dataset)) or 0
     rows = session.scalars(

@@ -94,7 +94,7 @@ def list_jobs(
     status: JobStatus | None = None,
     dataset_id: str | None = None,
     limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> JobsPublic:
     query = select(Job)
     if status is not None:

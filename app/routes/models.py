@@ -18,7 +18,8 @@ from app.orm import Model
 from app.predict import (
     LinearModel,
     ModelCache,
-    linear_model_from_bytes,
+    ServableModel,
+    model_from_bytes,
     rows_from_instances,
     rows_from_svmlight,
 )
@@ -37,14 +38,14 @@ def _metadata(session: Session, model_id: str) -> Model:
     return model
 
 
-def _load(session: Session, model_id: str) -> LinearModel:
+def _load(session: Session, model_id: str) -> ServableModel:
     cached = _cache.get(model_id)
     if cached is not None:
         return cached
-    payload = session.scalar(select(Model.arrays).where(Model.id == model_id))
-    if payload is None:
+    row = session.execute(select(Model.kind, Model.arrays).where(Model.id == model_id)).first()
+    if row is None:
         raise not_found("model", model_id)
-    model = linear_model_from_bytes(payload)
+    model = model_from_bytes(row.kind, row.arrays)
     _cache.put(model_id, model)
     return model
 
@@ -53,7 +54,7 @@ def _load(session: Session, model_id: str) -> LinearModel:
 def list_models(
     session: SessionDep,
     limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> ModelsPublic:
     count = session.scalar(select(func.count()).select_from(Model)) or 0
     rows = session.scalars(
@@ -138,15 +139,31 @@ async def predict(
     return await anyio.to_thread.run_sync(run)
 
 
-ExportFormat = Annotated[str, Query(pattern="^(liblinear)$")]
+ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm)$")]
 
 
 @router.get("/{model_id}/export", response_class=PlainTextResponse)
-def export_model(model_id: str, session: SessionDep, format: ExportFormat = "liblinear"
+def export_model(model_id: str, session: SessionDep, format: ExportFormat = None
                  ) -> PlainTextResponse:
-    """A model file the reference engine loads: `format=liblinear` for linear models."""
+    """A model file the reference engine loads: `format=liblinear` for linear models (the
+    default for them), `format=libsvm` for kernel models (their default)."""
     metadata = _metadata(session, model_id)
-    text = liblinear_model_text(_load(session, model_id), metadata.params)
+    wanted = format or ("libsvm" if metadata.kind == "kernel" else "liblinear")
+    model = _load(session, model_id)
+    if wanted == "liblinear":
+        if not isinstance(model, LinearModel):
+            raise ApiError(422, "a kernel model cannot be written as a LIBLINEAR file; "
+                                "use format=libsvm")
+        text = liblinear_model_text(model, metadata.params)
+    else:
+        if isinstance(model, LinearModel):
+            raise ApiError(422, "a linear model is exported as format=liblinear")
+        from solvers.libsvm_format import libsvm_model_text
+
+        try:
+            text = libsvm_model_text(model)
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
     return PlainTextResponse(
         text, headers={"Content-Disposition": f'attachment; filename="{model_id}.model"'}
     )

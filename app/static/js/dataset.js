@@ -21,7 +21,10 @@ const inputs = new Map(); // param name -> input element
 /** Compact number for ranges: 1e12, 0.0001 -> 1e-4, 604800. */
 function compact(value) {
   const abs = Math.abs(value);
-  if (abs !== 0 && (abs >= 1e6 || abs < 1e-3)) return value.toExponential().replace("e+", "e");
+  if (abs !== 0 && (abs >= 1e6 || abs < 1e-3)) {
+    const [mantissa, exponent] = value.toExponential().split("e");
+    return `${Number(Number(mantissa).toPrecision(3))}e${Number(exponent)}`;
+  }
   return String(value);
 }
 
@@ -34,7 +37,7 @@ function rangeText(param) {
 }
 
 function defaultText(param) {
-  if (param.default === null || param.default === undefined) return param.nullable ? "empty (null)" : "none";
+  if (param.default === null || param.default === undefined) return "none";
   if (typeof param.default === "number") return compact(param.default);
   if (typeof param.default === "object") return JSON.stringify(param.default);
   return String(param.default);
@@ -89,8 +92,12 @@ function buildControl(param) {
   const hint = [param.description];
   const range = rangeText(param);
   if (range) hint.push(`Range ${range}.`);
-  hint.push(`Default ${defaultText(param)}.`);
-  if (param.nullable) hint.push("Leave empty for null.");
+  if (param.nullable && (param.default === null || param.default === undefined)) {
+    hint.push("Empty means null (the default).");
+  } else {
+    hint.push(`Default ${defaultText(param)}.`);
+    if (param.nullable) hint.push("Empty means null.");
+  }
   if (param.type === "class_weight") {
     hint.push(`JSON object: class label → weight${labels.length ? ` (labels: ${labels.join(", ")})` : ""}.`);
   }

@@ -86,7 +86,7 @@ form.addEventListener("submit", (event) => {
   });
   xhr.upload.addEventListener("load", () => {
     setProgress(null);
-    statusLine.textContent = "Uploaded; the server is parsing the file…";
+    statusLine.textContent = "Sent; the server is parsing the file…";
   });
   xhr.addEventListener("load", () => {
     submit.disabled = false;

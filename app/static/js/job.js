@@ -29,10 +29,52 @@ let plot = null;
 let drawPending = false;
 
 const positive = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null);
-const seriesValue = (_u, v) => (v === null || v === undefined ? "—" : fmtNum(v, 5));
+const SERIES = [xs, primal, dual, gap];
+
+/** Legend value: the point under the cursor, else the latest point. */
+function legendValue(format) {
+  return (_u, v, seriesIndex, index) => {
+    let value = v;
+    if (index === null || index === undefined) {
+      const data = SERIES[seriesIndex];
+      value = data.length ? data[data.length - 1] : null;
+    }
+    return value === null || value === undefined ? "—" : format(value);
+  };
+}
+
+/** Tick label of the log axis: 1e6, 1000, 0.5, 1e-4. */
+function axisLabel(v) {
+  if (v === null || v === undefined) return "";
+  const abs = Math.abs(v);
+  if (abs !== 0 && (abs >= 1e4 || abs < 1e-2)) {
+    const [mantissa, exponent] = v.toExponential().split("e");
+    return `${Number(Number(mantissa).toPrecision(2))}e${Number(exponent)}`;
+  }
+  return String(Number(v.toPrecision(3)));
+}
+
+/** Log-axis ticks: powers of ten (thinned on a tall range), 1-2-5 on a short one. */
+function logSplits(_u, _axis, min, max) {
+  if (!(min > 0 && max > min)) return [];
+  const lo = Math.floor(Math.log10(min));
+  const hi = Math.ceil(Math.log10(max));
+  const out = [];
+  if (hi - lo >= 2) {
+    const step = Math.max(1, Math.ceil((hi - lo) / 6));
+    for (let k = lo; k <= hi; k += step) out.push(10 ** k);
+  } else {
+    for (let k = lo; k <= hi; k++) for (const m of [1, 2, 5]) out.push(m * 10 ** k);
+  }
+  return out.filter((v) => v >= min * (1 - 1e-9) && v <= max * (1 + 1e-9));
+}
+
+function narrow() {
+  return window.matchMedia("(max-width: 720px)").matches;
+}
 
 function chartHeight() {
-  return window.matchMedia("(max-width: 720px)").matches ? 240 : 320;
+  return narrow() ? 260 : 320;
 }
 
 function makePlot() {
@@ -43,16 +85,16 @@ function makePlot() {
     axes: [
       { label: "seconds since the solver started", stroke: "#393f46", grid: { stroke: "#eaeef2" }, ticks: { stroke: "#d0d7de" } },
       {
-        label: "objective, gap (log scale)", stroke: "#393f46", size: 64,
-        grid: { stroke: "#eaeef2" }, ticks: { stroke: "#d0d7de" },
-        values: (_u, splits) => splits.map((v) => (v === null ? "" : fmtNum(v, 2))),
+        label: narrow() ? "" : "objective, gap (log scale)", labelSize: narrow() ? 0 : 24, stroke: "#393f46", size: 52,
+        grid: { stroke: "#e3e8ee" }, ticks: { stroke: "#d0d7de" },
+        splits: logSplits, values: (_u, splits) => splits.map(axisLabel),
       },
     ],
     series: [
-      { label: "time", value: (_u, v) => (v === null || v === undefined ? "—" : fmtSeconds(v)) },
-      { label: "primal", stroke: "#0b5cad", width: 2, value: seriesValue, spanGaps: true },
-      { label: "dual", stroke: "#c26a00", width: 2, dash: [8, 4], value: seriesValue, spanGaps: true },
-      { label: "gap", stroke: "#1a7f37", width: 2, dash: [2, 3], value: seriesValue, spanGaps: true },
+      { label: "time", value: legendValue(fmtSeconds) },
+      { label: "primal", stroke: "#0b5cad", width: 2, value: legendValue((v) => fmtNum(v, 5)), spanGaps: true },
+      { label: "dual", stroke: "#c26a00", width: 2, dash: [8, 4], value: legendValue((v) => fmtNum(v, 5)), spanGaps: true },
+      { label: "gap", stroke: "#1a7f37", width: 2, dash: [2, 3], value: legendValue((v) => fmtNum(v, 3)), spanGaps: true },
     ],
     legend: { live: true },
     cursor: { drag: { x: true, y: false } },
@@ -180,12 +222,25 @@ async function finish() {
   setProgress(job.progress_fraction);
   $("job-attempt").textContent = String(job.attempt);
   $("job-worker").textContent = job.worker || "—";
-  if (!xs.length) chartEmpty.textContent = "No progress was recorded for this job.";
+  if (!xs.length) {
+    const started = job.status_history.some((entry) => entry.status === "running");
+    if (job.status === "succeeded") {
+      chartEmpty.textContent = "The job finished before its first progress report (reports come every 0.2 s), so there is nothing to plot.";
+    } else if (!started) {
+      chartEmpty.textContent = `The job was ${job.status} before it started.`;
+    } else {
+      chartEmpty.textContent = `The job was ${job.status} before its first progress report.`;
+    }
+  }
 }
 
 function onStatus(event) {
   addHistory(event);
-  if (event.status === "running" && xs.length) resetPlot(); // a new attempt starts over
+  if (event.status === "running") {
+    if (xs.length) resetPlot(); // a new attempt starts over
+    if (event.attempt) $("job-attempt").textContent = String(event.attempt);
+    if (event.worker) $("job-worker").textContent = event.worker;
+  }
   if (event.status !== status) {
     status = event.status;
     root.dataset.status = status;

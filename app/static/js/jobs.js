@@ -155,7 +155,7 @@ async function loop() {
       console.warn("jobs refresh failed", error);
     }
   }
-  window.setTimeout(loop, anyActive() ? 1000 : 4000);
+  window.setTimeout(loop, anyActive() ? 1000 : 3000);
 }
 
 if (section && body && template) {
@@ -163,5 +163,5 @@ if (section && body && template) {
     const id = decodeURIComponent(link.getAttribute("href").split("/").pop());
     names.set(id, link.textContent);
   }
-  window.setTimeout(loop, anyActive() ? 1000 : 4000);
+  window.setTimeout(loop, anyActive() ? 1000 : 3000);
 }

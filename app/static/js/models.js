@@ -27,7 +27,7 @@ function render(result, given) {
   if (multi) {
     for (const c of classes) head.push(el("th", { scope: "col", class: "num" }, `score ${fmtNum(c)}`));
   } else {
-    head.push(el("th", { scope: "col", class: "num" }, `decision value (> 0 means ${fmtNum(classes[1])})`));
+    head.push(el("th", { scope: "col", class: "num" }, "Decision value"));
   }
   const rows = labels.map((label, i) => {
     const cells = [el("td", { class: "num" }, String(i + 1)), el("td", { class: "mono" }, fmtNum(label))];
@@ -45,8 +45,12 @@ function render(result, given) {
     const correct = labels.filter((l, i) => given[i] !== null && given[i] === l).length;
     summary.push(`${correct} of ${labelled.length} match the given labels (${(100 * correct / labelled.length).toFixed(1)}%)`);
   }
+  const note = multi
+    ? "One score per class (one-vs-rest); the largest wins."
+    : `A decision value above 0 means class ${fmtNum(classes[1])}, otherwise ${fmtNum(classes[0])}.`;
   output.replaceChildren(
     el("p", { class: "predict-output-summary", id: "predict-summary" }, summary.join("; ") + "."),
+    el("p", { class: "note" }, note),
     el("div", { class: "table-wrap" },
       el("table", { class: "data compact", id: "predict-table" },
         el("caption", { class: "visually-hidden" }, "Predictions, one row per input line"),

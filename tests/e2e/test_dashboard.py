@@ -1,0 +1,345 @@
+"""The web dashboard in headless Chromium (Playwright), against a real API and worker.
+
+Uploads through the form, a job started from the dataset page (by keyboard), a live
+convergence plot fed by SSE, cancelling from the job page, predicting from the models
+page, a hostile dataset name, the security headers and the phone layout. Screenshots of
+every page go to test-artifacts/dashboard/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import lzma
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import IN_CI, REPO, data_file, embedded_settings, running_service, wait_for_job
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = REPO / "test-artifacts" / "dashboard"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+LONG_JOB = {"C": "100", "loss": "l1", "eps": "1e-4", "max_iter": "60000"}
+XSS_NAME = "<script>alert(1)</script>"
+EXPECTED_CSP = {
+    "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
+    "connect-src 'self'", "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'",
+}
+
+
+def _require_browser() -> Any:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:  # pragma: no cover - depends on the machine
+        message = f"playwright is not installed: {exc}"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    if shutil.which(CHROMIUM) is None:
+        message = f"{CHROMIUM} is missing (apt-get install -y chromium)"
+        if IN_CI:
+            pytest.fail(message + " (CI=true: the dashboard tests need the browser)")
+        pytest.skip(message)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_playwright = _require_browser()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[httpx.Client]:
+    home = tmp_path_factory.mktemp("dashboard")
+    with running_service(embedded_settings(home / "home"), home) as (client, _workers):
+        yield client
+
+
+class Page:
+    """A browser page plus what it saw: console errors, CSP violations and dialogs."""
+
+    def __init__(self, browser: Any, base: str, viewport: dict[str, int]) -> None:
+        self.context = browser.new_context(viewport=viewport, base_url=base)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(30_000)
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+        self.page.on("dialog", self._dialog)
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error":
+            self.errors.append(message.text)
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def shot(self, name: str) -> None:
+        """Save a screenshot, after checking the page is no wider than the screen."""
+        overflow = self.page.evaluate(
+            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"{self.page.url} is {overflow}px wider than the screen"
+        self.page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def desktop(browser: Any, service: httpx.Client) -> Iterator[Page]:
+    page = Page(browser, str(service.base_url), DESKTOP)
+    yield page
+    page.close()
+    assert page.dialogs == [], page.dialogs
+    assert page.errors == [], page.errors  # CSP violations and script errors show up here
+
+
+def _upload(view: Page, path: Path, name: str) -> str:
+    page = view.page
+    page.goto("/datasets")
+    page.set_input_files("#upload-file", str(path))
+    page.fill("#upload-name", name)
+    page.get_by_role("button", name="Upload").click()
+    page.wait_for_selector("#upload-status >> text=Uploaded")
+    assert page.locator("#upload-progress").evaluate("bar => bar.value") == 1.0
+    row = page.locator("#datasets-body tr").filter(
+        has=page.get_by_role("link", name=name, exact=True)).first
+    dataset_id = row.get_attribute("data-dataset-id")
+    assert dataset_id
+    return dataset_id
+
+
+def _open_job_form(view: Page, dataset_id: str) -> None:
+    view.page.goto(f"/datasets/{dataset_id}")
+    view.page.wait_for_selector("#job-form[data-ready='true']")
+
+
+def _job_id_from_url(view: Page) -> str:
+    view.page.wait_for_url(re.compile(r"/jobs/[0-9a-f]{32}$"))
+    return view.page.url.rsplit("/", 1)[1]
+
+
+def _start_long_job(view: Page, dataset_id: str) -> str:
+    _open_job_form(view, dataset_id)
+    page = view.page
+    page.fill("#param-C", LONG_JOB["C"])
+    page.select_option("#param-loss", label=LONG_JOB["loss"])
+    page.fill("#param-eps", LONG_JOB["eps"])
+    page.fill("#param-max_iter", LONG_JOB["max_iter"])
+    page.get_by_role("button", name="Start training").click()
+    return _job_id_from_url(view)
+
+
+def _heart_file(tmp_path: Path) -> tuple[Path, list[str]]:
+    text = lzma.decompress(data_file("heart_scale.xz").read_bytes())
+    path = tmp_path / "heart_scale.txt"
+    path.write_bytes(text)
+    return path, text.decode().splitlines()
+
+
+def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Client,
+                                              tmp_path: Path) -> None:
+    page = desktop.page
+    heart, lines = _heart_file(tmp_path)
+    dataset_id = _upload(desktop, heart, "heart_scale")
+    row = page.locator(f"tr[data-dataset-id='{dataset_id}']")
+    assert row.locator("[data-field=rows]").inner_text() == "270"
+    assert row.locator("[data-field=classes]").inner_text() == "-1: 150, 1: 120"
+    desktop.shot("datasets")
+
+    # The training form comes from GET /v1/solvers; fill it and submit it by keyboard only.
+    page.get_by_role("link", name="Train a model on it").click()
+    page.wait_for_selector("#job-form[data-ready='true']")
+    solvers = service.get("/v1/solvers").json()["data"]
+    dcd = next(s for s in solvers if s["name"] == "dcd")
+    for param in dcd["params"]:
+        assert page.locator(f"#param-{param['name']}").count() == 1, param["name"]
+    assert page.locator("#param-C").input_value() == "1"
+    assert page.locator("#param-C").get_attribute("min") == "0"
+    assert page.locator("#param-max_seconds").input_value() == ""  # nullable: empty = null
+    desktop.shot("dataset")
+    page.focus("#param-C")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("2")
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "job-submit":
+            break
+    else:
+        raise AssertionError("Tab never reached the submit button")
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"  # the focus is visible
+    page.keyboard.press("Enter")
+    job_id = _job_id_from_url(desktop)
+    assert service.get(f"/v1/jobs/{job_id}").json()["params"]["C"] == 2.0
+
+    # Job detail: the status arrives over SSE, then the result and the model link.
+    page.wait_for_selector("#job-status[data-status='succeeded']", timeout=60_000)
+    assert page.locator("#job-status-line").inner_text().strip().endswith("succeeded")
+    assert "%" in page.locator("#job-result").inner_text()
+    assert page.locator("#cancel-job").is_hidden()
+    desktop.shot("job-succeeded")
+
+    # The model: metrics, export link, and predictions from pasted svmlight lines.
+    page.get_by_role("link", name="View model").click()
+    page.wait_for_url(re.compile(r"/models/[0-9a-f]{32}$"))
+    model_id = page.url.rsplit("/", 1)[1]
+    page.fill("#predict-input", "\n".join(lines[:5]))
+    page.get_by_role("button", name="Predict").click()
+    page.wait_for_selector("#predict-table")
+    assert page.locator("#predict-table tbody tr").count() == 5
+    assert page.locator("#predict-summary").inner_text().startswith("5 rows predicted")
+    desktop.shot("model")
+
+    page.goto("/models")
+    row = page.locator(f"tr[data-model-id='{model_id}']")
+    assert "heart_scale" in row.inner_text()
+    export = row.get_by_role("link", name=re.compile("^Export"))
+    href = export.get_attribute("href")
+    assert href == f"/v1/models/{model_id}/export?format=liblinear"
+    assert page.request.get(href).text().startswith("solver_type")
+    page.fill("#predict-input", lines[0].split(" ", 1)[1])  # a row without its label
+    page.get_by_role("button", name="Predict").click()
+    page.wait_for_selector("#predict-summary >> text=1 row predicted")
+    desktop.shot("models")
+
+
+def test_long_job_live_plot_progress_and_cancel(desktop: Page, service: httpx.Client) -> None:
+    page = desktop.page
+    dataset_id = _upload(desktop, data_file("ijcnn1.xz"), "ijcnn1")
+    watched = _start_long_job(desktop, dataset_id)
+
+    # The plot gains points and the progress bar moves while the job runs.
+    page.wait_for_selector("#job-status[data-status='running']", timeout=60_000)
+    page.wait_for_function("() => Number(document.getElementById('chart').dataset.points) >= 3",
+                           timeout=60_000)
+    page.wait_for_function("() => document.getElementById('job-progress').hasAttribute('value')")
+    points = int(page.locator("#chart").get_attribute("data-points") or 0)
+    fraction = page.locator("#job-progress").evaluate("bar => bar.value")
+    page.wait_for_function(
+        "([points, fraction]) => Number(document.getElementById('chart').dataset.points)"
+        " >= points + 3 && document.getElementById('job-progress').value !== fraction",
+        arg=[points, fraction], timeout=30_000)
+    assert page.locator("#chart canvas").count() == 1
+    assert "iteration" in page.locator("#job-progress-detail").inner_text()
+    desktop.shot("job-running")
+
+    # The jobs list shows it running with a live progress bar; the filter keeps it.
+    page.goto("/?status=running")
+    row = page.locator(f"tr[data-job-id='{watched}']")
+    assert row.locator(".status").inner_text() == "running"
+    page.wait_for_function(
+        f"() => document.querySelector(\"tr[data-job-id='{watched}'] progress\").value > 0")
+    assert row.locator("[data-field=dataset]").inner_text() == "ijcnn1"
+    desktop.shot("jobs-running")
+
+    # A second job waits behind the first (one worker); cancel it with the button.
+    second = _start_long_job(desktop, dataset_id)
+    page.get_by_role("button", name="Cancel job").click()
+    page.wait_for_selector("#job-status[data-status='cancelled']", timeout=15_000)
+    assert page.locator("#job-status-line").inner_text().strip().endswith("cancelled")
+    assert page.locator("#cancel-job").is_hidden()
+    assert "cancelled" in page.locator("#job-history").inner_text()
+    assert service.get(f"/v1/jobs/{second}").json()["status"] == "cancelled"
+    desktop.shot("job-cancelled")
+
+    # And the watched one while it runs: it stops, and its plot keeps the history.
+    page.goto(f"/jobs/{watched}")
+    page.wait_for_function("() => Number(document.getElementById('chart').dataset.points) >= 3")
+    if service.get(f"/v1/jobs/{watched}").json()["status"] == "running":
+        page.get_by_role("button", name="Cancel job").click()
+    page.wait_for_selector("#job-status:is([data-status='cancelled'], [data-status='succeeded'])",
+                           timeout=15_000)
+    assert wait_for_job(service.get, watched, timeout=15)["status"] in ("cancelled",
+                                                                         "succeeded")
+
+
+def test_hostile_dataset_name_is_text_and_headers_are_strict(
+    desktop: Page, service: httpx.Client, tmp_path: Path
+) -> None:
+    page = desktop.page
+    heart, _lines = _heart_file(tmp_path)
+    dataset_id = _upload(desktop, heart, XSS_NAME)
+    assert page.get_by_role("link", name=XSS_NAME, exact=True).is_visible()
+    response = page.goto("/datasets")
+    assert response is not None
+    headers = response.headers
+    assert set(p.strip() for p in headers["content-security-policy"].split(";")) >= EXPECTED_CSP
+    assert headers["x-content-type-options"] == "nosniff"
+    assert page.get_by_role("link", name=XSS_NAME, exact=True).is_visible()
+    page.goto(f"/datasets/{dataset_id}")
+    assert page.locator("h1").inner_text() == XSS_NAME
+    assert XSS_NAME in page.title()
+
+    # A job on it appears in the open jobs list (a row the page's script builds).
+    page.goto("/")
+    response = service.post("/v1/jobs", json={"dataset_id": dataset_id, "params": {}})
+    job_id = response.json()["id"]
+    cell = page.locator(f"tr[data-job-id='{job_id}'] [data-field=dataset]")
+    cell.wait_for(timeout=15_000)
+    assert cell.inner_text() == XSS_NAME
+    page.wait_for_selector(f"tr[data-job-id='{job_id}'][data-status='succeeded']",
+                           timeout=30_000)
+    assert page.evaluate("document.querySelectorAll('script:not([src])').length") == 0
+    desktop.shot("xss-jobs")
+    page.goto(f"/jobs/{job_id}")
+    assert page.get_by_role("link", name=XSS_NAME, exact=True).is_visible()
+
+    # The policy is enforced: an injected inline script does not run.
+    page.evaluate("window.injected = false")
+    with contextlib.suppress(Exception):  # Playwright may or may not report the refusal
+        page.add_script_tag(content="window.injected = true")
+    assert page.evaluate("window.injected") is False
+    refused = [e for e in desktop.errors if "Content Security Policy" in e]
+    assert refused, desktop.errors  # the browser refused it because of the policy
+    desktop.errors = [e for e in desktop.errors if e not in refused]
+    static = page.request.get("/static/js/common.js")
+    assert static.headers["x-content-type-options"] == "nosniff"
+    assert "content-security-policy" in static.headers
+    assert desktop.dialogs == []
+
+
+def test_every_page_fits_a_phone_screen(browser: Any, service: httpx.Client) -> None:
+    view = Page(browser, str(service.base_url), PHONE)
+    try:
+        jobs = service.get("/v1/jobs").json()["data"]
+        datasets = service.get("/v1/datasets").json()["data"]
+        models = service.get("/v1/models").json()["data"]
+        pages = {"jobs": "/", "datasets": "/datasets", "models": "/models"}
+        if jobs:  # preferably one with a convergence plot
+            job = next((j for j in jobs if j["progress"]), jobs[-1])
+            pages["job"] = f"/jobs/{job['id']}"
+        if datasets:
+            pages["dataset"] = f"/datasets/{datasets[-1]['id']}"
+        if models:
+            pages["model"] = f"/models/{models[-1]['id']}"
+        for name, url in pages.items():
+            view.page.goto(url)
+            if name == "dataset":
+                view.page.wait_for_selector("#job-form[data-ready='true']")
+            if name == "job":
+                view.page.wait_for_function(
+                    "() => document.getElementById('chart-empty').hidden"
+                    " || !document.getElementById('chart-empty').textContent.includes('Load')")
+            view.shot(f"phone-{name}")
+        assert view.errors == [], view.errors
+    finally:
+        view.close()
