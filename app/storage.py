@@ -41,8 +41,10 @@ def load_dataset(path: str | Path, n_features: int) -> tuple[sp.csr_matrix, np.n
 
 def arrays_to_bytes(**arrays: Any) -> bytes:
     buffer = io.BytesIO()
+    # np.ascontiguousarray would turn 0-d scalars into 1-d arrays; keep their shape
     np.savez(buffer, allow_pickle=False,
-             **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+             **{k: np.asarray(v) if np.ndim(v) == 0 else np.ascontiguousarray(v)
+                for k, v in arrays.items()})
     return buffer.getvalue()
 
 
