@@ -294,7 +294,7 @@ SOLVERS: dict[str, SolverSpec] = {
 }
 
 # Solvers whose modules exist; the others are listed by GET /v1/solvers only when present.
-AVAILABLE: set[str] = {"dcd", "acf", "pegasos"}
+AVAILABLE: set[str] = {"dcd", "acf", "pegasos", "ocas", "alm", "smo"}
 
 
 def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, Any]:

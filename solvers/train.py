@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,11 +26,16 @@ from solvers.objectives import CsrArrays, LinearProblem, margins
 from solvers.params import ParamError, _label_key, validate_params
 from solvers.result import EXIT_REASONS, FitResult, ProgressCallback
 
+if TYPE_CHECKING:
+    from solvers.smo import KernelFitResult
+
 # solver name -> module implementing `solve` (imported on first use).
 SOLVER_MODULES: dict[str, str] = {
     "dcd": "solvers.dcd",
     "acf": "solvers.acf",
     "pegasos": "solvers.pegasos",
+    "ocas": "solvers.ocas",
+    "alm": "solvers.alm",
 }
 
 PROGRESS_INTERVAL_S = 0.2  # at most one progress event per this many seconds
@@ -226,15 +231,37 @@ def solver_module(name: str) -> SolverModule:
     return cast(SolverModule, importlib.import_module(SOLVER_MODULES[name]))
 
 
+@overload
+def fit(
+    X: Any, y: Any, solver: Literal["smo"], progress: ProgressCallback | None = None,
+    **params: Any,
+) -> KernelFitResult: ...
+
+
+@overload
 def fit(
     X: Any, y: Any, solver: str = "dcd", progress: ProgressCallback | None = None,
     **params: Any,
-) -> FitResult:
+) -> FitResult: ...
+
+
+def fit(
+    X: Any, y: Any, solver: str = "dcd", progress: ProgressCallback | None = None,
+    **params: Any,
+) -> FitResult | KernelFitResult:
     """Train a linear SVM; binary, or one-vs-rest for more than two classes.
 
     Binary: output positive for classes[1] (the larger label). Multi-class: output k is
     "class k vs the rest", in sorted class order. C_i = C * class_weight[label of row i].
+    solver="smo" trains a kernel SVM instead and returns a KernelFitResult (solvers/smo.py).
     """
+    # ---- kernel SVM (SMO): its own flow and result type, see solvers/smo.py ----
+    if solver == "smo":
+        from solvers.smo import fit_kernel
+
+        validate_params("smo", params)
+        return fit_kernel(X, y, progress=progress, **params)
+    # ---- linear solvers ----
     t0 = time.perf_counter()
     applied = validate_params(solver, params)
     module = solver_module(solver)
@@ -348,4 +375,7 @@ def warmup() -> float:
             result = fit(X, y, solver=name, progress=lambda event: None, **variant)
             if not all(math.isfinite(v) for v in result.coef.ravel()):
                 raise RuntimeError(f"warm-up fit of solver {name!r} produced non-finite weights")
+    from solvers import smo  # kernel SVM: its compiled kernels, parallel variants included
+
+    smo.warmup()
     return time.perf_counter() - started

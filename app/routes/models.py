@@ -158,8 +158,10 @@ def export_model(model_id: str, session: SessionDep, format: ExportFormat = None
     else:
         if isinstance(model, LinearModel):
             raise ApiError(422, "a linear model is exported as format=liblinear")
+        from solvers.kernels import KernelModel
         from solvers.libsvm_format import libsvm_model_text
 
+        assert isinstance(model, KernelModel)
         try:
             text = libsvm_model_text(model)
         except ValueError as exc:

@@ -1,0 +1,487 @@
+"""Dual coordinate descent with adaptive coordinate frequencies (ACF) for linear SVMs.
+
+Problem (per binary problem; y_i in {-1, +1}, C_i = C * class_weight[label of row i]),
+the same as `solvers.dcd`:
+
+    primal  min_w  1/2 ||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i)^p,   p = 1 (l1) or 2 (l2)
+    dual    min_a  D(a) = 1/2 a'Qbar a - e'a,   0 <= a_i <= U_i,
+            Qbar = Q + diag(D_ii), Q_ij = y_i y_j x_i.x_j,
+            l1: U_i = C_i, D_ii = 0;   l2: U_i = inf, D_ii = 1/(2 C_i);
+    w(a) = sum_i y_i a_i x_i is maintained during the iterations. With bias="augment" every
+    x_i carries one more constant feature of value B (regularised, like LIBLINEAR -B).
+
+Algorithm: Glasmachers & Dogan, "Accelerated Linear SVM Training with Adaptive Variable
+Selection Frequencies", 2013: Algorithm 3 (the sweep loop), Algorithm 4 (the schedule of
+one sweep built in O(n) from the preferences) and Algorithm 5 (the preference update),
+with the paper's constants c = 1/5, p_min = 1/20, p_max = 20. The one-variable step is
+that of Hsieh et al. 2008 (a_i <- min(max(a_i - G/Qbar_ii, 0), U_i), G = y_i w.x_i - 1 +
+D_ii a_i); the paper writes it for l1, the l2 dual only changes Qbar_ii, U_i and G. Every
+step's dual gain Delta = mu (g - mu/2 Qbar_ii) (g = -G, mu the step) moves the preference
+p_i <- clip(p_i exp(c (Delta / Delta_ref - 1)), p_min, p_max), Delta_ref being the mean
+gain of the first sweep, then a fading average (1 - 1/n) Delta_ref + Delta/n. There is no
+shrinking: small preferences are the paper's "soft shrinking".
+
+Stop rule (Algorithm 3): v = the largest KKT violation |projected gradient| seen in a sweep
+(each variable measured when it is visited). When v < eps after a sweep that was built
+from uniform preferences (the first sweep, or the sweep after a reset), converged;
+when v < eps after an adaptive sweep, the preferences are reset to 1 and the next sweep
+(every variable exactly once, in random order) must confirm v < eps.
+The returned objectives are P(w) and the maximised dual value -D(a) (duality gap >= 0).
+details["updates"] counts the coordinate steps (the paper's "update steps": every visit
+of a scheduled variable, moved or not); "active_size" (also in progress events) is the
+number of distinct variables in the current sweep's schedule (n for a uniform sweep).
+
+Numerical guards, not in the paper: psum = sum_i p_i is computed exactly when a schedule
+is built (Algorithm 5's incremental psum update drifts in floating point, so it is not
+kept), and a schedule never exceeds n entries (rounding of the last m); while Delta_ref
+is 0 (no progress seen yet) a step with zero gain keeps its preference and one with a
+positive gain gets p_max.
+
+Speed: a sweep visits rows in random order, so the kernel prefetches (llvm.prefetch) the
+row and the scalars of the variable two positions ahead in the schedule; this changes no
+result. As in `solvers.dcd`, the compiled kernel runs a bounded amount of work and returns, so the
+wrapper can enforce max_seconds, emit throttled progress events and honour cancellation;
+the whole state lives in arrays, so splitting the work does not change a single bit.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from solvers.objectives import LinearProblem, check_loss, dual_objective, primal_objective
+from solvers.train import BinarySolution, ProgressMonitor
+
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
+    {"loss": "l1"},
+    {"loss": "l2", "bias": "none"},
+)
+
+# The paper's constants (Section 3).
+PREFERENCE_RATE = 0.2  # c
+PREFERENCE_MIN = 1.0 / 20.0  # p_min
+PREFERENCE_MAX = 20.0  # p_max
+_SHRINK_FACTOR = math.exp(-PREFERENCE_RATE)  # exp(c (0 / Delta_ref - 1)): a step with no gain
+
+# Kernel status codes.
+_PAUSED, _CONVERGED, _MAX_ITER, _NON_FINITE = 0, 1, 2, 3
+_STATUS_EXIT = {_CONVERGED: "converged", _MAX_ITER: "max_iter", _NON_FINITE: "numerical_error"}
+
+# counters[] slots (int64) and gauges[] slots (float64) of the kernel state.
+_ITERATION, _POSITION, _SWEEP_LENGTH, _IN_SWEEP, _CAN_STOP, _UPDATES, _SCHEDULED = range(7)
+_GAIN_REFERENCE, _VIOLATION, _LAST_VIOLATION = range(3)
+
+# Prefetch distances, in schedule positions: the row bounds of schedule[s + 4] and the row,
+# alpha_i, y_i, ... of schedule[s + 2] are requested while step s runs (a sweep visits rows
+# in random order, so without this most steps wait for memory; ~35% faster on news20).
+_PREFETCH_BOUNDS_AHEAD, _PREFETCH_ROW_AHEAD = 4, 2
+
+# Work per kernel call, in nonzeros visited: adapted so that a call takes ~_CALL_SECONDS.
+_CALL_SECONDS = 0.02
+_INITIAL_BUDGET = 1 << 18
+_MIN_BUDGET, _MAX_BUDGET = 1 << 12, 1 << 34
+
+
+def solve(
+    problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
+) -> BinarySolution:
+    """Solve one binary problem with ACF; `params` as filled by validate_params("acf")."""
+    check_loss(params["loss"])
+    t_start = time.perf_counter()
+    state = _AcfState(problem, params["loss"], params["seed"])
+    t_iterate = time.perf_counter()
+    exit_reason = _iterate(state, float(params["eps"]), int(params["max_iter"]), monitor)
+    t_objective = time.perf_counter()
+    if not np.all(np.isfinite(state.w)):
+        exit_reason = "numerical_error"
+    final = state.snapshot()
+    t_end = time.perf_counter()
+    return BinarySolution(
+        w=state.w_view.copy(),
+        iterations=final["iteration"],
+        exit_reason=exit_reason,
+        primal=final["primal"],
+        dual=final["dual"],
+        gap=final["gap"],
+        violation=final["violation"],
+        alpha=state.alpha,
+        details={"active_size": final["active_size"],
+                 "updates": int(state.counters[_UPDATES]),
+                 "n_support": int(np.count_nonzero(state.alpha))},
+        timings={"setup_s": t_iterate - t_start, "iterate_s": t_objective - t_iterate,
+                 "objective_s": t_end - t_objective},
+    )
+
+
+class _AcfState:
+    """The arrays the kernel works on: problem data, dual variables, w, preferences."""
+
+    def __init__(self, problem: LinearProblem, loss: str, seed: int) -> None:
+        X = problem.X
+        self.problem, self.loss = problem, loss
+        upper, diag = _dual_box(problem.cost, loss)
+        qbar_diag = np.empty(X.n_rows)
+        _qbar_diagonal(X.data, X.indptr, diag, problem.bias_scale, qbar_diag)
+        if not np.all(np.isfinite(qbar_diag)):
+            raise ValueError(
+                "some rows of X have a squared norm that is not a finite float64 (overflow "
+                "or NaN); scale the features"
+            )
+        n_rows = X.n_rows
+        self.alpha = np.zeros(n_rows)
+        self.w = np.zeros(X.n_features + 1)  # last slot: the bias feature (stays 0 if none)
+        self.w_view = self.w[: problem.n_weights]
+        self.preference = np.ones(n_rows)
+        self.schedule = np.zeros(n_rows, dtype=np.int64)
+        # iteration, position, sweep length, in sweep, canstop (true), updates, scheduled
+        self.counters = np.array([0, 0, 0, 0, 1, 0, n_rows], dtype=np.int64)
+        # Delta_ref, v of the sweep in progress, v of the last finished sweep
+        self.gauges = np.array([0.0, 0.0, math.nan])
+        rng = np.array([_seed_state(seed)], dtype=np.uint64)
+        self.kernel_args = (
+            (X.data, X.indices, X.indptr),
+            (problem.y, upper, diag, qbar_diag),
+            (self.alpha, self.w, self.preference, self.schedule),
+            (self.counters, self.gauges, rng),
+        )
+
+    @property
+    def iteration(self) -> int:
+        return int(self.counters[_ITERATION])
+
+    def run(self, eps: float, max_iter: int, work_budget: int) -> int:
+        settings = (float(self.problem.bias_scale), eps, max_iter, work_budget)
+        return int(_acf_sweeps(*self.kernel_args, settings))
+
+    def snapshot(self) -> dict[str, Any]:
+        """Objectives of the current iterate (a pass over the data)."""
+        primal = primal_objective(self.problem, self.w_view, self.loss)
+        dual = dual_objective(self.problem, self.alpha, self.w_view, self.loss)
+        return {"iteration": self.iteration, "primal": primal, "dual": dual,
+                "gap": primal - dual, "violation": float(self.gauges[_LAST_VIOLATION]),
+                "active_size": int(self.counters[_SCHEDULED])}
+
+
+def _iterate(state: _AcfState, eps: float, max_iter: int, monitor: ProgressMonitor) -> str:
+    """Call the kernel in bounded chunks until it stops or the monitor stops it."""
+    budget = _INITIAL_BUDGET
+    reported_iteration = 0
+    while True:
+        call_start = time.perf_counter()
+        status = state.run(eps, max_iter, budget)
+        budget = _next_budget(budget, time.perf_counter() - call_start)
+        if status != _PAUSED:
+            return _STATUS_EXIT[status]
+        if monitor.out_of_time():
+            return "max_seconds"
+        if state.iteration > reported_iteration and monitor.event_due():
+            reported_iteration = state.iteration
+            if monitor.report(state.snapshot):
+                return "cancelled"
+
+
+def _dual_box(cost: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """(U_i, D_ii): l1 -> (C_i, 0); l2 -> (inf, 1/(2 C_i))."""
+    if loss == "l1":
+        return np.ascontiguousarray(cost, dtype=np.float64), np.zeros(cost.shape[0])
+    return np.full(cost.shape[0], math.inf), 0.5 / np.asarray(cost, dtype=np.float64)
+
+
+def _next_budget(budget: int, seconds: float) -> int:
+    scale = min(max(_CALL_SECONDS / max(seconds, 1e-6), 0.5), 4.0)
+    return int(min(max(budget * scale, _MIN_BUDGET), _MAX_BUDGET))
+
+
+def _seed_state(seed: int) -> int:
+    """A non-zero 64-bit xorshift state from the user's seed (SplitMix64 finaliser)."""
+    mask = (1 << 64) - 1
+    z = (int(seed) + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    z ^= z >> 31
+    return z or 0x9E3779B97F4A7C15
+
+
+@njit(cache=True)
+def _qbar_diagonal(data, indptr, diag, bias_scale, out):
+    for i in range(indptr.shape[0] - 1):
+        # out[i] = D_ii + x_i.x_i + B^2
+        total = diag[i] + bias_scale * bias_scale
+        for k in range(indptr[i], indptr[i + 1]):
+            total += data[k] * data[k]
+        out[i] = total
+
+
+# Row loops and the RNG (kept in this file: see the note in solvers/objectives.py about
+# Numba's cache). Unsigned counters and indices: no negative-index wraparound code.
+
+
+@njit(cache=True, inline="always")
+def _row_dot(w, data, indices, start, end):
+    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
+    total = 0.0
+    for k in range(start, end):
+        total += w[np.uint32(indices[k])] * data[k]
+    return total
+
+
+@njit(cache=True, inline="always")
+def _row_axpy(scale, data, indices, start, end, w):
+    """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
+    for k in range(start, end):
+        w[np.uint32(indices[k])] += scale * data[k]
+
+
+_U1, _U11, _U12, _U25, _U27, _U32 = (np.uint64(v) for v in (1, 11, 12, 25, 27, 32))
+_XORSHIFT_MULTIPLIER = np.uint64(0x2545F4914F6CDD1D)
+_U32_LIMIT = 1 << 32
+_INV_2_53 = 1.0 / 9007199254740992.0
+
+
+@intrinsic
+def _prefetch_intrinsic(typingctx, array, index):
+    """Hint the CPU to load the cache line of array[index] (LLVM's llvm.prefetch; no-op
+    semantics, never faults)."""
+    signature = types.void(array, index)
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        byte_pointer = ir.IntType(8).as_pointer()
+        function_type = ir.FunctionType(ir.VoidType(), [byte_pointer] + [ir.IntType(32)] * 3)
+        prefetch = builder.module.declare_intrinsic("llvm.prefetch", [byte_pointer],
+                                                    function_type)
+        read, high_locality, data_cache = (ir.Constant(ir.IntType(32), v) for v in (0, 3, 1))
+        address = builder.bitcast(builder.gep(data, [args[1]]), byte_pointer)
+        builder.call(prefetch, [address, read, high_locality, data_cache])
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+# _prefetch(array, index) in compiled code (mypy would read the typing-time signature)
+_prefetch: Any = _prefetch_intrinsic
+
+
+@njit(cache=True, inline="always")
+def _prefetch_variable(rows, labels, variables, i):
+    """Prefetch row i of X (data and indices, one hint per 64-byte line) and its scalars."""
+    data, indices, indptr = rows
+    y, upper, diag, qbar_diag = labels
+    alpha, _, preference, _ = variables
+    for k in range(indptr[i], indptr[i + _U1], 8):
+        _prefetch(data, np.uint64(k))
+    for k in range(indptr[i], indptr[i + _U1], 16):
+        _prefetch(indices, np.uint64(k))
+    for array in (alpha, preference, y, upper, diag, qbar_diag):
+        _prefetch(array, i)
+
+
+@njit(cache=True, inline="always")
+def _next_raw(rng):
+    """The next 64-bit output of the xorshift64* generator with state rng[0]."""
+    x = rng[0]
+    x ^= x >> _U12
+    x ^= x << _U25
+    x ^= x >> _U27
+    rng[0] = x
+    return x * _XORSHIFT_MULTIPLIER
+
+
+@njit(cache=True)
+def _next_below(rng, bound):
+    """A pseudo-random integer in [0, bound)."""
+    r = _next_raw(rng)
+    if bound < _U32_LIMIT:
+        # Lemire's multiply-shift on the high 32 bits
+        return np.int64(((r >> _U32) * np.uint64(bound)) >> _U32)
+    return np.int64(r % np.uint64(bound))
+
+
+@njit(cache=True)
+def _next_unit(rng):
+    """A pseudo-random float64 in [0, 1) (the top 53 bits)."""
+    return np.float64(_next_raw(rng) >> _U11) * _INV_2_53
+
+
+@njit(cache=True)
+def _build_schedule(preference, schedule, rng):
+    """Algorithm 4: schedule[:length] lists i about p_i n / psum times; then shuffled.
+
+    Returns (length, number of distinct variables scheduled). psum is recomputed here.
+    """
+    n_rows = preference.shape[0]
+    remaining = 0.0
+    for i in range(n_rows):
+        remaining += preference[i]  # N = psum
+    j = 0
+    scheduled = 0
+    for i in range(n_rows):
+        if j >= n_rows:
+            break
+        # m = p_i (n - j) / N; copies = floor(m) + Bernoulli(m - floor(m))
+        m = preference[i] * (n_rows - j) / remaining if remaining > 0.0 else float(n_rows - j)
+        copies = math.floor(m)
+        if _next_unit(rng) < m - copies:
+            copies += 1
+        copies = min(copies, n_rows - j)
+        if copies > 0:
+            scheduled += 1
+        for _ in range(copies):
+            schedule[j] = i
+            j += 1
+        remaining -= preference[i]  # N <- N - p_i
+    # schedule[:j] = random permutation of itself (Fisher-Yates): "in random order"
+    for t in range(j - 1):
+        k = t + _next_below(rng, j - t)
+        swap = schedule[t]
+        schedule[t] = schedule[k]
+        schedule[k] = swap
+    return j, scheduled
+
+
+@njit(cache=True, inline="always")
+def _adapted_preference(p_i, gain, gain_reference):
+    """Algorithm 5: clip(p_i exp(c (Delta / Delta_ref - 1)), p_min, p_max)."""
+    if gain == 0.0 and gain_reference > 0.0:
+        p_new = p_i * _SHRINK_FACTOR  # the same value, without an exp() per idle step
+    elif gain_reference > 0.0:
+        p_new = p_i * math.exp(PREFERENCE_RATE * (gain / gain_reference - 1.0))
+    elif gain > 0.0:
+        p_new = PREFERENCE_MAX
+    else:
+        p_new = p_i
+    return min(max(p_new, PREFERENCE_MIN), PREFERENCE_MAX)
+
+
+@njit(cache=True, error_model="numpy")
+def _acf_sweeps(rows, labels, variables, state, settings):
+    """Run ACF sweeps until convergence, max_iter, a non-finite gradient or the work budget.
+
+    rows = (data, indices, indptr) of X; labels = (y, U, D, Qbar_ii); variables =
+    (alpha, w, preference, schedule) with w[-1] the bias-feature weight; state =
+    (counters, gauges, rng) as described by the _ITERATION... and _GAIN_REFERENCE... slots;
+    settings = (B, eps, max_iter, work_budget). Returns a status code; all progress is
+    kept in the arrays.
+    """
+    data, indices, indptr = rows
+    y, upper, diag, qbar_diag = labels
+    alpha, w, preference, schedule = variables
+    counters, gauges, rng = state
+    bias_scale, eps, max_iter, work_budget = settings
+
+    n_rows = indptr.shape[0] - 1
+    inv_n = 1.0 / n_rows
+    bias_slot = w.shape[0] - 1
+    iteration = counters[_ITERATION]
+    s = counters[_POSITION]
+    sweep_length = counters[_SWEEP_LENGTH]
+    in_sweep = counters[_IN_SWEEP]
+    can_stop = counters[_CAN_STOP]
+    updates = counters[_UPDATES]
+    scheduled = counters[_SCHEDULED]
+    gain_reference = gauges[_GAIN_REFERENCE]
+    violation = gauges[_VIOLATION]
+    work = 0
+    status = _MAX_ITER
+
+    while iteration < max_iter:
+        if in_sweep == 0:
+            if work >= work_budget:
+                status = _PAUSED
+                break
+            in_sweep = 1
+            s = 0
+            violation = 0.0
+            sweep_length, scheduled = _build_schedule(preference, schedule, rng)
+            work += n_rows
+        first_sweep = iteration == 0
+
+        while s < sweep_length:
+            if work >= work_budget:
+                break
+            i = np.uint64(schedule[s])  # unsigned: no negative-index wraparound code
+            if s + _PREFETCH_BOUNDS_AHEAD < sweep_length:
+                _prefetch(indptr, np.uint64(schedule[s + _PREFETCH_BOUNDS_AHEAD]))
+            if s + _PREFETCH_ROW_AHEAD < sweep_length:
+                _prefetch_variable(rows, labels, variables,
+                                   np.uint64(schedule[s + _PREFETCH_ROW_AHEAD]))
+            row_start = indptr[i]
+            row_end = indptr[i + _U1]
+            work += row_end - row_start + 1
+            start = np.uint64(row_start)
+            end = np.uint64(row_end)
+
+            # G = y_i w.x_i - 1 + D_ii a_i   (gradient of D along a_i; the paper's g = -G)
+            dot = _row_dot(w, data, indices, start, end)
+            dot += w[bias_slot] * bias_scale
+            a_i = alpha[i]
+            u_i = upper[i]
+            q_ii = qbar_diag[i]
+            g = y[i] * dot - 1.0 + a_i * diag[i]
+            if not np.isfinite(g):
+                status = _NON_FINITE
+                break
+
+            # KKT violation: v = max(v, G if a_i > 0, -G if a_i < U_i)
+            if a_i > 0.0 and g > violation:
+                violation = g
+            if a_i < u_i and -g > violation:
+                violation = -g
+
+            # mu = clip(-G / Qbar_ii, -a_i, U_i - a_i);  w += mu y_i x_i
+            step = 0.0
+            if (g < 0.0 and a_i < u_i) or (g > 0.0 and a_i > 0.0):
+                a_new = min(max(a_i - g / q_ii, 0.0), u_i)
+                step = a_new - a_i
+                alpha[i] = a_new
+                scaled = step * y[i]
+                _row_axpy(scaled, data, indices, start, end, w)
+                w[bias_slot] += scaled * bias_scale
+            updates += 1
+
+            # Algorithm 5: Delta = mu (g - mu/2 Qbar_ii) with g = -G
+            gain = step * (-g - 0.5 * step * q_ii)
+            if first_sweep:
+                gain_reference += gain * inv_n
+            else:
+                preference[i] = _adapted_preference(preference[i], gain, gain_reference)
+                gain_reference = (1.0 - inv_n) * gain_reference + gain * inv_n
+            s += 1
+
+        if status == _NON_FINITE:
+            break
+        if s < sweep_length:  # out of budget in the middle of a sweep
+            status = _PAUSED
+            break
+
+        # end of a sweep: Algorithm 3's stop rule
+        in_sweep = 0
+        iteration += 1
+        gauges[_LAST_VIOLATION] = violation
+        if violation < eps:
+            if can_stop == 1:
+                status = _CONVERGED
+                break
+            # p <- (1, ..., 1): the next sweep visits every variable once and must confirm
+            for k in range(n_rows):
+                preference[k] = 1.0
+            can_stop = 1
+        else:
+            can_stop = 0
+
+    counters[_ITERATION] = iteration
+    counters[_POSITION] = s
+    counters[_SWEEP_LENGTH] = sweep_length
+    counters[_IN_SWEEP] = in_sweep
+    counters[_CAN_STOP] = can_stop
+    counters[_UPDATES] = updates
+    counters[_SCHEDULED] = scheduled
+    gauges[_GAIN_REFERENCE] = gain_reference
+    gauges[_VIOLATION] = violation
+    return status

@@ -1,0 +1,663 @@
+"""Inexact augmented-Lagrangian (ALM) primal solver for the Lp-loss linear SVM, p >= 1.
+
+Problem (per binary problem; y_i in {-1, +1}, C_i = C * class_weight[label of row i]):
+
+    min_{w,b}  P(w, b) = 1/2 ||w||^2 + sum_i C_i max(0, 1 - y_i (w.x_i + b))^p
+
+with a free, unregularised bias b (bias="free"; bias="none" fixes b = 0).
+
+Algorithm: Nie, Huang, Wang & Huang, "New Primal SVM Solver with Linear Computational Cost
+for Big Data Classifications", ICML 2014, Algorithm 2 (inexact SVM-ALM). With auxiliary
+variables e_i = y_i - (w.x_i + b) (so that y_i e_i = 1 - y_i (w.x_i + b)) the augmented
+Lagrangian is (Eq. 8, per-example C_i)
+
+    AL = 1/2 ||w||^2 + sum_i C_i (y_i e_i)_+^p + mu/2 ||X w + 1 b - y + e + lambda/mu||^2,
+
+and one iteration is
+  1. e_i = argmin_e gamma_i (y_i e)_+^p + 1/2 (e - t_i)^2, gamma_i = C_i/mu,
+     t_i = y_i - w.x_i - b - lambda_i/mu: closed form for p = 1 (Eq. 12) and p = 2 (Eq. 13),
+     otherwise the root of Eq. 11 by a bracketed (bisection-safeguarded) Newton search;
+  2. one descent step on the least-squares subproblem in (w, b) (Eq. 14) with the optimal
+     step size of Eq. 18: gradient w_g = X'(Xw + 1b - z) + w/mu, b_g = 1'(Xw + 1b - z),
+     z = y - e - lambda/mu; direction d = D^-1 (w_g, b_g) with D the diagonal of the
+     subproblem's Hessian (squared column norms of X + 1/mu; n for b), and
+     s = (w_g'd_w + b_g d_b) / (||X d_w + 1 d_b||^2 + d_w'd_w/mu) (Eq. 18 with D = I);
+  3. lambda += mu (X w + 1 b - y + e) (Eq. 9), and mu grows geometrically.
+w = 0, b = 0, lambda = 0 at the start (the paper starts from w = 1; 0 is scale-free).
+
+The schedule of mu: mu_k = min(c_k * mean(C_i) / L, 1e5) with L the squared spectral norm of
+[X 1] (a few power iterations), c_0 = 1, c_{k+1} = min(1.1 c_k, 1e3). The paper caps mu at
+1e5 for precision; we also cap it relative to L because mu L measures the conditioning of
+the (w, b) subproblem, which step 2 solves with a single gradient step: with mu L ~ 1e9 (the
+absolute cap on typical data) the iterates freeze far from the optimum. The diagonal
+scaling D of step 2 (Jacobi preconditioning) is ours as well: with the paper's plain
+gradient (D = I) sparse data whose column norms differ widely (text) converge an order of
+magnitude slower; every step still costs the same two products.
+
+Stop rule (checked every CHECK_EVERY iterations):
+  - p > 1: ||grad P(w, b)|| <= eps ||grad P(0, 0)|| (eps default 0.01, relative as LIBLINEAR);
+  - p = 1: the hinge loss has no gradient; we stop on the relative duality gap
+    (P - D) / P <= eps / 10 (1e-3 at the default), D the dual value at the multipliers:
+    a_i = -y_i lambda_i clipped to [0, C_i], the larger class side scaled down so that
+    sum_i y_i a_i = 0 (free bias);
+  - any p: once mu has reached its cap, P(w, b) stayed within a relative band of
+    min(1e-4, eps/100) over the last STALL_WINDOW iterations (the paper's "objective
+    change < 1e-4" at the default eps; smaller eps asks for more).
+The returned (w, b) is the iterate with the best primal value seen (ALM iterates are not
+monotone in P). The dual of the Lp-SVM, D(a) = sum a_i - 1/2 ||sum a_i y_i x_i||^2
+- sum_i (p-1) C_i (a_i/(p C_i))^(p/(p-1)) (p > 1; 0 <= a_i <= C_i for p = 1), at the
+multiplier point is reported as `dual`, so gap = P - D >= 0 is a certificate for every p.
+
+Parallelism: each iteration is two sparse products (X'r with one accumulator per row chunk,
+reduced after the loop in chunk order, each thread owning a slice of the output; X d_w
+row-parallel) and one fused element-wise pass, all Numba `prange` loops over row chunks of
+equal nnz. The paper's third product X w is replaced by the update X w - s X d_w (recomputed
+exactly every RECOMPUTE_EVERY iterations); a stop-rule check every CHECK_EVERY iterations
+costs one more (class-split X'v). The chunks depend on the data only, not on the thread
+count, so the result is bit-identical for any `threads` (set with numba.set_num_threads
+for the call, restored afterwards).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from solvers.objectives import LinearProblem
+from solvers.train import BinarySolution, ProgressMonitor
+
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
+    {"p": 1.0},
+    {"p": 2.0, "bias": "none"},
+    {"p": 1.5},
+)
+
+MU_GROWTH = 1.1
+MU_SCALE_START, MU_SCALE_CAP = 1.0, 1e3  # c_k: mu = c_k * mean(C_i) / L
+MU_MAX = 1e5  # the paper's absolute cap
+POWER_ITERATIONS = 8
+CHECK_EVERY = 10  # iterations between stop-rule checks (a check costs one X'v product)
+STALL_WINDOW = 50
+STALL_TOLERANCE = 1e-4  # at the default eps; min(1e-4, eps / 100) in general
+RECOMPUTE_EVERY = 50  # exact X w against the drift of the incremental update
+MAX_CHUNKS = 8
+_CHUNK_MEMORY = 1 << 25
+
+# sums[] slots of the fused element-wise pass
+_SUM_R, _LOSS, _N_LOSS = 0, 1, 2
+
+
+def solve(
+    problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
+) -> BinarySolution:
+    """Solve one binary problem with ALM; `params` as filled by validate_params("alm")."""
+    t_start = time.perf_counter()
+    p = float(params.get("p", 2.0))
+    if not p >= 1.0:
+        raise ValueError(f"p must be >= 1 (the loss max(0, 1 - y f)^p is convex), got {p}")
+    free_bias = params.get("bias", "free") == "free"
+    with numba_threads(int(params.get("threads", 1))) as threads:
+        state = _AlmState(problem, p, free_bias)
+        t_iterate = time.perf_counter()
+        exit_reason = _iterate(state, float(params["eps"]), int(params["max_iter"]), monitor)
+        t_objective = time.perf_counter()
+        final = state.final_report()
+    t_end = time.perf_counter()
+    if not (np.all(np.isfinite(state.w_best)) and math.isfinite(state.b_best)):
+        exit_reason = "numerical_error"
+    timings = {"setup_s": t_iterate - t_start, "iterate_s": t_objective - t_iterate,
+               "objective_s": t_end - t_objective}
+    timings.update(state.timings)
+    return BinarySolution(
+        w=state.w_best[: problem.n_weights].copy(),
+        iterations=state.iteration,
+        exit_reason=exit_reason,
+        primal=final["primal"],
+        dual=final["dual"],
+        gap=final["gap"],
+        violation=final["violation"],
+        intercept=state.b_best if free_bias else None,
+        details={"active_size": final["active_size"], "p": p, "mu": state.mu,
+                 "spectral_norm_sq": state.spectral, "threads": threads},
+        timings=timings,
+    )
+
+
+@contextlib.contextmanager
+def numba_threads(requested: int) -> Iterator[int]:
+    """Run the block with min(requested, NUMBA_NUM_THREADS) Numba threads; yields that."""
+    previous = numba.get_num_threads()
+    limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    used = max(1, min(int(requested), limit))
+    numba.set_num_threads(used)
+    try:
+        yield used
+    finally:
+        numba.set_num_threads(previous)
+
+
+def chunk_bounds(indptr: np.ndarray, n_weights: int) -> np.ndarray:
+    """Row boundaries of up to MAX_CHUNKS chunks of about equal nnz (+1 per row)."""
+    n_rows = indptr.shape[0] - 1
+    n_chunks = max(1, min(MAX_CHUNKS, n_rows, _CHUNK_MEMORY // (4 * max(n_weights, 1))))
+    work = indptr + np.arange(n_rows + 1)
+    targets = np.linspace(0, work[-1], n_chunks + 1)
+    bounds = np.searchsorted(work, targets, side="left").astype(np.int64)
+    bounds[0], bounds[-1] = 0, n_rows
+    return np.maximum.accumulate(bounds)
+
+
+class _AlmState:
+    """Iterates (w, b, e, lambda), the products X w and X d_w, and the best iterate."""
+
+    def __init__(self, problem: LinearProblem, p: float, free_bias: bool) -> None:
+        X = problem.X
+        self.problem, self.p, self.free_bias = problem, p, free_bias
+        self.rows = (X.data, X.indices, X.indptr)
+        self.bias_scale = float(problem.bias_scale)  # an appended (regularised) feature
+        self.y = problem.y
+        self.cost = problem.cost
+        n, size = X.n_rows, X.n_features + 1  # last slot: the bias feature (0 if none)
+        self.bounds = chunk_bounds(X.indptr, size)
+        n_chunks = self.bounds.shape[0] - 1
+        self.chunk_acc = np.zeros((n_chunks, size))
+        self.chunk_acc_by_class = np.zeros((3 * n_chunks, size))
+        self.chunk_sums = np.zeros((n_chunks, 4))
+        self.w = np.zeros(size)
+        self.b = 0.0
+        self.w_grad = np.zeros(size)
+        self.w_best = np.zeros(size)
+        self.b_best = 0.0
+        self.xw = np.zeros(n)  # x_i . w (bias feature included, free b not)
+        self.xg = np.zeros(n)  # x_i . d_w, d_w the step direction
+        self.lam = np.zeros(n)
+        self.e = np.zeros(n)
+        self.r = np.zeros(n)  # X w + 1 b - z, the residual of the (w, b) subproblem
+        self.coef = np.zeros(n)  # d/db of C_i slack_i^p: -C_i p slack^(p-1) y_i
+        self.timings = {"products_s": 0.0, "elementwise_s": 0.0, "check_s": 0.0}
+        self.iteration = 0
+        self.spectral = self._spectral_norm_sq()
+        self.n_rows = max(n, 1)
+        # the diagonal of the (w, b) subproblem's Hessian A'A (+ I/mu for w): squared column
+        # norms of X, B^2 n for the bias feature, n for the free bias
+        self.column_sq = np.zeros(size)
+        self.column_sq[: X.n_features] = np.bincount(
+            X.indices, weights=X.data * X.data, minlength=X.n_features)[: X.n_features]
+        self.column_sq[X.n_features] = self.bias_scale * self.bias_scale * n
+        self.mean_cost = float(np.mean(self.cost))
+        self.mu_scale = MU_SCALE_START
+        self.mu = self._mu()
+        self.primal = math.inf
+        self.best_primal = math.inf
+        self.history: deque[float] = deque(maxlen=STALL_WINDOW)  # P(w, b) of the iterates
+        self.n_loss = n
+        self.violation = math.nan
+        self.gap = math.nan
+        self.dual: float | None = None
+        self.grad_zero = self._gradient_norm_at_zero()
+        # the first e and residual, at w = 0, b = 0, lambda = 0
+        self._elementwise(0.0, 0.0, self.mu)
+
+    # ---- the iteration
+
+    def _mu(self) -> float:
+        return min(self.mu_scale * self.mean_cost / self.spectral, MU_MAX)
+
+    def _spectral_norm_sq(self) -> float:
+        """||[X 1]||_2^2 (1 only with the free bias) by power iteration on [X 1]'[X 1]."""
+        n, size = self.problem.X.n_rows, self.w.shape[0]
+        v = np.ones(size) / math.sqrt(size)
+        v_b = 1.0 if self.free_bias else 0.0
+        estimate = 0.0
+        for _ in range(POWER_ITERATIONS):
+            norm = math.sqrt(float(v @ v) + v_b * v_b)
+            if norm == 0.0:
+                break
+            v /= norm
+            v_b /= norm
+            Av = np.empty(n)
+            _x_times(self.rows, v, self.bias_scale, v_b, self.bounds, Av, self.chunk_sums)
+            estimate = float(self.chunk_sums[:, 0].sum())  # ||A v||^2, v a unit vector
+            Av += v_b
+            _xt_times(self.rows, Av, self.bias_scale, self.bounds, self.chunk_acc, v)
+            v_b = float(Av.sum()) if self.free_bias else 0.0
+        return max(estimate, 1e-12)
+
+    def _gradient_norm_at_zero(self) -> float:
+        """||grad P(0, 0)||: w-part -X'(C p y), b-part -sum C_i p y_i."""
+        coef = -self.cost * self.p * self.y
+        out = np.empty_like(self.w)
+        _xt_times(self.rows, coef, self.bias_scale, self.bounds, self.chunk_acc, out)
+        b_part = float(coef.sum()) if self.free_bias else 0.0
+        return math.sqrt(float(out @ out) + b_part * b_part)
+
+    def _elementwise(self, step: float, mu_old: float, mu_new: float) -> None:
+        started = time.perf_counter()
+        _alm_elementwise(
+            (self.y, self.cost, self.xw, self.xg, self.lam, self.e, self.r, self.coef),
+            (step, self.b, mu_old, mu_new, self.p),
+            self.bounds, self.chunk_sums,
+        )
+        sums = self.chunk_sums.sum(axis=0)
+        self.sum_r = float(sums[_SUM_R])
+        self.primal = 0.5 * float(self.w @ self.w) + float(sums[_LOSS])
+        self.n_loss = int(sums[_N_LOSS])
+        self.timings["elementwise_s"] += time.perf_counter() - started
+
+    def step(self) -> None:
+        """One iteration of Algorithm 2 (the e-step of the next one is fused in)."""
+        started = time.perf_counter()
+        # w_g = X'r + w/mu, b_g = sum r; the direction (d_w, d_b) = D^-1 (w_g, b_g)
+        _xt_times(self.rows, self.r, self.bias_scale, self.bounds, self.chunk_acc, self.w_grad)
+        self.w_grad += self.w / self.mu
+        b_grad = self.sum_r if self.free_bias else 0.0
+        direction = self.w_grad / (self.column_sq + 1.0 / self.mu)
+        b_direction = b_grad / self.n_rows
+        # ||X d_w + 1 d_b||^2 (X d_w stored without d_b)
+        _x_times(self.rows, direction, self.bias_scale, b_direction, self.bounds, self.xg,
+                 self.chunk_sums)
+        xd_norm = float(self.chunk_sums[:, 0].sum())
+        self.timings["products_s"] += time.perf_counter() - started
+        # Eq. 18 along the direction: s = g'd / (||X d_w + 1 d_b||^2 + d_w'd_w / mu)
+        denominator = xd_norm + float(direction @ direction) / self.mu
+        numerator = float(self.w_grad @ direction) + b_grad * b_direction
+        step = numerator / denominator if denominator > 0.0 else 0.0
+        self.w -= step * direction
+        self.b -= step * b_direction
+        self.iteration += 1
+        mu_old = self.mu
+        self.mu_scale = min(self.mu_scale * MU_GROWTH, MU_SCALE_CAP)
+        self.mu = self._mu()
+        if self.iteration % RECOMPUTE_EVERY == 0:
+            started = time.perf_counter()
+            _x_times(self.rows, self.w, self.bias_scale, 0.0, self.bounds, self.xw,
+                     self.chunk_sums)
+            self.timings["products_s"] += time.perf_counter() - started
+            step = 0.0  # X w is exact already
+        # X w -= s X d_w; lambda += mu_old (X w + b - y + e); P(w, b); next e and r
+        self._elementwise(step, mu_old, self.mu)
+        if self.primal < self.best_primal:
+            self.best_primal = self.primal
+            self.w_best[:] = self.w
+            self.b_best = self.b
+        self.history.append(self.primal)
+
+    def stalled(self, tolerance: float) -> bool:
+        """mu at its cap, and P(w, b) within a relative band of `tolerance` over the last
+        STALL_WINDOW iterations (the iterates are not monotone: the whole window counts)."""
+        if not self.mu_at_cap or len(self.history) < STALL_WINDOW:
+            return False
+        return max(self.history) - min(self.history) < tolerance * abs(self.best_primal)
+
+    @property
+    def mu_at_cap(self) -> bool:
+        return self.mu_scale >= MU_SCALE_CAP or self.mu >= MU_MAX
+
+    # ---- certificates
+
+    def _polish_bias(self) -> None:
+        """b* = argmin_b P(w, b) for the current w (p > 1: P is differentiable in b).
+
+        Safeguarded Newton on the increasing derivative h'(b), bisection once the root is
+        bracketed; each step is an O(n) pass over the margins. Leaves coef at (w, b*), and
+        takes (w, b*) as the best iterate when it has the best primal value.
+        """
+        b = self.b
+        lo, hi = -math.inf, math.inf
+        for _ in range(100):
+            loss, slope, curvature, scale = self._bias_terms(b)
+            if slope == 0.0 or abs(slope) <= 1e-12 * scale:
+                break
+            if slope < 0.0:
+                lo = b
+            else:
+                hi = b
+            candidate = b - slope / curvature if curvature > 0.0 else math.nan
+            if not (lo < candidate < hi) or candidate == b:
+                if math.isfinite(lo) and math.isfinite(hi):
+                    candidate = 0.5 * (lo + hi)
+                else:  # expand towards the root
+                    candidate = b + math.copysign(max(1.0, abs(b)), -slope)
+            if candidate == b or hi - lo <= 1e-15 * max(1.0, abs(b)):
+                break
+            b = candidate
+        loss, _, _, _ = self._bias_terms(b)
+        primal = 0.5 * float(self.w @ self.w) + loss
+        if primal < self.best_primal:
+            self.best_primal = primal
+            self.w_best[:] = self.w
+            self.b_best = b
+
+    def _bias_terms(self, b: float) -> tuple[float, float, float, float]:
+        """(h, h', h'', sum |h'_i|) of h(b) = sum_i C_i slack_i(b)^p; coef = h'_i."""
+        _bias_terms_kernel(self.xw, self.y, self.cost, self.p, b, self.bounds,
+                           self.chunk_sums, self.coef)
+        sums = self.chunk_sums.sum(axis=0)
+        return float(sums[0]), float(sums[1]), float(sums[2]), float(sums[3])
+
+    def certificate(self) -> None:
+        """Dual value, relative gap and the stop-rule quantity at the current iterate.
+
+        Dual point from the multipliers: a_i = max(0, -y_i lambda_i), clipped to C_i for
+        p = 1; with the free bias the larger class side of a is scaled down so that
+        sum_i y_i a_i = 0. For p > 1 the gradient is taken at (w, b*), b* = argmin_b P(w, b)
+        (free bias): grad_w P = w + X' coef, coef_i = -C_i p slack_i^(p-1) y_i. Both
+        products come from one pass over the data (`_certificate_products`).
+        """
+        started = time.perf_counter()
+        smooth = self.p > 1.0
+        if smooth and self.free_bias:
+            self._polish_bias()  # coef at (w, b*); (w, b*) may become the best iterate
+        alpha = np.empty_like(self.lam)
+        _dual_point(self.y, self.cost, self.lam, self.p, alpha)
+        products = np.empty((3, self.w.shape[0]))
+        _certificate_products(self.rows, (alpha, self.coef, self.y, smooth), self.bias_scale,
+                              self.bounds, self.chunk_acc_by_class, products)
+        v_pos, v_neg, v_coef = products
+        positive = self.y > 0
+        s_pos, s_neg = float(alpha[positive].sum()), float(alpha[~positive].sum())
+        scale_pos = scale_neg = 1.0
+        if self.free_bias:
+            if s_pos > s_neg:
+                scale_pos = s_neg / s_pos
+            elif s_neg > s_pos:
+                scale_neg = s_pos / s_neg
+        v = scale_pos * v_pos - scale_neg * v_neg  # sum_i a_i y_i x_i
+        dual = scale_pos * s_pos + scale_neg * s_neg - 0.5 * float(v @ v)
+        if smooth:
+            # - sum_i (p-1) C_i (a_i / (p C_i))^(p/(p-1))
+            scaled = alpha * np.where(positive, scale_pos, scale_neg)
+            q = self.p / (self.p - 1.0)
+            dual -= float(np.sum((self.p - 1.0) * self.cost
+                                 * (scaled / (self.p * self.cost)) ** q))
+        self.dual = dual
+        self.gap = (self.best_primal - dual) / max(abs(self.best_primal), 1e-300)
+        if smooth:
+            grad = self.w + v_coef
+            grad_b = float(self.coef.sum()) if self.free_bias else 0.0
+            norm = math.sqrt(float(grad @ grad) + grad_b * grad_b)
+            self.violation = norm / max(self.grad_zero, 1e-300)
+        else:
+            self.violation = self.gap
+        self.timings["check_s"] += time.perf_counter() - started
+
+    def converged(self, eps: float) -> bool:
+        """p > 1: gradient <= eps ||grad P(0)|| and gap <= eps/10; p = 1: gap <= eps/10."""
+        self.certificate()
+        return self.violation <= (eps if self.p > 1.0 else eps / 10.0) and (
+            self.gap <= eps / 10.0)
+
+    def snapshot(self) -> dict[str, Any]:
+        self.certificate()
+        assert self.dual is not None
+        return {"iteration": self.iteration, "primal": self.best_primal, "dual": self.dual,
+                "gap": self.best_primal - self.dual, "violation": self.violation,
+                "active_size": self.n_loss}
+
+    def final_report(self) -> dict[str, Any]:
+        """P, D, gap and the stop-rule quantity at the returned (best) iterate."""
+        self.w, self.b = self.w_best.copy(), self.b_best
+        _x_times(self.rows, self.w, self.bias_scale, 0.0, self.bounds, self.xw,
+                 self.chunk_sums)
+        self._elementwise(0.0, 0.0, self.mu)  # P and the loss derivative at the best
+        self.best_primal = self.primal
+        self.certificate()  # p > 1, free bias: b_best may improve to argmin_b P(w_best, b)
+        assert self.dual is not None
+        primal = self.best_primal
+        return {"primal": primal, "dual": self.dual, "gap": primal - self.dual,
+                "violation": self.violation, "active_size": self.n_loss}
+
+
+def _iterate(state: _AlmState, eps: float, max_iter: int, monitor: ProgressMonitor) -> str:
+    while True:
+        state.step()
+        if not math.isfinite(state.primal):
+            return "numerical_error"
+        if state.iteration % CHECK_EVERY == 0:
+            if state.converged(eps):
+                return "converged"
+            if state.stalled(min(STALL_TOLERANCE, eps / 100.0)):
+                return "converged"
+        if state.iteration >= max_iter:
+            return "max_iter"
+        if monitor.out_of_time():
+            return "max_seconds"
+        if monitor.event_due() and monitor.report(state.snapshot):
+            return "cancelled"
+
+
+# --------------------------------------------------------------------------------------
+# Kernels. Row loops are kept in this file (see the note in solvers/objectives.py about
+# Numba's cache); unsigned counters: no negative-index wraparound code in inner loops.
+
+
+@njit(cache=True, inline="always")
+def _row_dot(w, data, indices, start, end):
+    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
+    total = 0.0
+    for k in range(start, end):
+        total += w[np.uint32(indices[k])] * data[k]
+    return total
+
+
+@njit(cache=True, inline="always")
+def _row_axpy(scale, data, indices, start, end, w):
+    """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
+    for k in range(start, end):
+        w[np.uint32(indices[k])] += scale * data[k]
+
+
+@njit(cache=True, parallel=True)
+def _x_times(rows, w, bias_scale, shift, bounds, out, chunk_sums):
+    """out_i = x_i . w[:d] + B w[d] (row-parallel); chunk_sums[c, 0] = sum (out_i + shift)^2."""
+    data, indices, indptr = rows
+    bias_term = w[w.shape[0] - 1] * bias_scale
+    for c in prange(bounds.shape[0] - 1):
+        total = 0.0
+        for i in range(bounds[c], bounds[c + 1]):
+            value = _row_dot(w, data, indices, np.uint64(indptr[i]),
+                             np.uint64(indptr[i + 1])) + bias_term
+            out[i] = value
+            total += (value + shift) * (value + shift)
+        chunk_sums[c, 0] = total
+
+
+@njit(cache=True, parallel=True)
+def _xt_times(rows, v, bias_scale, bounds, chunk_acc, out):
+    """out = X'v (bias feature in the last slot): per-chunk accumulators, then a reduction
+    in chunk order where each thread owns a slice of out."""
+    data, indices, indptr = rows
+    n_chunks, size = chunk_acc.shape
+    bias_slot = size - 1
+    for c in prange(n_chunks):
+        acc = chunk_acc[c]
+        acc[:] = 0.0
+        bias_total = 0.0
+        for i in range(bounds[c], bounds[c + 1]):
+            # acc += v_i x_i
+            v_i = v[i]
+            if v_i != 0.0:
+                _row_axpy(v_i, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]),
+                          acc)
+                bias_total += v_i
+        acc[bias_slot] += bias_total * bias_scale
+    for j in prange(size):
+        total = 0.0
+        for c in range(n_chunks):
+            total += chunk_acc[c, j]
+        out[j] = total
+
+
+@njit(cache=True, parallel=True)
+def _certificate_products(rows, vectors, bias_scale, bounds, chunk_acc, out):
+    """out[0] = sum_{y_i > 0} a_i x_i, out[1] = sum_{y_i < 0} a_i x_i and, when with_coef,
+    out[2] = X' coef, in one pass (bias feature last).
+
+    vectors = (a, coef, y, with_coef). chunk_acc has 3 rows per chunk; they are reduced
+    in chunk order, each thread owning a column slice of out.
+    """
+    data, indices, indptr = rows
+    alpha, coef, y, with_coef = vectors
+    n_chunks = bounds.shape[0] - 1
+    size = chunk_acc.shape[1]
+    bias_slot = size - 1
+    for c in prange(n_chunks):
+        acc_pos = chunk_acc[3 * c]
+        acc_neg = chunk_acc[3 * c + 1]
+        acc_coef = chunk_acc[3 * c + 2]
+        acc_pos[:] = 0.0
+        acc_neg[:] = 0.0
+        acc_coef[:] = 0.0
+        for i in range(bounds[c], bounds[c + 1]):
+            row_start = np.uint64(indptr[i])
+            row_end = np.uint64(indptr[i + 1])
+            a_i = alpha[i]
+            if a_i != 0.0:
+                # acc_pos or acc_neg += a_i x_i
+                if y[i] > 0.0:
+                    _row_axpy(a_i, data, indices, row_start, row_end, acc_pos)
+                    acc_pos[bias_slot] += a_i * bias_scale
+                else:
+                    _row_axpy(a_i, data, indices, row_start, row_end, acc_neg)
+                    acc_neg[bias_slot] += a_i * bias_scale
+            if with_coef and coef[i] != 0.0:
+                # acc_coef += coef_i x_i
+                _row_axpy(coef[i], data, indices, row_start, row_end, acc_coef)
+                acc_coef[bias_slot] += coef[i] * bias_scale
+    for j in prange(size):
+        total_pos = 0.0
+        total_neg = 0.0
+        total_coef = 0.0
+        for c in range(n_chunks):
+            total_pos += chunk_acc[3 * c, j]
+            total_neg += chunk_acc[3 * c + 1, j]
+            total_coef += chunk_acc[3 * c + 2, j]
+        out[0, j] = total_pos
+        out[1, j] = total_neg
+        out[2, j] = total_coef
+
+
+@njit(cache=True, inline="always")
+def _prox_slack(u0, gamma, p):
+    """argmin_{u} gamma max(0, u)^p + 1/2 (u - u0)^2 (the e-step in u = y_i e_i)."""
+    if u0 <= 0.0:
+        return u0
+    if p == 1.0:
+        # Eq. 12: soft threshold at gamma
+        return u0 - gamma if u0 > gamma else 0.0
+    if p == 2.0:
+        # Eq. 13
+        return u0 / (1.0 + 2.0 * gamma)
+    # Eq. 11: p gamma u^(p-1) + u = u0 on (0, u0); Newton kept inside a shrinking bracket
+    lo = 0.0
+    hi = min(u0, (u0 / (p * gamma)) ** (1.0 / (p - 1.0)))
+    u = hi
+    for _ in range(100):
+        power = u ** (p - 1.0)
+        value = p * gamma * power + u - u0
+        if value > 0.0:
+            hi = u
+        else:
+            lo = u
+        slope = 1.0 + p * (p - 1.0) * gamma * (power / u if u > 0.0 else np.inf)
+        candidate = u - value / slope
+        if not (lo < candidate < hi):
+            candidate = 0.5 * (lo + hi)  # bisection
+        if abs(candidate - u) <= 1e-15 * u0 or hi - lo <= 1e-15 * u0:
+            return candidate
+        u = candidate
+    return u
+
+
+@njit(cache=True, parallel=True)
+def _alm_elementwise(vectors, settings, bounds, chunk_sums):
+    """The O(n) part of an iteration, rows in parallel (each chunk owns its slice).
+
+    vectors = (y, C, xw, xg, lambda, e, r, coef); settings = (s, b, mu_old, mu_new, p) with
+    b the bias after the step. Per row:
+      xw -= s xg;  f = xw + b;  lambda += mu_old (f - y + e)   (skipped when mu_old = 0);
+      slack = 1 - y f;  loss = C slack_+^p;  coef = -C p slack_+^(p-1) y;
+      e = y prox(y t), t = y - f - lambda/mu_new;  r = f - y + e + lambda/mu_new.
+    chunk_sums[c, :3] = (sum r, sum loss, #slack > 0).
+    """
+    y, cost, xw, xg, lam, e, r, coef = vectors
+    step, b, mu_old, mu_new, p = settings
+    for c in prange(bounds.shape[0] - 1):
+        sum_r = 0.0
+        loss = 0.0
+        n_loss = 0
+        for i in range(bounds[c], bounds[c + 1]):
+            if step != 0.0:
+                xw[i] -= step * xg[i]
+            f = xw[i] + b
+            y_i = y[i]
+            if mu_old > 0.0:
+                lam[i] += mu_old * (f - y_i + e[i])
+            slack = 1.0 - y_i * f
+            if slack > 0.0:
+                powered = slack if p == 1.0 else slack ** (p - 1.0)
+                loss += cost[i] * powered * slack if p != 1.0 else cost[i] * slack
+                coef[i] = -cost[i] * p * powered * y_i if p != 1.0 else -cost[i] * y_i
+                n_loss += 1
+            else:
+                coef[i] = 0.0
+            # e-step: u = y e minimises gamma u_+^p + 1/2 (u - y t)^2
+            t = y_i - f - lam[i] / mu_new
+            e_i = y_i * _prox_slack(y_i * t, cost[i] / mu_new, p)
+            e[i] = e_i
+            r_i = f - y_i + e_i + lam[i] / mu_new
+            r[i] = r_i
+            sum_r += r_i
+        chunk_sums[c, 0] = sum_r
+        chunk_sums[c, 1] = loss
+        chunk_sums[c, 2] = n_loss
+
+
+@njit(cache=True, parallel=True)
+def _bias_terms_kernel(xw, y, cost, p, b, bounds, chunk_sums, coef):
+    """h(b) = sum_i C_i s_i^p, s_i = max(0, 1 - y_i (xw_i + b)), and its derivatives.
+
+    coef_i = d/db C_i s_i^p = -C_i p s_i^(p-1) y_i; chunk_sums[c] = (sum C_i s_i^p,
+    sum coef_i, sum C_i p (p-1) s_i^(p-2), sum |coef_i|) over the rows with s_i > 0.
+    """
+    for c in prange(bounds.shape[0] - 1):
+        loss = 0.0
+        slope = 0.0
+        curvature = 0.0
+        scale = 0.0
+        for i in range(bounds[c], bounds[c + 1]):
+            slack = 1.0 - y[i] * (xw[i] + b)
+            if slack > 0.0:
+                powered = slack ** (p - 1.0)  # p > 1
+                loss += cost[i] * powered * slack
+                derivative = cost[i] * p * powered
+                coef[i] = -derivative * y[i]
+                slope += coef[i]
+                scale += derivative
+                curvature += derivative * (p - 1.0) / slack
+            else:
+                coef[i] = 0.0
+        chunk_sums[c, 0] = loss
+        chunk_sums[c, 1] = slope
+        chunk_sums[c, 2] = curvature
+        chunk_sums[c, 3] = scale
+
+
+@njit(cache=True)
+def _dual_point(y, cost, lam, p, alpha):
+    """a_i = max(0, -y_i lambda_i), and at most C_i for the hinge loss (p = 1)."""
+    for i in range(y.shape[0]):
+        a = -y[i] * lam[i]
+        if a < 0.0:
+            a = 0.0
+        if p == 1.0 and a > cost[i]:
+            a = cost[i]
+        alpha[i] = a

@@ -1,0 +1,391 @@
+"""The SMO kernel SVM solver: toy problems against a SciPy QP, agreement with LIBSVM 3.37
+(dual objective, support vectors, decision values, accuracy) for every kernel and both
+multi-class strategies, the cache, limits, progress, cancellation and threads.
+
+The large comparisons (a9a, w8a, ijcnn1) are marked slow."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import solvers
+from solvers import smo
+from solvers.kernels import KernelModel
+from solvers.params import ParamError
+from solvers.smo import KernelFitResult, fit_kernel
+from solvers.svmlight import load_svmlight
+from tests.solvers.naive_kernels import (
+    dual_by_scipy,
+    dual_value,
+    kernel_matrix,
+    libsvm_options,
+    libsvm_train,
+    model_kernel,
+)
+
+DATA = "/work/shared/data"
+KERNELS = ("linear", "poly", "rbf", "sigmoid")
+
+
+@functools.cache
+def dataset(name: str, n_features: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+    parsed = load_svmlight(f"{DATA}/{name}.xz")
+    return parsed.to_csr(n_features), parsed.y
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+def accuracy(model: KernelModel, X: Any, y: np.ndarray) -> float:
+    return float(np.mean(model.predict(X)[0] == y) * 100)
+
+
+def alpha_of(result: KernelFitResult, y: np.ndarray) -> np.ndarray:
+    """The dual variables a_i of a binary model (y_i = +1 for classes[0], LIBSVM's side)."""
+    model = result.model
+    coef = np.zeros(y.shape[0])
+    coef[model.sv_rows] = model.sv_coef[0]
+    return coef * np.where(y == model.classes[0], 1.0, -1.0)
+
+
+def compare_with_libsvm(X: Any, y: np.ndarray, X_test: Any, y_test: np.ndarray,
+                        **params: Any) -> dict[str, Any]:
+    """Train both with the same parameters; the agreement figures the tests check."""
+    result = fit_kernel(X, y, **params)
+    gamma = result.params["gamma"]
+    options = libsvm_options(params.get("kernel", "rbf"), params.get("C", 1.0), gamma,
+                             params.get("degree", 3), params.get("coef0", 0.0),
+                             params.get("eps", 1e-3))
+    reference = libsvm_train(X, y, options)
+    ours = result.model.decision_function(X_test)
+    theirs = reference.kernel_model.decision_function(X_test)
+    ours_flat, theirs_flat = np.ravel(ours), np.ravel(theirs)
+    return {
+        "objective": result.dual_objective, "libsvm_objective": reference.objective,
+        "objective_rel": relative(result.dual_objective, reference.objective),
+        "n_sv": result.n_support, "libsvm_n_sv": reference.kernel_model.n_support,
+        "n_sv_rel": relative(result.n_support, reference.kernel_model.n_support),
+        "accuracy": accuracy(result.model, X_test, y_test),
+        "libsvm_accuracy": accuracy(reference.kernel_model, X_test, y_test),
+        "correlation": float(np.corrcoef(ours_flat, theirs_flat)[0, 1]),
+        "iterations": result.iterations, "libsvm_iterations": reference.iterations,
+        "train_seconds": result.train_seconds, "exit": result.exit_reason,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# toy problems with known answers
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_tiny_problems_reach_the_qp_optimum(kernel: str) -> None:
+    rng = np.random.default_rng(KERNELS.index(kernel))
+    X = rng.normal(size=(24, 3))
+    y = np.where(X[:, 0] + 0.7 * rng.normal(size=24) > 0, 1.0, -1.0)
+    settings = {"gamma": 0.5, "coef0": 0.5 if kernel == "poly" else -0.2, "degree": 2}
+    result = fit_kernel(X, y, kernel=kernel, C=2.0, eps=1e-6, **settings)
+    assert result.exit_reason == "converged"
+    K = kernel_matrix(X, X, kernel, **settings)
+    y_pm = np.where(y == result.classes[0], 1.0, -1.0)
+    alpha = alpha_of(result, y)
+    assert np.all(alpha >= 0) and np.all(alpha <= 2.0 + 1e-12)
+    assert abs(y_pm @ alpha) < 1e-10
+    # the solver's gradient is built from float32 kernel columns (as LIBSVM's): ~1e-7
+    assert result.dual_objective == pytest.approx(dual_value(K, y_pm, alpha), rel=1e-6)
+    if kernel != "sigmoid":  # the sigmoid kernel is not PSD: SLSQP has no guarantee
+        reference = dual_by_scipy(K, y_pm, np.full(24, 2.0))
+        assert dual_value(K, y_pm, alpha) <= dual_value(K, y_pm, reference) + 1e-6
+    # KKT on the full set: m(a) - M(a) <= eps, and rho inside the feasible interval
+    gradient = y_pm * (K @ (y_pm * alpha)) - 1.0
+    up = ((y_pm > 0) & (alpha < 2.0)) | ((y_pm < 0) & (alpha > 0))
+    low = ((y_pm > 0) & (alpha > 0)) | ((y_pm < 0) & (alpha < 2.0))
+    violation = np.max(-y_pm[up] * gradient[up]) - np.min(-y_pm[low] * gradient[low])
+    assert violation < 1e-5
+
+
+def test_separable_points_give_the_maximum_margin_line() -> None:
+    """Two points per class on a line; with large C the hard-margin SVM: f(x) = x - 0 with
+    margin 1 at x = +-1 (linear kernel)."""
+    X = np.array([[-1.0], [-3.0], [1.0], [3.0]])
+    y = np.array([-1.0, -1.0, 1.0, 1.0])
+    result = fit_kernel(X, y, kernel="linear", C=1e6, eps=1e-10)
+    values = result.decision_function(np.array([[-1.0], [0.0], [1.0], [2.0]]))
+    np.testing.assert_allclose(values, [-1.0, 0.0, 1.0, 2.0], atol=1e-8)
+    assert result.n_support == 2
+    assert result.dual_objective == pytest.approx(-0.5, rel=1e-9)  # -||w||^2 / 2 with w = 1
+
+
+def test_reported_objective_is_the_naive_dual() -> None:
+    X, y = dataset("heart_scale")
+    result = fit_kernel(X, y)
+    K = kernel_matrix(X, X, "rbf", gamma=result.params["gamma"])
+    y_pm = np.where(y == result.classes[0], 1.0, -1.0)
+    assert result.dual_objective == pytest.approx(
+        dual_value(K, y_pm, alpha_of(result, y)), rel=1e-6)
+    raw = model_kernel(result.model, X) @ result.model.sv_coef[0] - result.model.rho[0]
+    np.testing.assert_allclose(result.decision_function(X), -raw, rtol=1e-9, atol=1e-9)
+
+
+# --------------------------------------------------------------------------------------
+# agreement with LIBSVM
+
+
+@pytest.mark.parametrize("name", ["heart_scale", "breast-cancer_scale"])
+def test_rbf_matches_libsvm(name: str) -> None:
+    X, y = dataset(name)
+    figures = compare_with_libsvm(X, y, X, y, kernel="rbf", C=1.0)
+    assert figures["exit"] == "converged"
+    assert figures["objective_rel"] < 1e-3, figures
+    assert figures["n_sv_rel"] <= 0.02, figures
+    assert figures["correlation"] > 0.999, figures
+    assert abs(figures["accuracy"] - figures["libsvm_accuracy"]) <= 0.2, figures
+
+
+@pytest.mark.parametrize("kernel", ["poly", "sigmoid"])
+def test_poly_and_sigmoid_match_libsvm(kernel: str) -> None:
+    X, y = dataset("heart_scale")
+    figures = compare_with_libsvm(X, y, X, y, kernel=kernel, C=1.0, coef0=0.5, degree=3)
+    assert figures["objective_rel"] < 1e-3, figures
+    assert figures["n_sv_rel"] <= 0.02, figures
+    assert figures["correlation"] > 0.999, figures
+    assert abs(figures["accuracy"] - figures["libsvm_accuracy"]) <= 0.2, figures
+
+
+def test_linear_kernel_weights_match_libsvm() -> None:
+    X, y = dataset("heart_scale")
+    for eps, tolerance in ((1e-3, 2e-2), (1e-6, 1e-4)):
+        result = fit_kernel(X, y, kernel="linear", eps=eps)
+        reference = libsvm_train(X, y, libsvm_options("linear", eps=eps)).kernel_model
+        w_ours = result.model.sv_coef[0] @ result.model.support_vectors().toarray()
+        w_libsvm = reference.sv_coef[0] @ reference.support_vectors().toarray()
+        # both in LIBSVM's layout over sorted classes: positive for classes[0]
+        assert np.linalg.norm(w_ours - w_libsvm) <= tolerance * np.linalg.norm(w_libsvm)
+        assert abs(result.model.rho[0] - reference.rho[0]) <= tolerance * 10
+
+
+def test_tight_tolerance_agrees_closely() -> None:
+    X, y = dataset("breast-cancer_scale")
+    result = fit_kernel(X, y, eps=1e-6)
+    reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"],
+                                                  eps=1e-6))
+    assert relative(result.dual_objective, reference.objective) < 1e-6
+    assert result.n_support == reference.kernel_model.n_support
+    np.testing.assert_allclose(result.decision_function(X),
+                               reference.kernel_model.decision_function(X), atol=1e-4)
+
+
+def test_class_weights_match_libsvm() -> None:
+    X, y = dataset("heart_scale")
+    result = fit_kernel(X, y, class_weight={"1": 3.0, "-1": 0.5})
+    reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"],
+                                                  weights={1: 3.0, -1: 0.5}))
+    assert relative(result.dual_objective, reference.objective) < 1e-3
+    assert relative(result.n_support, reference.kernel_model.n_support) <= 0.02
+
+
+@pytest.mark.parametrize(("name", "rows"), [
+    ("dna", None),
+    ("pendigits", 2500),  # the first 2500 rows (all 10 classes): LIBSVM takes ~10 s on all
+    pytest.param("pendigits", None, marks=pytest.mark.slow),
+])
+def test_one_vs_one_matches_libsvm(name: str, rows: int | None) -> None:
+    train = f"{name}.scale" if name == "dna" else name
+    X, y = dataset(train)
+    X, y = X[:rows], y[:rows]
+    X_test, y_test = dataset(f"{train}.t", X.shape[1])
+    result = fit_kernel(X, y)
+    reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"]))
+    assert result.model.multiclass == "ovo"
+    k = result.classes.shape[0]
+    assert len(result.per_output) == k * (k - 1) // 2
+    assert relative(result.dual_objective, reference.objective) < 1e-3
+    assert relative(result.n_support, reference.kernel_model.n_support) <= 0.02
+    ours = accuracy(result.model, X_test, y_test)
+    theirs = accuracy(reference.kernel_model, X_test, y_test)
+    assert abs(ours - theirs) <= 0.5, (ours, theirs)
+
+
+def test_one_vs_rest() -> None:
+    X, y = dataset("dna.scale")
+    X_test, y_test = dataset("dna.scale.t", X.shape[1])
+    result = fit_kernel(X, y, multiclass="ovr")
+    model = result.model
+    assert model.multiclass == "ovr" and model.sv_coef.shape == (3, model.n_support)
+    _labels, values = model.predict(X_test)
+    assert values.shape == (X_test.shape[0], 3)
+    ovo = fit_kernel(X, y)
+    assert accuracy(model, X_test, y_test) >= accuracy(ovo.model, X_test, y_test) - 2.0
+    # output c is the binary problem "class c vs the rest"
+    binary = fit_kernel(X, np.where(y == result.classes[1], 1.0, 0.0))
+    assert np.corrcoef(values[:, 1], binary.decision_function(X_test))[0, 1] > 0.9999
+    for output in result.per_output:
+        assert output["negative_class"] is None
+
+
+def test_two_classes_are_one_problem_whatever_the_strategy() -> None:
+    X, y = dataset("heart_scale")
+    ovo, ovr = fit_kernel(X, y, multiclass="ovo"), fit_kernel(X, y, multiclass="ovr")
+    assert ovr.model.multiclass == "ovo" and len(ovr.per_output) == 1
+    np.testing.assert_array_equal(ovo.decision_function(X), ovr.decision_function(X))
+
+
+def test_label_values_do_not_matter() -> None:
+    X, y = dataset("heart_scale")
+    first = fit_kernel(X, y)
+    second = fit_kernel(X, np.where(y > 0, 7.0, 3.0))
+    assert first.dual_objective == second.dual_objective
+    np.testing.assert_array_equal(first.decision_function(X), second.decision_function(X))
+    assert np.array_equal(second.model.classes, [3.0, 7.0])
+
+
+# --------------------------------------------------------------------------------------
+# cache, limits, progress, threads
+
+
+def test_a_tiny_cache_gives_the_same_solution() -> None:
+    X, y = dataset("dna.scale")
+    full = fit_kernel(X, y, cache_mb=200)
+    tiny = fit_kernel(X, y, cache_mb=1)
+    assert sum(o["cache_misses"] for o in tiny.per_output) > sum(
+        o["cache_misses"] for o in full.per_output)
+    assert tiny.dual_objective == full.dual_objective
+    np.testing.assert_array_equal(tiny.model.sv_coef, full.model.sv_coef)
+    np.testing.assert_array_equal(tiny.model.rho, full.model.rho)
+
+
+def test_max_iter_stops_with_a_usable_model() -> None:
+    X, y = dataset("breast-cancer_scale")
+    result = fit_kernel(X, y, max_iter=5)
+    assert result.exit_reason == "max_iter" and result.iterations == 5
+    labels, values = result.model.predict(X)
+    assert np.all(np.isfinite(values)) and set(labels) <= set(result.classes)
+    assert result.dual_objective < 0
+    converged = fit_kernel(X, y)
+    assert converged.dual_objective < result.dual_objective
+
+
+@functools.cache
+def a9a_subset() -> tuple[sp.csr_matrix, np.ndarray]:
+    X, y = dataset("a9a")
+    return X[:12000], y[:12000]
+
+
+def test_progress_events_and_cancellation() -> None:
+    X, y = a9a_subset()
+    events: list[dict[str, Any]] = []
+
+    def record(event: dict[str, Any]) -> bool:
+        events.append(event)
+        return len(events) >= 2
+
+    result = fit_kernel(X, y, progress=record)
+    assert result.exit_reason == "cancelled"
+    assert len(events) == 2
+    for event in events:
+        assert {"iteration", "elapsed_s", "dual", "violation", "active_size"} <= set(event)
+        assert event["primal"] is None and event["gap"] is None
+        assert math.isfinite(event["dual"]) and event["dual"] < 0
+    assert events[1]["dual"] <= events[0]["dual"]
+    assert events[1]["elapsed_s"] - events[0]["elapsed_s"] >= 0.2
+    assert result.iterations >= events[-1]["iteration"]
+    _labels, values = result.model.predict(X[:50])
+    assert np.all(np.isfinite(values))
+
+
+def test_max_seconds_stops_with_a_usable_model() -> None:
+    X, y = a9a_subset()
+    started = time.perf_counter()
+    result = fit_kernel(X, y, max_seconds=0.05)
+    assert result.exit_reason == "max_seconds"
+    assert time.perf_counter() - started < 5.0
+    assert np.all(np.isfinite(result.model.predict(X[:50])[1]))
+
+
+def test_later_pairs_are_left_untrained_after_a_stop() -> None:
+    X, y = dataset("pendigits")
+    result = fit_kernel(X, y, max_seconds=0.01)
+    assert result.exit_reason == "max_seconds"
+    untrained = [o for o in result.per_output if o["iterations"] == 0]
+    assert untrained and all(o["exit_reason"] == "max_seconds" for o in untrained)
+    assert np.all(np.isfinite(result.model.predict(X[:20])[1]))
+
+
+def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parallel loops only split elementwise work and exact argmax reductions."""
+    monkeypatch.setattr(smo, "PARALLEL_MIN_PASS", 64)
+    monkeypatch.setattr(smo, "PARALLEL_MIN_KERNEL", 64)
+    monkeypatch.setattr(smo, "PARALLEL_MIN_FLUSH", 64)
+    monkeypatch.setattr(smo, "_cores_busy", lambda threads: False)
+    X, y = dataset("a9a")
+    X, y = X[:6000], y[:6000]  # > 1000 steps: shrinking, deferred G_bar, reconstruction
+    one = fit_kernel(X, y, threads=1)
+    two = fit_kernel(X, y, threads=2)
+    assert one.per_output[0]["shrinkings"] > 0
+    assert one.per_output[0]["gradient_reconstructions"] > 0
+    assert two.params["threads_used"] == min(2, smo.max_threads())
+    assert two.params["fine_grained_parallel"] == (two.params["threads_used"] > 1)
+    assert one.dual_objective == two.dual_objective
+    assert one.iterations == two.iterations
+    np.testing.assert_array_equal(one.model.sv_coef, two.model.sv_coef)
+    np.testing.assert_array_equal(one.model.rho, two.model.rho)
+
+
+def test_non_finite_kernel_values_are_reported() -> None:
+    X = np.array([[1e30, 0.0], [0.0, 1e30], [1e30, 1e30], [-1e30, 1.0]])
+    y = np.array([1.0, -1.0, 1.0, -1.0])
+    result = fit_kernel(X, y, kernel="poly", degree=20, gamma=1.0)
+    assert result.exit_reason == "numerical_error"
+
+
+# --------------------------------------------------------------------------------------
+# entry point and validation
+
+
+def test_solvers_fit_dispatches_to_smo() -> None:
+    X, y = dataset("heart_scale")
+    result = solvers.fit(X, y, solver="smo", C=2.0)
+    assert isinstance(result, KernelFitResult)
+    assert result.params["C"] == 2.0 and result.params["kernel"] == "rbf"
+    assert result.params["gamma"] == pytest.approx(1.0 / 13)
+    assert np.mean(result.predict(X) == y) > 0.85
+    with pytest.raises(ParamError, match="unknown parameter"):
+        solvers.fit(X, y, solver="smo", loss="l1")
+    with pytest.raises(ParamError, match="kernel"):
+        solvers.fit(X, y, solver="smo", kernel="cubic")
+
+
+def test_input_errors() -> None:
+    X, y = dataset("heart_scale")
+    with pytest.raises(ValueError, match="two classes"):
+        fit_kernel(X, np.ones(X.shape[0]))
+    with pytest.raises(ValueError, match="labels"):
+        fit_kernel(X, y[:10])
+
+
+def test_warmup_compiles_everything() -> None:
+    assert smo.warmup() >= 0.0
+
+
+# --------------------------------------------------------------------------------------
+# the benchmark data sets (slow: LIBSVM alone takes 6-22 s on each)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1"])
+def test_large_sets_match_libsvm(name: str) -> None:
+    X, y = dataset(name)
+    X_test, y_test = dataset(f"{name}.t", X.shape[1])
+    figures = compare_with_libsvm(X, y, X_test, y_test, kernel="rbf", C=1.0)
+    print(name, figures)
+    assert figures["objective_rel"] < 1e-3, figures
+    assert figures["n_sv_rel"] <= 0.02, figures
+    assert figures["correlation"] > 0.999, figures
+    assert abs(figures["accuracy"] - figures["libsvm_accuracy"]) <= 0.2, figures
