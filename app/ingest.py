@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 import anyio.to_thread
 from python_multipart import MultipartParser
+from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
 from app.errors import ApiError
@@ -144,10 +145,16 @@ class _MultipartCollector:
                 raise ApiError(422, f"name: at most {MAX_NAME_BYTES} bytes")
 
     def write(self, chunk: bytes) -> None:
-        self._parser.write(chunk)
+        try:
+            self._parser.write(chunk)
+        except MultipartParseError as exc:
+            raise ApiError(400, f"malformed multipart body: {exc}") from None
 
     def finalize(self) -> None:
-        self._parser.finalize()
+        try:
+            self._parser.finalize()
+        except MultipartParseError as exc:
+            raise ApiError(400, f"malformed multipart body: {exc}") from None
 
     def take(self) -> list[bytes]:
         pieces, self.pending, self.pending_bytes = self.pending, [], 0

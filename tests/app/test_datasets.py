@@ -152,3 +152,12 @@ def test_decompression_bomb_is_413(small_cap_client: TestClient) -> None:
     response = small_cap_client.post("/v1/datasets", content=gz)
     assert response.status_code == 413
     assert "decompressed" in response.json()["error"]["message"]
+
+
+def test_malformed_multipart_is_400_not_500(client: TestClient) -> None:
+    body = (b"--b\r\nContent-Disposition: form-data; name=\"file\"\r\n"
+            b"Bad[Header: x\r\n\r\n1 1:1\r\n--b--\r\n")
+    response = client.post("/v1/datasets", content=body,
+                           headers={"content-type": "multipart/form-data; boundary=b"})
+    assert response.status_code == 400, response.text
+    assert "multipart" in response.json()["error"]["message"]
