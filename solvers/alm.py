@@ -60,17 +60,15 @@ for the call, restored afterwards).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import Iterator
 from typing import Any
 
-import numba
 import numpy as np
 from numba import njit, prange
 
+from solvers import parallel
 from solvers.objectives import LinearProblem
 from solvers.train import BinarySolution, ProgressMonitor
 
@@ -88,8 +86,6 @@ CHECK_EVERY = 10  # iterations between stop-rule checks (a check costs one X'v p
 STALL_WINDOW = 50
 STALL_TOLERANCE = 1e-4  # at the default eps; min(1e-4, eps / 100) in general
 RECOMPUTE_EVERY = 50  # exact X w against the drift of the incremental update
-MAX_CHUNKS = 8
-_CHUNK_MEMORY = 1 << 25
 
 # sums[] slots of the fused element-wise pass
 _SUM_R, _LOSS, _N_LOSS = 0, 1, 2
@@ -104,7 +100,7 @@ def solve(
     if not p >= 1.0:
         raise ValueError(f"p must be >= 1 (the loss max(0, 1 - y f)^p is convex), got {p}")
     free_bias = params.get("bias", "free") == "free"
-    with numba_threads(int(params.get("threads", 1))) as threads:
+    with parallel.numba_threads(int(params.get("threads", 1))) as threads:
         state = _AlmState(problem, p, free_bias)
         t_iterate = time.perf_counter()
         exit_reason = _iterate(state, float(params["eps"]), int(params["max_iter"]), monitor)
@@ -131,28 +127,9 @@ def solve(
     )
 
 
-@contextlib.contextmanager
-def numba_threads(requested: int) -> Iterator[int]:
-    """Run the block with min(requested, NUMBA_NUM_THREADS) Numba threads; yields that."""
-    previous = numba.get_num_threads()
-    limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
-    used = max(1, min(int(requested), limit))
-    numba.set_num_threads(used)
-    try:
-        yield used
-    finally:
-        numba.set_num_threads(previous)
-
-
 def chunk_bounds(indptr: np.ndarray, n_weights: int) -> np.ndarray:
-    """Row boundaries of up to MAX_CHUNKS chunks of about equal nnz (+1 per row)."""
-    n_rows = indptr.shape[0] - 1
-    n_chunks = max(1, min(MAX_CHUNKS, n_rows, _CHUNK_MEMORY // (4 * max(n_weights, 1))))
-    work = indptr + np.arange(n_rows + 1)
-    targets = np.linspace(0, work[-1], n_chunks + 1)
-    bounds = np.searchsorted(work, targets, side="left").astype(np.int64)
-    bounds[0], bounds[-1] = 0, n_rows
-    return np.maximum.accumulate(bounds)
+    """Row chunks of the parallel loops (4 accumulator vector(s) per chunk)."""
+    return parallel.chunk_bounds(indptr, n_weights, accumulators=4)
 
 
 class _AlmState:

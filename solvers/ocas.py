@@ -42,16 +42,14 @@ numba.set_num_threads and restored afterwards).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import numba
 import numpy as np
 from numba import njit, prange
 
+from solvers import parallel
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.train import BinarySolution, ProgressMonitor
 
@@ -60,8 +58,6 @@ WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"})
 LAMBDA = 0.1  # the cutting-plane point w_c = (1 - LAMBDA) w_best + LAMBDA w_t (Eq. 8)
 QP_TOLERANCE = 0.05  # the reduced problem is solved to this fraction of the outer target
 QP_MAX_STEPS_PER_PLANE = 10
-MAX_CHUNKS = 8  # row chunks of the parallel loops (accumulators: MAX_CHUNKS x n_weights)
-_CHUNK_MEMORY = 1 << 25  # at most this many float64 accumulator entries
 
 
 def solve(
@@ -71,7 +67,7 @@ def solve(
     t_start = time.perf_counter()
     eps = float(params["eps"])
     eps_abs = params.get("eps_abs")
-    with numba_threads(int(params.get("threads", 1))) as threads:
+    with parallel.numba_threads(int(params.get("threads", 1))) as threads:
         state = _OcasState(problem)
         t_iterate = time.perf_counter()
         exit_reason = _iterate(state, eps, eps_abs, int(params["max_iter"]), monitor)
@@ -99,28 +95,9 @@ def solve(
     )
 
 
-@contextlib.contextmanager
-def numba_threads(requested: int) -> Iterator[int]:
-    """Run the block with min(requested, NUMBA_NUM_THREADS) Numba threads; yields that."""
-    previous = numba.get_num_threads()
-    limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
-    used = max(1, min(int(requested), limit))
-    numba.set_num_threads(used)
-    try:
-        yield used
-    finally:
-        numba.set_num_threads(previous)
-
-
 def chunk_bounds(indptr: np.ndarray, n_weights: int) -> np.ndarray:
-    """Row boundaries of up to MAX_CHUNKS chunks of about equal nnz (+1 per row)."""
-    n_rows = indptr.shape[0] - 1
-    n_chunks = max(1, min(MAX_CHUNKS, n_rows, _CHUNK_MEMORY // max(n_weights, 1)))
-    work = indptr + np.arange(n_rows + 1)  # nnz + rows before each row
-    targets = np.linspace(0, work[-1], n_chunks + 1)
-    bounds = np.searchsorted(work, targets, side="left").astype(np.int64)
-    bounds[0], bounds[-1] = 0, n_rows
-    return np.maximum.accumulate(bounds)
+    """Row chunks of the parallel loops (1 accumulator vector(s) per chunk)."""
+    return parallel.chunk_bounds(indptr, n_weights, accumulators=1)
 
 
 class _OcasState:
