@@ -20,14 +20,28 @@ G_bar = sum_{a_j = C_j} C_j Q_:j on all variables. Shrinking as LIBSVM (every
 min(l, 1000) steps, bound variables beyond the current maximal violations leave the active
 set; when the violation first falls below 10 eps the gradient is reconstructed and the
 full set is made active once more), kernel columns cached in an LRU cache of `cache_mb` MB
-whose columns cover only the active set (LIBSVM's Cache, float32 entries, index swaps
-follow the shrinking).
+whose columns cover only the active set (LIBSVM's Cache: float32 entries, index swaps
+follow the shrinking; a cache too small for two full columns is enlarged to two columns).
+
+Where we depart from LIBSVM's code, the arithmetic stays the same:
+- the G_bar update when a_i enters or leaves its upper bound is applied at once on the
+  active set (Q_i is at hand) and deferred on the inactive set, where the updates are
+  applied in one pass, in their order, before G_bar is read (gradient reconstruction,
+  progress) or the positions are permuted (shrinking): LIBSVM instead extends column i to
+  all l variables and caches it, evicting useful columns;
+- the rows of X are kept in position order (gathered again after a shrinking permutes the
+  positions), so a kernel column streams through memory; the selection of the next i is
+  fused with the gradient update;
+- kernel values are computed from the dot product (a dense scatter of x_i, gathered by
+  every row) and precomputed squared norms (LIBSVM merges sorted index lists).
 
 Stop rule: m(a) - M(a) = max_{I_up} -y_t G_t - min_{I_low} -y_t G_t < eps on the active
 set; the gradient of the inactive variables is then reconstructed and the test repeated on
 the full set: only an unshrunk pass that also satisfies it means "converged" (LIBSVM's
 rule). rho is the average of y_t G_t over the free variables (midpoint of the feasible
-interval if none is free), as LIBSVM's calculate_rho.
+interval if none is free), as LIBSVM's calculate_rho. max_iter counts SMO steps of each
+binary problem (LIBSVM: max(10^7, 100 l)); a stopped problem is unshrunk and keeps a usable
+model (rho as above).
 
 Dual objective: reported in LIBSVM's sign convention, the minimised value
 f(a) = 1/2 a'Qa - e'a (<= 0; LIBSVM's "obj = ..." line), summed over the binary problems.
@@ -39,14 +53,15 @@ Multi-class: one-vs-one (default; LIBSVM's pairs over the sorted classes, pair (
 class i as +1, C_i = C * class_weight of the row's class) or one-vs-rest. Two classes are
 always one binary problem.
 
-Every compiled function is deterministic, and the parallel loops (kernel columns, the
-gradient update fused with the next step's selection of i, the selection of j, the
-gradient reconstruction) only partition elementwise work or exact max/argmax reductions,
-so `threads=2` returns bit-for-bit the result of `threads=1`. The compiled `_smo_steps`
-runs a bounded number of steps and returns to Python, which enforces max_seconds, sends
-throttled progress events and honours cancellation; the whole solver state lives in
-arrays (and the typed list of cached columns), so splitting the work into calls changes
-nothing.
+Threads: the parallel loops (kernel columns and the passes over the active set once per
+step - "fine-grained" -, the deferred G_bar pass once per ~1000 steps - "coarse") only
+partition elementwise work or exact max/argmax reductions (ties to the larger index, as a
+sequential scan), so `threads=2` returns bit-for-bit the result of `threads=1`. The
+fine-grained loops are used only when the cores are not busy with other work
+(`_cores_busy`). The compiled `_smo_steps` runs a bounded number of steps and returns to
+Python, which enforces max_seconds, sends throttled progress events and honours
+cancellation; the whole solver state lives in arrays (and the typed list of cached
+columns), so splitting the work into calls changes nothing.
 """
 
 from __future__ import annotations
@@ -1294,3 +1309,10 @@ def _warm_parallel(rows, kernel, positions, cache, state):
     _update_parallel(gradient.copy(), column, column, 0.0, 0.0, y, status, n, chunks, values,
                      best)
     _reduce_max(parallel)
+    pending_at, pending_scale, cover = state[3]
+    pending_at[0] = 0
+    pending_scale[0] = 0.0
+    cover[0] = 0
+    _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], kind, gamma,
+                           coef0, degree, y, pending_at, pending_scale, cover, 1,
+                           positions[8].copy(), chunks)

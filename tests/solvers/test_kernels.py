@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,8 +20,10 @@ from solvers.train import as_csr_arrays
 from tests.solvers.naive_kernels import kernel_matrix, raw_decision_values
 
 KERNELS = ("linear", "poly", "rbf", "sigmoid")
-KERNEL_SETTINGS = {"linear": {}, "poly": {"gamma": 0.3, "coef0": 0.7, "degree": 3},
-                   "rbf": {"gamma": 0.4}, "sigmoid": {"gamma": 0.2, "coef0": -0.3}}
+KERNEL_SETTINGS: dict[str, dict[str, Any]] = {
+    "linear": {}, "poly": {"gamma": 0.3, "coef0": 0.7, "degree": 3}, "rbf": {"gamma": 0.4},
+    "sigmoid": {"gamma": 0.2, "coef0": -0.3},
+}
 
 
 def sparse_rows(n_rows: int, n_features: int, density: float, seed: int) -> sp.csr_matrix:
@@ -72,7 +75,8 @@ def test_training_columns_match_dense(kernel: str) -> None:
     """smo keeps its own copy of the kernel code: Q_ij = y_i y_j K_ij, stored as float32."""
     X = sparse_rows(50, 7, 0.5, seed=4)
     arrays = as_csr_arrays(X)
-    settings = {"gamma": 1.0, "coef0": 0.0, "degree": 3, **KERNEL_SETTINGS[kernel]}
+    settings: dict[str, Any] = {"gamma": 1.0, "coef0": 0.0, "degree": 3,
+                                **KERNEL_SETTINGS[kernel]}
     params = (kernels.KERNEL_CODES[kernel], settings["gamma"], settings["coef0"],
               settings["degree"])
     y = np.where(np.arange(50) % 3 == 0, 1, -1).astype(np.int8)
@@ -167,7 +171,7 @@ def test_arrays_round_trip_through_npz(n_classes: int, multiclass: str, kernel: 
     arrays = model.to_arrays()
     assert all(isinstance(v, np.ndarray) and v.dtype.kind in "iuf" for v in arrays.values())
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
     buffer.seek(0)
     with np.load(buffer, allow_pickle=False) as loaded:
         restored = KernelModel.from_arrays(loaded)

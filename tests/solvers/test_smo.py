@@ -90,7 +90,8 @@ def test_tiny_problems_reach_the_qp_optimum(kernel: str) -> None:
     rng = np.random.default_rng(KERNELS.index(kernel))
     X = rng.normal(size=(24, 3))
     y = np.where(X[:, 0] + 0.7 * rng.normal(size=24) > 0, 1.0, -1.0)
-    settings = {"gamma": 0.5, "coef0": 0.5 if kernel == "poly" else -0.2, "degree": 2}
+    settings: dict[str, Any] = {"gamma": 0.5, "coef0": 0.5 if kernel == "poly" else -0.2,
+                                "degree": 2}
     result = fit_kernel(X, y, kernel=kernel, C=2.0, eps=1e-6, **settings)
     assert result.exit_reason == "converged"
     K = kernel_matrix(X, X, kernel, **settings)
@@ -244,6 +245,29 @@ def test_label_values_do_not_matter() -> None:
     assert first.dual_objective == second.dual_objective
     np.testing.assert_array_equal(first.decision_function(X), second.decision_function(X))
     assert np.array_equal(second.model.classes, [3.0, 7.0])
+
+
+@pytest.mark.parametrize(("name", "kernel"), [("heart_scale", "rbf"), ("dna.scale", "poly")])
+def test_exported_models_predict_identically_in_libsvm(name: str, kernel: str) -> None:
+    import os
+    import tempfile
+
+    from libsvm import svmutil
+
+    from solvers.libsvm_format import libsvm_model_text
+
+    X, y = dataset(name)
+    model = fit_kernel(X, y, kernel=kernel, coef0=1.0).model
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "model.txt")
+        with open(path, "w") as handle:
+            handle.write(libsvm_model_text(model))
+        loaded = svmutil.svm_load_model(path)
+    labels, _, values = svmutil.svm_predict([], X, loaded, "-q")
+    ours_labels, ours_values = model.predict(X)
+    assert np.array_equal(np.array(labels), ours_labels)
+    expected = -ours_values[:, None] if model.n_classes == 2 else ours_values
+    np.testing.assert_allclose(np.array(values), expected, rtol=1e-9, atol=1e-9)
 
 
 # --------------------------------------------------------------------------------------
