@@ -5,10 +5,11 @@ and 0.001.
 Problem: L1-loss (hinge) SVM without bias (the paper's setting; LIBLINEAR -s 3 -B -1),
 positive class = the larger label; news20 (20 classes) is class 1 vs the rest; the
 generated set is `bench.datagen.text_like` (power-law feature frequencies, ~60 words per
-row before merging, noisy sparse teacher). Stop rules as in the paper: DCD (= Algorithm 2,
-= LIBLINEAR) stops when the projected-gradient spread M - m <= eps, ACF (Algorithm 3)
-when the largest violation v < eps after a uniform sweep. Each engine gets the same C,
-eps and seed; the primal objective each reaches is computed with our objective and shown.
+row before merging, documents in topics, tf-idf values, noisy sparse teacher). Stop rules
+as in the paper: DCD (= Algorithm 2, = LIBLINEAR) stops when the projected-gradient
+spread M - m <= eps, ACF (Algorithm 3) when the largest violation v < eps after a uniform
+sweep. Each engine gets the same C, eps and seed; the primal objective each reaches is
+computed with our objective and shown.
 
 Timing: CPU seconds (time.process_time; single-threaded engines, less disturbed than
 wall-clock by other work on a shared machine) of `solve` on a prebuilt problem for ours
@@ -61,8 +62,11 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-DATA_DIR = Path("/work/shared/data")
-RESULTS = REPO / "bench" / "results" / "acf.md"
+from bench.datagen import VERSION as DATAGEN_VERSION  # noqa: E402
+from bench.datagen import text_like  # noqa: E402
+from bench.paths import DATA_DIR, results_dir  # noqa: E402
+
+RESULTS = results_dir() / "acf.md"
 TEXT_SETS = ("news20", "text-like")  # where the issue's target applies
 TARGET_SPEEDUP = 3.0
 
@@ -82,10 +86,10 @@ class Settings:
 FULL = Settings(("a9a", "w8a", "ijcnn1", "news20", "text-like"),
                 (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0), (0.01, 0.001),
                 cap=3.0, text_cap=30.0, repeat_below=2.0, reps=3,
-                text_shape=(20_000, 50_000))
+                text_shape=(50_000, 20_000))
 QUICK = Settings(("ijcnn1", "news20", "text-like"), (1.0, 100.0, 1000.0), (0.01,),
                  cap=4.0, text_cap=4.0, repeat_below=0.0, reps=1,
-                 text_shape=(10_000, 25_000))
+                 text_shape=(20_000, 10_000))
 
 
 @dataclass
@@ -108,8 +112,7 @@ def load_dataset(name: str, settings: Settings) -> tuple[sp.csr_matrix, np.ndarr
     if name == "text-like":
         rows, features = settings.text_shape
         X, y = text_like(rows, features, seed=0)
-        source = "bench.datagen.text_like" if _has_datagen() else "inline generator"
-        return X, y, f"generated ({source}, seed 0)"
+        return X, y, f"generated (bench.datagen.text_like version {DATAGEN_VERSION}, seed 0)"
     from solvers.svmlight import load_svmlight
 
     parsed = load_svmlight(DATA_DIR / f"{name}.xz")
@@ -117,36 +120,6 @@ def load_dataset(name: str, settings: Settings) -> tuple[sp.csr_matrix, np.ndarr
     if name == "news20":
         return X, np.where(parsed.y == 1, 1.0, -1.0), "class 1 vs rest"
     return X, np.where(parsed.y == parsed.labels[-1], 1.0, -1.0), "LIBSVM binary set"
-
-
-def _has_datagen() -> bool:
-    try:
-        import bench.datagen  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def text_like(n_rows: int, n_features: int, seed: int) -> tuple[sp.csr_matrix, np.ndarray]:
-    """bench.datagen.text_like when present; otherwise the same idea inline: power-law
-    feature frequencies, ~60 nonzeros per row, unit rows, noisy sparse linear teacher."""
-    if _has_datagen():
-        from bench.datagen import text_like as generate
-
-        return generate(n_rows, n_features, seed)
-    rng = np.random.default_rng(seed)
-    lengths = np.minimum(np.maximum(1, rng.poisson(60, n_rows)), n_features)
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    frequency = np.arange(1, n_features + 1, dtype=np.float64) ** -1.1
-    columns = rng.choice(n_features, size=int(indptr[-1]), p=frequency / frequency.sum())
-    X = sp.csr_matrix((rng.exponential(1.0, columns.size), columns.astype(np.int32), indptr),
-                      shape=(n_rows, n_features))
-    X.sum_duplicates()
-    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-    X = sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-300)) @ X)
-    teacher = np.where(rng.random(n_features) < 0.05, rng.normal(size=n_features), 0.0)
-    scores = X @ teacher + 0.1 * rng.normal(size=n_rows)
-    return X, np.where(scores > np.median(scores), 1.0, -1.0)
 
 
 # --------------------------------------------------------------------------------------

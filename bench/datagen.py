@@ -1,12 +1,16 @@
 """Seeded generators of large benchmark data (no files: arrays in memory).
 
-- `text_like`: sparse rows like bag-of-words text: feature frequencies follow a power law
-  (Zipf, exponent ~1.1), about `nnz_per_row` non-zeros per row (Poisson), tf-idf-like
-  positive values, rows scaled to unit norm; labels from a noisy sparse linear teacher.
+- `text_like`: sparse rows like tf-idf bag-of-words text. Word frequencies follow a power
+  law (Zipf, exponent ~1.1); every document has a topic, and about half of its ~60 words
+  (Poisson) come from that topic's own vocabulary, so documents of a topic share words
+  the way real text does. Values are term counts times a smoothed idf (rare words weigh
+  most), rows scaled to unit norm; labels from a noisy sparse linear teacher.
 - `dense`: low-dimensional dense data (40 features by default), two overlapping Gaussian
   classes, stored as CSR so every solver reads the same format.
 
 Both return `(X, y)` with X a scipy CSR matrix (float64, int32 indices) and y in {-1, +1}.
+`VERSION` changes whenever a generator's output for a given seed changes (files written
+from it are named with it).
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+VERSION = 2  # 1: weights grew with word frequency (nearly parallel rows); 2: topics + idf
+
 
 def text_like(n_rows: int, n_features: int, seed: int = 0, nnz_per_row: float = 60.0,
-              label_noise: float = 0.05, zipf_exponent: float = 1.1
-              ) -> tuple[sp.csr_matrix, np.ndarray]:
+              label_noise: float = 0.05, zipf_exponent: float = 1.1, n_topics: int = 50,
+              topic_share: float = 0.5) -> tuple[sp.csr_matrix, np.ndarray]:
     rng = np.random.default_rng(seed)
     lengths = np.maximum(1, rng.poisson(nnz_per_row, size=n_rows)).astype(np.int64)
     lengths = np.minimum(lengths, n_features)
@@ -27,20 +33,29 @@ def text_like(n_rows: int, n_features: int, seed: int = 0, nnz_per_row: float = 
     ranks = np.arange(1, n_features + 1, dtype=np.float64)
     probabilities = ranks ** -zipf_exponent
     probabilities /= probabilities.sum()
-    permutation = rng.permutation(n_features)  # frequent features are not the first columns
-    columns = permutation[rng.choice(n_features, size=total, p=probabilities)].astype(np.int32)
-    values = rng.exponential(1.0, size=total) * np.log1p(
-        np.float64(n_features) * probabilities[np.argsort(permutation)][columns])
-    X = sp.csr_matrix((values, columns, indptr), shape=(n_rows, n_features))
-    X.sum_duplicates()  # a word drawn twice in a row: one feature
+    drawn_rank = rng.choice(n_features, size=total, p=probabilities).astype(np.int32)
+    # A word is a Zipf rank read through a vocabulary order: the document's topic's own
+    # order (probability topic_share) or the common order shared by all documents.
+    vocabularies = np.stack([rng.permutation(n_features).astype(np.int32)
+                             for _ in range(n_topics + 1)])  # last: the common one
+    topic = rng.integers(0, n_topics, size=n_rows, dtype=np.int32)
+    order = np.repeat(topic, lengths)
+    order[rng.random(total) >= topic_share] = n_topics
+    columns = vocabularies[order, drawn_rank]
+    del drawn_rank, order
+    X = sp.csr_matrix((np.ones(total), columns, indptr), shape=(n_rows, n_features))
+    del columns
+    X.sum_duplicates()  # term counts
+    document_frequency = np.bincount(X.indices, minlength=n_features)
+    idf = np.log((1.0 + n_rows) / (1.0 + document_frequency)) + 1.0  # smoothed, >= 1
+    X.data *= idf[X.indices]
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-    norms[norms == 0] = 1.0
     X = sp.csr_matrix(sp.diags(1.0 / norms) @ X)
     X.indices = X.indices.astype(np.int32)
     teacher = np.zeros(n_features)
     informative = rng.choice(n_features, size=max(10, n_features // 20), replace=False)
     teacher[informative] = rng.normal(size=informative.size)
-    scores = X @ teacher
+    scores = X @ teacher + 1e-9 * rng.normal(size=n_rows)  # no ties at the median
     y = np.where(scores > np.median(scores), 1.0, -1.0)
     flip = rng.random(n_rows) < label_noise
     y[flip] = -y[flip]

@@ -41,9 +41,10 @@ if str(REPO) not in sys.path:
 
 from solvers.svmlight import dump_svmlight, load_svmlight  # noqa: E402
 
-DATA_DIR = Path("/work/shared/data")
 SCRATCH = REPO / "bench" / "scratch" / "parser"
-RESULT = REPO / "bench" / "results" / "parser.md"
+from bench.paths import DATA_DIR, results_dir  # noqa: E402
+
+RESULT = results_dir() / "parser.md"
 DEFAULT_FILES = ["ijcnn1", "a9a", "w8a", "news20"]
 QUICK_FILES = ["ijcnn1", "a9a"]
 TARGET_RATIO = 3.0  # ours must parse at least 3x as many MB/s as sklearn
@@ -109,15 +110,15 @@ def six_digits(values: np.ndarray) -> np.ndarray:
 
 
 def generated(megabytes: int) -> Path:
-    """bench/scratch/parser/text-<MB>MB.svm, ~MB * 10**6 bytes of text-like svmlight.
+    """bench/scratch/parser/text-<MB>MB-v<VERSION>-...svm, ~MB * 10**6 bytes of text-like svmlight.
 
     Written once (through a .partial file, so an interrupted run leaves nothing half
     written under the final name) and reused by later runs.
     """
-    from bench.datagen import text_like
+    from bench.datagen import VERSION, text_like
 
     SCRATCH.mkdir(parents=True, exist_ok=True)
-    target = SCRATCH / f"text-{megabytes}MB-seed{GENERATED_SEED}-6digits.svm"
+    target = SCRATCH / f"text-{megabytes}MB-v{VERSION}-seed{GENERATED_SEED}-6digits.svm"
     if target.exists():
         return target
     sample = io.BytesIO()

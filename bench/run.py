@@ -4,7 +4,8 @@
 
 Experiments run in a fixed order: parser, dcd, acf, ocas_alm, smo, service. Each is the
 module bench/<name>_bench.py exposing `main(quick: bool = False) -> list[dict]`, which
-writes its own table bench/results/<name>.md and returns summary rows
+writes its own table bench/results/<name>.md (bench/results/quick/ with --quick: see
+bench/paths.py) and returns summary rows
 
     {"experiment", "metric", "hinge", "reference", "ratio", "target", "met"}
 
@@ -34,9 +35,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from bench.paths import QUICK_RESULTS, results_dir
+
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
-SUMMARY = RESULTS / "README.md"
 MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
 EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "service")
 ROW_KEYS = ("experiment", "metric", "hinge", "reference", "ratio", "target", "met")
@@ -266,11 +267,41 @@ def cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+CpuSnapshot = tuple[float, float, float, float]
+BUSY_OTHER_CORES = 0.2  # other processes' average use above which the run is flagged
+
+
+def cpu_snapshot() -> CpuSnapshot:
+    """(wall clock, machine busy CPU s, machine steal CPU s, this process tree's CPU s).
+
+    Busy = user + nice + system + irq + softirq of /proc/stat (all cores); ours = this
+    process and its waited-for children (os.times), which covers every experiment.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:9]]
+    except (OSError, ValueError):  # not Linux: no machine-wide figure
+        fields = [0] * 8
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    own = sum(os.times()[:4])
+    return (time.monotonic(), (user + nice + system + irq + softirq) / ticks, steal / ticks,
+            own)
+
+
+def other_cpu(start: CpuSnapshot, end: CpuSnapshot) -> dict[str, float]:
+    """Average cores used by processes not of this run, and stolen, between two snapshots."""
+    wall = max(end[0] - start[0], 1e-9)
+    others = max(0.0, (end[1] - start[1]) - (end[3] - start[3]))
+    return {"other_cores": others / wall, "steal_cores": max(0.0, end[2] - start[2]) / wall}
+
+
 def write_summary(outcomes: dict[str, dict[str, Any]], quick: bool, only: list[str] | None,
                   started: dt.datetime, load_start: tuple[float, float, float],
-                  threads: dict[str, str], total_seconds: float) -> None:
+                  threads: dict[str, str], total_seconds: float,
+                  cpu_start: CpuSnapshot | None = None) -> None:
     load_end = os.getloadavg()
-    cores = os.cpu_count() or 1
+    others = other_cpu(cpu_start, cpu_snapshot()) if cpu_start else None
     command = "make bench-quick" if quick else "make bench"
     if only:
         command = f"python -m bench.run{' --quick' if quick else ''} --only {' '.join(only)}"
@@ -298,10 +329,15 @@ def write_summary(outcomes: dict[str, dict[str, Any]], quick: bool, only: list[s
     lines += [f"- {key}: {value}" for key, value in machine_facts().items()]
     lines.append(f"- load average (1/5/15 min) at the start {load_start[0]:.2f}/"
                  f"{load_start[1]:.2f}/{load_start[2]:.2f}, at the end {load_end[0]:.2f}/"
-                 f"{load_end[1]:.2f}/{load_end[2]:.2f}"
-                 + (f" — **the machine was busy** (> {cores / 2:g} on {cores} cores): "
-                    "absolute times are inflated, ratios less so"
-                    if max(load_start[0], load_end[0]) > cores / 2 else ""))
+                 f"{load_end[1]:.2f}/{load_end[2]:.2f} (this run's own processes count in it)")
+    if others is not None:
+        busy = others["other_cores"] > BUSY_OTHER_CORES
+        lines.append(
+            f"- CPU used by other processes during the run: {others['other_cores']:.2f} cores on "
+            f"average (the machine's busy time minus this run's processes), CPU taken by the "
+            f"hypervisor (steal): {others['steal_cores']:.2f} cores"
+            + (" — **the machine was busy**: absolute times are inflated, ratios less so, "
+               "thread speed-ups most" if busy else " — a quiet machine"))
     lines += [f"- {key}: {value}" for key, value in software_facts().items()]
     lines.append("- thread settings given to every experiment: " + ", ".join(
         f"{key}={value}" for key, value in threads.items()))
@@ -314,8 +350,11 @@ def write_summary(outcomes: dict[str, dict[str, Any]], quick: bool, only: list[s
     ]
     for experiment, outcome in outcomes.items():
         seen = "; ".join(f"{k} {v}" for k, v in (outcome.get("threads") or {}).items()) or "—"
-        table = RESULTS / f"{experiment}.md"
-        label = f"[{experiment}]({experiment}.md)" if table.exists() else experiment
+        # its tables: <experiment>.md, or one per part of the name (ocas_alm: ocas.md, alm.md)
+        tables = [name for name in (experiment, *experiment.split("_"))
+                  if (results_dir() / f"{name}.md").exists()]
+        label = (experiment if not tables else
+                 " ".join(f"[{name}]({name}.md)" for name in dict.fromkeys(tables)))
         lines.append(f"| {label} | {outcome['status']} | {outcome.get('seconds', 0):.0f} | "
                      f"{len(outcome['rows'])} | {cell(seen)} | {cell(outcome.get('note', ''))} |")
     lines += [
@@ -340,9 +379,11 @@ def write_summary(outcomes: dict[str, dict[str, Any]], quick: bool, only: list[s
             lines += [f"### {name}", "", cell(outcome.get("note", "")), ""]
             if outcome.get("traceback"):
                 lines += ["```", outcome["traceback"].rstrip(), "```", ""]
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    SUMMARY.write_text("\n".join(lines) + "\n")
-    print(f"wrote {SUMMARY.relative_to(REPO)}", flush=True)
+    summary = results_dir() / "README.md"
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text("\n".join(lines) + "\n")
+    shown = summary.relative_to(REPO) if summary.is_relative_to(REPO) else summary
+    print(f"wrote {shown}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,17 +403,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return run_child(args.child, args.quick, args.result)
 
+    if args.quick and not os.environ.get("HINGE_BENCH_RESULTS"):
+        # a functional run: never overwrite the figures of record in bench/results/
+        os.environ["HINGE_BENCH_RESULTS"] = str(QUICK_RESULTS)
     timeout = args.timeout if args.timeout is not None else (900.0 if args.quick else None)
     if timeout is not None and timeout <= 0:
         timeout = None
     started = dt.datetime.now().astimezone()
     load_start = os.getloadavg()
+    cpu_start = cpu_snapshot()
     clock = time.perf_counter()
     threads = parent_threads()
     selected = [name for name in EXPERIMENTS if not args.only or name in args.only]
     outcomes = {name: run_experiment(name, args.quick, timeout) for name in selected}
     write_summary(outcomes, args.quick, args.only, started, load_start, threads,
-                  time.perf_counter() - clock)
+                  time.perf_counter() - clock, cpu_start)
     failed = [name for name, outcome in outcomes.items() if outcome["status"] == "failed"]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

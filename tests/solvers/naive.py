@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 import lzma
-from pathlib import Path
 
 import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-DATA_DIR = Path("/work/shared/data")
+from tests.support import SHARED_DATA
+
+DATA_DIR = SHARED_DATA
 
 
 def augment(X: np.ndarray, bias_scale: float | None) -> np.ndarray:

@@ -63,7 +63,7 @@ def text_like_problem() -> tuple[sp.csr_matrix, np.ndarray]:
     """A small generated bag-of-words problem (power-law feature frequencies)."""
     from bench.datagen import text_like
 
-    return text_like(1500, 4000, seed=3)
+    return text_like(3000, 2000, seed=3)
 
 
 # --------------------------------------------------------------------------------------
@@ -295,12 +295,12 @@ def test_default_eps_converges_after_a_uniform_sweep(loss: str) -> None:
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-@pytest.mark.parametrize("C", [1.0, 10.0, pytest.param(100.0, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("C", [1.0, 10.0, 100.0])
 def test_acf_and_dcd_agree_on_w(loss: str, C: float) -> None:
     # the primal is strongly convex: both must find the same w at a tight tolerance
     X, y = text_like_problem()
-    ours = fit(X, y, solver="acf", loss=loss, C=C, eps=1e-4, max_iter=100_000)
-    theirs = fit(X, y, solver="dcd", loss=loss, C=C, eps=1e-4, max_iter=100_000)
+    ours = fit(X, y, solver="acf", loss=loss, C=C, eps=1e-5, max_iter=1_000_000)
+    theirs = fit(X, y, solver="dcd", loss=loss, C=C, eps=1e-5, max_iter=1_000_000)
     assert ours.exit_reason == theirs.exit_reason == "converged"
     w_ours = np.append(ours.coef[0], ours.intercept)
     w_theirs = np.append(theirs.coef[0], theirs.intercept)
@@ -329,7 +329,9 @@ def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
 def test_max_seconds_stops_the_solver() -> None:
     X, y = load("ijcnn1")
     started = time.perf_counter()
-    result = fit(X, y, solver="acf", loss="l1", eps=1e-12, max_iter=10_000_000,
+    # C = 1000: far from the optimum after 0.3 s (at C = 1 a fast machine nearly converges,
+    # and the gap can round to -4e-12)
+    result = fit(X, y, solver="acf", loss="l1", C=1000.0, eps=1e-12, max_iter=10_000_000,
                  max_seconds=0.3)
     elapsed = time.perf_counter() - started
     assert result.exit_reason == "max_seconds"
@@ -342,7 +344,8 @@ def test_max_seconds_stops_the_solver() -> None:
 def test_progress_events_are_throttled_and_complete() -> None:
     X, y = load("ijcnn1")
     events: list[dict[str, Any]] = []
-    result = fit(X, y, solver="acf", loss="l1", eps=1e-12, max_iter=10_000_000,
+    # C = 1000: takes several seconds even on a fast machine (at C = 1 it may converge)
+    result = fit(X, y, solver="acf", loss="l1", C=1000.0, eps=1e-12, max_iter=10_000_000,
                  max_seconds=0.75, progress=events.append)
     assert result.exit_reason == "max_seconds"
     assert 2 <= len(events) <= 4
@@ -395,17 +398,17 @@ def test_overflowing_rows_are_refused() -> None:
 
 def test_same_seed_gives_bit_identical_weights(monkeypatch: pytest.MonkeyPatch) -> None:
     X, y = text_like_problem()
-    first = fit(X, y, solver="acf", loss="l1", C=10.0, seed=42)
-    second = fit(X, y, solver="acf", loss="l1", C=10.0, seed=42)
+    first = fit(X, y, solver="acf", loss="l1", C=10.0, eps=1e-3, seed=42)
+    second = fit(X, y, solver="acf", loss="l1", C=10.0, eps=1e-3, seed=42)
     assert np.array_equal(first.coef, second.coef)
     assert first.iterations == second.iterations
     assert first.per_output[0]["updates"] == second.per_output[0]["updates"]
     # splitting the work into many small kernel calls changes nothing either
     monkeypatch.setattr(acf, "_INITIAL_BUDGET", 1000)
     monkeypatch.setattr(acf, "_MAX_BUDGET", 5000)
-    chopped = fit(X, y, solver="acf", loss="l1", C=10.0, seed=42)
+    chopped = fit(X, y, solver="acf", loss="l1", C=10.0, eps=1e-3, seed=42)
     assert np.array_equal(first.coef, chopped.coef)
-    other = fit(X, y, solver="acf", loss="l1", C=10.0, seed=43)
+    other = fit(X, y, solver="acf", loss="l1", C=10.0, eps=1e-3, seed=43)
     assert not np.array_equal(first.coef, other.coef)
     assert relative(other.primal_objective, first.primal_objective) < 1e-3
 

@@ -29,8 +29,9 @@ from tests.solvers.naive_kernels import (
     libsvm_train,
     model_kernel,
 )
+from tests.support import SHARED_DATA
 
-DATA = "/work/shared/data"
+DATA = str(SHARED_DATA)
 KERNELS = ("linear", "poly", "rbf", "sigmoid")
 
 

@@ -33,13 +33,14 @@ from solvers.svmlight import (
     open_decompressed,
     parse_stream,
 )
+from tests.support import SHARED_DATA
 
 try:
     from tests.solvers.naive_svmlight import naive_parse
 except ImportError:  # tests/ is not a package: pytest put this directory on sys.path
     from naive_svmlight import naive_parse  # type: ignore[no-redef]
 
-DATA_DIR = Path("/work/shared/data")
+DATA_DIR = SHARED_DATA
 
 
 def parse(text: bytes, limits: ParseLimits | None = None, **kwargs) -> ParsedDataset:

@@ -1,0 +1,31 @@
+"""Where the benchmark writes its tables and plots.
+
+`make bench` writes the figures of record to bench/results/ (committed). `make
+bench-quick` is a functional run with smaller data and fewer repetitions; its tables go to
+bench/results/quick/ (git-ignored), so a quick run never overwrites the full results.
+`bench/run.py --quick` sets HINGE_BENCH_RESULTS for its children; a module run on its own
+honours it too, and with --quick on its command line writes to bench/results/quick/.
+The shared data sets are read from ../shared/data, or $HINGE_SHARED_DATA.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FULL_RESULTS = REPO / "bench" / "results"
+QUICK_RESULTS = FULL_RESULTS / "quick"
+# the shared LIBSVM data sets (../shared/data beside the repository; MANIFEST.md there)
+DATA_DIR = Path(os.environ.get("HINGE_SHARED_DATA") or REPO.parent / "shared" / "data")
+
+
+def results_dir() -> Path:
+    """The folder this run writes to: $HINGE_BENCH_RESULTS; else bench/results/quick/ for a
+    module run directly with --quick (python bench/<name>_bench.py --quick); else
+    bench/results/."""
+    chosen = os.environ.get("HINGE_BENCH_RESULTS")
+    if chosen:
+        return Path(chosen)
+    return QUICK_RESULTS if "--quick" in sys.argv[1:] else FULL_RESULTS
