@@ -34,7 +34,10 @@ from tests.support import (
 
 # ijcnn1 with C=100 and a tight eps runs into max_iter after a few seconds, emitting
 # progress every 0.2 s: long enough to watch, cancel or kill, short enough for a test.
-LONG_JOB = {"C": 100.0, "loss": "l1", "eps": 1e-4, "max_iter": 60_000}
+# ijcnn1 at C = 1000 ends on max_iter after about 5 s on a fast 2-core machine (25 progress
+# events): long enough to watch, kill or cancel it, short enough to wait for. (C = 100 ran
+# 60,000 sweeps in 1.4 s on a faster machine: too few events.)
+LONG_JOB = {"C": 1000.0, "loss": "l1", "eps": 1e-4, "max_iter": 3_000}
 
 
 def _settings(home: Path, **overrides) -> Settings:
@@ -183,7 +186,7 @@ def test_sigkilled_worker_job_completes_on_a_new_attempt(
     tmp_path: Path, ijcnn1_bytes: bytes
 ) -> None:
     with running_service(_settings(tmp_path / "home"), tmp_path) as (client, workers):
-        job_id = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB | {"max_iter": 20_000})
+        job_id = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)
         job = _wait_running_with_progress(client, job_id)
         pid = int(job["worker"].rsplit(" ", 1)[1])
         assert pid in child_pids(workers[0].process.pid)
@@ -256,7 +259,7 @@ def test_redis_restart_with_jobs_queued_and_running(
     settings = _settings(tmp_path / "home", broker_url=redis_url)
     with running_service(settings, tmp_path) as (client, _workers):
         running = _submit(client, _upload(client, ijcnn1_bytes),
-                          LONG_JOB | {"max_iter": 20_000})
+                          LONG_JOB)
         heart = _upload(client, heart_bytes, "heart")
         queued = [_submit(client, heart, {"C": c}) for c in (0.5, 1.0, 2.0)]
         _wait_running_with_progress(client, running)
