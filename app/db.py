@@ -1,4 +1,12 @@
-"""Engine and sessions. SQLite gets WAL, a busy timeout and foreign keys on every connection."""
+"""Engine and sessions. SQLite gets WAL, a busy timeout and foreign keys on every connection.
+
+Two kinds of session. A write session (`session_scope`, `write_sessionmaker_for`) begins
+with BEGIN IMMEDIATE on SQLite, so concurrent writers queue on the busy timeout. A read
+session (`read_sessionmaker_for`) begins a deferred transaction: under WAL it reads a
+snapshot without taking the write lock, so it never waits for the worker and never makes
+the worker wait, however long the request holding it lasts. A read session refuses to
+flush changes, so a handler that writes through one fails loudly in the tests.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY = "hinge_read_only"  # execution option and Session.info key of read sessions
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -25,10 +34,20 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _sqlite_begin(connection: Any) -> None:
-    # BEGIN IMMEDIATE takes the write lock up front, so concurrent writers queue on the
-    # busy timeout instead of failing with "database is locked" when a deferred read
-    # transaction tries to upgrade to a write.
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    # Writers: BEGIN IMMEDIATE takes the write lock up front, so concurrent writers queue
+    # on the busy timeout instead of failing with "database is locked" when a deferred
+    # read transaction tries to upgrade to a write. Readers: a deferred BEGIN, which under
+    # WAL never takes (or waits for) the write lock.
+    if connection.get_execution_options().get(READ_ONLY):
+        connection.exec_driver_sql("BEGIN")
+    else:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _refuse_writes(session: Session, _context: Any, _instances: Any) -> None:
+    if session.info.get(READ_ONLY) and (session.new or session.dirty or session.deleted):
+        raise RuntimeError("a read session cannot write: use a write session "
+                           "(app.deps.WriteSessionDep or app.db.session_scope)")
 
 
 def make_engine(url: str) -> Engine:
@@ -50,14 +69,22 @@ def engine_for(url: str) -> Engine:
 
 
 @lru_cache(maxsize=8)
-def sessionmaker_for(url: str) -> sessionmaker[Session]:
+def write_sessionmaker_for(url: str) -> sessionmaker[Session]:
     return sessionmaker(bind=engine_for(url), expire_on_commit=False)
+
+
+@lru_cache(maxsize=8)
+def read_sessionmaker_for(url: str) -> sessionmaker[Session]:
+    factory = sessionmaker(bind=engine_for(url).execution_options(**{READ_ONLY: True}),
+                           expire_on_commit=False, info={READ_ONLY: True})
+    event.listen(factory, "before_flush", _refuse_writes)
+    return factory
 
 
 @contextmanager
 def session_scope(url: str) -> Iterator[Session]:
     """A session that commits on success and rolls back on error (for workers and scripts)."""
-    session = sessionmaker_for(url)()
+    session = write_sessionmaker_for(url)()
     try:
         yield session
         session.commit()

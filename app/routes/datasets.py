@@ -10,7 +10,7 @@ import numpy as np
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
-from app.deps import SessionDep, SettingsDep
+from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.errors import ApiError, not_found
 from app.ingest import receive_dataset
 from app.orm import Dataset, Job, new_id
@@ -59,7 +59,7 @@ def label_key(label: float) -> str:
 async def upload_dataset(
     request: Request,
     settings: SettingsDep,
-    session: SessionDep,
+    session: WriteSessionDep,
     name: str | None = Query(None, max_length=255),
 ) -> Dataset:
     parsed, form_name = await receive_dataset(
@@ -126,7 +126,7 @@ def get_dataset(dataset_id: str, session: SessionDep) -> Dataset:
 
 
 @router.delete("/{dataset_id}", status_code=204)
-def delete_dataset(dataset_id: str, session: SessionDep) -> None:
+def delete_dataset(dataset_id: str, session: WriteSessionDep) -> None:
     dataset = session.get(Dataset, dataset_id)
     if dataset is None:
         raise not_found("dataset", dataset_id)

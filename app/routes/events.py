@@ -5,6 +5,11 @@ SSE id, so a reconnect resumes without gaps or duplicates), then live events as 
 writes them, then one terminal `status` event, after which the stream ends. Between stored
 points, the job's latest progress is sent as an `progress` event without an id (it is not
 part of the history, so a resume neither repeats nor misses it).
+
+The handler is a coroutine, so every database call runs in a worker thread: a call on the
+event loop that waited for SQLite's lock would also stop the loop from finishing the
+request that holds it (the loop runs dependency teardowns), a deadlock that lasted until
+the 30 s busy timeout and ended in a 500.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from sqlalchemy import select
 from sse_starlette import EventSourceResponse
 
 from app.bus import subscribe
-from app.db import sessionmaker_for
-from app.deps import SessionDep, SettingsDep
+from app.db import read_sessionmaker_for
+from app.deps import SettingsDep
 from app.errors import ApiError, not_found
 from app.jobs import TERMINAL
 from app.orm import Job, JobEvent
@@ -33,8 +38,13 @@ NUDGED_POLL_SECONDS = 1.0  # fallback poll when pub/sub nudges arrive
 BATCH = 500
 
 
+def _exists(database_url: str, job_id: str) -> bool:
+    with read_sessionmaker_for(database_url)() as session:
+        return session.scalar(select(Job.id).where(Job.id == job_id)) is not None
+
+
 def _fetch(database_url: str, job_id: str, after: int) -> tuple[list[JobEvent], dict | None]:
-    with sessionmaker_for(database_url)() as session:
+    with read_sessionmaker_for(database_url)() as session:
         events = list(session.scalars(
             select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.seq > after)
             .order_by(JobEvent.seq).limit(BATCH)
@@ -58,14 +68,12 @@ def _message(event: JobEvent) -> dict[str, Any]:
 async def job_events(
     job_id: str,
     request: Request,
-    session: SessionDep,
     settings: SettingsDep,
     last_event_id: str | None = Header(None, alias="Last-Event-ID"),
 ) -> EventSourceResponse:
     """`curl -N` shows a job's progress live; the stream ends after the terminal status."""
-    if session.get(Job, job_id) is None:
+    if not await anyio.to_thread.run_sync(_exists, settings.database_url, job_id):
         raise not_found("job", job_id)
-    session.close()
     try:
         after = int(last_event_id) if last_event_id else 0
     except ValueError:

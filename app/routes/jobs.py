@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from app import jobs as job_states
 from app.bus import notify
-from app.deps import SessionDep, SettingsDep
+from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.errors import ApiError, not_found
 from app.orm import Dataset, Job, new_id, utcnow
 from app.queue import enqueue_training
@@ -59,7 +59,7 @@ def _check_spec(spec: JobCreate, dataset: Dataset | None) -> dict[str, Any]:
 
 
 @router.post("", status_code=202, response_model=JobPublic)
-def create_job(spec: JobCreate, session: SessionDep, settings: SettingsDep) -> JobPublic:
+def create_job(spec: JobCreate, session: WriteSessionDep, settings: SettingsDep) -> JobPublic:
     dataset = session.get(Dataset, spec.dataset_id)
     applied = _check_spec(spec, dataset)
     queued = session.scalar(select(func.count()).select_from(Job).where(Job.status == "queued"))
@@ -85,6 +85,7 @@ def create_job(spec: JobCreate, session: SessionDep, settings: SettingsDep) -> J
         raise ApiError(503, "the job queue is unavailable; the job was not started",
                        {"job_id": job.id}) from None
     session.refresh(job)
+    session.commit()  # end the transaction now, not in the teardown after the response
     return job_public(job)
 
 
@@ -115,7 +116,7 @@ def get_job(job_id: str, session: SessionDep) -> JobPublic:
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobPublic)
-def cancel_job(job_id: str, session: SessionDep, settings: SettingsDep) -> JobPublic:
+def cancel_job(job_id: str, session: WriteSessionDep, settings: SettingsDep) -> JobPublic:
     """A queued job is cancelled at once; a running one stops at its next progress check."""
     job = session.get(Job, job_id)
     if job is None:
@@ -137,4 +138,5 @@ def cancel_job(job_id: str, session: SessionDep, settings: SettingsDep) -> JobPu
         session.commit()
     notify(settings, job_id)
     session.refresh(job)
+    session.commit()  # end the transaction now, not in the teardown after the response
     return job_public(job)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
-from app.deps import SessionDep, SettingsDep
+from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.errors import ApiError, not_found
 from app.export import liblinear_model_text
 from app.orm import Model
@@ -70,7 +70,7 @@ def get_model(model_id: str, session: SessionDep) -> Model:
 
 
 @router.delete("/{model_id}", status_code=204)
-def delete_model(model_id: str, session: SessionDep) -> None:
+def delete_model(model_id: str, session: WriteSessionDep) -> None:
     model = _metadata(session, model_id)
     session.delete(model)
     session.commit()

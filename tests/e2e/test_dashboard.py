@@ -67,10 +67,21 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[httpx.Client]:
-    home = tmp_path_factory.mktemp("dashboard")
-    with running_service(embedded_settings(home / "home"), home) as (client, _workers):
+def service_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dashboard")
+
+
+@pytest.fixture(scope="module")
+def service(service_logs: Path, browser: Any) -> Iterator[httpx.Client]:
+    with running_service(embedded_settings(service_logs / "home"),
+                         service_logs) as (client, _workers):
         yield client
+
+
+def _log_tails(log_dir: Path, chars: int = 3000) -> str:
+    """The end of the API's and the worker's logs, for a failure message."""
+    return "\n".join(f"--- {path.name} ---\n{path.read_text(errors='replace')[-chars:]}"
+                     for path in sorted(log_dir.glob("*.log")))
 
 
 class Page:
@@ -84,11 +95,17 @@ class Page:
         self.dialogs: list[str] = []
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+        self.page.on("response", self._response)
         self.page.on("dialog", self._dialog)
 
     def _console(self, message: Any) -> None:
         if message.type == "error":
             self.errors.append(message.text)
+
+    def _response(self, response: Any) -> None:
+        # The console says only "the server responded with a status of 500": name the URL.
+        if response.status >= 500:
+            self.errors.append(f"{response.status} from {response.request.method} {response.url}")
 
     def _dialog(self, dialog: Any) -> None:
         self.dialogs.append(dialog.message)
@@ -106,12 +123,13 @@ class Page:
 
 
 @pytest.fixture
-def desktop(browser: Any, service: httpx.Client) -> Iterator[Page]:
+def desktop(browser: Any, service: httpx.Client, service_logs: Path) -> Iterator[Page]:
     page = Page(browser, str(service.base_url), DESKTOP)
     yield page
     page.close()
     assert page.dialogs == [], page.dialogs
-    assert page.errors == [], page.errors  # CSP violations and script errors show up here
+    # CSP violations, script errors and 5xx responses show up here.
+    assert page.errors == [], f"{page.errors}\n{_log_tails(service_logs)}"
 
 
 def _upload(view: Page, path: Path, name: str) -> str:
@@ -148,6 +166,18 @@ def _start_long_job(view: Page, dataset_id: str) -> str:
     page.fill("#param-max_iter", LONG_JOB["max_iter"])
     page.get_by_role("button", name="Start training").click()
     return _job_id_from_url(view)
+
+
+def _wait_for_status(view: Page, service: httpx.Client, job_id: str, status: str,
+                     timeout_ms: int) -> None:
+    """Wait for the job page to show `status`; on timeout, say what the API and page saw."""
+    try:
+        view.page.wait_for_selector(f"#job-status[data-status='{status}']", timeout=timeout_ms)
+    except Exception as exc:
+        job = service.get(f"/v1/jobs/{job_id}").json()
+        raise AssertionError(f"the page never showed {status!r} ({exc.__class__.__name__}); "
+                             f"the API says {job['status']!r}; page errors: {view.errors}"
+                             ) from exc
 
 
 def _heart_file(tmp_path: Path) -> tuple[Path, list[str]]:
@@ -194,7 +224,7 @@ def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Clie
     assert service.get(f"/v1/jobs/{job_id}").json()["params"]["C"] == 2.0
 
     # Job detail: the status arrives over SSE, then the result and the model link.
-    page.wait_for_selector("#job-status[data-status='succeeded']", timeout=60_000)
+    _wait_for_status(desktop, service, job_id, "succeeded", timeout_ms=60_000)
     assert page.locator("#job-status-line").inner_text().strip().endswith("succeeded")
     assert "%" in page.locator("#job-result").inner_text()
     assert page.locator("#cancel-job").is_hidden()
@@ -230,7 +260,7 @@ def test_long_job_live_plot_progress_and_cancel(desktop: Page, service: httpx.Cl
     watched = _start_long_job(desktop, dataset_id)
 
     # The plot gains points and the progress bar moves while the job runs.
-    page.wait_for_selector("#job-status[data-status='running']", timeout=60_000)
+    _wait_for_status(desktop, service, watched, "running", timeout_ms=60_000)
     page.wait_for_function("() => Number(document.getElementById('chart').dataset.points) >= 3",
                            timeout=60_000)
     page.wait_for_function("() => document.getElementById('job-progress').hasAttribute('value')")
@@ -256,7 +286,7 @@ def test_long_job_live_plot_progress_and_cancel(desktop: Page, service: httpx.Cl
     # A second job waits behind the first (one worker); cancel it with the button.
     second = _start_long_job(desktop, dataset_id)
     page.get_by_role("button", name="Cancel job").click()
-    page.wait_for_selector("#job-status[data-status='cancelled']", timeout=15_000)
+    _wait_for_status(desktop, service, second, "cancelled", timeout_ms=15_000)
     assert page.locator("#job-status-line").inner_text().strip().endswith("cancelled")
     assert page.locator("#cancel-job").is_hidden()
     assert "cancelled" in page.locator("#job-history").inner_text()

@@ -1,0 +1,97 @@
+"""Read and write sessions on a real SQLite file (and the read-only guard on PostgreSQL too).
+
+A read session must not take SQLite's write lock: an API request's session is closed only
+after its response is sent, and a read that held the lock until then made the worker (and
+any other writer) wait for it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from app.db import read_sessionmaker_for, session_scope, write_sessionmaker_for
+from app.orm import Dataset
+from tests.support import migrate, postgres_schema
+
+
+def _dataset(name: str) -> Dataset:
+    return Dataset(name=name, rows=1, features=1, nnz=1, labels=[1.0],
+                   class_counts={"1": 1}, sha256="0" * 64, size_bytes=1, blob_path="/none")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'hinge.sqlite'}"
+    migrate(url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, sqlite_url: str) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield sqlite_url
+        return
+    with postgres_schema() as url:
+        migrate(url)
+        yield url
+
+
+def _try_write_lock(url: str) -> str | None:
+    """BEGIN IMMEDIATE from another connection without waiting: None, or SQLite's error."""
+    connection = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0,
+                                 isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("ROLLBACK")
+        return None
+    except sqlite3.OperationalError as exc:
+        return str(exc)
+    finally:
+        connection.close()
+
+
+def test_an_open_read_session_leaves_the_write_lock_free(sqlite_url: str) -> None:
+    with session_scope(sqlite_url) as session:
+        session.add(_dataset("one"))
+    with read_sessionmaker_for(sqlite_url)() as session:
+        assert session.scalar(select(func.count()).select_from(Dataset)) == 1
+        assert session.in_transaction()
+        assert _try_write_lock(sqlite_url) is None
+
+
+def test_an_open_write_session_holds_the_write_lock(sqlite_url: str) -> None:
+    with write_sessionmaker_for(sqlite_url)() as session:
+        session.scalar(select(func.count()).select_from(Dataset))
+        assert _try_write_lock(sqlite_url) == "database is locked"
+        session.commit()
+        assert _try_write_lock(sqlite_url) is None
+
+
+def test_a_read_session_reads_while_another_connection_writes(sqlite_url: str) -> None:
+    writer = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE datasets SET name = name")
+        with read_sessionmaker_for(sqlite_url)() as session:
+            assert session.scalar(select(func.count()).select_from(Dataset)) == 0
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_read_session_refuses_to_write(database_url: str) -> None:
+    with read_sessionmaker_for(database_url)() as session:
+        session.add(_dataset("sneaky"))
+        with pytest.raises(RuntimeError, match="a read session cannot write"):
+            session.commit()
+    with read_sessionmaker_for(database_url)() as session:
+        assert session.scalar(select(func.count()).select_from(Dataset)) == 0
+    with session_scope(database_url) as session:
+        session.add(_dataset("allowed"))
+    with read_sessionmaker_for(database_url)() as session:
+        assert session.scalars(select(Dataset.name)).all() == ["allowed"]

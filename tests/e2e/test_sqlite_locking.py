@@ -1,0 +1,111 @@
+"""The API keeps answering while another process holds SQLite's write lock.
+
+Found by CI: the dashboard's job page got a 500 from GET /v1/jobs/{id}/events and never saw
+its job finish. The SSE handler, a coroutine, read the database on the event loop; when it
+waited there for the write lock, held by a request whose session the loop had yet to close
+(dependency teardown runs after the response is sent), the loop could not close it: a
+deadlock until SQLite's 30 s busy timeout, then "database is locked". Reads also took the
+write lock (BEGIN IMMEDIATE) and held it until that teardown.
+
+Here a real uvicorn process serves a SQLite file while the test holds the write lock from
+its own connection, as the worker does while it writes: reads (JSON, dashboard pages, the
+SSE stream) must answer at once, and a write must wait for the lock without stopping the
+server, then succeed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.settings import Settings
+from tests.support import embedded_settings, migrate, start_api
+
+# Far below SQLite's 30 s busy timeout: a request that waits for the lock fails the test.
+PROMPT = 10.0
+
+
+@pytest.fixture
+def api(tmp_path: Path, heart_bytes: bytes) -> Iterator[tuple[httpx.Client, Settings]]:
+    settings = embedded_settings(tmp_path / "home")
+    settings.ensure_dirs()
+    migrate(settings.database_url)
+    server, base = start_api(settings, tmp_path)
+    try:
+        with httpx.Client(base_url=base, timeout=PROMPT) as client:
+            yield client, settings
+    finally:
+        server.stop()
+
+
+class WriteLock:
+    """SQLite's write lock on the service's database, held by this process."""
+
+    def __init__(self, database_url: str) -> None:
+        self.connection = sqlite3.connect(database_url.removeprefix("sqlite:///"),
+                                          isolation_level=None, check_same_thread=False)
+
+    def __enter__(self) -> WriteLock:
+        self.connection.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.connection.execute("ROLLBACK")
+        self.connection.close()
+
+
+def _first_event(client: httpx.Client, job_id: str) -> str:
+    with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                return line
+    raise AssertionError("the stream ended without an event")
+
+
+def test_reads_and_the_event_stream_answer_while_the_write_lock_is_held(
+    api: tuple[httpx.Client, Settings], heart_bytes: bytes
+) -> None:
+    client, settings = api
+    dataset = client.post("/v1/datasets", files={"file": ("heart", heart_bytes)}).json()
+    job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
+    assert job["status"] == "queued"  # no worker here: it stays queued
+
+    with WriteLock(settings.database_url):
+        assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
+        assert client.get("/v1/jobs").json()["count"] == 1
+        assert client.get(f"/v1/datasets/{dataset['id']}").status_code == 200
+        assert client.get("/healthz").json() == {"status": "ok"}
+        for page in ("/", f"/jobs/{job['id']}", f"/datasets/{dataset['id']}", "/models"):
+            assert client.get(page).status_code == 200, page
+        assert '"status": "queued"' in _first_event(client, job["id"])
+        assert client.get("/v1/jobs/0123456789abcdef0123456789abcdef/events").status_code == 404
+
+
+def test_a_write_waits_for_the_lock_without_stopping_the_server(
+    api: tuple[httpx.Client, Settings], heart_bytes: bytes
+) -> None:
+    client, settings = api
+    dataset = client.post("/v1/datasets", files={"file": ("heart", heart_bytes)}).json()
+    job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
+
+    cancelled: list[httpx.Response] = []
+    with WriteLock(settings.database_url):
+        writer = threading.Thread(
+            target=lambda: cancelled.append(client.post(f"/v1/jobs/{job['id']}/cancel")))
+        writer.start()
+        writer.join(1.0)
+        assert writer.is_alive()  # the cancel waits for the lock...
+        # ...while the server goes on answering reads and streams.
+        assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
+        assert '"status": "queued"' in _first_event(client, job["id"])
+        assert client.get("/v1/solvers").status_code == 200
+    writer.join(PROMPT)
+    assert not writer.is_alive()
+    assert cancelled[0].status_code == 202, cancelled[0].text
+    assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "cancelled"
