@@ -673,8 +673,9 @@ def write_report(setting: Setting, compile_times: tuple[float, float, float], re
         f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"Numba {numba.__version__}, liblinear-official 2.50 (Python binding), "
         f"{setting.reps} alternating repetitions, medians of process CPU time (single thread). "
-        f"Load average at the end: {load_avg[0]:.2f}: other work on this shared machine "
-        "still slows both engines (caches, memory bandwidth); compare ratios, not absolute "
+        f"Load average at the end: {load_avg[0]:.2f} (it counts this benchmark's own "
+        "processes; README.md gives the CPU other processes used, which would still slow "
+        "both engines through caches and memory bandwidth); compare ratios, not absolute "
         "times.",
         "",
         "Problem: C = 1, bias feature 1 (-B 1), single thread. Our time is the whole "

@@ -249,9 +249,10 @@ def ocas_per_iteration(setting: Setting, report: list[str], rows: list[dict[str,
                        ) -> tuple[list[int], list[float]]:
     from bench.datagen import dense
 
-    nnz, per_iteration = [], []
+    nnz, per_iteration, megabytes = [], [], []
     for n in setting.nnz_rows:
         X, y = dense(n, 40, seed=2)
+        megabytes.append((X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 1e6)
         problem = make_problem(X, y, 10.0)
         seconds = []
         for _ in range(setting.reps):
@@ -264,10 +265,17 @@ def ocas_per_iteration(setting: Setting, report: list[str], rows: list[dict[str,
                "Dense sets (40 features), C = 10, 20 iterations; medians. Below about 1M "
                "non-zeros a fixed cost per iteration (the reduced QP, the Python loop; "
                "about 0.4 ms) dominates and the slope flattens (5k-20k rows measured 0.57), "
-               "so the sizes start above it.", "",
-               "| rows | nnz | ms / iteration |", "|---|---|---|"]
-    report += [f"| {n:,} | {z:,} | {1e3 * t:.2f} |"
-               for n, z, t in zip(setting.nnz_rows, nnz, per_iteration, strict=True)]
+               "so the sizes start above it. Each iteration streams the data twice (X w "
+               "and the cut): the ns per non-zero and the slope from the size before show "
+               "where the data stop fitting in the CPU's caches, a step in the cost that "
+               "the fitted slope absorbs.", "",
+               "| rows | nnz | data MB | ms / iteration | ns / non-zero | slope from the "
+               "size before |", "|---|---|---|---|---|---|"]
+    for i, (n, z, mb, t) in enumerate(zip(setting.nnz_rows, nnz, megabytes, per_iteration,
+                                          strict=True)):
+        step = f"{slope(nnz[i - 1:i + 1], per_iteration[i - 1:i + 1]):.2f}" if i else "—"
+        report.append(f"| {n:,} | {z:,} | {mb:.0f} | {1e3 * t:.2f} | {1e9 * t / z:.2f} | "
+                      f"{step} |")
     report += ["", f"Log-log slope: {fitted:.3f}.", ""]
     rows.append(row("ocas time per iteration vs nnz", "log-log slope", fitted, 1.0,
                     "0.9 - 1.1", 0.9 <= fitted <= 1.1))
@@ -567,8 +575,9 @@ def header(title: str, setting: Setting, compile_s: float) -> list[str]:
             f"{platform.python_version()}, Numba {numba.__version__} (threading layer "
             f"{numba.threading_layer()}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')})"
             f". Compilation excluded (warm-up: {compile_s:.2f} s). Load average at the start: "
-            f"{os.getloadavg()[0]:.2f} (a shared machine: other work inflates every time, "
-            "and takes cores from the 2-thread runs).", ""]
+            f"{os.getloadavg()[0]:.2f} (it counts this benchmark's own processes; README.md "
+            "gives the CPU other processes used, which would inflate every time and take "
+            "cores from the 2-thread runs).", ""]
 
 
 def summary_table(rows: list[dict[str, Any]]) -> list[str]:

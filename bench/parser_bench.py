@@ -356,8 +356,8 @@ def write_report(results: list[dict[str, Any]], memory: dict[str, dict[str, floa
         f"{dt.date.today().isoformat()} "
         f"({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}; load average at the end "
-        f"{load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}: the machine is shared, so absolute "
-        "figures drift, the ratio much less).",
+        f"{load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}; it counts this benchmark's own "
+        "processes, and README.md gives the CPU other processes used).",
         "",
         "MB/s = 10^6 bytes of uncompressed text per second, median of "
         f"{'/'.join(str(r) for r in repeats)} runs (see the last column), engines alternated "

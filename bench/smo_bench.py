@@ -297,8 +297,9 @@ def write_markdown(results: list[dict[str, Any]], rows: list[dict[str, Any]], re
         f"{os.cpu_count()} cores, Python {platform.python_version()}, Numba "
         f"{numba.__version__}, libsvm-official {versions}. {reps} alternating repetitions, "
         f"medians, wall clock. Load average (1 min) at the start {load[0]:.2f}, at the end "
-        f"{load[1]:.2f}: the machine is shared, other people's work inflates both engines "
-        "and, above all, any parallel speedup (see the notes).",
+        f"{load[1]:.2f} (it counts this benchmark's own processes; README.md gives the CPU "
+        "other processes used, which would inflate both engines and, above all, any "
+        "parallel speed-up).",
         "",
         "Problem: C-SVC, RBF, C = 1, gamma = 1/d, eps = 1e-3, cache 200 MB, shrinking. "
         "LIBSVM runs in a helper process with OMP_NUM_THREADS=1 (its wheel is built with "
