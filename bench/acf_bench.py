@@ -16,9 +16,10 @@ wall-clock by other work on a shared machine) of `solve` on a prebuilt problem f
 and of `liblinearutil.train` on a prebuilt `problem` for LIBLINEAR; Numba compilation is
 excluded (warm-up first). Engines alternate within every repetition (order rotated); the
 median is reported. Repetitions: 3 when the slowest engine of the first one took under
-2 s (1 in quick mode), else 1. Every run of ours is capped in CPU seconds (3 s, 150 s on
-the text sets, where DCD needs 139 s at C = 1000 on news20 on a 2026 Xeon; a monitor whose out_of_time() reads the process CPU clock, so the cap is
-the same amount of work whatever the machine's load): a capped run is reported as "> the
+2 s (1 in quick mode), else 1. Every run of ours is capped in CPU seconds (3 s; 150 s on
+the text sets, where DCD needs 139 s at C = 1000 on news20 on a 2026 Xeon; a monitor whose
+out_of_time() reads the process CPU clock, so the cap is the same amount of work whatever
+the machine's load): a capped run is reported as "> the
 CPU seconds it used" (a lower bound). When a run is capped at eps = 0.01, the eps = 0.001
 run is not started (with the same seed it follows the same path until it would stop at
 0.01, so it would be capped too). LIBLINEAR 2.50 stops its dual CD after 300 sweeps
