@@ -31,7 +31,7 @@ PROMPT = 10.0
 
 
 @pytest.fixture
-def api(tmp_path: Path, heart_bytes: bytes) -> Iterator[tuple[httpx.Client, Settings]]:
+def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Settings]]:
     settings = embedded_settings(tmp_path / "home")
     settings.ensure_dirs()
     migrate(settings.database_url)
