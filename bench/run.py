@@ -35,9 +35,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench.paths import QUICK_RESULTS, results_dir
+from bench.paths import QUICK_RESULTS, REPO, results_dir
 
-REPO = Path(__file__).resolve().parents[1]
 MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
 EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "service")
 ROW_KEYS = ("experiment", "metric", "hinge", "reference", "ratio", "target", "met")

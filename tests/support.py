@@ -23,9 +23,9 @@ from alembic import command
 from alembic.config import Config
 
 from app.settings import Settings
+from bench.paths import DATA_DIR as SHARED_DATA  # ../shared/data, or $HINGE_SHARED_DATA
+from bench.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 POSTGRES_URL = os.environ.get(
     "HINGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -112,12 +112,14 @@ def test_shared_data_is_beside_the_repository_unless_told_otherwise(tmp_path: Pa
     import subprocess
     import sys
 
-    show = "from bench.paths import DATA_DIR; print(DATA_DIR)"
+    # the benchmark's path and the tests' path, one per line: they must be the same
+    show = ("from bench.paths import DATA_DIR; from tests.support import SHARED_DATA; "
+            "print(DATA_DIR); print(SHARED_DATA)")
     env = {k: v for k, v in os.environ.items() if k != "HINGE_SHARED_DATA"}
     default = subprocess.run([sys.executable, "-c", show], cwd=paths.REPO, env=env,
-                             capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(default) == paths.REPO.parent / "shared" / "data"
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert [Path(p) for p in default] == [paths.REPO.parent / "shared" / "data"] * 2
     chosen = subprocess.run([sys.executable, "-c", show], cwd=paths.REPO,
                             env={**env, "HINGE_SHARED_DATA": str(tmp_path)},
-                            capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(chosen) == tmp_path
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert [Path(p) for p in chosen] == [tmp_path] * 2

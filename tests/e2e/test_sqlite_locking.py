@@ -59,6 +59,14 @@ class WriteLock:
         self.connection.close()
 
 
+def _queued_job(client: httpx.Client, heart_bytes: bytes) -> dict:
+    """Upload heart_scale and submit a job; with no worker here it stays queued."""
+    dataset = client.post("/v1/datasets", files={"file": ("heart", heart_bytes)}).json()
+    job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
+    assert job["status"] == "queued"
+    return job
+
+
 def _first_event(client: httpx.Client, job_id: str) -> str:
     with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
         assert response.status_code == 200
@@ -72,16 +80,14 @@ def test_reads_and_the_event_stream_answer_while_the_write_lock_is_held(
     api: tuple[httpx.Client, Settings], heart_bytes: bytes
 ) -> None:
     client, settings = api
-    dataset = client.post("/v1/datasets", files={"file": ("heart", heart_bytes)}).json()
-    job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
-    assert job["status"] == "queued"  # no worker here: it stays queued
+    job = _queued_job(client, heart_bytes)
 
     with WriteLock(settings.database_url):
         assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
         assert client.get("/v1/jobs").json()["count"] == 1
-        assert client.get(f"/v1/datasets/{dataset['id']}").status_code == 200
+        assert client.get(f"/v1/datasets/{job['dataset_id']}").status_code == 200
         assert client.get("/healthz").json() == {"status": "ok"}
-        for page in ("/", f"/jobs/{job['id']}", f"/datasets/{dataset['id']}", "/models"):
+        for page in ("/", f"/jobs/{job['id']}", f"/datasets/{job['dataset_id']}", "/models"):
             assert client.get(page).status_code == 200, page
         assert '"status": "queued"' in _first_event(client, job["id"])
         assert client.get("/v1/jobs/0123456789abcdef0123456789abcdef/events").status_code == 404
@@ -91,8 +97,7 @@ def test_a_write_waits_for_the_lock_without_stopping_the_server(
     api: tuple[httpx.Client, Settings], heart_bytes: bytes
 ) -> None:
     client, settings = api
-    dataset = client.post("/v1/datasets", files={"file": ("heart", heart_bytes)}).json()
-    job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
+    job = _queued_job(client, heart_bytes)
 
     cancelled: list[httpx.Response] = []
     with WriteLock(settings.database_url):
