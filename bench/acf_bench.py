@@ -63,9 +63,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.datagen import VERSION as DATAGEN_VERSION  # noqa: E402
-from bench.datagen import text_like  # noqa: E402
 from bench.paths import DATA_DIR, results_dir  # noqa: E402
+from testkit.datagen import VERSION as DATAGEN_VERSION  # noqa: E402
+from testkit.datagen import text_like  # noqa: E402
 
 RESULTS = results_dir() / "acf.md"
 TEXT_SETS = ("news20", "text-like")  # where the target applies

@@ -135,7 +135,7 @@ def load_arrays(path: Path) -> tuple[sp.csr_matrix, np.ndarray]:
 def generated(rows: int, features: int, seed: int = 0
               ) -> tuple[str, sp.csr_matrix, np.ndarray, Path]:
     """The text-like set, generated once and cached in bench/scratch/dcd/ as .npz."""
-    from bench.datagen import VERSION, text_like
+    from testkit.datagen import VERSION, text_like
 
     path = SCRATCH / f"text-{rows}x{features}-v{VERSION}-seed{seed}.npz"
     name = f"text {rows // 1000}k x {features // 1000}k"

@@ -171,8 +171,8 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 def ocas_curves(setting: Setting, report: list[str], rows: list[dict[str, Any]]
                 ) -> list[tuple[str, dict[str, list[Curve]], float]]:
-    from bench.datagen import dense
-    from tests.solvers.naive import load_dataset
+    from testkit.datagen import dense
+    from testkit.datasets import load_dataset
 
     have_pegasos = importlib.util.find_spec("solvers.pegasos") is not None
     if not have_pegasos:
@@ -247,7 +247,7 @@ def ocas_curves(setting: Setting, report: list[str], rows: list[dict[str, Any]]
 
 def ocas_per_iteration(setting: Setting, report: list[str], rows: list[dict[str, Any]]
                        ) -> tuple[list[int], list[float]]:
-    from bench.datagen import dense
+    from testkit.datagen import dense
 
     nnz, per_iteration, megabytes = [], [], []
     for n in setting.nnz_rows:
@@ -366,7 +366,7 @@ def thread_controls(X: sp.csr_matrix, reps: int, rows: list[dict[str, Any]]) -> 
 
 
 def ocas_threads(setting: Setting, report: list[str], rows: list[dict[str, Any]]) -> None:
-    from bench.datagen import dense
+    from testkit.datagen import dense
 
     X, y = dense(setting.thread_rows, 40, seed=3)
     one, two = speedup("ocas", make_problem(X, y, 10.0),
@@ -420,7 +420,7 @@ def alm_scaling(setting: Setting, report: list[str], rows: list[dict[str, Any]]
                 ) -> dict[float, tuple[list[float], list[float]]]:
     """Seconds for ALM_ITERATIONS iterations vs n (the paper's linear-cost claim), and
     seconds to convergence at the default eps for n <= CONVERGENCE_MAX_ROWS."""
-    from bench.datagen import text_like
+    from testkit.datagen import text_like
 
     fixed: dict[float, tuple[list[float], list[float]]] = {1.0: ([], []), 2.0: ([], [])}
     table = ["| n | nnz | p = 1: s / 100 it | p = 2: s / 100 it | p = 1: to convergence "
@@ -485,7 +485,7 @@ def liblinear_times(liblinear: Any, X: sp.csr_matrix, labels: np.ndarray, s: int
 def alm_vs_liblinear(setting: Setting, report: list[str], rows: list[dict[str, Any]]) -> None:
     from liblinear import liblinearutil as liblinear
 
-    from tests.solvers.naive import load_dataset
+    from testkit.datasets import load_dataset
 
     report += ["## ALM vs LIBLINEAR: time to 1% of the optimum (Tables 1-2 style)", "",
                "Same problem for both: C = 1, no bias (LIBLINEAR without -B, alm bias='none'). "
@@ -522,7 +522,7 @@ def alm_vs_liblinear(setting: Setting, report: list[str], rows: list[dict[str, A
 
 
 def alm_threads(setting: Setting, report: list[str], rows: list[dict[str, Any]]) -> None:
-    from bench.datagen import text_like
+    from testkit.datagen import text_like
 
     X, y = text_like(setting.thread_rows, 2000, seed=5, nnz_per_row=20.0)
     report += ["## ALM: 1 vs 2 threads", "", thread_controls(X, max(setting.reps, 3), rows),

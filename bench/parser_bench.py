@@ -115,7 +115,7 @@ def generated(megabytes: int) -> Path:
     Written once (through a .partial file, so an interrupted run leaves nothing half
     written under the final name) and reused by later runs.
     """
-    from bench.datagen import VERSION, text_like
+    from testkit.datagen import VERSION, text_like
 
     SCRATCH.mkdir(parents=True, exist_ok=True)
     target = SCRATCH / f"text-{megabytes}MB-v{VERSION}-seed{GENERATED_SEED}-6digits.svm"
@@ -149,8 +149,8 @@ def digits_probe(repeats: int, rows: int) -> list[dict[str, Any]]:
     """
     from sklearn.datasets import load_svmlight_file
 
-    from bench.datagen import text_like
     from solvers.svmlight import parse_stream
+    from testkit.datagen import text_like
 
     X, y = text_like(rows, GENERATED_FEATURES, seed=GENERATED_SEED + 2000)
     X.sort_indices()  # svmlight wants increasing indices within a row

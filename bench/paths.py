@@ -14,11 +14,12 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from testkit.paths import DATA_DIR, REPO
+
+__all__ = ["DATA_DIR", "FULL_RESULTS", "QUICK_RESULTS", "REPO", "results_dir"]
+
 FULL_RESULTS = REPO / "bench" / "results"
 QUICK_RESULTS = FULL_RESULTS / "quick"
-# the shared LIBSVM data sets (../shared/data beside the repository; MANIFEST.md there)
-DATA_DIR = Path(os.environ.get("HINGE_SHARED_DATA") or REPO.parent / "shared" / "data")
 
 
 def results_dir() -> Path:

@@ -129,7 +129,7 @@ def prime_numba_cache() -> float:
 
 def cold_start(settings: Any, log_dir: Path, empty_cache: bool) -> dict[str, float]:
     """Start a worker, time process start -> `ready.` and -> kernels warm, stop it."""
-    from tests.support import start_worker
+    from testkit.service import start_worker
 
     saved = os.environ.get("NUMBA_CACHE_DIR")
     cache = tempfile.TemporaryDirectory(prefix="hinge-numba-empty-") if empty_cache else None
@@ -380,7 +380,7 @@ def throwaway_job(home: Path) -> Iterator[tuple[Any, str]]:
     """A migrated SQLite database in `home` with one `running` job row (attempt 1)."""
     from app.db import session_scope
     from app.orm import Job, new_id, utcnow
-    from tests.support import embedded_settings, migrate
+    from testkit.service import embedded_settings, migrate
 
     settings = embedded_settings(home)
     settings.ensure_dirs()
@@ -452,7 +452,7 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
     facts: dict[str, Any] = {"quick": quick, "config": config}
     warm_dcd()
     with tempfile.TemporaryDirectory(prefix="hinge-bench-service-") as tmp:
-        from tests.support import embedded_settings, migrate, running_service
+        from testkit.service import embedded_settings, migrate, running_service
 
         log_dir = Path(tmp) / "logs"
         log_dir.mkdir()

@@ -8,23 +8,34 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from alembic import command
-from alembic.config import Config
 
-from app.settings import Settings
-from bench.paths import DATA_DIR as SHARED_DATA  # ../shared/data, or $HINGE_SHARED_DATA
-from bench.paths import REPO
+from testkit.paths import DATA_DIR as SHARED_DATA  # ../shared/data, or $HINGE_SHARED_DATA
+from testkit.paths import REPO
+from testkit.service import (
+    ServiceProcess,
+    child_pids,
+    downgrade,
+    embedded_settings,
+    free_port,
+    migrate,
+    running_service,
+    settings_env,
+    start_api,
+    start_worker,
+    wait_for_job,
+)
+
+__all__ = [
+    "IN_CI", "POSTGRES_URL", "REDIS_URL", "REPO", "SHARED_DATA", "ServiceProcess", "child_pids",
+    "data_file", "downgrade", "embedded_settings", "free_port", "migrate", "postgres_schema",
+    "require_redis", "running_service", "settings_env", "start_api", "start_worker",
+    "unavailable", "wait_for_job",
+]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 POSTGRES_URL = os.environ.get(
@@ -48,24 +59,6 @@ def unavailable(what: str, error: BaseException) -> None:
     if IN_CI:
         pytest.fail(message + " (CI=true: a required server must be running)")
     pytest.skip(message)
-
-
-def migrate(database_url: str, revision: str = "head") -> None:
-    config = Config(str(REPO / "alembic.ini"))
-    config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
-    config.attributes["configure_logger"] = False
-    command.upgrade(config, revision)
-
-
-def downgrade(database_url: str, revision: str = "base") -> None:
-    config = Config(str(REPO / "alembic.ini"))
-    config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
-    config.attributes["configure_logger"] = False
-    command.downgrade(config, revision)
-
-
-def embedded_settings(home: Path, **overrides: Any) -> Settings:
-    return Settings(home=home, queue=f"hinge.test.{uuid.uuid4().hex[:8]}", **overrides)
 
 
 @contextlib.contextmanager
@@ -97,134 +90,3 @@ def require_redis() -> str:
     except Exception as exc:
         unavailable(f"Redis at {REDIS_URL}", exc)
     return REDIS_URL
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "HINGE_HOME": str(settings.home),
-        "HINGE_DATABASE_URL": settings.database_url,
-        "HINGE_BROKER_URL": settings.broker_url,
-        "HINGE_QUEUE": settings.queue,
-        "HINGE_JOB_MAX_SECONDS": str(settings.job_max_seconds),
-        "HINGE_JOB_LEASE_SECONDS": str(settings.job_lease_seconds),
-        "HINGE_SWEEP_INTERVAL_SECONDS": str(settings.sweep_interval_seconds),
-        "HINGE_MAX_ATTEMPTS": str(settings.max_attempts),
-        "HINGE_REQUEUE_AFTER_SECONDS": str(settings.requeue_after_seconds),
-        "HINGE_FAULT_KILL_WORKER_ON": settings.fault_kill_worker_on,
-        "PYTHONUNBUFFERED": "1",
-    })
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class ServiceProcess:
-    """A real child process (API server or Celery worker) with its log in a file."""
-
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(args, env=env, cwd=REPO, stdout=self._log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_for_log(self, needle: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if needle in self.log():
-                return
-            if self.process.poll() is not None:
-                raise RuntimeError(f"process exited ({self.process.returncode}):\n{self.log()}")
-            time.sleep(0.1)
-        raise TimeoutError(f"{needle!r} not seen in {timeout} s:\n{self.log()[-4000:]}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
-
-def start_worker(settings: Settings, log_dir: Path) -> ServiceProcess:
-    name = f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
-    worker = ServiceProcess(
-        [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-         "--loglevel", "INFO", "--concurrency", "1", "--queues", settings.queue,
-         "--hostname", name, "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        settings_env(settings),
-        log_dir / f"worker-{uuid.uuid4().hex[:6]}.log",
-    )
-    worker.wait_for_log("ready.", timeout=120)
-    return worker
-
-
-def start_api(settings: Settings, log_dir: Path) -> tuple[ServiceProcess, str]:
-    port = free_port()
-    api = ServiceProcess(
-        [sys.executable, "-m", "uvicorn", "--factory", "app.main:create_app",
-         "--host", "127.0.0.1", "--port", str(port)],
-        settings_env(settings),
-        log_dir / f"api-{port}.log",
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return api, base
-        if api.process.poll() is not None:
-            raise RuntimeError(api.log())
-        time.sleep(0.2)
-    api.stop()
-    raise TimeoutError(api.log())
-
-
-def wait_for_job(get: Any, job_id: str, timeout: float = 120.0,
-                 statuses: tuple[str, ...] = ("succeeded", "failed", "cancelled")) -> dict:
-    deadline = time.monotonic() + timeout
-    body: dict = {}
-    while time.monotonic() < deadline:
-        response = get(f"/v1/jobs/{job_id}")
-        assert response.status_code == 200, response.text
-        body = response.json()
-        if body["status"] in statuses:
-            return body
-        time.sleep(0.1)
-    raise TimeoutError(f"job {job_id} still {body.get('status')} after {timeout} s: {body}")
-
-
-@contextlib.contextmanager
-def running_service(settings: Settings, log_dir: Path, workers: int = 1
-                    ) -> Iterator[tuple[httpx.Client, list[ServiceProcess]]]:
-    """Migrated database, `workers` Celery worker processes and an API server process."""
-    settings.ensure_dirs()
-    migrate(settings.database_url)
-    started: list[ServiceProcess] = []
-    try:
-        for _ in range(workers):
-            started.append(start_worker(settings, log_dir))
-        api, base = start_api(settings, log_dir)
-        try:
-            with httpx.Client(base_url=base, timeout=60) as client:
-                yield client, started
-        finally:
-            api.stop()
-    finally:
-        for worker in started:
-            worker.stop()
-
-
-def child_pids(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in path.read_text().split()] if path.exists() else []

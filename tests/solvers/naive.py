@@ -1,4 +1,4 @@
-"""Slow, obviously correct dense references for the solver tests, and test data loading.
+"""Slow, obviously correct dense references for the solver tests.
 
 Everything here works on dense NumPy arrays with the bias feature (if any) already
 appended as an explicit column, and follows the formulas of solvers/objectives.py
@@ -7,16 +7,8 @@ literally: no shrinking, no clever bookkeeping.
 
 from __future__ import annotations
 
-import functools
-import lzma
-
 import numpy as np
 import scipy.optimize
-import scipy.sparse as sp
-
-from tests.support import SHARED_DATA
-
-DATA_DIR = SHARED_DATA
 
 
 def augment(X: np.ndarray, bias_scale: float | None) -> np.ndarray:
@@ -121,18 +113,6 @@ def primal_l2_by_lbfgs(X: np.ndarray, y: np.ndarray, cost: np.ndarray) -> np.nda
         options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 100_000},
     )
     return result.x
-
-
-@functools.cache
-def load_dataset(name: str, n_features: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
-    """A LIBSVM-format file of /work/shared/data (xz), cached per test session."""
-    from sklearn.datasets import load_svmlight_file
-
-    with lzma.open(DATA_DIR / f"{name}.xz") as handle:
-        X, y = load_svmlight_file(handle, n_features=n_features)
-    X = sp.csr_matrix(X)
-    X.sort_indices()
-    return X, y
 
 
 def random_sparse_problem(

@@ -61,7 +61,7 @@ def load(name: str, n_features: int | None = None) -> tuple[sp.csr_matrix, np.nd
 @functools.cache
 def text_like_problem() -> tuple[sp.csr_matrix, np.ndarray]:
     """A small generated bag-of-words problem (power-law feature frequencies)."""
-    from bench.datagen import text_like
+    from testkit.datagen import text_like
 
     return text_like(3000, 2000, seed=3)
 

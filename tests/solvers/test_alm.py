@@ -17,7 +17,8 @@ from solvers import alm
 from solvers.objectives import LinearProblem
 from solvers.params import validate_params
 from solvers.train import ProgressMonitor, as_csr_arrays, fit
-from tests.solvers.naive import load_dataset, random_sparse_problem
+from testkit.datasets import load_dataset
+from tests.solvers.naive import random_sparse_problem
 
 
 def make_problem(X: Any, y: np.ndarray, cost: Any = 1.0) -> LinearProblem:

@@ -11,12 +11,13 @@ import pytest
 import scipy.optimize
 import scipy.sparse as sp
 
-from bench.datagen import text_like
 from solvers import ocas
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import validate_params
 from solvers.train import ProgressMonitor, as_csr_arrays, fit
-from tests.solvers.naive import augment, load_dataset, primal, random_sparse_problem
+from testkit.datagen import text_like
+from testkit.datasets import load_dataset
+from tests.solvers.naive import augment, primal, random_sparse_problem
 
 
 def make_problem(X: Any, y: np.ndarray, cost: Any = 1.0, bias_scale: float = 0.0) -> LinearProblem:

@@ -14,7 +14,8 @@ from solvers import fit as package_fit
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import ParamError
 from solvers.train import as_csr_arrays, fit, warmup
-from tests.solvers.naive import augment, load_dataset, primal, random_sparse_problem
+from testkit.datasets import load_dataset
+from tests.solvers.naive import augment, primal, random_sparse_problem
 
 
 def relative(a: float, b: float) -> float:

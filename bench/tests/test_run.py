@@ -112,9 +112,9 @@ def test_shared_data_is_beside_the_repository_unless_told_otherwise(tmp_path: Pa
     import subprocess
     import sys
 
-    # the benchmark's path and the tests' path, one per line: they must be the same
-    show = ("from bench.paths import DATA_DIR; from tests.support import SHARED_DATA; "
-            "print(DATA_DIR); print(SHARED_DATA)")
+    # the benchmark's path and the one the tests use (testkit), one per line: the same
+    show = ("from bench.paths import DATA_DIR; from testkit.paths import DATA_DIR as SHARED; "
+            "print(DATA_DIR); print(SHARED)")
     env = {k: v for k, v in os.environ.items() if k != "HINGE_SHARED_DATA"}
     default = subprocess.run([sys.executable, "-c", show], cwd=paths.REPO, env=env,
                              capture_output=True, text=True, check=True).stdout.split()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.datagen import dense, text_like
+from testkit.datagen import dense, text_like
 
 
 def same(a, b) -> bool:

@@ -1,0 +1,1 @@
+"""Helpers that the tests and the benchmark share (neither imports the other)."""
