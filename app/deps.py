@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from app.db import read_sessionmaker_for, write_sessionmaker_for
+from app.db import read_sessionmaker_for, session_scope
 from app.settings import Settings
 
 
@@ -31,15 +31,21 @@ def get_session(settings: SettingsDep) -> Iterator[Session]:
 
 
 def get_write_session(settings: SettingsDep) -> Iterator[Session]:
-    """A write session. Handlers commit before they return: the teardown runs only after
-    the response is sent, and until then an open SQLite write transaction blocks every
-    other writer."""
-    session = write_sessionmaker_for(settings.database_url)()
-    try:
+    """A write session, one unit of work per request: it commits when the handler returns
+    and rolls back when it raises. Handlers and services never commit it themselves
+    (except where the workflow needs a row committed before a side effect: a job before
+    its message).
+
+    Registered with `scope="function"` (WriteSessionDep), so FastAPI runs the code after
+    `yield` as soon as the handler has returned, BEFORE it sends the response: a client
+    that got its answer sees the change, and no open SQLite write transaction (BEGIN
+    IMMEDIATE) outlives the request to block the other writers. With the default
+    ("request") scope the commit would run only after the response had been sent; the test
+    tests/app/test_write_sessions.py fails if that happens.
+    """
+    with session_scope(settings.database_url) as session:
         yield session
-    finally:
-        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
-WriteSessionDep = Annotated[Session, Depends(get_write_session)]
+WriteSessionDep = Annotated[Session, Depends(get_write_session, scope="function")]

@@ -37,8 +37,17 @@ class ApiError(Exception):
         self.code = code or _CODES.get(status, "error")
 
 
-def not_found(kind: str, ident: str) -> ApiError:
-    return ApiError(404, f"{kind} {ident!r} not found")
+class NotFound(ApiError):
+    """No such resource: a 404 for the API, the not-found page for the dashboard."""
+
+    def __init__(self, kind: str, ident: str) -> None:
+        super().__init__(404, f"{kind} {ident!r} not found")
+        self.kind = kind
+        self.ident = ident
+
+
+def not_found(kind: str, ident: str) -> NotFound:
+    return NotFound(kind, ident)
 
 
 def error_body(status: int, message: str, detail: Any = None, code: str | None = None) -> dict:

@@ -22,6 +22,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from app.job_status import JobStatus
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every backend (SQLite stores them naive)."""
@@ -40,6 +42,19 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value
 
 
+class JobStatusType(TypeDecorator[JobStatus]):
+    """A job status stored as its plain value in a VARCHAR(16), loaded as a JobStatus."""
+
+    impl = String(16)
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
+        return None if value is None else JobStatus(value).value
+
+    def process_result_value(self, value: str | None, dialect: Any) -> JobStatus | None:
+        return None if value is None else JobStatus(value)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -50,10 +65,6 @@ def new_id() -> str:
 
 class Base(DeclarativeBase):
     pass
-
-
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 
 class Dataset(Base):
@@ -81,7 +92,8 @@ class Job(Base):
     )
     solver: Mapped[str] = mapped_column(String(32))
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
+                                              default=JobStatus.QUEUED)
     error: Mapped[str | None] = mapped_column(Text)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+from app.job_status import JobStatus
 
 
 class DatasetPublic(BaseModel):
@@ -70,6 +70,17 @@ class JobPublic(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @model_validator(mode="after")
+    def _progress_fraction(self) -> JobPublic:
+        """1.0 once succeeded, else the fraction of the latest progress event, if any."""
+        if self.progress_fraction is None:
+            fraction = (self.progress or {}).get("fraction")
+            if self.status == JobStatus.SUCCEEDED:
+                self.progress_fraction = 1.0
+            elif isinstance(fraction, int | float):
+                self.progress_fraction = float(fraction)
+        return self
 
 
 class JobsPublic(BaseModel):

@@ -35,9 +35,6 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(10.0, gt=0)
     max_attempts: int = Field(3, ge=1)
     requeue_after_seconds: float = Field(120.0, gt=0)
-    # Fault injection for the crash tests: a worker SIGKILLs itself when it claims a job on
-    # a dataset of this name. Empty (the default) disables it.
-    fault_kill_worker_on: str = ""
 
     @model_validator(mode="after")
     def _embedded_defaults(self) -> Settings:

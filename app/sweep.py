@@ -20,13 +20,16 @@ from datetime import timedelta
 import anyio.to_thread
 from sqlalchemy import select, update
 
-from app import jobs as job_states
 from app.db import session_scope
+from app.job_status import JobStatus
 from app.orm import Job, utcnow
 from app.queue import enqueue_training
+from app.services.jobs import transition
 from app.settings import Settings
 
 log = logging.getLogger("hinge.sweep")
+
+QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
 
 
 def sweep(settings: Settings) -> dict[str, int]:
@@ -36,29 +39,29 @@ def sweep(settings: Settings) -> dict[str, int]:
     to_enqueue: list[str] = []
     with session_scope(settings.database_url) as session:
         stale = session.scalars(
-            select(Job).where(Job.status == "running", Job.heartbeat_at < stale_before)
+            select(Job).where(Job.status == RUNNING, Job.heartbeat_at < stale_before)
         ).all()
         for job in stale:
             if job.attempt >= settings.max_attempts:
-                if job_states.transition(
-                    session, job.id, ("running",), "failed", expect_attempt=job.attempt,
+                if transition(
+                    session, job.id, (RUNNING,), JobStatus.FAILED, expect_attempt=job.attempt,
                     error=f"worker lost: {job.attempt} attempt(s) ended without a heartbeat",
                 ):
                     counts["failed"] += 1
             elif job.cancel_requested:
-                if job_states.transition(session, job.id, ("running",), "cancelled",
-                                         expect_attempt=job.attempt):
+                if transition(session, job.id, (RUNNING,), JobStatus.CANCELLED,
+                              expect_attempt=job.attempt):
                     counts["cancelled"] += 1
-            elif job_states.transition(session, job.id, ("running",), "queued",
-                                       expect_attempt=job.attempt, queued_at=now):
+            elif transition(session, job.id, (RUNNING,), QUEUED, expect_attempt=job.attempt,
+                            queued_at=now):
                 counts["requeued"] += 1
                 to_enqueue.append(job.id)
         waiting_since = now - timedelta(seconds=settings.requeue_after_seconds)
         waiting = session.scalars(
-            select(Job.id).where(Job.status == "queued", Job.queued_at < waiting_since)
+            select(Job.id).where(Job.status == QUEUED, Job.queued_at < waiting_since)
         ).all()
         for job_id in waiting:
-            session.execute(update(Job).where(Job.id == job_id, Job.status == "queued")
+            session.execute(update(Job).where(Job.id == job_id, Job.status == QUEUED)
                             .values(queued_at=now))
             counts["reenqueued"] += 1
             to_enqueue.append(job_id)

@@ -53,7 +53,6 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_SWEEP_INTERVAL_SECONDS": str(settings.sweep_interval_seconds),
         "HINGE_MAX_ATTEMPTS": str(settings.max_attempts),
         "HINGE_REQUEUE_AFTER_SECONDS": str(settings.requeue_after_seconds),
-        "HINGE_FAULT_KILL_WORKER_ON": settings.fault_kill_worker_on,
         "PYTHONUNBUFFERED": "1",
     })
     return env
@@ -98,13 +97,24 @@ class ServiceProcess:
         self._log.close()
 
 
-def start_worker(settings: Settings, log_dir: Path) -> ServiceProcess:
+def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None
+                 ) -> ServiceProcess:
+    """A Celery worker process of the production app (workers.celery_app); with
+    `kill_worker_on`, the crash tests' app instead (testkit.crashing_worker), whose process
+    SIGKILLs itself whenever it claims a job on a dataset of that name."""
     name = f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
+    env = settings_env(settings)
+    app = "workers.celery_app"
+    if kill_worker_on:
+        from testkit.crashing_worker import KILL_WORKER_ON
+
+        app = "testkit.crashing_worker"
+        env[KILL_WORKER_ON] = kill_worker_on
     worker = ServiceProcess(
-        [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+        [sys.executable, "-m", "celery", "-A", app, "worker",
          "--loglevel", "INFO", "--concurrency", "1", "--queues", settings.queue,
          "--hostname", name, "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        settings_env(settings),
+        env,
         log_dir / f"worker-{uuid.uuid4().hex[:6]}.log",
     )
     worker.wait_for_log("ready.", timeout=120)
@@ -147,15 +157,17 @@ def wait_for_job(get: Any, job_id: str, timeout: float = 120.0,
 
 
 @contextlib.contextmanager
-def running_service(settings: Settings, log_dir: Path, workers: int = 1
+def running_service(settings: Settings, log_dir: Path, workers: int = 1,
+                    kill_worker_on: str | None = None
                     ) -> Iterator[tuple[httpx.Client, list[ServiceProcess]]]:
-    """Migrated database, `workers` Celery worker processes and an API server process."""
+    """Migrated database, `workers` Celery worker processes and an API server process
+    (`kill_worker_on`: see start_worker)."""
     settings.ensure_dirs()
     migrate(settings.database_url)
     started: list[ServiceProcess] = []
     try:
         for _ in range(workers):
-            started.append(start_worker(settings, log_dir))
+            started.append(start_worker(settings, log_dir, kill_worker_on))
         api, base = start_api(settings, log_dir)
         try:
             with httpx.Client(base_url=base, timeout=60) as client:

@@ -10,20 +10,23 @@ from __future__ import annotations
 import logging
 import math
 import os
-import signal
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import update
 
-from app import jobs as job_states
 from app.bus import notify
 from app.db import session_scope
-from app.orm import Dataset, Job, Model, new_id, utcnow
+from app.orm import Model, new_id
+from app.services import jobs
+from app.services.jobs import Claim
 from app.settings import Settings
 from app.storage import arrays_to_bytes, load_dataset
+
+if TYPE_CHECKING:
+    from solvers.result import FitResult
+    from solvers.smo import KernelFitResult
 
 log = logging.getLogger("hinge.worker")
 
@@ -81,15 +84,12 @@ class ProgressRecorder:
         elapsed = now - self.started
         keep = now - self.last_kept >= max(0.2, elapsed / 100.0)
         with session_scope(self.settings.database_url) as session:
-            job = session.get(Job, self.job_id)
-            if job is None or job.attempt != self.attempt or job.status != "running":
-                return True  # the lease is lost: stop, another attempt owns the job
-            job.progress = payload
-            job.heartbeat_at = utcnow()
-            if keep:
-                job_states.add_event(session, self.job_id, "progress", payload)
-                self.last_kept = now
-            cancel = bool(job.cancel_requested)
+            cancel = jobs.record_progress(session, self.job_id, self.attempt, payload,
+                                          keep=keep)
+        if cancel is None:
+            return True  # the lease is lost: stop, another attempt owns the job
+        if keep:
+            self.last_kept = now
         notify(self.settings, self.job_id)
         return cancel
 
@@ -122,12 +122,7 @@ class Heartbeat:
         while not self._stop.wait(self.interval):
             try:
                 with session_scope(self.settings.database_url) as session:
-                    session.execute(
-                        update(Job)
-                        .where(Job.id == self.job_id, Job.attempt == self.attempt,
-                               Job.status == "running")
-                        .values(heartbeat_at=utcnow())
-                    )
+                    jobs.renew_lease(session, self.job_id, self.attempt)
             except Exception:  # a database blip: the next beat tries again
                 log.warning("job %s: heartbeat failed", self.job_id, exc_info=True)
 
@@ -140,115 +135,110 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _claim(settings: Settings, job_id: str, hostname: str) -> dict[str, Any] | None:
-    with session_scope(settings.database_url) as session:
-        job = session.get(Job, job_id)
-        if job is None or job.status != "queued":
-            return None
-        attempt = job.attempt + 1
-        now = utcnow()
-        if not job_states.transition(session, job_id, ("queued",), "running", attempt=attempt,
-                                     worker=hostname, started_at=now, heartbeat_at=now):
-            return None
-        dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
-        return {
-            "attempt": attempt,
-            "dataset_name": dataset.name if dataset else None,
-            "solver": job.solver,
-            "params": dict(job.params),
-            "blob_path": dataset.blob_path if dataset else None,
-            "features": dataset.features if dataset else 0,
-            "dataset_id": job.dataset_id,
-        }
+def worker_name(hostname: str) -> str:
+    """How a job names the process that runs it: `celery@host pid 4242`."""
+    return f"{hostname} pid {os.getpid()}"
 
 
-def _fail(settings: Settings, job_id: str, attempt: int, error: str) -> None:
+def claim(settings: Settings, job_id: str, worker: str) -> Claim | None:
+    """Claim a queued job for this process (None: not queued, e.g. a duplicate delivery)."""
     with session_scope(settings.database_url) as session:
-        job_states.transition(session, job_id, ("running",), "failed", expect_attempt=attempt,
-                              error=error[:2000])
+        return jobs.claim_job(session, job_id, worker)
+
+
+def _fail(settings: Settings, claimed: Claim, error: str) -> None:
+    with session_scope(settings.database_url) as session:
+        jobs.fail(session, claimed, error)
 
 
 def run_job(settings: Settings, job_id: str, hostname: str) -> str:
     """Run one delivery of a job; returns what happened (for logs and tests)."""
-    claim = _claim(settings, job_id, f"{hostname} pid {os.getpid()}")
-    if claim is None:
+    return run_claimed(settings, job_id, claim(settings, job_id, worker_name(hostname)))
+
+
+def run_claimed(settings: Settings, job_id: str, claimed: Claim | None) -> str:
+    """Train a claimed job to its end: succeeded, failed, cancelled, or lost (its lease
+    went to another attempt); "skipped" without a claim."""
+    if claimed is None:
         log.info("job %s: not queued any more, nothing to do", job_id)
         return "skipped"
     notify(settings, job_id)
     try:
-        return _run_claimed(settings, job_id, claim)
+        return _train(settings, claimed)
     finally:
         notify(settings, job_id)
 
 
-def _run_claimed(settings: Settings, job_id: str, claim: dict[str, Any]) -> str:
-    attempt = claim["attempt"]
-    if settings.fault_kill_worker_on and claim["dataset_name"] == settings.fault_kill_worker_on:
-        log.error("fault injection: killing this worker process on job %s", job_id)
-        os.kill(os.getpid(), signal.SIGKILL)
-    if claim["blob_path"] is None:
-        _fail(settings, job_id, attempt, "the dataset was deleted before the job started")
+def _train(settings: Settings, claimed: Claim) -> str:
+    if claimed.blob_path is None:
+        _fail(settings, claimed, "the dataset was deleted before the job started")
         return "failed"
     try:
-        with Heartbeat(settings, job_id, attempt):
-            X, y = load_dataset(claim["blob_path"], claim["features"])
-            params = dict(claim["params"])
+        with Heartbeat(settings, claimed.job_id, claimed.attempt):
+            X, y = load_dataset(claimed.blob_path, claimed.features)
+            params = dict(claimed.params)
             if params.get("max_seconds") is None:
                 params["max_seconds"] = settings.job_max_seconds
             from solvers import fit
 
-            recorder = ProgressRecorder(settings, job_id, attempt, params.get("eps"))
-            result = fit(X, y, solver=claim["solver"], progress=recorder, **params)
+            recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
+                                        params.get("eps"))
+            result = fit(X, y, solver=claimed.solver, progress=recorder, **params)
     except Exception as exc:
-        log.exception("job %s failed", job_id)
-        _fail(settings, job_id, attempt, f"{type(exc).__name__}: {exc}")
+        log.exception("job %s failed", claimed.job_id)
+        _fail(settings, claimed, f"{type(exc).__name__}: {exc}")
         return "failed"
-    return _finish(settings, job_id, claim, result, X, y)
+    return finish(settings, claimed, result, X, y)
 
 
-def _finish(settings: Settings, job_id: str, claim: dict[str, Any], result: Any, X: Any,
-            y: np.ndarray) -> str:
-    attempt = claim["attempt"]
+def finish(settings: Settings, claimed: Claim, result: FitResult | KernelFitResult, X: Any,
+           y: np.ndarray) -> str:
+    """Store the outcome of a fit: cancelled, failed (non-finite iterates), or succeeded
+    with its model, each only while this attempt still holds the job ("lost" if not)."""
     if result.exit_reason == "cancelled":
         with session_scope(settings.database_url) as session:
-            done = job_states.transition(session, job_id, ("running",), "cancelled",
-                                         expect_attempt=attempt)
+            done = jobs.cancelled(session, claimed)
         return "cancelled" if done else "lost"
     if result.exit_reason == "numerical_error":
-        _fail(settings, job_id, attempt, "numerical_error: the solver's iterates became "
-                                         "non-finite; try a smaller C or scaled features")
+        _fail(settings, claimed, "numerical_error: the solver's iterates became "
+                                 "non-finite; try a smaller C or scaled features")
         return "failed"
     train_accuracy = float(np.mean(result.predict(X) == y))
-    kernel_model = getattr(result, "model", None)  # smo returns a KernelFitResult
-    summary = {
-        "primal_objective": _plain(getattr(result, "primal_objective", None)),
+    kind, n_features, payload, summary = _stored_model(result, train_accuracy)
+    model = Model(
+        id=new_id(), job_id=claimed.job_id, dataset_id=claimed.dataset_id, kind=kind,
+        solver=claimed.solver, params=claimed.params,
+        labels=[float(v) for v in result.classes], n_features=n_features,
+        result=summary, converged=summary["converged"], arrays=payload,
+        size_bytes=len(payload), train_accuracy=train_accuracy,
+    )
+    with session_scope(settings.database_url) as session:
+        if not jobs.succeed(session, claimed, summary, model):
+            return "lost"
+    return "succeeded"
+
+
+def _stored_model(result: FitResult | KernelFitResult, train_accuracy: float
+                  ) -> tuple[str, int, bytes, dict[str, Any]]:
+    """The model's kind, width, arrays (.npz bytes) and result summary, as stored."""
+    from solvers.smo import KernelFitResult
+
+    summary: dict[str, Any] = {
+        "primal_objective": None,
         "dual_objective": _plain(result.dual_objective),
-        "duality_gap": _plain(getattr(result, "duality_gap", None)),
+        "duality_gap": None,
         "iterations": int(result.iterations),
         "train_seconds": float(result.train_seconds),
         "exit_reason": result.exit_reason,
         "converged": result.exit_reason == "converged",
         "train_accuracy": train_accuracy,
     }
-    if kernel_model is not None:
+    if isinstance(result, KernelFitResult):
         summary["n_support"] = int(result.n_support)
-        kind, n_features = "kernel", int(kernel_model.n_features)
-        payload = arrays_to_bytes(**kernel_model.to_arrays())
-    else:
-        kind, n_features = "linear", int(result.coef.shape[1])
-        payload = arrays_to_bytes(classes=result.classes, coef=result.coef,
-                                  intercept=result.intercept)
-    with session_scope(settings.database_url) as session:
-        model_id = new_id()
-        if not job_states.transition(session, job_id, ("running",), "succeeded",
-                                     expect_attempt=attempt, result=summary, model_id=model_id):
-            session.rollback()
-            return "lost"
-        session.add(Model(
-            id=model_id, job_id=job_id, dataset_id=claim["dataset_id"], kind=kind,
-            solver=claim["solver"], params=claim["params"],
-            labels=[float(v) for v in result.classes], n_features=n_features,
-            result=summary, converged=summary["converged"], arrays=payload,
-            size_bytes=len(payload), train_accuracy=train_accuracy,
-        ))
-    return "succeeded"
+        return ("kernel", int(result.model.n_features),
+                arrays_to_bytes(**result.model.to_arrays()), summary)
+    summary["primal_objective"] = _plain(result.primal_objective)
+    summary["duality_gap"] = _plain(result.duality_gap)
+    return ("linear", int(result.coef.shape[1]),
+            arrays_to_bytes(classes=result.classes, coef=result.coef,
+                            intercept=result.intercept), summary)

@@ -23,14 +23,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from sqlalchemy import func, select
-from sqlalchemy.orm import defer
 from starlette.types import Scope
 
 from app.deps import SessionDep
-from app.orm import JOB_STATUSES, Dataset, Job, Model
-from app.routes.jobs import job_public
+from app.errors import NotFound
+from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.schemas import JobPublic
+from app.services import datasets, jobs, models
 
 APP_DIR = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = APP_DIR / "templates"
@@ -49,7 +48,6 @@ SECURITY_HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
 }
 LIST_LIMIT = 100
-ACTIVE_STATUSES = ("queued", "running")
 
 
 def add_security_headers(response: Response) -> Response:
@@ -217,8 +215,8 @@ def _environment() -> jinja2.Environment:
         int=fmt_int, num=fmt_num, param=fmt_param, seconds=fmt_seconds, bytes=fmt_bytes,
         dt=fmt_dt, iso=iso, short=short_id, class_counts=class_counts_text,
     )
-    env.globals.update(static=static_url, job_elapsed=job_elapsed, statuses=JOB_STATUSES,
-                       active_statuses=ACTIVE_STATUSES)
+    env.globals.update(static=static_url, job_elapsed=job_elapsed, statuses=list(JobStatus),
+                       active_statuses=ACTIVE_STATUSES, terminal_statuses=TERMINAL_STATUSES)
     return env
 
 
@@ -235,33 +233,23 @@ def _page(request: Request, template: str, status_code: int = 200, **context: An
     return response
 
 
-def _not_found(request: Request, kind: str, ident: str) -> HTMLResponse:
-    return _page(request, "not_found.html", status_code=404, nav=f"{kind}s", kind=kind,
-                 ident=ident)
+def _not_found(request: Request, missing: NotFound) -> HTMLResponse:
+    return _page(request, "not_found.html", status_code=404, nav=f"{missing.kind}s",
+                 kind=missing.kind, ident=missing.ident)
 
 
-def _dataset_names(session: SessionDep, ids: set[str | None]) -> dict[str, str]:
-    wanted = {i for i in ids if i}
-    if not wanted:
-        return {}
-    rows = session.execute(select(Dataset.id, Dataset.name).where(Dataset.id.in_(wanted)))
-    return {row.id: row.name for row in rows}
+def _public(rows: list[Any]) -> list[JobPublic]:
+    return [JobPublic.model_validate(row) for row in rows]
 
 
 @router.get("/")
 def jobs_page(request: Request, session: SessionDep,
               status: str | None = Query(None, max_length=16)) -> HTMLResponse:
-    if status not in JOB_STATUSES:
-        status = None
-    query = select(Job)
-    if status is not None:
-        query = query.where(Job.status == status)
-    jobs = [job_public(j) for j in session.scalars(
-        query.order_by(Job.created_at.desc()).limit(LIST_LIMIT))]
-    counts = dict(session.execute(select(Job.status, func.count()).group_by(Job.status))
-                  .tuples().all())
-    names = _dataset_names(session, {j.dataset_id for j in jobs})
-    return _page(request, "jobs.html", nav="jobs", jobs=jobs, names=names, status=status,
+    wanted = JobStatus(status) if status in list(JobStatus) else None
+    shown = _public(jobs.list_jobs(session, status=wanted, limit=LIST_LIMIT))
+    counts = jobs.status_counts(session)
+    names = datasets.dataset_names(session, {j.dataset_id for j in shown})
+    return _page(request, "jobs.html", nav="jobs", jobs=shown, names=names, status=wanted,
                  counts=counts, total=sum(counts.values()), limit=LIST_LIMIT)
 
 
@@ -272,61 +260,52 @@ def jobs_alias() -> RedirectResponse:
 
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str, session: SessionDep) -> HTMLResponse:
-    row = session.get(Job, job_id)
-    if row is None:
-        return _not_found(request, "job", job_id)
-    job = job_public(row)
-    dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
+    try:
+        job = JobPublic.model_validate(jobs.get_job(session, job_id))
+    except NotFound as missing:
+        return _not_found(request, missing)
+    dataset = datasets.find_dataset(session, job.dataset_id)
     return _page(request, "job.html", nav="jobs", job=job, dataset=dataset)
 
 
 @router.get("/datasets")
 def datasets_page(request: Request, session: SessionDep) -> HTMLResponse:
-    datasets = session.scalars(
-        select(Dataset).order_by(Dataset.created_at.desc()).limit(LIST_LIMIT)).all()
-    count = session.scalar(select(func.count()).select_from(Dataset)) or 0
-    return _page(request, "datasets.html", nav="datasets", datasets=datasets, count=count,
-                 limit=LIST_LIMIT)
+    return _page(request, "datasets.html", nav="datasets",
+                 datasets=datasets.list_datasets(session, limit=LIST_LIMIT),
+                 count=datasets.count_datasets(session), limit=LIST_LIMIT)
 
 
 @router.get("/datasets/{dataset_id}")
 def dataset_page(request: Request, dataset_id: str, session: SessionDep) -> HTMLResponse:
-    dataset = session.get(Dataset, dataset_id)
-    if dataset is None:
-        return _not_found(request, "dataset", dataset_id)
-    jobs = [job_public(j) for j in session.scalars(
-        select(Job).where(Job.dataset_id == dataset_id)
-        .order_by(Job.created_at.desc()).limit(LIST_LIMIT))]
+    try:
+        dataset = datasets.get_dataset(session, dataset_id)
+    except NotFound as missing:
+        return _not_found(request, missing)
+    shown = _public(jobs.list_jobs(session, dataset_id=dataset_id, limit=LIST_LIMIT))
     classes = sorted(dataset.class_counts.items(), key=lambda item: _label_order(item[0]))
-    return _page(request, "dataset.html", nav="datasets", dataset=dataset, jobs=jobs,
+    return _page(request, "dataset.html", nav="datasets", dataset=dataset, jobs=shown,
                  names={dataset.id: dataset.name}, classes=classes,
                  label_keys=[label for label, _count in classes])
-
-
-def _models(session: SessionDep) -> list[Model]:
-    return list(session.scalars(
-        select(Model).options(defer(Model.arrays))
-        .order_by(Model.created_at.desc()).limit(LIST_LIMIT)))
 
 
 @router.get("/models")
 def models_page(request: Request, session: SessionDep,
                 model: str | None = Query(None, max_length=64)) -> HTMLResponse:
-    models = _models(session)
-    count = session.scalar(select(func.count()).select_from(Model)) or 0
-    names = _dataset_names(session, {m.dataset_id for m in models})
-    selected = model if any(m.id == model for m in models) else (
-        models[0].id if models else None)
-    return _page(request, "models.html", nav="models", models=models, count=count,
-                 names=names, selected=selected, limit=LIST_LIMIT)
+    shown = models.list_models(session, limit=LIST_LIMIT)
+    names = datasets.dataset_names(session, {m.dataset_id for m in shown})
+    selected = model if any(m.id == model for m in shown) else (
+        shown[0].id if shown else None)
+    return _page(request, "models.html", nav="models", models=shown,
+                 count=models.count_models(session), names=names, selected=selected,
+                 limit=LIST_LIMIT)
 
 
 @router.get("/models/{model_id}")
 def model_page(request: Request, model_id: str, session: SessionDep) -> HTMLResponse:
-    model = session.scalars(
-        select(Model).options(defer(Model.arrays)).where(Model.id == model_id)).first()
-    if model is None:
-        return _not_found(request, "model", model_id)
-    dataset = session.get(Dataset, model.dataset_id) if model.dataset_id else None
+    try:
+        model = models.get_model(session, model_id)
+    except NotFound as missing:
+        return _not_found(request, missing)
+    dataset = datasets.find_dataset(session, model.dataset_id)
     return _page(request, "model.html", nav="models", model=model, dataset=dataset,
                  models=[model], selected=model.id)

@@ -21,15 +21,15 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Header, Request
-from sqlalchemy import select
 from sse_starlette import EventSourceResponse
 
 from app.bus import subscribe
 from app.db import read_sessionmaker_for
 from app.deps import SettingsDep
 from app.errors import ApiError, not_found
-from app.jobs import TERMINAL
-from app.orm import Job, JobEvent
+from app.job_status import TERMINAL_STATUSES
+from app.orm import JobEvent
+from app.services import jobs as service
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -40,18 +40,14 @@ BATCH = 500
 
 def _exists(database_url: str, job_id: str) -> bool:
     with read_sessionmaker_for(database_url)() as session:
-        return session.scalar(select(Job.id).where(Job.id == job_id)) is not None
+        return service.job_exists(session, job_id)
 
 
 def _fetch(database_url: str, job_id: str, after: int) -> tuple[list[JobEvent], dict | None]:
     with read_sessionmaker_for(database_url)() as session:
-        events = list(session.scalars(
-            select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.seq > after)
-            .order_by(JobEvent.seq).limit(BATCH)
-        ))
-        progress = session.scalar(select(Job.progress).where(Job.id == job_id))
+        found = service.events_after(session, job_id, after, BATCH)
         session.commit()
-        return events, progress
+        return found
 
 
 def _message(event: JobEvent) -> dict[str, Any]:
@@ -100,7 +96,7 @@ async def job_events(
                 yield _message(event)
                 if event.kind == "progress":
                     last_live = event.payload
-                if event.kind == "status" and event.payload.get("status") in TERMINAL:
+                if event.kind == "status" and event.payload.get("status") in TERMINAL_STATUSES:
                     return
             if len(events) == BATCH:
                 continue

@@ -7,11 +7,14 @@ from datetime import timedelta
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from app import jobs as job_states
 from app.db import session_scope
+from app.job_status import JobStatus
 from app.orm import Job, utcnow
+from app.services.jobs import transition
 from app.settings import Settings
 from app.sweep import sweep
+
+RUNNING, SUCCEEDED = JobStatus.RUNNING, JobStatus.SUCCEEDED
 
 
 def _make_running(settings: Settings, job_id: str, attempt: int, beat_age: float) -> None:
@@ -74,10 +77,8 @@ def test_an_old_attempt_cannot_finish_a_job_claimed_again(
     job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
     _make_running(settings, job_id, attempt=2, beat_age=0)
     with session_scope(settings.database_url) as session:
-        assert not job_states.transition(session, job_id, ("running",), "succeeded",
-                                         expect_attempt=1)
-        assert job_states.transition(session, job_id, ("running",), "succeeded",
-                                     expect_attempt=2)
+        assert not transition(session, job_id, (RUNNING,), SUCCEEDED, expect_attempt=1)
+        assert transition(session, job_id, (RUNNING,), SUCCEEDED, expect_attempt=2)
 
 
 def test_redis_visibility_timeout_exceeds_the_hard_time_limit() -> None:

@@ -203,8 +203,8 @@ def test_sigkilled_worker_job_completes_on_a_new_attempt(
 def test_job_that_kills_its_worker_every_time_fails_after_the_cap(
     tmp_path: Path, ijcnn1_bytes: bytes, heart_bytes: bytes
 ) -> None:
-    settings = _settings(tmp_path / "home", fault_kill_worker_on="crash-me")
-    with running_service(settings, tmp_path) as (client, _workers):
+    settings = _settings(tmp_path / "home")
+    with running_service(settings, tmp_path, kill_worker_on="crash-me") as (client, _workers):
         crashing = _submit(client, _upload(client, heart_bytes, "crash-me"), {})
         healthy = _submit(client, _upload(client, heart_bytes, "heart"), {})
         job = wait_for_job(client.get, crashing, timeout=120)

@@ -2,7 +2,8 @@
 // GET /v1/jobs/{id}/events, the result when the job ends, and the cancel button.
 import { api, el, errorMessage, fmtInt, fmtNum, fmtSeconds, setStatusBadge, show, statusBadge, timeElement } from "./common.js";
 
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+// The status lists come from the server (app/job_status.py), on the <body> element.
+const TERMINAL = new Set(document.body.dataset.terminalStatuses.split(" "));
 const root = document.getElementById("job");
 const jobId = root.dataset.jobId;
 const $ = (id) => document.getElementById(id);

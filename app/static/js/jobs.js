@@ -2,7 +2,8 @@
 // by polling GET /v1/jobs; new jobs appear at the top.
 import { api, fmtNum, fmtSeconds, setStatusBadge, shortId, timeElement } from "./common.js";
 
-const ACTIVE = new Set(["queued", "running"]);
+// The status lists come from the server (app/job_status.py), on the <body> element.
+const ACTIVE = new Set(document.body.dataset.activeStatuses.split(" "));
 const section = document.getElementById("jobs");
 const body = section && section.querySelector("[data-jobs-body]");
 const template = document.getElementById("job-row-template");

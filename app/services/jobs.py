@@ -1,0 +1,292 @@
+"""Jobs: the state machine (shared by the API, the sweep and the workers) and the API's
+workflows on jobs (submit, list, show, cancel).
+
+Every transition is a conditional UPDATE on the current status, so two processes racing on
+the same job (a duplicate delivery, a cancel during a claim) cannot both win. Callers pass
+a write session and own its transaction (the API's request scope, a worker's
+`session_scope`); only `submit` commits by itself, because the job row must exist before
+its message does.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, func, select, update
+from sqlalchemy.orm import Session
+
+from app.bus import notify
+from app.db import after_commit
+from app.errors import ApiError, not_found
+from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
+from app.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
+from app.queue import enqueue_training
+from app.schemas import JobCreate
+from app.services.datasets import label_key
+from app.settings import Settings
+from solvers.params import ParamError, validate_params
+
+log = logging.getLogger("hinge.jobs")
+
+QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
+
+
+# -- the state machine ---------------------------------------------------------------
+
+def history_entry(status: JobStatus, at: datetime, **extra: Any) -> dict[str, Any]:
+    return {"status": status.value, "at": at.isoformat(), **extra}
+
+
+def transition(
+    session: Session, job_id: str, from_statuses: tuple[JobStatus, ...], to_status: JobStatus,
+    *, expect_attempt: int | None = None, **fields: Any,
+) -> bool:
+    """Move a job from one of `from_statuses` to `to_status`; False if it was not there.
+
+    With `expect_attempt`, only while the job is still on that attempt (the worker's lease: a job
+    re-queued by the sweep and claimed again cannot be finished by the old attempt). The
+    caller commits; the history entry and a `status` event are in the same transaction.
+    """
+    job = session.get(Job, job_id, populate_existing=True)
+    if job is None or job.status not in from_statuses:
+        return False
+    if expect_attempt is not None and job.attempt != expect_attempt:
+        return False
+    now = utcnow()
+    values: dict[str, Any] = {"status": to_status, **fields}
+    if to_status in TERMINAL_STATUSES:
+        values.setdefault("finished_at", now)
+    extra = {k: fields[k] for k in ("worker", "attempt", "error", "model_id", "result")
+             if fields.get(k) is not None}
+    brief = {k: v for k, v in extra.items() if k != "result"}
+    values["status_history"] = [*job.status_history, history_entry(to_status, now, **brief)]
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == job.status, Job.attempt == job.attempt)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    add_event(session, job_id, "status",
+              {"status": to_status.value, "at": now.isoformat(), **extra})
+    session.expire(job)
+    return True
+
+
+def add_event(session: Session, job_id: str, kind: str, payload: dict[str, Any]) -> int:
+    last = session.scalar(select(func.max(JobEvent.seq)).where(JobEvent.job_id == job_id))
+    seq = (last or 0) + 1
+    session.add(JobEvent(job_id=job_id, seq=seq, kind=kind, payload=payload))
+    return seq
+
+
+# -- the worker's side: claim, lease, finish -------------------------------------------
+
+@dataclass(frozen=True)
+class Claim:
+    """What a worker holds once it has claimed a job: this attempt, and what to train."""
+
+    job_id: str
+    attempt: int
+    solver: str
+    params: dict[str, Any]
+    dataset_id: str | None
+    dataset_name: str | None
+    blob_path: str | None  # None: the dataset was deleted before the job started
+    features: int
+
+
+def claim_job(session: Session, job_id: str, worker: str) -> Claim | None:
+    """queued -> running on the next attempt; None if the job is not queued (any more)."""
+    job = session.get(Job, job_id)
+    if job is None or job.status != QUEUED:
+        return None
+    attempt = job.attempt + 1
+    now = utcnow()
+    if not transition(session, job_id, (QUEUED,), RUNNING, attempt=attempt, worker=worker,
+                      started_at=now, heartbeat_at=now):
+        return None
+    dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
+    return Claim(
+        job_id=job_id, attempt=attempt, solver=job.solver, params=dict(job.params),
+        dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
+        blob_path=dataset.blob_path if dataset else None,
+        features=dataset.features if dataset else 0,
+    )
+
+
+def _leased(job_id: str, attempt: int) -> tuple[Any, ...]:
+    return (Job.id == job_id, Job.attempt == attempt, Job.status == RUNNING)
+
+
+def renew_lease(session: Session, job_id: str, attempt: int) -> bool:
+    """Refresh the heartbeat while this attempt still holds the job."""
+    result = session.execute(update(Job).where(*_leased(job_id, attempt))
+                             .values(heartbeat_at=utcnow()))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def record_progress(session: Session, job_id: str, attempt: int, payload: dict[str, Any],
+                    *, keep: bool) -> bool | None:
+    """Latest progress and heartbeat (and a history point if `keep`) while this attempt
+    holds the job. Returns whether a cancel was requested, or None if the lease is lost."""
+    job = session.get(Job, job_id)
+    if job is None or job.attempt != attempt or job.status != RUNNING:
+        return None
+    job.progress = payload
+    job.heartbeat_at = utcnow()
+    if keep:
+        add_event(session, job_id, "progress", payload)
+    return bool(job.cancel_requested)
+
+
+def fail(session: Session, claim: Claim, error: str) -> bool:
+    return transition(session, claim.job_id, (RUNNING,), JobStatus.FAILED,
+                      expect_attempt=claim.attempt, error=error[:2000])
+
+
+def cancelled(session: Session, claim: Claim) -> bool:
+    return transition(session, claim.job_id, (RUNNING,), JobStatus.CANCELLED,
+                      expect_attempt=claim.attempt)
+
+
+def succeed(session: Session, claim: Claim, summary: dict[str, Any], model: Model) -> bool:
+    """running -> succeeded with its model, in one transaction; False if the lease is lost
+    (then nothing is added)."""
+    if not transition(session, claim.job_id, (RUNNING,), JobStatus.SUCCEEDED,
+                      expect_attempt=claim.attempt, result=summary, model_id=model.id):
+        return False
+    session.add(model)
+    return True
+
+
+# -- the API's workflows -------------------------------------------------------------
+
+def _applied_params(spec: JobCreate, dataset: Dataset | None) -> dict[str, Any]:
+    """The solver's parameters with defaults filled in; 422 for anything it cannot train."""
+    try:
+        applied = validate_params(spec.solver, spec.params)
+    except ParamError as exc:
+        field = "solver" if exc.field == "solver" else f"params.{exc.field}"
+        raise ApiError(422, str(exc), {"field": field}) from None
+    if dataset is None:
+        raise ApiError(422, f"dataset_id: no dataset {spec.dataset_id!r}",
+                       {"field": "dataset_id"})
+    if len(dataset.labels) < 2:
+        raise ApiError(
+            422,
+            f"dataset {dataset.id!r} has only one class ({dataset.labels[0]:g}); an SVM needs "
+            "at least two",
+            {"field": "dataset_id"},
+        )
+    weights = applied.get("class_weight") or {}
+    known = {label_key(v) for v in dataset.labels}
+    unknown = sorted(set(weights) - known)
+    if unknown:
+        raise ApiError(422, f"params.class_weight: label(s) {', '.join(unknown)} not in the "
+                            f"dataset (labels: {', '.join(sorted(known))})",
+                       {"field": "params.class_weight"})
+    return applied
+
+
+def submit(session: Session, settings: Settings, spec: JobCreate) -> Job:
+    """Validate, commit a queued job, then enqueue its id (503 if the queue is down: the
+    job is then committed as failed)."""
+    applied = _applied_params(spec, session.get(Dataset, spec.dataset_id))
+    queued = session.scalar(select(func.count()).select_from(Job).where(Job.status == QUEUED))
+    if (queued or 0) >= settings.max_queued_jobs:
+        raise ApiError(429, f"{queued} jobs are already queued (HINGE_MAX_QUEUED_JOBS); "
+                            "try again later")
+    now = utcnow()
+    job = Job(
+        id=new_id(), dataset_id=spec.dataset_id, solver=spec.solver, params=applied,
+        status=QUEUED, attempt=0, cancel_requested=False, created_at=now, queued_at=now,
+        status_history=[history_entry(QUEUED, now)],
+    )
+    session.add(job)
+    add_event(session, job.id, "status", {"status": QUEUED.value, "at": now.isoformat()})
+    session.commit()  # the row exists before the message does
+    try:
+        enqueue_training(settings.broker_url, settings.queue, job.id)
+    except Exception as exc:
+        log.exception("could not enqueue job %s", job.id)
+        transition(session, job.id, (QUEUED,), JobStatus.FAILED,
+                   error=f"could not enqueue: {type(exc).__name__}")
+        session.commit()  # the failure stands although this request ends in an error
+        raise ApiError(503, "the job queue is unavailable; the job was not started",
+                       {"job_id": job.id}) from None
+    session.refresh(job)
+    return job
+
+
+def cancel(session: Session, settings: Settings, job_id: str) -> Job:
+    """A queued job is cancelled at once; a running one stops at its next progress check;
+    a finished one is a 409."""
+    job = get_job(session, job_id)
+    if job.status == QUEUED and transition(session, job_id, (QUEUED,), JobStatus.CANCELLED,
+                                           cancel_requested=True):
+        pass
+    elif job.status in ACTIVE_STATUSES:  # (a failed transition has re-read the status)
+        job.cancel_requested = True  # the worker's progress callback sees it
+    else:
+        raise ApiError(409, f"job {job_id!r} is already {job.status}",
+                       {"status": job.status.value})
+    session.flush()
+    session.refresh(job)
+    after_commit(session, lambda: notify(settings, job_id))
+    return job
+
+
+def get_job(session: Session, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise not_found("job", job_id)
+    return job
+
+
+def job_exists(session: Session, job_id: str) -> bool:
+    return session.scalar(select(Job.id).where(Job.id == job_id)) is not None
+
+
+def events_after(session: Session, job_id: str, after: int, limit: int
+                 ) -> tuple[list[JobEvent], dict[str, Any] | None]:
+    """The job's stored events after sequence number `after` (at most `limit`), and its
+    latest progress."""
+    events = list(session.scalars(
+        select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.seq > after)
+        .order_by(JobEvent.seq).limit(limit)
+    ))
+    return events, session.scalar(select(Job.progress).where(Job.id == job_id))
+
+
+def _jobs(status: JobStatus | None, dataset_id: str | None) -> Select[Job]:
+    query = select(Job)
+    if status is not None:
+        query = query.where(Job.status == status)
+    if dataset_id is not None:
+        query = query.where(Job.dataset_id == dataset_id)
+    return query
+
+
+def list_jobs(session: Session, *, status: JobStatus | None = None,
+              dataset_id: str | None = None, limit: int = 100, offset: int = 0
+              ) -> list[Job]:
+    """Newest first."""
+    query = _jobs(status, dataset_id).order_by(Job.created_at.desc())
+    return list(session.scalars(query.limit(limit).offset(offset)))
+
+
+def count_jobs(session: Session, *, status: JobStatus | None = None,
+               dataset_id: str | None = None) -> int:
+    query = _jobs(status, dataset_id)
+    return session.scalar(select(func.count()).select_from(query.subquery())) or 0
+
+
+def status_counts(session: Session) -> dict[JobStatus, int]:
+    rows = session.execute(select(Job.status, func.count()).group_by(Job.status)).tuples()
+    return dict(rows.all())
+

@@ -1,0 +1,124 @@
+"""Models: list, show, delete, predict and export stored models.
+
+A model's arrays are large: every metadata query leaves them out (`_without_arrays`); they
+are read only to build the servable model, which a small cache keeps.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session, defer
+
+from app.db import after_commit
+from app.errors import ApiError, not_found
+from app.export import liblinear_model_text
+from app.orm import Model
+from app.predict import (
+    LinearModel,
+    ModelCache,
+    ServableModel,
+    model_from_bytes,
+    rows_from_instances,
+    rows_from_svmlight,
+)
+from app.schemas import PredictRequest, PredictResponse
+from app.settings import Settings
+
+_cache = ModelCache()
+
+
+def _without_arrays() -> Select[Model]:
+    return select(Model).options(defer(Model.arrays))
+
+
+def list_models(session: Session, *, limit: int = 100, offset: int = 0) -> list[Model]:
+    """Newest first, without their arrays."""
+    return list(session.scalars(
+        _without_arrays().order_by(Model.created_at.desc()).limit(limit).offset(offset)))
+
+
+def count_models(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(Model)) or 0
+
+
+def find_model(session: Session, model_id: str) -> Model | None:
+    """A model's metadata (not its arrays), or None."""
+    return session.scalars(_without_arrays().where(Model.id == model_id)).first()
+
+
+def get_model(session: Session, model_id: str) -> Model:
+    model = find_model(session, model_id)
+    if model is None:
+        raise not_found("model", model_id)
+    return model
+
+
+def delete_model(session: Session, model_id: str) -> None:
+    session.delete(get_model(session, model_id))
+    session.flush()
+    after_commit(session, lambda: _cache.drop(model_id))
+
+
+def servable_model(session: Session, model_id: str) -> ServableModel:
+    """The model ready to predict, from the cache or the database."""
+    cached = _cache.get(model_id)
+    if cached is not None:
+        return cached
+    row = session.execute(select(Model.kind, Model.arrays).where(Model.id == model_id)).first()
+    if row is None:
+        raise not_found("model", model_id)
+    model = model_from_bytes(row.kind, row.arrays)
+    _cache.put(model_id, model)
+    return model
+
+
+def predict(session: Session, settings: Settings, model_id: str, body: bytes,
+            content_type: str) -> PredictResponse:
+    """Labels and decision values for the rows in `body`: svmlight lines when the content
+    type is text/plain, else JSON instances (blocking: run it in a thread)."""
+    metadata = get_model(session, model_id)
+    model = servable_model(session, model_id)
+    if content_type.split(";")[0].strip().lower() == "text/plain":
+        X = rows_from_svmlight(body, model.n_features, settings.max_predict_rows,
+                               settings.max_features)
+    else:
+        try:
+            spec = PredictRequest.model_validate_json(body)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ApiError(422, f"{where}: {first['msg']}" if where else first["msg"],
+                           [{"loc": list(e["loc"]), "msg": e["msg"]}
+                            for e in exc.errors()]) from None
+        X = rows_from_instances(spec.instances, model.n_features, settings.max_predict_rows)
+    labels, values = model.predict(X)
+    return PredictResponse(
+        model_id=metadata.id,
+        labels=[float(v) for v in labels],
+        decision_values=values.tolist(),
+        classes=[float(v) for v in model.classes],
+    )
+
+
+def export_model(session: Session, model_id: str, format: str | None) -> str:
+    """The model file of the reference engine: LIBLINEAR's for linear models (their
+    default), LIBSVM's for kernel models (theirs); 422 for a format the model cannot take."""
+    metadata = get_model(session, model_id)
+    wanted = format or ("libsvm" if metadata.kind == "kernel" else "liblinear")
+    model = servable_model(session, model_id)
+    if wanted == "liblinear":
+        if not isinstance(model, LinearModel):
+            raise ApiError(422, "a kernel model cannot be written as a LIBLINEAR file; "
+                                "use format=libsvm")
+        return liblinear_model_text(model, metadata.params)
+    if isinstance(model, LinearModel):
+        raise ApiError(422, "a linear model is exported as format=liblinear")
+    from solvers.kernels import KernelModel
+    from solvers.libsvm_format import libsvm_model_text
+
+    assert isinstance(model, KernelModel)
+    try:
+        return libsvm_model_text(model)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None

@@ -1,0 +1,444 @@
+"""TRON: trust-region Newton method for the primal L2-loss SVM (and L2-regularised
+logistic regression).
+
+Problem (per binary problem; y_i in {-1, +1}, C_i = C * class_weight[label of row i]):
+
+    min_w  f(w) = 1/2 ||w||^2 + sum_i C_i loss(m_i),   m_i = y_i w.x_i,
+    loss = "l2":       max(0, 1 - m)^2          (LIBLINEAR -s 2)
+    loss = "logistic": log(1 + exp(-m))         (LIBLINEAR -s 0)
+
+With bias="augment" every x_i carries one more constant feature of value B (regularised,
+like LIBLINEAR -B with its default -R off); bias="none" fits no intercept. f is strongly
+convex and once (l2) or twice (logistic) differentiable; for l2 the generalised Hessian is
+H = I + 2 X_I' diag(C_I) X_I over the active set I = {i : m_i < 1}, for logistic
+H = I + X' diag(C_i s_i (1 - s_i)) X, s_i = 1 / (1 + exp(-m_i)).
+
+Algorithm: Lin, Weng & Keerthi, "Trust Region Newton Method for Large-Scale Logistic
+Regression", JMLR 2008 (Algorithm 1 with the Steihaug conjugate-gradient inner solver,
+Algorithm 2), in the form of LIBLINEAR's tron.cpp of versions 2.20-2.30 (`TRON::tron`,
+`TRON::trpcg`), which adds the diagonal preconditioner of Hsia, Chiang & Lin,
+"Preconditioned Conjugate Gradient Methods in Truncated Newton Frameworks for Large-scale
+Linear Classification", ACML 2018: M = (1 - a) I + a diag(H), a = 0.01, and measures the
+trust region in the M-norm ||s||_M = sqrt(s'Ms). One iteration:
+  1. M from diag(H) at w; on the first iteration delta = ||g||_M;
+  2. PCG on H s = -g from s = 0 until ||r||_{M^-1} <= eps_cg ||g||_{M^-1} (eps_cg = 0.1,
+     0.5 with a warm start, as LIBLINEAR's train_one) or ||s||_M reaches delta (the step
+     then ends on the boundary);
+  3. prered = -(g's + s'Hs/2), actred = f(w) - f(w + s); on the first iteration
+     delta = min(delta, ||s||_M);
+  4. delta update with eta0 = 1e-4, eta1 = 0.25, eta2 = 0.75, sigma1 = 0.25,
+     sigma2 = 0.5, sigma3 = 4 and the interpolation alpha = max(sigma1, -g's / (2 (f(w+s)
+     - f(w) - g's))) (sigma3 when that denominator is <= 0), exactly as tron.cpp;
+  5. accept w + s when actred > eta0 prered.
+
+Stop rule (LIBLINEAR's): ||grad f(w)|| <= eps' ||grad f(0)||, eps' = eps * max(min(#pos,
+#neg), 1) / n (LIBLINEAR's primal_solver_tol; eps default 0.01). The event and result
+`violation` is ||grad f(w)|| / ||grad f(0)||; `converged` is claimed only after the test
+also holds with margins recomputed exactly from the returned w.
+
+LIBLINEAR >= 2.40 (2.50 is what `liblinear-official` installs here) replaced TRON by a
+line-search Newton method (newton.cpp, Galli & Lin 2021) with the same preconditioner and
+a different CG stop rule; both converge to the same unique optimum. We follow the issue
+and the trust-region paper.
+
+Where we depart from LIBLINEAR:
+  - actred is summed per example from the margin change y_i x_i.s (the loss differences
+    (d_new - d_old)(d_new + d_old), log1p(sigma(-m) expm1(-step))), not as the difference
+    of two objective values, so it keeps its relative precision near the optimum. The
+    margins of w + s are carried over instead of recomputed (as LIBLINEAR's line search
+    does); the convergence test is confirmed with exact margins.
+  - LIBLINEAR's guard "|actred|, |prered| <= 1e-12 |f|: stop" (which would end small-eps
+    runs before the gradient test holds) is replaced by stall guards: prered <= 0, or a
+    step that leaves w unchanged in float64, end the run with exit reason
+    numerical_error (the honest violation is reported).
+  - max_iter bounds all trust-region iterations, accepted or not (LIBLINEAR counts only
+    accepted steps, so repeated rejections are unbounded there); CG stops after
+    max(n_weights, 5) steps (newton.cpp's cap; tron.cpp has none).
+  - Logistic: the sigmoid, its complement and the loss use overflow-free forms.
+
+Parallelism: X s (with the loss change), the gradient pass X_I' u (with diag(H)) and every
+Hessian-vector product X_I' (h_I * X_I d) run in Numba `prange` loops over row chunks of
+equal nnz (`solvers.parallel`); each chunk keeps its active rows compactly and owns one
+accumulator row, summed afterwards in chunk order. The chunks depend on the data only, so
+the result is bit-identical for any `threads`. The CG vector updates are serial.
+
+The CG inner loop runs in bounded calls (adaptive number of steps), so max_seconds,
+progress events and cancellation act within a long CG solve too; the returned w is always
+the last accepted iterate.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from solvers import _tron_kernels as kernels
+from solvers import parallel
+from solvers.objectives import LinearProblem
+from solvers.train import BinarySolution, ProgressMonitor
+
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
+    {"loss": "l2"},
+    {"loss": "l2", "bias": "none"},
+    {"loss": "logistic"},
+)
+
+LOSSES = ("l2", "logistic")
+DESCRIPTION = (
+    "Trust-region Newton method with preconditioned conjugate gradient on the primal "
+    "(Lin, Weng & Keerthi 2008; Hsia, Chiang & Lin 2018); LIBLINEAR -s 2 (l2) and, with "
+    "loss='logistic', L2-regularised logistic regression (LIBLINEAR -s 0). Stops on the "
+    "relative gradient norm; warm start w0."
+)
+DEFAULTS: dict[str, Any] = {"eps": 0.01, "max_iter": 1000, "loss": "l2", "threads": 1}
+
+# tron.cpp's trust-region constants
+ETA0, ETA1, ETA2 = 1e-4, 0.25, 0.75
+SIGMA1, SIGMA2, SIGMA3 = 0.25, 0.5, 4.0
+ALPHA_PCG = 0.01  # M = (1 - a) I + a diag(H)
+EPS_CG, EPS_CG_WARM = 0.1, 0.5  # LIBLINEAR train_one: 0.5 when an initial solution is given
+
+# CG steps per kernel call: adapted so that a call takes about _CALL_SECONDS
+_CALL_SECONDS = 0.02
+_INITIAL_CG_BUDGET, _MAX_CG_BUDGET = 4, 1 << 20
+
+
+class CsrRows(Protocol):
+    """The CSR arrays of X (LinearProblem.X): float64 data, int32 indices, int64 indptr."""
+
+    @property
+    def data(self) -> np.ndarray: ...
+
+    @property
+    def indices(self) -> np.ndarray: ...
+
+    @property
+    def indptr(self) -> np.ndarray: ...
+
+    @property
+    def n_features(self) -> int: ...
+
+    @property
+    def n_rows(self) -> int: ...
+
+
+class Supervisor(Protocol):
+    """What the iteration needs from its caller (ProgressMonitor satisfies it)."""
+
+    def out_of_time(self) -> bool: ...
+
+    def event_due(self) -> bool: ...
+
+    def report(self, make_event: Callable[[], dict[str, Any]]) -> bool: ...
+
+
+@dataclass
+class TronOutcome:
+    """Result of `tron` on one binary problem."""
+
+    w: np.ndarray  # (n_features + 1,): the last slot is the bias-feature weight (0 if none)
+    exit_reason: str
+    iterations: int  # trust-region iterations (one CG solve each), accepted or not
+    newton_steps: int  # accepted iterations
+    cg_iterations: int
+    primal: float  # f(w), exact (margins recomputed from the returned w)
+    grad_norm: float
+    grad_norm0: float  # ||grad f(0)||
+    tolerance: float  # eps' of the stop rule ||g|| <= eps' ||g0||
+    active_size: int
+    stall: str | None = None
+    threads: int = 1
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def violation(self) -> float:
+        return _relative(self.grad_norm, self.grad_norm0)
+
+
+def solve(
+    problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor,
+    w0: np.ndarray | None = None,
+) -> BinarySolution:
+    """Solve one binary problem with TRON.
+
+    params: eps, max_iter, loss ("l2" / "logistic"), threads, and optionally w0 (a warm
+    start of problem.n_weights entries; the argument w0 takes precedence). C and the class
+    weights are already in problem.cost, the bias in problem.bias_scale.
+    """
+    t_start = time.perf_counter()
+    settings = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
+    start = w0 if w0 is not None else params.get("w0")
+    outcome = tron(problem.X, problem.y, problem.cost, float(problem.bias_scale),
+                   loss=str(settings["loss"]), eps=float(settings["eps"]),
+                   max_iter=int(settings["max_iter"]), supervisor=monitor,
+                   w0=_warm_start(problem, start), threads=int(settings["threads"]))
+    timings = dict(outcome.timings)
+    timings["setup_s"] = time.perf_counter() - t_start - sum(outcome.timings.values())
+    return BinarySolution(
+        w=outcome.w[: problem.n_weights].copy(),
+        iterations=outcome.iterations,
+        exit_reason=outcome.exit_reason,
+        primal=outcome.primal,
+        dual=None,
+        gap=None,
+        violation=outcome.violation,
+        details={"active_size": outcome.active_size, "grad_norm": outcome.grad_norm,
+                 "grad_norm0": outcome.grad_norm0, "tolerance": outcome.tolerance,
+                 "newton_steps": outcome.newton_steps, "cg_iterations": outcome.cg_iterations,
+                 "loss": settings["loss"], "stall": outcome.stall,
+                 "threads": outcome.threads},
+        timings=timings,
+    )
+
+
+def _warm_start(problem: LinearProblem, w0: Any) -> np.ndarray | None:
+    if w0 is None:
+        return None
+    start = np.asarray(w0, dtype=np.float64)
+    if start.shape != (problem.n_weights,):
+        raise ValueError(
+            f"w0 has shape {start.shape}; this problem has {problem.n_weights} weights "
+            f"({problem.X.n_features} features"
+            + (" + the bias feature)" if problem.bias_scale > 0 else ")")
+        )
+    if not np.all(np.isfinite(start)):
+        raise ValueError("w0 contains NaN or infinity; pass a finite warm start")
+    padded = np.zeros(problem.X.n_features + 1)
+    padded[: problem.n_weights] = start
+    return padded
+
+
+def tron(
+    X: CsrRows, y: np.ndarray, cost: np.ndarray, bias_scale: float, *, loss: str,
+    eps: float, max_iter: int, supervisor: Supervisor, w0: np.ndarray | None = None,
+    threads: int = 1,
+) -> TronOutcome:
+    """Minimise f(w) by TRON; w0 (n_features + 1 entries, bias slot last) or 0 to start."""
+    if loss not in LOSSES:
+        raise ValueError(
+            f"tron solves the smooth losses {LOSSES}, got loss={loss!r}; for the hinge "
+            "loss (l1) use dcd or ocas"
+        )
+    if not eps > 0.0:
+        raise ValueError(f"eps must be > 0, got {eps}")
+    with parallel.numba_threads(threads) as used:
+        state = _TronState(X, y, cost, bias_scale, kernels.L2 if loss == "l2" else
+                           kernels.LOGISTIC)
+        outcome = _iterate(state, eps, max_iter, supervisor, w0)
+    outcome.threads = used
+    return outcome
+
+
+class _TronState:
+    """Arrays of the iteration: w, margins, gradient, preconditioner, CG vectors, chunks."""
+
+    def __init__(self, X: CsrRows, y: np.ndarray, cost: np.ndarray, bias_scale: float,
+                 loss_kind: int) -> None:
+        n, size = X.n_rows, X.n_features + 1
+        self.rows = (X.data, X.indices, X.indptr)
+        self.y = np.ascontiguousarray(y, dtype=np.float64)
+        self.cost = np.ascontiguousarray(cost, dtype=np.float64)
+        self.bias_scale = float(bias_scale)
+        self.loss_kind = loss_kind
+        self.bounds = parallel.chunk_bounds(X.indptr, size, accumulators=2)
+        n_chunks = self.bounds.shape[0] - 1
+        self.chunk_acc = np.zeros((2, n_chunks, size))
+        self.chunk_sums = np.zeros(n_chunks)
+        self.active = (np.zeros(n, dtype=np.int64), np.zeros(n),
+                       np.zeros(n_chunks, dtype=np.int64))
+        self.w = np.zeros(size)
+        self.margins = np.zeros(n)
+        self.new_margins = np.zeros(n)
+        self.grad = np.zeros(size)
+        self.precond = np.ones(size)
+        self.cg_vectors = tuple(np.zeros(size) for _ in range(5))  # s, r, z, d, Hd
+        self.cg_scalars = np.zeros(3)
+        self.cg_counters = np.array([0, max(size, 5)], dtype=np.int64)
+        self.f = 0.0
+        self.grad_norm = 0.0
+        self.timings = {"function_s": 0.0, "gradient_s": 0.0, "cg_s": 0.0}
+
+    @property
+    def active_size(self) -> int:
+        return int(self.active[2].sum())
+
+    def evaluate(self) -> None:
+        """f, margins (exact, from w), gradient and preconditioner at the current w."""
+        started = time.perf_counter()
+        self.f = float(kernels.margins_and_loss(self.rows, self.y, self.cost, self.w,
+                                                self.bias_scale, self.loss_kind, self.bounds,
+                                                self.margins, self.chunk_sums))
+        self.timings["function_s"] += time.perf_counter() - started
+        self.gradient()
+
+    def gradient(self) -> None:
+        """grad = w + X'u and M = (1 - a) I + a diag(H) from the current margins."""
+        started = time.perf_counter()
+        kernels.gradient_pass(self.rows, (self.y, self.cost), self.margins, self.bias_scale,
+                              self.loss_kind, self.bounds, self.active[:2], self.active[2],
+                              self.chunk_acc)
+        self.grad_norm = float(kernels.reduce_gradient(self.chunk_acc, self.w, ALPHA_PCG,
+                                                       self.grad, self.precond))
+        self.timings["gradient_s"] += time.perf_counter() - started
+
+    def gradient_at_zero(self) -> float:
+        """||grad f(0)|| (margins all 0); leaves margins, gradient and M to be recomputed."""
+        saved_w = self.w.copy()
+        self.w[:] = 0.0
+        self.margins[:] = 0.0
+        self.gradient()
+        norm = self.grad_norm
+        self.w[:] = saved_w
+        return norm
+
+    def loss_change(self) -> float:
+        """sum_i C_i (loss(m_i + y_i x_i.s) - loss(m_i)) for the CG step s; new_margins =
+        the margins of w + s."""
+        started = time.perf_counter()
+        change = kernels.trial_margins(self.rows, self.y, self.cost, self.cg_vectors[0],
+                                       self.bias_scale, self.loss_kind, self.bounds,
+                                       self.margins, self.new_margins, self.chunk_sums)
+        self.timings["function_s"] += time.perf_counter() - started
+        return float(change)
+
+    def accept(self, actred: float) -> None:
+        kernels.add_step(self.w, self.cg_vectors[0])
+        self.margins, self.new_margins = self.new_margins, self.margins
+        self.f -= actred
+        self.gradient()
+
+    def snapshot(self, iteration: int, grad_norm0: float) -> dict[str, Any]:
+        return {"iteration": iteration, "primal": self.f, "dual": None, "gap": None,
+                "violation": _relative(self.grad_norm, grad_norm0),
+                "active_size": self.active_size, "grad_norm": self.grad_norm}
+
+
+def _iterate(state: _TronState, eps: float, max_iter: int, supervisor: Supervisor,
+             w0: np.ndarray | None) -> TronOutcome:
+    started = time.perf_counter()
+    positives = int(np.count_nonzero(state.y > 0))
+    n = state.y.shape[0]
+    tolerance = eps * max(min(positives, n - positives), 1) / n
+    if w0 is None:
+        state.evaluate()
+        grad_norm0 = state.grad_norm
+        eps_cg = EPS_CG
+    else:
+        grad_norm0 = state.gradient_at_zero()
+        state.w[:] = w0
+        state.evaluate()
+        eps_cg = EPS_CG_WARM
+
+    counts = {"iteration": 0, "accepted": 0, "cg": 0}
+    stall: str | None = None
+
+    def finish(reason: str) -> TronOutcome:
+        t_final = time.perf_counter()
+        primal = float(kernels.margins_and_loss(state.rows, state.y, state.cost, state.w,
+                                                state.bias_scale, state.loss_kind,
+                                                state.bounds, state.margins, state.chunk_sums))
+        if not (math.isfinite(primal) and np.all(np.isfinite(state.w))):
+            reason = "numerical_error"
+        timings = dict(state.timings)
+        timings["objective_s"] = time.perf_counter() - t_final
+        timings["iterate_s"] = t_final - started - sum(state.timings.values())
+        return TronOutcome(
+            w=state.w.copy(), exit_reason=reason, iterations=counts["iteration"],
+            newton_steps=counts["accepted"], cg_iterations=counts["cg"], primal=primal,
+            grad_norm=state.grad_norm, grad_norm0=grad_norm0, tolerance=tolerance,
+            active_size=state.active_size, stall=stall, timings=timings)
+
+    def report() -> bool:
+        return supervisor.event_due() and supervisor.report(
+            lambda: state.snapshot(counts["iteration"], grad_norm0))
+
+    delta = 0.0
+    budget = _INITIAL_CG_BUDGET
+    while True:
+        if not math.isfinite(state.grad_norm) or not math.isfinite(state.f):
+            return finish("numerical_error")
+        if state.grad_norm <= tolerance * grad_norm0:
+            return finish("converged")
+        if counts["iteration"] >= max_iter:
+            return finish("max_iter")
+        if supervisor.out_of_time():
+            return finish("max_seconds")
+        if report():
+            return finish("cancelled")
+
+        # ---- PCG on H s = -g within ||s||_M <= delta
+        s, r = state.cg_vectors[0], state.cg_vectors[1]
+        if counts["iteration"] == 0:
+            delta = float(kernels.m_norm(state.grad, state.precond))
+        kernels.cg_start(state.grad, state.precond, eps_cg, state.cg_vectors,
+                         state.cg_scalars, state.cg_counters)
+        state.cg_scalars[2] = delta
+        while True:
+            call_start = time.perf_counter()
+            status = kernels.cg_steps(state.rows, state.bias_scale, state.bounds, state.active,
+                                      state.chunk_acc, state.precond, state.cg_vectors,
+                                      state.cg_scalars, state.cg_counters, budget)
+            seconds = time.perf_counter() - call_start
+            state.timings["cg_s"] += seconds
+            budget = _next_budget(budget, seconds)
+            if status != kernels.CG_RUNNING:
+                break
+            if supervisor.out_of_time():
+                counts["cg"] += int(state.cg_counters[0])
+                return finish("max_seconds")
+            if report():
+                counts["cg"] += int(state.cg_counters[0])
+                return finish("cancelled")
+        counts["cg"] += int(state.cg_counters[0])
+        reached_boundary = status == kernels.CG_BOUNDARY
+
+        # ---- actual and predicted reduction, trust-region update (tron.cpp)
+        gs, sr, s_norm, ws, ss, unchanged = kernels.step_quantities(state.w, state.grad,
+                                                                    state.precond, s, r)
+        prered = -0.5 * (gs - sr)
+        # f(w) - f(w + s) = -(w's + s's / 2 + sum_i C_i (loss(m_i + y_i x_i.s) - loss(m_i)))
+        actred = -(ws + 0.5 * ss + state.loss_change())
+        if counts["iteration"] == 0:
+            delta = min(delta, s_norm)
+        denominator = -actred - gs  # f(w + s) - f(w) - g's
+        alpha = SIGMA3 if denominator <= 0.0 else max(SIGMA1, -0.5 * (gs / denominator))
+        if actred < ETA0 * prered:
+            delta = min(alpha * s_norm, SIGMA2 * delta)
+        elif actred < ETA1 * prered:
+            delta = max(SIGMA1 * delta, min(alpha * s_norm, SIGMA2 * delta))
+        elif actred < ETA2 * prered:
+            delta = max(SIGMA1 * delta, min(alpha * s_norm, SIGMA3 * delta))
+        elif reached_boundary:
+            delta = SIGMA3 * delta
+        else:
+            delta = max(delta, min(alpha * s_norm, SIGMA3 * delta))
+        counts["iteration"] += 1
+
+        if actred > ETA0 * prered and not unchanged:
+            state.accept(actred)
+            counts["accepted"] += 1
+            if state.grad_norm <= tolerance * grad_norm0:
+                state.evaluate()  # confirm with margins recomputed exactly from w
+            continue
+        if math.isnan(actred):
+            return finish("numerical_error")
+        if not prered > 0.0 or unchanged:
+            stall = ("predicted reduction <= 0" if not prered > 0.0
+                     else "the step no longer changes w in float64")
+            return finish("numerical_error")
+
+
+def _next_budget(budget: int, seconds: float) -> int:
+    scale = min(max(_CALL_SECONDS / max(seconds, 1e-6), 0.5), 4.0)
+    return int(min(max(budget * scale, 1), _MAX_CG_BUDGET))
+
+
+def _relative(value: float, reference: float) -> float:
+    if value == 0.0:
+        return 0.0
+    return value / reference if reference > 0.0 else math.inf

@@ -1,0 +1,41 @@
+"""A Celery app for the crash tests: the production worker's settings and training code,
+plus one fault. `celery -A testkit.crashing_worker worker` runs it; tests start it with
+`testkit.service.start_worker(..., kill_worker_on=NAME)`.
+
+A worker process SIGKILLs itself right after it has claimed a job on a dataset named
+$HINGE_TEST_KILL_WORKER_ON: the claim has counted the attempt in the database, so the job
+comes back through the recovery sweep and, every attempt dying the same way, fails after
+HINGE_MAX_ATTEMPTS. Jobs on other datasets run exactly as in production
+(workers.training.run_claimed). Production code knows nothing about this fault.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+from typing import Any
+
+from app.settings import get_settings
+from workers import training
+from workers.celery_app import TRAIN_TASK, make_celery
+
+KILL_WORKER_ON = "HINGE_TEST_KILL_WORKER_ON"
+
+log = logging.getLogger("hinge.worker")
+
+celery_app = make_celery(get_settings())
+celery_app.conf.include = []  # this module's task replaces workers.tasks.train
+
+
+@celery_app.task(name=TRAIN_TASK, bind=True)
+def train_or_crash(self: Any, job_id: str) -> str:
+    settings = get_settings()
+    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    claimed = training.claim(settings, job_id, training.worker_name(hostname))
+    doomed = os.environ.get(KILL_WORKER_ON)
+    if claimed is not None and doomed and claimed.dataset_name == doomed:
+        log.error("fault injection: killing this worker process on job %s", job_id)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return training.run_claimed(settings, job_id, claimed)
