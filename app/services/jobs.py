@@ -287,6 +287,6 @@ def count_jobs(session: Session, *, status: JobStatus | None = None,
 
 
 def status_counts(session: Session) -> dict[JobStatus, int]:
-    rows = session.execute(select(Job.status, func.count()).group_by(Job.status)).tuples()
-    return dict(rows.all())
+    rows = session.execute(select(Job.status, func.count()).group_by(Job.status))
+    return {status: count for status, count in rows}
 
