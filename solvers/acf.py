@@ -47,7 +47,6 @@ the whole state lives in arrays, so splitting the work does not change a single 
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -55,8 +54,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from solvers.objectives import LinearProblem, check_loss, dual_objective, primal_objective
-from solvers.train import BinarySolution, ProgressMonitor
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
+from solvers.dual_cd import DualState, solve_dual
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
     {"loss": "l1"},
@@ -69,9 +68,8 @@ PREFERENCE_MIN = 1.0 / 20.0  # p_min
 PREFERENCE_MAX = 20.0  # p_max
 _SHRINK_FACTOR = math.exp(-PREFERENCE_RATE)  # exp(c (0 / Delta_ref - 1)): a step with no gain
 
-# Kernel status codes.
+# Kernel status codes (solvers.dual_cd.STATUS_EXIT).
 _PAUSED, _CONVERGED, _MAX_ITER, _NON_FINITE = 0, 1, 2, 3
-_STATUS_EXIT = {_CONVERGED: "converged", _MAX_ITER: "max_iter", _NON_FINITE: "numerical_error"}
 
 # counters[] slots (int64) and gauges[] slots (float64) of the kernel state.
 _ITERATION, _POSITION, _SWEEP_LENGTH, _IN_SWEEP, _CAN_STOP, _UPDATES, _SCHEDULED = range(7)
@@ -82,144 +80,53 @@ _GAIN_REFERENCE, _VIOLATION, _LAST_VIOLATION = range(3)
 # in random order, so without this most steps wait for memory; ~35% faster on news20).
 _PREFETCH_BOUNDS_AHEAD, _PREFETCH_ROW_AHEAD = 4, 2
 
-# Work per kernel call, in nonzeros visited: adapted so that a call takes ~_CALL_SECONDS.
-_CALL_SECONDS = 0.02
-_INITIAL_BUDGET = 1 << 18
-_MIN_BUDGET, _MAX_BUDGET = 1 << 12, 1 << 34
 
 
 def solve(
     problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
 ) -> BinarySolution:
     """Solve one binary problem with ACF; `params` as filled by validate_params("acf")."""
-    check_loss(params["loss"])
-    t_start = time.perf_counter()
-    state = _AcfState(problem, params["loss"], params["seed"])
-    t_iterate = time.perf_counter()
-    exit_reason = _iterate(state, float(params["eps"]), int(params["max_iter"]), monitor)
-    t_objective = time.perf_counter()
-    if not np.all(np.isfinite(state.w)):
-        exit_reason = "numerical_error"
-    final = state.snapshot()
-    t_end = time.perf_counter()
-    return BinarySolution(
-        w=state.w_view.copy(),
-        iterations=final["iteration"],
-        exit_reason=exit_reason,
-        primal=final["primal"],
-        dual=final["dual"],
-        gap=final["gap"],
-        violation=final["violation"],
-        alpha=state.alpha,
-        details={"active_size": final["active_size"],
-                 "updates": int(state.counters[_UPDATES]),
-                 "n_support": int(np.count_nonzero(state.alpha))},
-        timings={"setup_s": t_iterate - t_start, "iterate_s": t_objective - t_iterate,
-                 "objective_s": t_end - t_objective},
-    )
+    return solve_dual(_AcfState, problem, params, monitor)
 
 
-class _AcfState:
-    """The arrays the kernel works on: problem data, dual variables, w, preferences."""
+class _AcfState(DualState):
+    """DualState plus the preferences, the sweep's schedule and the gain reference."""
 
-    def __init__(self, problem: LinearProblem, loss: str, seed: int) -> None:
+    def __init__(self, problem: LinearProblem, params: dict[str, Any]) -> None:
+        super().__init__(problem, params)
         X = problem.X
-        self.problem, self.loss = problem, loss
-        upper, diag = _dual_box(problem.cost, loss)
-        qbar_diag = np.empty(X.n_rows)
-        _qbar_diagonal(X.data, X.indptr, diag, problem.bias_scale, qbar_diag)
-        if not np.all(np.isfinite(qbar_diag)):
-            raise ValueError(
-                "some rows of X have a squared norm that is not a finite float64 (overflow "
-                "or NaN); scale the features"
-            )
         n_rows = X.n_rows
-        self.alpha = np.zeros(n_rows)
-        self.w = np.zeros(X.n_features + 1)  # last slot: the bias feature (stays 0 if none)
-        self.w_view = self.w[: problem.n_weights]
         self.preference = np.ones(n_rows)
         self.schedule = np.zeros(n_rows, dtype=np.int64)
         # iteration, position, sweep length, in sweep, canstop (true), updates, scheduled
         self.counters = np.array([0, 0, 0, 0, 1, 0, n_rows], dtype=np.int64)
         # Delta_ref, v of the sweep in progress, v of the last finished sweep
         self.gauges = np.array([0.0, 0.0, math.nan])
-        rng = np.array([_seed_state(seed)], dtype=np.uint64)
         self.kernel_args = (
             (X.data, X.indices, X.indptr),
-            (problem.y, upper, diag, qbar_diag),
+            (problem.y, self.upper, self.diag, self.qbar_diag),
             (self.alpha, self.w, self.preference, self.schedule),
-            (self.counters, self.gauges, rng),
+            (self.counters, self.gauges, self.rng),
         )
 
     @property
     def iteration(self) -> int:
         return int(self.counters[_ITERATION])
 
-    def run(self, eps: float, max_iter: int, work_budget: int) -> int:
-        settings = (float(self.problem.bias_scale), eps, max_iter, work_budget)
+    def run(self, budget: int) -> int:
+        settings = (float(self.problem.bias_scale), self.eps, self.max_iter, budget)
         return int(_acf_sweeps(*self.kernel_args, settings))
 
-    def snapshot(self) -> dict[str, Any]:
-        """Objectives of the current iterate (a pass over the data)."""
-        primal = primal_objective(self.problem, self.w_view, self.loss)
-        dual = dual_objective(self.problem, self.alpha, self.w_view, self.loss)
-        return {"iteration": self.iteration, "primal": primal, "dual": dual,
-                "gap": primal - dual, "violation": float(self.gauges[_LAST_VIOLATION]),
+    def progress(self) -> dict[str, Any]:
+        return {"violation": float(self.gauges[_LAST_VIOLATION]),
                 "active_size": int(self.counters[_SCHEDULED])}
 
-
-def _iterate(state: _AcfState, eps: float, max_iter: int, monitor: ProgressMonitor) -> str:
-    """Call the kernel in bounded chunks until it stops or the monitor stops it."""
-    budget = _INITIAL_BUDGET
-    reported_iteration = 0
-    while True:
-        call_start = time.perf_counter()
-        status = state.run(eps, max_iter, budget)
-        budget = _next_budget(budget, time.perf_counter() - call_start)
-        if status != _PAUSED:
-            return _STATUS_EXIT[status]
-        if monitor.out_of_time():
-            return "max_seconds"
-        if state.iteration > reported_iteration and monitor.event_due():
-            reported_iteration = state.iteration
-            if monitor.report(state.snapshot):
-                return "cancelled"
+    def details(self) -> dict[str, Any]:
+        return {"updates": int(self.counters[_UPDATES]), **super().details()}
 
 
-def _dual_box(cost: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
-    """(U_i, D_ii): l1 -> (C_i, 0); l2 -> (inf, 1/(2 C_i))."""
-    if loss == "l1":
-        return np.ascontiguousarray(cost, dtype=np.float64), np.zeros(cost.shape[0])
-    return np.full(cost.shape[0], math.inf), 0.5 / np.asarray(cost, dtype=np.float64)
-
-
-def _next_budget(budget: int, seconds: float) -> int:
-    scale = min(max(_CALL_SECONDS / max(seconds, 1e-6), 0.5), 4.0)
-    return int(min(max(budget * scale, _MIN_BUDGET), _MAX_BUDGET))
-
-
-def _seed_state(seed: int) -> int:
-    """A non-zero 64-bit xorshift state from the user's seed (SplitMix64 finaliser)."""
-    mask = (1 << 64) - 1
-    z = (int(seed) + 0x9E3779B97F4A7C15) & mask
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    z ^= z >> 31
-    return z or 0x9E3779B97F4A7C15
-
-
-@njit(cache=True)
-def _qbar_diagonal(data, indptr, diag, bias_scale, out):
-    for i in range(indptr.shape[0] - 1):
-        # out[i] = D_ii + x_i.x_i + B^2
-        total = diag[i] + bias_scale * bias_scale
-        for k in range(indptr[i], indptr[i + 1]):
-            total += data[k] * data[k]
-        out[i] = total
-
-
-# Row loops and the RNG (kept in this file: see the note in solvers/objectives.py about
-# Numba's cache). Unsigned counters and indices: no negative-index wraparound code.
+# Row loops and the RNG: copies, see solvers/backbone.py. Unsigned counters and indices:
+# no negative-index wraparound code.
 
 
 @njit(cache=True, inline="always")

@@ -69,8 +69,7 @@ import numpy as np
 from numba import njit, prange
 
 from solvers import parallel
-from solvers.objectives import LinearProblem
-from solvers.train import BinarySolution, ProgressMonitor
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
     {"p": 1.0},
@@ -405,15 +404,14 @@ def _iterate(state: _AlmState, eps: float, max_iter: int, monitor: ProgressMonit
                 return "converged"
         if state.iteration >= max_iter:
             return "max_iter"
-        if monitor.out_of_time():
-            return "max_seconds"
-        if monitor.event_due() and monitor.report(state.snapshot):
-            return "cancelled"
+        stop = monitor.interruption(state.snapshot)
+        if stop is not None:
+            return stop
 
 
 # --------------------------------------------------------------------------------------
-# Kernels. Row loops are kept in this file (see the note in solvers/objectives.py about
-# Numba's cache); unsigned counters: no negative-index wraparound code in inner loops.
+# Kernels. Row loops: copies, see solvers/backbone.py; unsigned counters: no
+# negative-index wraparound code in inner loops.
 
 
 @njit(cache=True, inline="always")

@@ -12,16 +12,23 @@ Problem (per binary problem; y_i in {-1, +1}, C_i = C * class_weight[label of ro
 Algorithm: Hsieh, Chang, Lin, Keerthi & Sundararajan, "A Dual Coordinate Descent Method
 for Large-scale Linear SVM", ICML 2008: Algorithm 1 (one-variable Newton step
 a_i <- min(max(a_i - G/Qbar_ii, 0), U_i) with G = y_i w.x_i - 1 + D_ii a_i), the random
-permutation of Section 3.1 and the shrinking of Section 3.2, exactly as LIBLINEAR's
-`solve_l2r_l1l2_svc` (linear.cpp) implements them, per-example C_i included:
-a variable at a bound is removed from the active set when its gradient G lies beyond the
-previous sweep's projected-gradient extremes (G > PGmax_old at a_i = 0, G < PGmin_old at
-a_i = U_i).
+permutation of Section 3.1 and the shrinking of Section 3.2, as LIBLINEAR 2.50's
+`solve_l2r_l1l2_svc` (linear.cpp) implements them, with three differences: a per-example
+C_i (LIBLINEAR has one C per class), our own RNG (xorshift64*, not the C library's rand(),
+so the permutations differ from LIBLINEAR's) and no sweep limit of its own (LIBLINEAR
+stops at 300 sweeps; here max_iter, default 1000). Shrinking: a variable at a bound leaves
+the active set when its gradient G lies beyond the previous sweep's projected-gradient
+extremes (G > PGmax_old at a_i = 0, G < PGmin_old at a_i = U_i).
 
-Stop rule: after a sweep, if the spread of the projected gradient over the active set
-PGmax - PGmin <= eps (LIBLINEAR's test): when the active set is the full set, converged;
-otherwise the active set is reset to all variables, shrinking is disabled for one full
-pass, and only when that unshrunk pass also satisfies the test is the problem converged.
+Stop rule (LIBLINEAR >= 2.42): after a sweep, with PGmax / PGmin the largest / smallest
+projected gradient over the active set, PGmax - PGmin <= eps and |PGmax| <= eps and
+|PGmin| <= eps. (Before 2.42 LIBLINEAR tested the spread PGmax - PGmin alone, which
+accepts a sweep whose free variables all share one large gradient.) When it holds and the
+active set is the full set, converged; otherwise the active set is reset to all
+variables, shrinking is disabled for one full pass, and only when that unshrunk pass also
+satisfies the test is the problem converged. A sweep that visits no variable (all shrunk)
+also resets the active set (LIBLINEAR would keep sweeping the empty set until max_iter).
+"violation" reports max(PGmax - PGmin, |PGmax|, |PGmin|) of the last sweep.
 The returned objectives are P(w) and the maximised dual value -D(a) (duality gap >= 0).
 
 The compiled kernel runs a bounded amount of work (about `work_budget` nonzeros) and
@@ -33,164 +40,68 @@ into calls does not change a single bit of the result.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
 from numba import njit
 
-from solvers.objectives import LinearProblem, check_loss, dual_objective, primal_objective
-from solvers.train import BinarySolution, ProgressMonitor
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
+from solvers.dual_cd import DualState, solve_dual
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
     {"loss": "l1"},
     {"loss": "l2", "bias": "none"},
 )
 
-# Kernel status codes.
+# Kernel status codes (solvers.dual_cd.STATUS_EXIT).
 _PAUSED, _CONVERGED, _MAX_ITER, _NON_FINITE = 0, 1, 2, 3
-_STATUS_EXIT = {_CONVERGED: "converged", _MAX_ITER: "max_iter", _NON_FINITE: "numerical_error"}
 
 # counters[] slots (int64) and bounds[] slots (float64) of the kernel state.
 _ITERATION, _ACTIVE_SIZE, _POSITION, _IN_SWEEP = 0, 1, 2, 3
-_PG_MAX_OLD, _PG_MIN_OLD, _PG_MAX_NEW, _PG_MIN_NEW, _LAST_SPREAD = 0, 1, 2, 3, 4
+_PG_MAX_OLD, _PG_MIN_OLD, _PG_MAX_NEW, _PG_MIN_NEW, _LAST_VIOLATION = 0, 1, 2, 3, 4
 
 # LIBLINEAR skips the update when |projected gradient| <= this.
 _PG_ZERO = 1.0e-12
-
-# Work per kernel call, in nonzeros visited: adapted so that a call takes ~_CALL_SECONDS.
-_CALL_SECONDS = 0.02
-_INITIAL_BUDGET = 1 << 18
-_MIN_BUDGET, _MAX_BUDGET = 1 << 12, 1 << 34
 
 
 def solve(
     problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
 ) -> BinarySolution:
     """Solve one binary problem with DCD; `params` as filled by validate_params("dcd")."""
-    check_loss(params["loss"])
-    t_start = time.perf_counter()
-    state = _DcdState(problem, params["loss"], params["seed"])
-    t_iterate = time.perf_counter()
-    exit_reason = _iterate(state, float(params["eps"]), int(params["max_iter"]), monitor)
-    t_objective = time.perf_counter()
-    if not np.all(np.isfinite(state.w)):
-        exit_reason = "numerical_error"
-    final = state.snapshot()
-    t_end = time.perf_counter()
-    return BinarySolution(
-        w=state.w_view.copy(),
-        iterations=final["iteration"],
-        exit_reason=exit_reason,
-        primal=final["primal"],
-        dual=final["dual"],
-        gap=final["gap"],
-        violation=final["violation"],
-        alpha=state.alpha,
-        details={"active_size": final["active_size"],
-                 "n_support": int(np.count_nonzero(state.alpha))},
-        timings={"setup_s": t_iterate - t_start, "iterate_s": t_objective - t_iterate,
-                 "objective_s": t_end - t_objective},
-    )
+    return solve_dual(_DcdState, problem, params, monitor)
 
 
-class _DcdState:
-    """The arrays the kernel works on: problem data, dual variables, w, shrinking state."""
+class _DcdState(DualState):
+    """DualState plus the shrinking state: the active set and the PG extremes."""
 
-    def __init__(self, problem: LinearProblem, loss: str, seed: int) -> None:
+    def __init__(self, problem: LinearProblem, params: dict[str, Any]) -> None:
+        super().__init__(problem, params)
         X = problem.X
-        self.problem, self.loss = problem, loss
-        upper, diag = _dual_box(problem.cost, loss)
-        qbar_diag = np.empty(X.n_rows)
-        _qbar_diagonal(X.data, X.indptr, diag, problem.bias_scale, qbar_diag)
-        if not np.all(np.isfinite(qbar_diag)):
-            raise ValueError(
-                "some rows of X have a squared norm that is not a finite float64 (overflow "
-                "or NaN); scale the features"
-            )
-        self.alpha = np.zeros(X.n_rows)
-        self.w = np.zeros(X.n_features + 1)  # last slot: the bias feature (stays 0 if none)
-        self.w_view = self.w[: problem.n_weights]
         self.counters = np.array([0, X.n_rows, 0, 0], dtype=np.int64)
         self.bounds = np.array([math.inf, -math.inf, -math.inf, math.inf, math.nan])
-        rng = np.array([_seed_state(seed)], dtype=np.uint64)
         index = np.arange(X.n_rows, dtype=np.int64)
         self.kernel_args = (
             (X.data, X.indices, X.indptr),
-            (problem.y, upper, diag, qbar_diag),
+            (problem.y, self.upper, self.diag, self.qbar_diag),
             (self.alpha, self.w, index),
-            (self.counters, self.bounds, rng),
+            (self.counters, self.bounds, self.rng),
         )
 
     @property
     def iteration(self) -> int:
         return int(self.counters[_ITERATION])
 
-    def run(self, eps: float, max_iter: int, work_budget: int) -> int:
-        settings = (float(self.problem.bias_scale), eps, max_iter, work_budget)
+    def run(self, budget: int) -> int:
+        settings = (float(self.problem.bias_scale), self.eps, self.max_iter, budget)
         return int(_dcd_sweeps(*self.kernel_args, settings))
 
-    def snapshot(self) -> dict[str, Any]:
-        """Objectives of the current iterate (a pass over the data)."""
-        primal = primal_objective(self.problem, self.w_view, self.loss)
-        dual = dual_objective(self.problem, self.alpha, self.w_view, self.loss)
-        return {"iteration": self.iteration, "primal": primal, "dual": dual,
-                "gap": primal - dual, "violation": float(self.bounds[_LAST_SPREAD]),
+    def progress(self) -> dict[str, Any]:
+        return {"violation": float(self.bounds[_LAST_VIOLATION]),
                 "active_size": int(self.counters[_ACTIVE_SIZE])}
 
 
-def _iterate(state: _DcdState, eps: float, max_iter: int, monitor: ProgressMonitor) -> str:
-    """Call the kernel in bounded chunks until it stops or the monitor stops it."""
-    budget = _INITIAL_BUDGET
-    reported_iteration = 0
-    while True:
-        call_start = time.perf_counter()
-        status = state.run(eps, max_iter, budget)
-        budget = _next_budget(budget, time.perf_counter() - call_start)
-        if status != _PAUSED:
-            return _STATUS_EXIT[status]
-        if monitor.out_of_time():
-            return "max_seconds"
-        if state.iteration > reported_iteration and monitor.event_due():
-            reported_iteration = state.iteration
-            if monitor.report(state.snapshot):
-                return "cancelled"
-
-
-def _dual_box(cost: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
-    """(U_i, D_ii): l1 -> (C_i, 0); l2 -> (inf, 1/(2 C_i))."""
-    if loss == "l1":
-        return np.ascontiguousarray(cost, dtype=np.float64), np.zeros(cost.shape[0])
-    return np.full(cost.shape[0], math.inf), 0.5 / np.asarray(cost, dtype=np.float64)
-
-
-def _next_budget(budget: int, seconds: float) -> int:
-    scale = min(max(_CALL_SECONDS / max(seconds, 1e-6), 0.5), 4.0)
-    return int(min(max(budget * scale, _MIN_BUDGET), _MAX_BUDGET))
-
-
-def _seed_state(seed: int) -> int:
-    """A non-zero 64-bit xorshift state from the user's seed (SplitMix64 finaliser)."""
-    mask = (1 << 64) - 1
-    z = (int(seed) + 0x9E3779B97F4A7C15) & mask
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    z ^= z >> 31
-    return z or 0x9E3779B97F4A7C15
-
-
-@njit(cache=True)
-def _qbar_diagonal(data, indptr, diag, bias_scale, out):
-    for i in range(indptr.shape[0] - 1):
-        # out[i] = D_ii + x_i.x_i + B^2
-        total = diag[i] + bias_scale * bias_scale
-        for k in range(indptr[i], indptr[i + 1]):
-            total += data[k] * data[k]
-        out[i] = total
-
-
-# Row loops (kept in this file: see the note in solvers/objectives.py about Numba's cache).
-# Unsigned counters and indices: no negative-index wraparound code in the innermost loops.
+# Row loops and the RNG: copies, see solvers/backbone.py. Unsigned counters and indices:
+# no negative-index wraparound code in the innermost loops.
 
 
 @njit(cache=True, inline="always")
@@ -337,8 +248,10 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
         in_sweep = 0
         iteration += 1
         spread = pg_max_new - pg_min_new
-        bounds[_LAST_SPREAD] = spread
-        if spread <= eps:
+        bounds[_LAST_VIOLATION] = max(spread, abs(pg_max_new), abs(pg_min_new))
+        # LIBLINEAR: spread <= eps and |PGmax| <= eps and |PGmin| <= eps (PGmax >= PGmin
+        # when a variable was visited; an empty sweep passes and unshrinks)
+        if spread <= eps and pg_max_new <= eps and pg_min_new >= -eps:
             if active_size == n_rows:
                 status = _CONVERGED
                 break

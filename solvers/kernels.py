@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numba
 import numpy as np
@@ -90,6 +90,7 @@ class KernelModel:
     rho: np.ndarray  # float64, (n_pairs or n_classes,); intercept = -rho
     n_sv: np.ndarray  # int64, (n_classes,) support vectors per class
     sv_rows: np.ndarray  # int64, (n_SV,) row of each support vector in the training set
+    kind: ClassVar[str] = "kernel"
 
     def __post_init__(self) -> None:
         self.classes = np.ascontiguousarray(self.classes, dtype=np.float64)

@@ -18,42 +18,14 @@ Weight vectors: `w` has `problem.n_weights` entries: the feature weights, then (
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
 
 import numpy as np
 from numba import njit
 
+from solvers.backbone import LinearProblem
+
 LOSSES = ("l1", "l2")
-
-
-class CsrArrays(NamedTuple):
-    """A CSR matrix as the arrays every kernel takes (validated by `solvers.train`).
-
-    data float64, indices int32 (sorted within each row), indptr int64; all C-contiguous
-    and writeable.
-    """
-
-    data: np.ndarray
-    indices: np.ndarray
-    indptr: np.ndarray
-    n_features: int
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.indptr.shape[0] - 1)
-
-
-class LinearProblem(NamedTuple):
-    """One binary linear SVM problem: rows of `X` (plus the bias feature), labels +-1."""
-
-    X: CsrArrays
-    y: np.ndarray  # float64, +1.0 / -1.0
-    cost: np.ndarray  # float64, C_i > 0
-    bias_scale: float  # value B of the appended constant feature; 0.0 = no bias feature
-
-    @property
-    def n_weights(self) -> int:
-        return self.X.n_features + (1 if self.bias_scale > 0 else 0)
 
 
 def check_loss(loss: str) -> None:
@@ -98,6 +70,26 @@ def dual_objective(problem: LinearProblem, alpha: np.ndarray, w: np.ndarray, los
     return value
 
 
+def dual_box(cost: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """(U_i, D_ii) of the dual: l1 -> (C_i, 0); l2 -> (inf, 1/(2 C_i))."""
+    if loss == "l1":
+        return np.ascontiguousarray(cost, dtype=np.float64), np.zeros(cost.shape[0])
+    return np.full(cost.shape[0], math.inf), 0.5 / np.asarray(cost, dtype=np.float64)
+
+
+def qbar_diagonal(problem: LinearProblem, diag: np.ndarray) -> np.ndarray:
+    """Qbar_ii = D_ii + x_i.x_i (+ B^2 with the bias feature), checked finite."""
+    X = problem.X
+    out = np.empty(X.n_rows)
+    _qbar_diagonal_kernel(X.data, X.indptr, diag, problem.bias_scale, out)
+    if not np.all(np.isfinite(out)):
+        raise ValueError(
+            "some rows of X have a squared norm that is not a finite float64 (overflow "
+            "or NaN); scale the features"
+        )
+    return out
+
+
 def _checked_weights(problem: LinearProblem, w: np.ndarray) -> np.ndarray:
     weights = np.ascontiguousarray(w, dtype=np.float64)
     if weights.shape != (problem.n_weights,):
@@ -121,6 +113,16 @@ def _margins_kernel(data, indices, indptr, y, w, bias_scale, out):
 
 
 @njit(cache=True)
+def _qbar_diagonal_kernel(data, indptr, diag, bias_scale, out):
+    for i in range(indptr.shape[0] - 1):
+        # out[i] = D_ii + x_i.x_i + B^2
+        total = diag[i] + bias_scale * bias_scale
+        for k in range(indptr[i], indptr[i + 1]):
+            total += data[k] * data[k]
+        out[i] = total
+
+
+@njit(cache=True)
 def _loss_sum_kernel(data, indices, indptr, y, cost, w, bias_scale, squared):
     n_features = w.shape[0] - 1 if bias_scale > 0.0 else w.shape[0]
     total = 0.0
@@ -135,11 +137,8 @@ def _loss_sum_kernel(data, indices, indptr, y, cost, w, bias_scale, squared):
     return total
 
 
-# Numba's on-disk cache is invalidated only when the file of the cached function changes,
-# not when a function it calls (and inlines) from another module does: so every solver
-# module keeps its own copies of these two-line row loops instead of importing them.
-# Loop counters and column indices are unsigned, so that Numba emits no negative-index
-# wraparound code in the innermost loops.
+# Row loop copied into every file whose kernels use it (see solvers/backbone.py). Loop
+# counters and column indices are unsigned: no negative-index wraparound code.
 
 
 @njit(cache=True, inline="always")

@@ -50,8 +50,8 @@ import numpy as np
 from numba import njit, prange
 
 from solvers import parallel
-from solvers.objectives import LinearProblem, primal_objective
-from solvers.train import BinarySolution, ProgressMonitor
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
+from solvers.objectives import primal_objective
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"})
 
@@ -257,16 +257,15 @@ def _iterate(
             return "converged"
         if state.iteration >= max_iter:
             return "max_iter"
-        if monitor.out_of_time():
-            return "max_seconds"
-        if monitor.event_due() and monitor.report(state.snapshot):
-            return "cancelled"
+        stop = monitor.interruption(state.snapshot)
+        if stop is not None:
+            return stop
         state.add_plane()
 
 
 # --------------------------------------------------------------------------------------
-# Kernels. Row loops are kept in this file (see the note in solvers/objectives.py about
-# Numba's cache); unsigned counters: no negative-index wraparound code in inner loops.
+# Kernels. Row loops: copies, see solvers/backbone.py; unsigned counters: no
+# negative-index wraparound code in inner loops.
 
 
 @njit(cache=True, inline="always")

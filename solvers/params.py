@@ -1,4 +1,6 @@
-"""Parameter schemas of every solver: names, types, defaults, ranges, descriptions.
+"""The solver registry (`SOLVERS`): name -> training module (imported lazily, by
+`solvers.train`), description, problem and parameter schema (names, types, defaults,
+ranges, descriptions).
 
 Pure Python (no NumPy, no Numba), so the API can validate a training spec and list the
 solvers without loading any numerical code. `validate_params` is the one gate a spec
@@ -108,11 +110,11 @@ def _coerce_class_weight(name: str, value: Any) -> dict[str, float]:
             raise ParamError(f"{name}[{label}] must be a number, got {weight!r}", name)
         if not (math.isfinite(weight) and weight > 0):
             raise ParamError(f"{name}[{label}] must be a finite number > 0", name)
-        weights[_label_key(label_value)] = float(weight)
+        weights[label_key(label_value)] = float(weight)
     return weights
 
 
-def _label_key(label: float) -> str:
+def label_key(label: float) -> str:
     """Canonical text of a class label: '1', '-1', '2.5'."""
     return str(int(label)) if float(label).is_integer() else repr(float(label))
 
@@ -120,6 +122,8 @@ def _label_key(label: float) -> str:
 @dataclass(frozen=True)
 class SolverSpec:
     name: str
+    module: str  # the module implementing solve(problem, params, monitor) -> BinarySolution
+    kind: Literal["linear", "kernel"]  # the model it trains (solvers.models)
     description: str
     problem: str
     params: tuple[Param, ...] = field(default_factory=tuple)
@@ -202,6 +206,8 @@ def _common(eps: float, loss: Param | None = None) -> tuple[Param, ...]:
 SOLVERS: dict[str, SolverSpec] = {
     "dcd": SolverSpec(
         name="dcd",
+        module="solvers.dcd",
+        kind="linear",
         description="Dual coordinate descent with random permutation and shrinking "
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
@@ -210,6 +216,8 @@ SOLVERS: dict[str, SolverSpec] = {
     ),
     "acf": SolverSpec(
         name="acf",
+        module="solvers.acf",
+        kind="linear",
         description="Dual coordinate descent with adaptive coordinate frequencies "
         "(Glasmachers & Dogan 2013); fastest at large C.",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
@@ -218,6 +226,8 @@ SOLVERS: dict[str, SolverSpec] = {
     ),
     "ocas": SolverSpec(
         name="ocas",
+        module="solvers.ocas",
+        kind="linear",
         description="Optimized cutting planes (Franc & Sonnenburg 2008); strong on dense, "
         "low-dimensional data.",
         problem="min_w 1/2||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i)",
@@ -235,6 +245,8 @@ SOLVERS: dict[str, SolverSpec] = {
     ),
     "alm": SolverSpec(
         name="alm",
+        module="solvers.alm",
+        kind="linear",
         description="Inexact augmented-Lagrangian primal solver for the Lp-loss SVM "
         "(Nie et al. 2014), free bias.",
         problem="min_{w,b} 1/2||w||^2 + sum_i C_i max(0, 1 - y_i (w.x_i + b))^p",
@@ -252,6 +264,8 @@ SOLVERS: dict[str, SolverSpec] = {
     ),
     "pegasos": SolverSpec(
         name="pegasos",
+        module="solvers.pegasos",
+        kind="linear",
         description="Stochastic sub-gradient descent (Shalev-Shwartz et al. 2007), the "
         "approximate baseline; reports the primal objective it reaches.",
         problem="min_w 1/2||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i), lambda = 1/(C n)",
@@ -268,6 +282,8 @@ SOLVERS: dict[str, SolverSpec] = {
     ),
     "smo": SolverSpec(
         name="smo",
+        module="solvers.smo",
+        kind="kernel",
         description="Sequential minimal optimization for kernel SVMs (Platt 1998) with "
         "second-order working-set selection, shrinking and a kernel cache; LIBSVM C-SVC.",
         problem="min_a 1/2 a'Qa - e'a, 0 <= a_i <= C_i, y'a = 0, Q_ij = y_i y_j K(x_i, x_j)",
@@ -293,15 +309,11 @@ SOLVERS: dict[str, SolverSpec] = {
     ),
 }
 
-# Solvers whose modules exist; the others are listed by GET /v1/solvers only when present.
-AVAILABLE: set[str] = {"dcd", "acf", "pegasos", "ocas", "alm", "smo"}
-
-
 def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return the parameters as applied (defaults filled in), or raise ParamError."""
-    spec = SOLVERS.get(solver) if solver in AVAILABLE else None
+    spec = SOLVERS.get(solver)
     if spec is None:
-        known = ", ".join(sorted(AVAILABLE))
+        known = ", ".join(sorted(SOLVERS))
         raise ParamError(f"unknown solver {solver!r}; choose one of: {known}", "solver")
     given = dict(params or {})
     known_names = {p.name for p in spec.params}
@@ -321,4 +333,4 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
 
 
 def describe_solvers() -> list[dict[str, Any]]:
-    return [spec.describe() for name, spec in SOLVERS.items() if name in AVAILABLE]
+    return [spec.describe() for spec in SOLVERS.values()]

@@ -41,8 +41,15 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from solvers.objectives import LinearProblem, primal_objective
-from solvers.train import BinarySolution, ProgressMonitor
+from solvers.backbone import (
+    BinarySolution,
+    Budget,
+    LinearProblem,
+    ProgressMonitor,
+    drive,
+    seed_state,
+)
+from solvers.objectives import primal_objective
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
     {},
@@ -51,6 +58,7 @@ WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
 
 # Kernel status codes.
 _PAUSED, _DONE, _NON_FINITE = 0, 1, 2
+_STATUS_EXIT = {_DONE: "converged", _NON_FINITE: "numerical_error"}
 
 # counters[] slot (int64) and gauges[] slots (float64) of the kernel state.
 _STEP = 0
@@ -59,10 +67,7 @@ _SCALE, _NORM2 = 0, 1
 # The scale of w = scale * v is folded into v when it falls below this.
 _MIN_SCALE = 1e-9
 
-# Work per kernel call, in nonzeros visited: adapted so that a call takes ~_CALL_SECONDS.
-_CALL_SECONDS = 0.02
-_INITIAL_BUDGET = 1 << 18
-_MIN_BUDGET, _MAX_BUDGET = 1 << 12, 1 << 34
+BUDGET = Budget()  # nonzeros visited per kernel call
 
 
 def solve(
@@ -73,10 +78,10 @@ def solve(
     state = _PegasosState(problem, float(params["C"]), int(params["batch_size"]),
                           params["seed"])
     total_steps = int(params["epochs"]) * state.steps_per_epoch
-    step_limit = min(total_steps, int(params["max_iter"]))
+    state.step_limit = min(total_steps, int(params["max_iter"]))
     t_iterate = time.perf_counter()
-    exit_reason = _iterate(state, step_limit, monitor)
-    if exit_reason == "converged" and step_limit < total_steps:
+    exit_reason = drive(state, BUDGET, monitor, _STATUS_EXIT)
+    if exit_reason == "converged" and state.step_limit < total_steps:
         exit_reason = "max_iter"
     t_objective = time.perf_counter()
     w = state.weights()
@@ -111,7 +116,7 @@ class _PegasosState:
         self.v = np.zeros(X.n_features + 1)  # last slot: the bias feature (stays 0 if none)
         self.counters = np.zeros(1, dtype=np.int64)
         self.gauges = np.array([1.0, 0.0])  # scale, ||v||^2
-        rng = np.array([_seed_state(seed)], dtype=np.uint64)
+        rng = np.array([seed_state(seed)], dtype=np.uint64)
         batch = np.zeros(batch_size, dtype=np.int64)
         self.kernel_args = (
             (X.data, X.indices, X.indptr),
@@ -120,13 +125,19 @@ class _PegasosState:
             (self.counters, self.gauges, rng),
         )
         self.settings = (float(problem.bias_scale), self.lam, radius, self.steps_per_epoch)
+        self.step_limit = 0  # set by solve: min(epochs * steps_per_epoch, max_iter)
 
     @property
     def step(self) -> int:
         return int(self.counters[_STEP])
 
-    def run(self, step_limit: int, work_budget: int) -> int:
-        return int(_pegasos_steps(*self.kernel_args, (*self.settings, step_limit, work_budget)))
+    @property
+    def iteration(self) -> int:
+        return self.step
+
+    def run(self, work_budget: int) -> int:
+        settings = (*self.settings, self.step_limit, work_budget)
+        return int(_pegasos_steps(*self.kernel_args, settings))
 
     def weights(self) -> np.ndarray:
         """w = scale * v (feature weights, then the bias-feature weight if any)."""
@@ -140,43 +151,8 @@ class _PegasosState:
                 "active_size": self.problem.X.n_rows}
 
 
-def _iterate(state: _PegasosState, step_limit: int, monitor: ProgressMonitor) -> str:
-    """Call the kernel in bounded chunks until it is done or the monitor stops it."""
-    budget = _INITIAL_BUDGET
-    reported_step = 0
-    while True:
-        call_start = time.perf_counter()
-        status = state.run(step_limit, budget)
-        budget = _next_budget(budget, time.perf_counter() - call_start)
-        if status == _DONE:
-            return "converged"
-        if status == _NON_FINITE:
-            return "numerical_error"
-        if monitor.out_of_time():
-            return "max_seconds"
-        if state.step > reported_step and monitor.event_due():
-            reported_step = state.step
-            if monitor.report(state.snapshot):
-                return "cancelled"
-
-
-def _next_budget(budget: int, seconds: float) -> int:
-    scale = min(max(_CALL_SECONDS / max(seconds, 1e-6), 0.5), 4.0)
-    return int(min(max(budget * scale, _MIN_BUDGET), _MAX_BUDGET))
-
-
-def _seed_state(seed: int) -> int:
-    """A non-zero 64-bit xorshift state from the user's seed (SplitMix64 finaliser)."""
-    mask = (1 << 64) - 1
-    z = (int(seed) + 0x9E3779B97F4A7C15) & mask
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    z ^= z >> 31
-    return z or 0x9E3779B97F4A7C15
-
-
-# Row loops and the RNG (kept in this file: see the note in solvers/objectives.py about
-# Numba's cache). Unsigned counters and indices: no negative-index wraparound code.
+# Row loops and the RNG: copies, see solvers/backbone.py. Unsigned counters and indices:
+# no negative-index wraparound code.
 
 
 @njit(cache=True, inline="always")

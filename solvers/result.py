@@ -1,54 +1,76 @@
-"""The result object every solver returns, and the progress-callback contract.
+"""The result of every fit: the servable model and how the solver got there.
 
-Pure Python + NumPy: the worker serialises it, tests inspect it.
+Pure Python + NumPy (plus the model classes): the worker stores `result.model`
+(`solvers.models.model_to_bytes`), tests inspect the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-EXIT_REASONS = ("converged", "max_iter", "max_seconds", "cancelled", "numerical_error")
+from solvers.backbone import EXIT_REASONS, ProgressCallback
+from solvers.models import LinearModel, ServableModel
 
-# progress(event) is called between outer iterations, at most every 0.2 s; a truthy return
-# value means "stop now" (exit reason "cancelled"). Event keys: iteration, elapsed_s,
-# primal, dual (or None), gap (or None), violation (or None), active_size, and for a
-# one-vs-rest problem also class_index and n_classes.
-ProgressCallback = Callable[[dict[str, Any]], Any]
+__all__ = ["EXIT_REASONS", "FitResult", "KernelFitResult", "ProgressCallback"]
 
 
 @dataclass
 class FitResult:
-    """A trained linear model and how the solver got there.
+    """A trained model (`model`: LinearModel or KernelModel) and how the solver got there.
 
-    decision_function(X) = X @ coef.T + intercept; one column per output. A binary problem
-    has one output, positive for classes[1] (the larger class value, as in scikit-learn);
-    a multi-class one-vs-rest problem has one output per class, in the order of `classes`.
+    Linear models: decision_function(X) = X @ coef.T + intercept, one column per output; a
+    binary problem has one output, positive for classes[1] (the larger class value, as in
+    scikit-learn); a multi-class one-vs-rest problem has one output per class, in the
+    order of `classes`. Kernel models: see solvers/kernels.py; their dual_objective is in
+    LIBSVM's sign convention (the minimised 1/2 a'Qa - e'a, summed; <= 0), primal_objective
+    and duality_gap are None, n_support counts distinct support vectors.
     """
 
     solver: str
-    classes: np.ndarray  # sorted class values, float64
-    coef: np.ndarray  # (n_outputs, n_features) float64
-    intercept: np.ndarray  # (n_outputs,) float64
-    primal_objective: float  # summed over one-vs-rest subproblems
+    model: ServableModel
+    primal_objective: float | None  # summed over the binary problems
     dual_objective: float | None
     duality_gap: float | None
-    iterations: int  # summed over subproblems
-    exit_reason: str  # worst over subproblems: anything but "converged" wins
+    iterations: int  # summed over the binary problems
+    exit_reason: str  # worst over the binary problems: anything but "converged" wins
     train_seconds: float  # solver time only (no parsing, no compilation warm-up)
     params: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     per_output: list[dict[str, Any]] = field(default_factory=list)
+    n_support: int | None = None  # kernel models only
+
+    @property
+    def classes(self) -> np.ndarray:
+        return self.model.classes
+
+    @property
+    def coef(self) -> np.ndarray:
+        """(n_outputs, n_features) weights of a linear model."""
+        return self._linear().coef
+
+    @property
+    def intercept(self) -> np.ndarray:
+        return self.model.intercept
 
     def decision_function(self, X: Any) -> np.ndarray:
-        scores = np.asarray(X @ self.coef.T) + self.intercept
-        return np.asarray(scores, dtype=np.float64)
+        return self.model.decision_function(X)
 
     def predict(self, X: Any) -> np.ndarray:
-        scores = self.decision_function(X)
-        if self.coef.shape[0] == 1:
-            return np.where(scores[:, 0] > 0, self.classes[1], self.classes[0])
-        return self.classes[np.argmax(scores, axis=1)]
+        """Predicted labels."""
+        return self.model.predict(X)[0]
+
+    def _linear(self) -> LinearModel:
+        if not isinstance(self.model, LinearModel):
+            raise AttributeError(f"a {self.model.kind} model has no coef")
+        return self.model
+
+
+@dataclass
+class KernelFitResult(FitResult):
+    """The FitResult of a kernel model (SMO). Kept for callers that tell kernel results
+    apart by type (workers/training.py); `result.model.kind` says the same."""
+
+    n_support: int = 0

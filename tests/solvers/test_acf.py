@@ -14,13 +14,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from solvers import acf
+from solvers import acf, dual_cd
+from solvers.backbone import Budget, ProgressMonitor, seed_state
+from solvers.dual_cd import STATUS_EXIT
+from solvers.inputs import as_csr_arrays
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import validate_params
 from solvers.svmlight import load_svmlight
-from solvers.train import ProgressMonitor, as_csr_arrays, fit
+from solvers.train import fit
+from testkit.paths import DATA_DIR
 from tests.solvers.naive import (
-    DATA_DIR,
     augment,
     dual_by_lbfgsb,
     dual_value,
@@ -82,7 +85,7 @@ def naive_acf(
     upper = upper_bounds(cost, loss)
     n = X.shape[0]
     c, p_min, p_max = 1 / 5, 1 / 20, 20.0
-    rng = np.array([acf._seed_state(seed)], dtype=np.uint64)
+    rng = np.array([seed_state(seed)], dtype=np.uint64)
     alpha = np.zeros(n)
     p = np.ones(n)
     reference_gain = 0.0
@@ -156,7 +159,7 @@ def test_schedule_is_unbiased_and_has_n_entries() -> None:
     preference = np.array([0.05, 1.0, 20.0, 3.0, 0.5, 7.0, 1.0, 0.05, 2.0, 10.0])
     n = preference.shape[0]
     schedule = np.zeros(n, dtype=np.int64)
-    rng = np.array([acf._seed_state(1)], dtype=np.uint64)
+    rng = np.array([seed_state(1)], dtype=np.uint64)
     counts = np.zeros(n)
     builds = 4000
     for _ in range(builds):
@@ -381,9 +384,10 @@ def test_progress_returning_true_cancels() -> None:
 
 def test_non_finite_gradient_stops_the_kernel() -> None:
     X, y = random_sparse_problem(20, 3, 0.8, seed=11)
-    state = acf._AcfState(make_problem(X, y, 1.0, 1.0), "l1", 0)
+    state = acf._AcfState(make_problem(X, y, 1.0, 1.0),
+                          {"loss": "l1", "seed": 0, "eps": 0.1, "max_iter": 1000})
     state.w[:] = np.inf
-    assert acf._STATUS_EXIT[state.run(0.1, 1000, 10**9)] == "numerical_error"
+    assert STATUS_EXIT[state.run(10**9)] == "numerical_error"
 
 
 def test_overflowing_rows_are_refused() -> None:
@@ -404,8 +408,7 @@ def test_same_seed_gives_bit_identical_weights(monkeypatch: pytest.MonkeyPatch) 
     assert first.iterations == second.iterations
     assert first.per_output[0]["updates"] == second.per_output[0]["updates"]
     # splitting the work into many small kernel calls changes nothing either
-    monkeypatch.setattr(acf, "_INITIAL_BUDGET", 1000)
-    monkeypatch.setattr(acf, "_MAX_BUDGET", 5000)
+    monkeypatch.setattr(dual_cd, "BUDGET", Budget(initial=1000, maximum=5000))
     chopped = fit(X, y, solver="acf", loss="l1", C=10.0, eps=1e-3, seed=42)
     assert np.array_equal(first.coef, chopped.coef)
     other = fit(X, y, solver="acf", loss="l1", C=10.0, eps=1e-3, seed=43)
@@ -414,7 +417,7 @@ def test_same_seed_gives_bit_identical_weights(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_unit_draws_are_uniform_enough() -> None:
-    rng = np.array([acf._seed_state(0)], dtype=np.uint64)
+    rng = np.array([seed_state(0)], dtype=np.uint64)
     draws = np.array([acf._next_unit(rng) for _ in range(10_000)])
     assert draws.min() >= 0.0 and draws.max() < 1.0
     counts = np.histogram(draws, bins=10, range=(0.0, 1.0))[0]

@@ -14,9 +14,11 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from solvers import alm
+from solvers.backbone import ProgressMonitor
+from solvers.inputs import as_csr_arrays
 from solvers.objectives import LinearProblem
 from solvers.params import validate_params
-from solvers.train import ProgressMonitor, as_csr_arrays, fit
+from solvers.train import fit
 from testkit.datasets import load_dataset
 from tests.solvers.naive import random_sparse_problem
 

@@ -12,21 +12,26 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from solvers import dcd
+from solvers import dcd, dual_cd
+from solvers.backbone import Budget, ProgressMonitor, seed_state
+from solvers.dual_cd import STATUS_EXIT
+from solvers.inputs import as_csr_arrays
 from solvers.objectives import (
     LinearProblem,
+    dual_box,
     dual_objective,
     margins,
     primal_objective,
+    qbar_diagonal,
 )
 from solvers.params import validate_params
-from solvers.train import ProgressMonitor, as_csr_arrays, fit
+from solvers.train import fit
+from testkit.datasets import load_dataset
 from tests.solvers.naive import (
     augment,
     cyclic_dcd,
     dual_by_lbfgsb,
     dual_value,
-    load_dataset,
     primal,
     primal_l2_by_lbfgs,
     random_sparse_problem,
@@ -297,15 +302,14 @@ def test_non_finite_gradient_stops_the_kernel() -> None:
     # the kernel must not loop on NaN: it stops with the numerical-error status
     X, y = random_sparse_problem(20, 3, 0.8, seed=11)
     A = as_csr_arrays(X)
-    upper, diag = dcd._dual_box(np.ones(20), "l1")
-    qbar_diag = np.empty(20)
-    dcd._qbar_diagonal(A.data, A.indptr, diag, 1.0, qbar_diag)
+    upper, diag = dual_box(np.ones(20), "l1")
+    qbar_diag = qbar_diagonal(LinearProblem(A, y, np.ones(20), 1.0), diag)
     w = np.zeros(A.n_features + 1)
     w[:] = np.inf
     state = (
         np.array([0, 20, 0, 0]),
         np.array([np.inf, -np.inf, -np.inf, np.inf, np.nan]),
-        np.array([dcd._seed_state(0)], dtype=np.uint64),
+        np.array([seed_state(0)], dtype=np.uint64),
     )
     status = dcd._dcd_sweeps(
         (A.data, A.indices, A.indptr),
@@ -314,7 +318,7 @@ def test_non_finite_gradient_stops_the_kernel() -> None:
         state,
         (1.0, 0.1, 1000, 10**9),
     )
-    assert dcd._STATUS_EXIT[status] == "numerical_error"
+    assert STATUS_EXIT[status] == "numerical_error"
 
 
 def test_nan_reaching_the_solver_is_refused() -> None:
@@ -344,8 +348,7 @@ def test_same_seed_gives_bit_identical_weights(monkeypatch: pytest.MonkeyPatch) 
     assert np.array_equal(first.intercept, second.intercept)
     assert first.iterations == second.iterations
     # splitting the work into many small kernel calls changes nothing either
-    monkeypatch.setattr(dcd, "_INITIAL_BUDGET", 1000)
-    monkeypatch.setattr(dcd, "_MAX_BUDGET", 5000)
+    monkeypatch.setattr(dual_cd, "BUDGET", Budget(initial=1000, maximum=5000))
     chopped = fit(X, y, loss="l1", seed=42)
     assert np.array_equal(first.coef, chopped.coef)
     other = fit(X, y, loss="l1", seed=43)
@@ -354,12 +357,12 @@ def test_same_seed_gives_bit_identical_weights(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_seed_state_is_never_zero() -> None:
-    states = {dcd._seed_state(seed) for seed in [0, 1, 2, 2**63 - 1]}
+    states = {seed_state(seed) for seed in [0, 1, 2, 2**63 - 1]}
     assert 0 not in states and len(states) == 4
 
 
 def test_permutation_rng_is_uniform_enough() -> None:
-    rng = np.array([dcd._seed_state(0)], dtype=np.uint64)
+    rng = np.array([seed_state(0)], dtype=np.uint64)
     draws = np.array([dcd._next_below(rng, 7) for _ in range(7000)])
     assert draws.min() == 0 and draws.max() == 6
     counts = np.bincount(draws, minlength=7)

@@ -14,9 +14,10 @@ import pytest
 import scipy.sparse as sp
 
 from solvers import kernels, smo
+from solvers.inputs import as_csr_arrays
 from solvers.kernels import KernelModel, decision_values, kernel_column, pair_classes
 from solvers.libsvm_format import libsvm_model_text, read_libsvm_model_text
-from solvers.train import as_csr_arrays
+from solvers.smo.columns import _fill_column
 from tests.solvers.naive_kernels import kernel_matrix, raw_decision_values
 
 KERNELS = ("linear", "poly", "rbf", "sigmoid")
@@ -81,14 +82,14 @@ def test_training_columns_match_dense(kernel: str) -> None:
               settings["degree"])
     y = np.where(np.arange(50) % 3 == 0, 1, -1).astype(np.int8)
     rows = np.arange(50, dtype=np.int64)[::-1].copy()  # positions != rows
-    state = smo._SmoState(arrays, kernels.row_sq_norms(arrays.data, arrays.indptr), rows, y,
+    state = smo.SmoState(arrays, kernels.row_sq_norms(arrays.data, arrays.indptr), rows, y,
                           np.ones(50), params, 1.0, chunks=1)
     K = kernel_matrix(X, X, kernel, **KERNEL_SETTINGS[kernel])
     Q = (y[:, None] * y[None, :]) * K[np.ix_(rows, rows)]
     np.testing.assert_allclose(state.positions[4], np.diag(K)[rows], rtol=1e-12)
     for i in (0, 13, 49):
         column = np.zeros(50, dtype=np.float32)
-        smo._fill_column(state.kernel_args[0], params, state.positions, i, 0, 50, column,
+        _fill_column(state.kernel_args[0], params, state.positions, i, 0, 50, column,
                          state.kernel_args[4][4])
         np.testing.assert_allclose(column, Q[:, i], rtol=2e-7, atol=1e-7)
 

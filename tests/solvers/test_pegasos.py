@@ -14,11 +14,14 @@ import pytest
 import scipy.sparse as sp
 
 from solvers import pegasos
+from solvers.backbone import Budget, ProgressMonitor, seed_state
+from solvers.inputs import as_csr_arrays
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import validate_params
 from solvers.svmlight import load_svmlight
-from solvers.train import ProgressMonitor, as_csr_arrays, fit
-from tests.solvers.naive import DATA_DIR, augment, random_sparse_problem
+from solvers.train import fit
+from testkit.paths import DATA_DIR
+from tests.solvers.naive import augment, random_sparse_problem
 
 
 def make_problem(X: Any, y: np.ndarray, cost: Any = 1.0, bias_scale: float = 0.0) -> LinearProblem:
@@ -48,7 +51,7 @@ def naive_pegasos(
     n = X.shape[0]
     lam = 1.0 / (C * n)
     radius = math.sqrt(cost.sum())
-    rng = np.array([pegasos._seed_state(seed)], dtype=np.uint64)
+    rng = np.array([seed_state(seed)], dtype=np.uint64)
     w = np.zeros(X.shape[1])
     for t in range(1, steps + 1):
         batch = [pegasos._next_below(rng, n) for _ in range(k)]
@@ -184,8 +187,7 @@ def test_seed_determines_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
     second = fit(X, y, solver="pegasos", batch_size=4, epochs=2, seed=11)
     assert np.array_equal(first.coef, second.coef)
     # splitting the work into many small kernel calls changes nothing either
-    monkeypatch.setattr(pegasos, "_INITIAL_BUDGET", 1000)
-    monkeypatch.setattr(pegasos, "_MAX_BUDGET", 5000)
+    monkeypatch.setattr(pegasos, "BUDGET", Budget(initial=1000, maximum=5000))
     chopped = fit(X, y, solver="pegasos", batch_size=4, epochs=2, seed=11)
     assert np.array_equal(first.coef, chopped.coef)
     other = fit(X, y, solver="pegasos", batch_size=4, epochs=2, seed=12)
@@ -240,5 +242,6 @@ def test_non_finite_margin_stops_the_kernel() -> None:
     X, y = random_sparse_problem(20, 3, 0.8, seed=11)
     state = pegasos._PegasosState(make_problem(X, y), 1.0, 2, 0)
     state.v[:] = np.inf
-    assert state.run(1000, 10**9) == pegasos._NON_FINITE
+    state.step_limit = 1000
+    assert state.run(10**9) == pegasos._NON_FINITE
     assert state.step == 0

@@ -19,8 +19,11 @@ import solvers
 from solvers import smo
 from solvers.kernels import KernelModel
 from solvers.params import ParamError
-from solvers.smo import KernelFitResult, fit_kernel
+from solvers.result import FitResult
+from solvers.smo import model as smo_model
+from solvers.smo import steps
 from solvers.svmlight import load_svmlight
+from solvers.train import fit
 from tests.solvers.naive_kernels import (
     dual_by_scipy,
     dual_value,
@@ -49,7 +52,11 @@ def accuracy(model: KernelModel, X: Any, y: np.ndarray) -> float:
     return float(np.mean(model.predict(X)[0] == y) * 100)
 
 
-def alpha_of(result: KernelFitResult, y: np.ndarray) -> np.ndarray:
+def fit_smo(X: Any, y: Any, **params: Any) -> FitResult:
+    return fit(X, y, solver="smo", **params)
+
+
+def alpha_of(result: FitResult, y: np.ndarray) -> np.ndarray:
     """The dual variables a_i of a binary model (y_i = +1 for classes[0], LIBSVM's side)."""
     model = result.model
     coef = np.zeros(y.shape[0])
@@ -60,7 +67,7 @@ def alpha_of(result: KernelFitResult, y: np.ndarray) -> np.ndarray:
 def compare_with_libsvm(X: Any, y: np.ndarray, X_test: Any, y_test: np.ndarray,
                         **params: Any) -> dict[str, Any]:
     """Train both with the same parameters; the agreement figures the tests check."""
-    result = fit_kernel(X, y, **params)
+    result = fit_smo(X, y, **params)
     gamma = result.params["gamma"]
     options = libsvm_options(params.get("kernel", "rbf"), params.get("C", 1.0), gamma,
                              params.get("degree", 3), params.get("coef0", 0.0),
@@ -93,7 +100,7 @@ def test_tiny_problems_reach_the_qp_optimum(kernel: str) -> None:
     y = np.where(X[:, 0] + 0.7 * rng.normal(size=24) > 0, 1.0, -1.0)
     settings: dict[str, Any] = {"gamma": 0.5, "coef0": 0.5 if kernel == "poly" else -0.2,
                                 "degree": 2}
-    result = fit_kernel(X, y, kernel=kernel, C=2.0, eps=1e-6, **settings)
+    result = fit_smo(X, y, kernel=kernel, C=2.0, eps=1e-6, **settings)
     assert result.exit_reason == "converged"
     K = kernel_matrix(X, X, kernel, **settings)
     y_pm = np.where(y == result.classes[0], 1.0, -1.0)
@@ -118,7 +125,7 @@ def test_separable_points_give_the_maximum_margin_line() -> None:
     margin 1 at x = +-1 (linear kernel)."""
     X = np.array([[-1.0], [-3.0], [1.0], [3.0]])
     y = np.array([-1.0, -1.0, 1.0, 1.0])
-    result = fit_kernel(X, y, kernel="linear", C=1e6, eps=1e-10)
+    result = fit_smo(X, y, kernel="linear", C=1e6, eps=1e-10)
     values = result.decision_function(np.array([[-1.0], [0.0], [1.0], [2.0]]))
     np.testing.assert_allclose(values, [-1.0, 0.0, 1.0, 2.0], atol=1e-8)
     assert result.n_support == 2
@@ -127,7 +134,7 @@ def test_separable_points_give_the_maximum_margin_line() -> None:
 
 def test_reported_objective_is_the_naive_dual() -> None:
     X, y = dataset("heart_scale")
-    result = fit_kernel(X, y)
+    result = fit_smo(X, y)
     K = kernel_matrix(X, X, "rbf", gamma=result.params["gamma"])
     y_pm = np.where(y == result.classes[0], 1.0, -1.0)
     assert result.dual_objective == pytest.approx(
@@ -164,7 +171,7 @@ def test_poly_and_sigmoid_match_libsvm(kernel: str) -> None:
 def test_linear_kernel_weights_match_libsvm() -> None:
     X, y = dataset("heart_scale")
     for eps, tolerance in ((1e-3, 2e-2), (1e-6, 1e-4)):
-        result = fit_kernel(X, y, kernel="linear", eps=eps)
+        result = fit_smo(X, y, kernel="linear", eps=eps)
         reference = libsvm_train(X, y, libsvm_options("linear", eps=eps)).kernel_model
         w_ours = result.model.sv_coef[0] @ result.model.support_vectors().toarray()
         w_libsvm = reference.sv_coef[0] @ reference.support_vectors().toarray()
@@ -175,7 +182,7 @@ def test_linear_kernel_weights_match_libsvm() -> None:
 
 def test_tight_tolerance_agrees_closely() -> None:
     X, y = dataset("breast-cancer_scale")
-    result = fit_kernel(X, y, eps=1e-6)
+    result = fit_smo(X, y, eps=1e-6)
     reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"],
                                                   eps=1e-6))
     assert relative(result.dual_objective, reference.objective) < 1e-6
@@ -186,7 +193,7 @@ def test_tight_tolerance_agrees_closely() -> None:
 
 def test_class_weights_match_libsvm() -> None:
     X, y = dataset("heart_scale")
-    result = fit_kernel(X, y, class_weight={"1": 3.0, "-1": 0.5})
+    result = fit_smo(X, y, class_weight={"1": 3.0, "-1": 0.5})
     reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"],
                                                   weights={1: 3.0, -1: 0.5}))
     assert relative(result.dual_objective, reference.objective) < 1e-3
@@ -203,7 +210,7 @@ def test_one_vs_one_matches_libsvm(name: str, rows: int | None) -> None:
     X, y = dataset(train)
     X, y = X[:rows], y[:rows]
     X_test, y_test = dataset(f"{train}.t", X.shape[1])
-    result = fit_kernel(X, y)
+    result = fit_smo(X, y)
     reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"]))
     assert result.model.multiclass == "ovo"
     k = result.classes.shape[0]
@@ -218,15 +225,15 @@ def test_one_vs_one_matches_libsvm(name: str, rows: int | None) -> None:
 def test_one_vs_rest() -> None:
     X, y = dataset("dna.scale")
     X_test, y_test = dataset("dna.scale.t", X.shape[1])
-    result = fit_kernel(X, y, multiclass="ovr")
+    result = fit_smo(X, y, multiclass="ovr")
     model = result.model
     assert model.multiclass == "ovr" and model.sv_coef.shape == (3, model.n_support)
     _labels, values = model.predict(X_test)
     assert values.shape == (X_test.shape[0], 3)
-    ovo = fit_kernel(X, y)
+    ovo = fit_smo(X, y)
     assert accuracy(model, X_test, y_test) >= accuracy(ovo.model, X_test, y_test) - 2.0
     # output c is the binary problem "class c vs the rest"
-    binary = fit_kernel(X, np.where(y == result.classes[1], 1.0, 0.0))
+    binary = fit_smo(X, np.where(y == result.classes[1], 1.0, 0.0))
     assert np.corrcoef(values[:, 1], binary.decision_function(X_test))[0, 1] > 0.9999
     for output in result.per_output:
         assert output["negative_class"] is None
@@ -234,15 +241,15 @@ def test_one_vs_rest() -> None:
 
 def test_two_classes_are_one_problem_whatever_the_strategy() -> None:
     X, y = dataset("heart_scale")
-    ovo, ovr = fit_kernel(X, y, multiclass="ovo"), fit_kernel(X, y, multiclass="ovr")
+    ovo, ovr = fit_smo(X, y, multiclass="ovo"), fit_smo(X, y, multiclass="ovr")
     assert ovr.model.multiclass == "ovo" and len(ovr.per_output) == 1
     np.testing.assert_array_equal(ovo.decision_function(X), ovr.decision_function(X))
 
 
 def test_label_values_do_not_matter() -> None:
     X, y = dataset("heart_scale")
-    first = fit_kernel(X, y)
-    second = fit_kernel(X, np.where(y > 0, 7.0, 3.0))
+    first = fit_smo(X, y)
+    second = fit_smo(X, np.where(y > 0, 7.0, 3.0))
     assert first.dual_objective == second.dual_objective
     np.testing.assert_array_equal(first.decision_function(X), second.decision_function(X))
     assert np.array_equal(second.model.classes, [3.0, 7.0])
@@ -258,7 +265,7 @@ def test_exported_models_predict_identically_in_libsvm(name: str, kernel: str) -
     from solvers.libsvm_format import libsvm_model_text
 
     X, y = dataset(name)
-    model = fit_kernel(X, y, kernel=kernel, coef0=1.0).model
+    model = fit_smo(X, y, kernel=kernel, coef0=1.0).model
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "model.txt")
         with open(path, "w") as handle:
@@ -277,8 +284,8 @@ def test_exported_models_predict_identically_in_libsvm(name: str, kernel: str) -
 
 def test_a_tiny_cache_gives_the_same_solution() -> None:
     X, y = dataset("dna.scale")
-    full = fit_kernel(X, y, cache_mb=200)
-    tiny = fit_kernel(X, y, cache_mb=1)
+    full = fit_smo(X, y, cache_mb=200)
+    tiny = fit_smo(X, y, cache_mb=1)
     assert sum(o["cache_misses"] for o in tiny.per_output) > sum(
         o["cache_misses"] for o in full.per_output)
     assert tiny.dual_objective == full.dual_objective
@@ -288,12 +295,12 @@ def test_a_tiny_cache_gives_the_same_solution() -> None:
 
 def test_max_iter_stops_with_a_usable_model() -> None:
     X, y = dataset("breast-cancer_scale")
-    result = fit_kernel(X, y, max_iter=5)
+    result = fit_smo(X, y, max_iter=5)
     assert result.exit_reason == "max_iter" and result.iterations == 5
     labels, values = result.model.predict(X)
     assert np.all(np.isfinite(values)) and set(labels) <= set(result.classes)
     assert result.dual_objective < 0
-    converged = fit_kernel(X, y)
+    converged = fit_smo(X, y)
     assert converged.dual_objective < result.dual_objective
 
 
@@ -311,7 +318,7 @@ def test_progress_events_and_cancellation() -> None:
         events.append(event)
         return len(events) >= 2
 
-    result = fit_kernel(X, y, progress=record)
+    result = fit_smo(X, y, progress=record)
     assert result.exit_reason == "cancelled"
     assert len(events) == 2
     for event in events:
@@ -328,7 +335,7 @@ def test_progress_events_and_cancellation() -> None:
 def test_max_seconds_stops_with_a_usable_model() -> None:
     X, y = a9a_subset()
     started = time.perf_counter()
-    result = fit_kernel(X, y, max_seconds=0.05)
+    result = fit_smo(X, y, max_seconds=0.05)
     assert result.exit_reason == "max_seconds"
     assert time.perf_counter() - started < 5.0
     assert np.all(np.isfinite(result.model.predict(X[:50])[1]))
@@ -336,7 +343,7 @@ def test_max_seconds_stops_with_a_usable_model() -> None:
 
 def test_later_pairs_are_left_untrained_after_a_stop() -> None:
     X, y = dataset("pendigits")
-    result = fit_kernel(X, y, max_seconds=0.01)
+    result = fit_smo(X, y, max_seconds=0.01)
     assert result.exit_reason == "max_seconds"
     untrained = [o for o in result.per_output if o["iterations"] == 0]
     assert untrained and all(o["exit_reason"] == "max_seconds" for o in untrained)
@@ -345,14 +352,14 @@ def test_later_pairs_are_left_untrained_after_a_stop() -> None:
 
 def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """The parallel loops only split elementwise work and exact argmax reductions."""
-    monkeypatch.setattr(smo, "PARALLEL_MIN_PASS", 64)
-    monkeypatch.setattr(smo, "PARALLEL_MIN_KERNEL", 64)
-    monkeypatch.setattr(smo, "PARALLEL_MIN_FLUSH", 64)
-    monkeypatch.setattr(smo, "_cores_busy", lambda threads: False)
+    monkeypatch.setattr(steps, "PARALLEL_MIN_PASS", 64)
+    monkeypatch.setattr(steps, "PARALLEL_MIN_KERNEL", 64)
+    monkeypatch.setattr(steps, "PARALLEL_MIN_FLUSH", 64)
+    monkeypatch.setattr(smo_model, "_cores_busy", lambda threads: False)
     X, y = dataset("a9a")
     X, y = X[:6000], y[:6000]  # > 1000 steps: shrinking, deferred G_bar, reconstruction
-    one = fit_kernel(X, y, threads=1)
-    two = fit_kernel(X, y, threads=2)
+    one = fit_smo(X, y, threads=1)
+    two = fit_smo(X, y, threads=2)
     assert one.per_output[0]["shrinkings"] > 0
     assert one.per_output[0]["gradient_reconstructions"] > 0
     assert two.params["threads_used"] == min(2, smo.max_threads())
@@ -366,7 +373,7 @@ def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch) -> 
 def test_non_finite_kernel_values_are_reported() -> None:
     X = np.array([[1e30, 0.0], [0.0, 1e30], [1e30, 1e30], [-1e30, 1.0]])
     y = np.array([1.0, -1.0, 1.0, -1.0])
-    result = fit_kernel(X, y, kernel="poly", degree=20, gamma=1.0)
+    result = fit_smo(X, y, kernel="poly", degree=20, gamma=1.0)
     assert result.exit_reason == "numerical_error"
 
 
@@ -377,7 +384,7 @@ def test_non_finite_kernel_values_are_reported() -> None:
 def test_solvers_fit_dispatches_to_smo() -> None:
     X, y = dataset("heart_scale")
     result = solvers.fit(X, y, solver="smo", C=2.0)
-    assert isinstance(result, KernelFitResult)
+    assert isinstance(result, FitResult) and isinstance(result.model, KernelModel)
     assert result.params["C"] == 2.0 and result.params["kernel"] == "rbf"
     assert result.params["gamma"] == pytest.approx(1.0 / 13)
     assert np.mean(result.predict(X) == y) > 0.85
@@ -390,13 +397,9 @@ def test_solvers_fit_dispatches_to_smo() -> None:
 def test_input_errors() -> None:
     X, y = dataset("heart_scale")
     with pytest.raises(ValueError, match="two classes"):
-        fit_kernel(X, np.ones(X.shape[0]))
+        fit_smo(X, np.ones(X.shape[0]))
     with pytest.raises(ValueError, match="labels"):
-        fit_kernel(X, y[:10])
-
-
-def test_warmup_compiles_everything() -> None:
-    assert smo.warmup() >= 0.0
+        fit_smo(X, y[:10])
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,155 @@
+"""SMO for kernel SVMs (C-SVC) with second-order working-set selection, shrinking and a
+kernel-column cache: LIBSVM 3.37's `Solver` in Numba.
+
+Problem (per binary problem; y_i in {-1, +1}, C_i = C * class_weight[label of row i]):
+
+    min_a  f(a) = 1/2 a'Qa - e'a,   0 <= a_i <= C_i,   y'a = 0,   Q_ij = y_i y_j K(x_i, x_j),
+
+with a free bias: the decision function is f(x) = sum_i y_i a_i K(x_i, x) - rho. Kernels
+(solvers/kernels.py): linear, rbf exp(-gamma ||x-z||^2), poly (gamma x.z + coef0)^degree,
+sigmoid tanh(gamma x.z + coef0); gamma defaults to 1/n_features.
+
+Algorithm: SMO (Platt 1998, "Sequential Minimal Optimization: A Fast Algorithm for Training
+Support Vector Machines", MSR-TR-98-14): every step optimises two variables analytically
+(clipped to the box and the line y'a = const). The pair is chosen as in LIBSVM (Fan, Chen &
+Lin 2005, "Working Set Selection Using Second Order Information for Training SVM", JMLR 6,
+WSS 2): i = argmax { -y_t G_t : t in I_up(a) } and j = argmin over t in I_low(a) with
+-y_t G_t < -y_i G_i of -(b_it^2 / a_it), a_it = K_ii + K_tt - 2 K_it (tau = 1e-12 when
+a_it <= 0, for non-PSD kernels). After a step, G = Qa - e is updated on the active set and
+G_bar = sum_{a_j = C_j} C_j Q_:j on all variables. Shrinking as LIBSVM (every
+min(l, 1000) steps, bound variables beyond the current maximal violations leave the active
+set; when the violation first falls below 10 eps the gradient is reconstructed and the
+full set is made active once more), kernel columns cached in an LRU cache of `cache_mb` MB
+whose columns cover only the active set (LIBSVM's Cache: float32 entries, index swaps
+follow the shrinking; a cache too small for two full columns is enlarged to two columns).
+
+Where we depart from LIBSVM's code, the arithmetic stays the same:
+- the G_bar update when a_i enters or leaves its upper bound is applied at once on the
+  active set (Q_i is at hand) and deferred on the inactive set, where the updates are
+  applied in one pass, in their order, before G_bar is read (gradient reconstruction,
+  progress) or the positions are permuted (shrinking): LIBSVM instead extends column i to
+  all l variables and caches it, evicting useful columns;
+- the rows of X are kept in position order (gathered again after a shrinking permutes the
+  positions), so a kernel column streams through memory; the selection of the next i is
+  fused with the gradient update;
+- kernel values are computed from the dot product (a dense scatter of x_i, gathered by
+  every row) and precomputed squared norms (LIBSVM merges sorted index lists).
+
+Stop rule: m(a) - M(a) = max_{I_up} -y_t G_t - min_{I_low} -y_t G_t < eps on the active
+set; the gradient of the inactive variables is then reconstructed and the test repeated on
+the full set: only an unshrunk pass that also satisfies it means "converged" (LIBSVM's
+rule). rho is the average of y_t G_t over the free variables (midpoint of the feasible
+interval if none is free), as LIBSVM's calculate_rho. max_iter counts SMO steps of each
+binary problem (LIBSVM: max(10^7, 100 l)); a stopped problem is unshrunk and keeps a usable
+model (rho as above).
+
+Dual objective: reported in LIBSVM's sign convention, the minimised value
+f(a) = 1/2 a'Qa - e'a (<= 0; LIBSVM's "obj = ..." line), summed over the binary problems.
+Progress events carry the same value as `dual` (primal and gap are None), the violation
+m - M of the active set, active_size and, for several binary problems, class_index (= index
+of the binary problem) / n_classes (= number of binary problems) and the pair's classes.
+
+Multi-class: one-vs-one (default; LIBSVM's pairs over the sorted classes, pair (i, j) with
+class i as +1, C_i = C * class_weight of the row's class) or one-vs-rest. Two classes are
+always one binary problem.
+
+Threads: the parallel loops (kernel columns and the passes over the active set once per
+step - "fine-grained" -, the deferred G_bar pass once per ~1000 steps - "coarse") only
+partition elementwise work or exact max/argmax reductions (ties to the larger index, as a
+sequential scan), so `threads=2` returns bit-for-bit the result of `threads=1`. The
+fine-grained loops are used only when the cores are not busy with other work
+(`_cores_busy`). The compiled `_smo_steps` runs a bounded number of steps and returns to
+Python, which enforces max_seconds, sends throttled progress events and honours
+cancellation; the whole solver state lives in arrays (and the typed list of cached
+columns), so splitting the work into calls changes nothing.
+
+Layout of this package: layout.py (constants of the state arrays), columns.py (kernel
+values, kernel columns, the column cache), selection.py (working-set selection, the
+two-variable step, G_bar, shrinking), steps.py (the solver state and the compiled step
+loop), model.py (binary problems, the KernelModel), this file (the solver contract).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from solvers import parallel
+from solvers.backbone import BinarySolution, Budget, ProgressMonitor, drive
+from solvers.inputs import as_csr_arrays
+from solvers.kernels import max_threads
+from solvers.result import KernelFitResult
+from solvers.smo.layout import (
+    _ACTIVE,
+    _EVALS,
+    _HITS,
+    _ITER,
+    _MISSES,
+    _RBF,
+    _RECONSTRUCTS,
+    _SHRINKS,
+    _STATUS_EXIT,
+    _VIOLATION,
+)
+from solvers.smo.model import ASSEMBLY, KernelProblem
+from solvers.smo.steps import SmoState, _warm_parallel
+
+__all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelFitResult", "KernelProblem", "SmoState",
+           "max_threads", "solve", "warm_parallel_kernels"]
+
+# Warm-up fits (solvers.train.warmup): both multi-class layouts and two kernels.
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = tuple(
+    {"kernel": kernel, "multiclass": multiclass, "cache_mb": 1.0}
+    for kernel in ("rbf", "linear") for multiclass in ("ovo", "ovr"))
+
+BUDGET = Budget(call_seconds=0.05, initial=256, minimum=16, maximum=1 << 24)  # SMO steps
+
+
+def solve(problem: KernelProblem, params: dict[str, Any],
+          monitor: ProgressMonitor) -> BinarySolution:
+    """Solve one binary kernel problem with SMO; params as filled by validate_params("smo")."""
+    with parallel.numba_threads(problem.threads):
+        t_start = time.perf_counter()
+        state = SmoState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
+                         problem.kernel, float(params["cache_mb"]), chunks=problem.threads,
+                         fine_grained=problem.fine_grained)
+        state.eps, state.max_iter = float(params["eps"]), int(params["max_iter"])
+        state.pair = list(problem.pair)
+        exit_reason = drive(state, BUDGET, monitor, _STATUS_EXIT, first_report_after=-1)
+        t_finish = time.perf_counter()
+        alpha, rho, objective = state.finish()
+    if not (math.isfinite(rho) and math.isfinite(objective) and np.all(np.isfinite(alpha))):
+        exit_reason = "numerical_error"
+    counters = state.counters
+    return BinarySolution(
+        w=None,
+        iterations=int(counters[_ITER]),
+        exit_reason=exit_reason,
+        primal=None,
+        dual=objective,
+        violation=float(state.values[_VIOLATION]),
+        intercept=-rho,
+        alpha=alpha,
+        details={
+            "rho": rho,
+            "active_size": int(counters[_ACTIVE]),
+            "cache_hits": int(counters[_HITS]),
+            "cache_misses": int(counters[_MISSES]),
+            "kernel_evaluations": int(counters[_EVALS]),
+            "shrinkings": int(counters[_SHRINKS]),
+            "gradient_reconstructions": int(counters[_RECONSTRUCTS]),
+        },
+        timings={"kernel_s": t_finish - t_start, "finish_s": time.perf_counter() - t_finish},
+    )
+
+
+def warm_parallel_kernels() -> None:
+    """Compile (or load) the parallel loops, which only large problems run."""
+    X = as_csr_arrays(np.round(np.random.default_rng(0).normal(size=(12, 3)), 2))
+    state = SmoState(X, np.zeros(12) + 1.0, np.arange(12, dtype=np.int64),
+                     np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (_RBF, 0.5, 0.0, 3),
+                     1.0, chunks=2)
+    _warm_parallel(*state.kernel_args)

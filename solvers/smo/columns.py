@@ -1,0 +1,249 @@
+"""SMO's kernel columns and their cache: kernel values from dot products, one column
+Q_i = y_i y_t K(x_i, x_t) over the active positions (in parallel when large), the rows of X
+in position order, and LIBSVM's LRU cache of variable-length float32 columns, with the
+swaps that follow the shrinking."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange, types
+from numba.typed import List
+
+from solvers.smo.layout import (
+    _CACHE_FREE,
+    _EVALS,
+    _HITS,
+    _LINEAR,
+    _MISSES,
+    _POLY,
+    _RBF,
+    _U1,
+)
+
+# Kernel values: copies of solvers/kernels.py's `_powi` and `_kernel_from_dot` (see
+# solvers/backbone.py).
+
+
+@njit(cache=True, inline="always")
+def _powi(base, times):
+    """base**times by squaring, exactly as LIBSVM's powi."""
+    tmp = base
+    ret = 1.0
+    t = times
+    while t > 0:
+        if t % 2 == 1:
+            ret *= tmp
+        tmp = tmp * tmp
+        t //= 2
+    return ret
+
+
+@njit(cache=True, inline="always")
+def _kernel_from_dot(kind, dot, sq_a, sq_b, gamma, coef0, degree):
+    """K(a, b) from a.b and the squared norms (kind: LIBSVM's kernel_type)."""
+    if kind == _RBF:
+        return math.exp(-gamma * (sq_a + sq_b - 2.0 * dot))
+    if kind == _LINEAR:
+        return dot
+    if kind == _POLY:
+        return _powi(gamma * dot + coef0, degree)
+    return math.tanh(gamma * dot + coef0)
+
+
+@njit(cache=True)
+def _kernel_diagonal(sq_norms, kernel, out):
+    kind, gamma, coef0, degree = kernel
+    for t in range(sq_norms.shape[0]):
+        # out[t] = K(x_t, x_t)   (LIBSVM's QD)
+        sq = sq_norms[t]
+        out[t] = _kernel_from_dot(kind, sq, sq, sq, gamma, coef0, degree)
+
+
+@njit(cache=True)
+def _new_column_list(n):
+    columns = List.empty_list(types.float32[::1])
+    empty = np.zeros(0, dtype=np.float32)
+    for _ in range(n):
+        columns.append(empty)
+    return columns
+
+
+# ---- kernel columns ------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _column_range(rows, kernel, y, i, lo, hi, out):
+    """out[t] = y_i y_t K(x_i, x_t) for positions t in [lo, hi), with x_i scattered in the
+    dense buffer. rows = the positional CSR (row t = the example at position t) + buffer."""
+    data, indices, indptr, sq_norms, dense = rows
+    kind, gamma, coef0, degree = kernel
+    sq_i = sq_norms[i]
+    y_i = y[i]
+    for t in range(lo, hi):
+        r = np.uint64(t)  # unsigned: no negative-index wraparound code
+        # dot = x_t . x_i  (gather from the scattered x_i)
+        dot = 0.0
+        for k in range(np.uint64(indptr[r]), np.uint64(indptr[r + _U1])):
+            dot += data[k] * dense[np.uint32(indices[k])]
+        value = _kernel_from_dot(kind, dot, sq_i, sq_norms[r], gamma, coef0, degree)
+        out[t] = np.float32(value if y[t] == y_i else -value)
+
+
+# The parallel loops take plain arrays and scalars: Numba's parfor lowering mishandles
+# writes through arrays that arrive inside tuple arguments.
+
+
+@njit(cache=True, parallel=True)
+def _column_parallel(data, indices, indptr, sq_norms, dense, kind, gamma, coef0, degree, y,
+                     i, start, stop, out, chunks):
+    n = stop - start
+    for c in prange(chunks):
+        _column_range((data, indices, indptr, sq_norms, dense), (kind, gamma, coef0, degree),
+                      y, i, start + c * n // chunks, start + (c + 1) * n // chunks, out)
+
+
+@njit(cache=True)
+def _fill_column(rows, kernel, positions, i, start, stop, out, parallel):
+    """out[start:stop] = Q_{i, start:stop} (float32), in parallel when large."""
+    positional = rows[0]
+    data, indices, indptr, _, dense = positional
+    y = positions[2]
+    for k in range(indptr[i], indptr[i + 1]):
+        dense[indices[k]] = data[k]
+    chunks = parallel[0]
+    work = (stop - start) * (8 + (indptr[-1] // max(indptr.shape[0] - 1, 1)))
+    if chunks > 1 and work >= parallel[5]:
+        _column_parallel(data, indices, indptr, positional[3], dense, kernel[0], kernel[1],
+                         kernel[2], kernel[3], y, i, start, stop, out, chunks)
+    else:
+        _column_range(positional, kernel, y, i, start, stop, out)
+    for k in range(indptr[i], indptr[i + 1]):
+        dense[indices[k]] = 0.0
+
+
+@njit(cache=True)
+def _gather_positional_rows(rows, perm):
+    """Row t of the positional CSR = row perm[t] of X (sequential memory in the kernel
+    columns; rebuilt after shrinking permutes the positions)."""
+    data, indices, indptr, sq_norms, _ = rows[0]
+    x_data, x_indices, x_indptr, x_sq_norms = rows[1]
+    offset = 0
+    indptr[0] = 0
+    for t in range(perm.shape[0]):
+        r = perm[t]
+        for k in range(x_indptr[r], x_indptr[r + 1]):
+            data[offset] = x_data[k]
+            indices[offset] = x_indices[k]
+            offset += 1
+        indptr[t + 1] = offset
+        sq_norms[t] = x_sq_norms[r]
+
+
+# ---- the column cache (LIBSVM's Cache: LRU list of variable-length columns) -----------
+
+
+@njit(cache=True, inline="always")
+def _lru_delete(lru_prev, lru_next, h):
+    lru_next[lru_prev[h]] = lru_next[h]
+    lru_prev[lru_next[h]] = lru_prev[h]
+
+
+@njit(cache=True, inline="always")
+def _lru_insert(lru_prev, lru_next, h):
+    """Insert h at the most-recently-used end (before the sentinel)."""
+    head = lru_prev.shape[0] - 1
+    lru_next[h] = head
+    lru_prev[h] = lru_prev[head]
+    lru_next[lru_prev[h]] = h
+    lru_prev[head] = h
+
+
+@njit(cache=True)
+def _get_column(i, length, rows, kernel, positions, cache, counters, parallel):
+    """Q_{i, 0:length} (float32; the array may be longer): cached, extended or computed."""
+    columns, col_len, lru_prev, lru_next, empty = cache
+    head = col_len.shape[0]
+    old_len = col_len[i]
+    if old_len > 0:
+        _lru_delete(lru_prev, lru_next, i)
+    more = length - old_len
+    if more > 0:
+        # evict least recently used columns until `more` floats are free
+        while counters[_CACHE_FREE] < more:
+            old = lru_next[head]
+            if old == head:
+                break
+            _lru_delete(lru_prev, lru_next, old)
+            columns[old] = empty
+            counters[_CACHE_FREE] += col_len[old]
+            col_len[old] = 0
+        column = np.empty(length, dtype=np.float32)
+        if old_len > 0:
+            column[:old_len] = columns[i][:old_len]
+        counters[_CACHE_FREE] -= more
+        col_len[i] = length
+        _fill_column(rows, kernel, positions, i, old_len, length, column, parallel)
+        columns[i] = column
+        counters[_MISSES] += 1
+        counters[_EVALS] += more
+    else:
+        column = columns[i]
+        counters[_HITS] += 1
+    _lru_insert(lru_prev, lru_next, i)
+    return column
+
+
+@njit(cache=True)
+def _swap_positions(positions, cache, i, j):
+    """LIBSVM's Solver::swap_index + the cache heads (entries: _swap_cached_entries)."""
+    for array in positions[:2]:  # perm, local
+        array[i], array[j] = array[j], array[i]
+    y = positions[2]
+    y[i], y[j] = y[j], y[i]
+    for array in positions[3:6]:  # cost, diagonal, alpha
+        array[i], array[j] = array[j], array[i]
+    status = positions[6]
+    status[i], status[j] = status[j], status[i]
+    for array in positions[7:]:  # G, G_bar
+        array[i], array[j] = array[j], array[i]
+    columns, col_len, lru_prev, lru_next, _ = cache
+    if col_len[i] > 0:
+        _lru_delete(lru_prev, lru_next, i)
+    if col_len[j] > 0:
+        _lru_delete(lru_prev, lru_next, j)
+    column = columns[i]
+    columns[i] = columns[j]
+    columns[j] = column
+    col_len[i], col_len[j] = col_len[j], col_len[i]
+    if col_len[i] > 0:
+        _lru_insert(lru_prev, lru_next, i)
+    if col_len[j] > 0:
+        _lru_insert(lru_prev, lru_next, j)
+
+
+@njit(cache=True)
+def _swap_cached_entries(cache, counters, swaps, n_swaps):
+    """Apply the swaps (i < j) in order to the entries of every cached column; a column that
+    covers i but not j is dropped (LIBSVM's Cache::swap_index, batched per column)."""
+    columns, col_len, lru_prev, lru_next, empty = cache
+    head = col_len.shape[0]
+    h = lru_next[head]
+    while h != head:
+        following = lru_next[h]
+        length = col_len[h]
+        column = columns[h]
+        for s in range(n_swaps):
+            i = swaps[s, 0]
+            j = swaps[s, 1]
+            if length > i:
+                if length > j:
+                    column[i], column[j] = column[j], column[i]
+                else:
+                    _lru_delete(lru_prev, lru_next, h)
+                    columns[h] = empty
+                    counters[_CACHE_FREE] += length
+                    col_len[h] = 0
+                    break
+        h = following

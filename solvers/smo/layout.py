@@ -1,0 +1,24 @@
+"""Constants shared by the compiled SMO kernels: kernel codes, alpha status, status
+codes, the slots of the state arrays (see solvers/backbone.py about the cache)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Kernel codes (LIBSVM's kernel_type) and alpha status.
+_LINEAR, _POLY, _RBF, _SIGMOID = 0, 1, 2, 3
+_LOWER, _UPPER, _FREE = 0, 1, 2
+_U1 = np.uint64(1)
+_TAU = 1e-12  # LIBSVM's TAU: quadratic coefficient used when K_ii + K_jj - 2 K_ij <= 0
+_SHRINK_EVERY = 1000
+
+# Kernel status codes.
+_PAUSED, _CONVERGED, _MAX_ITER, _NON_FINITE = 0, 1, 2, 3
+_STATUS_EXIT = {_CONVERGED: "converged", _MAX_ITER: "max_iter", _NON_FINITE: "numerical_error"}
+
+# counters[] slots (int64) and values[] slots (float64) of the solver state.
+(_ITER, _ACTIVE, _COUNTER, _UNSHRINK, _GMAX_IDX, _GMAX_VALID, _CACHE_FREE, _HITS, _MISSES,
+ _EVALS, _SHRINKS, _RECONSTRUCTS, _PENDING) = range(13)
+_N_COUNTERS = 13
+_PENDING_CAPACITY = 2 * _SHRINK_EVERY + 8  # deferred G_bar updates between flushes
+_GMAX, _VIOLATION = 0, 1

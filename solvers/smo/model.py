@@ -1,0 +1,208 @@
+"""SMO's binary problems and its model: a training set becomes one-vs-one (LIBSVM's pairs)
+or one-vs-rest kernel problems; their dual variables become a KernelModel in LIBSVM's
+layout (support vectors grouped by class) and a FitResult."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+
+from solvers.backbone import BinarySolution, CsrArrays, worst_exit
+from solvers.inputs import TrainingSet
+from solvers.kernels import KERNEL_CODES, KernelModel, max_threads, row_sq_norms
+from solvers.result import KernelFitResult
+
+
+@dataclass(frozen=True)
+class KernelProblem:
+    """One binary problem: rows of X (global ids), labels +-1, costs, and the kernel and
+    threads shared by every problem of the fit."""
+
+    X: CsrArrays
+    sq_norms: np.ndarray  # ||x_r||^2 of every row of X
+    rows: np.ndarray  # int64
+    y: np.ndarray  # int8, +1 / -1
+    cost: np.ndarray  # float64, C_i
+    positive: int  # class index of the +1 side
+    negative: int  # class index of the -1 side, or -1 for "the rest"
+    pair: tuple[float, float | None]  # the classes of the two sides (None: the rest)
+    kernel: tuple[int, float, float, int]  # LIBSVM's kernel_type, gamma, coef0, degree
+    threads: int
+    fine_grained: bool  # parallel loops once per step (see _cores_busy)
+
+
+class KernelAssembly:
+    """solvers.train.Assembly of SMO."""
+
+    skip_when_late = True
+
+    def problems(self, data: TrainingSet, applied: dict[str, Any]) -> list[KernelProblem]:
+        X = data.X
+        gamma = _gamma(applied, X.n_features)
+        kernel = (KERNEL_CODES[applied["kernel"]], float(gamma), float(applied["coef0"]),
+                  int(applied["degree"]))
+        threads = max(1, min(int(applied["threads"]), max_threads()))
+        fine_grained = threads > 1 and not _cores_busy(threads)
+        sq_norms = row_sq_norms(X.data, X.indptr)
+        label_index = data.label_index.astype(np.int64)
+        return [KernelProblem(X, sq_norms, rows, y, cost, positive, negative,
+                              _pair(data.classes, positive, negative), kernel, threads,
+                              fine_grained)
+                for rows, y, cost, positive, negative in _sides(
+                    label_index, data.n_classes, _strategy(data, applied), data.class_cost)]
+
+    def untrained(self, problem: KernelProblem, applied: dict[str, Any],
+                  reason: str) -> BinarySolution:
+        """A binary problem never trained because the fit was stopped: a = 0, rho = 0."""
+        return BinarySolution(w=None, iterations=0, exit_reason=reason, primal=None, dual=0.0,
+                              alpha=np.zeros(problem.rows.shape[0]),
+                              details={"rho": 0.0, "active_size": int(problem.rows.shape[0])})
+
+    def result(self, solver: str, data: TrainingSet, problems: list[KernelProblem],
+               solutions: list[BinarySolution], applied: dict[str, Any],
+               timings: dict[str, float]) -> KernelFitResult:
+        t_model = time.perf_counter()
+        strategy = _strategy(data, applied)
+        gamma = _gamma(applied, data.X.n_features)
+        model = _build_model(problems, solutions, data.X, data.classes, strategy, applied,
+                             gamma)
+        timings["model_s"] = time.perf_counter() - t_model
+        return KernelFitResult(
+            solver=solver,
+            model=model,
+            primal_objective=None,
+            dual_objective=float(sum(cast(float, s.dual) for s in solutions)),
+            duality_gap=None,
+            n_support=model.n_support,
+            iterations=int(sum(s.iterations for s in solutions)),
+            exit_reason=worst_exit(s.exit_reason for s in solutions),
+            train_seconds=timings["solve_s"],
+            params={**applied, "gamma": float(gamma), "threads_used": problems[0].threads,
+                    "fine_grained_parallel": problems[0].fine_grained},
+            timings=timings,
+            per_output=[_output_summary(p, s) for p, s in zip(problems, solutions,
+                                                                strict=True)],
+        )
+
+
+ASSEMBLY = KernelAssembly()
+
+
+def _gamma(applied: dict[str, Any], n_features: int) -> float:
+    gamma = applied["gamma"]
+    return float(gamma) if gamma is not None else 1.0 / max(n_features, 1)
+
+
+def _strategy(data: TrainingSet, applied: dict[str, Any]) -> str:
+    return str(applied["multiclass"]) if data.n_classes > 2 else "ovo"
+
+
+def _pair(classes: np.ndarray, positive: int, negative: int) -> tuple[float, float | None]:
+    return float(classes[positive]), None if negative < 0 else float(classes[negative])
+
+
+def _sides(label_index: np.ndarray, n_classes: int, strategy: str,
+           class_cost: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]]:
+    """rows, y, cost, positive, negative of every binary problem, in LIBSVM's pair order
+    (one-vs-one) or class order (one-vs-rest)."""
+    rows_of = [np.flatnonzero(label_index == c).astype(np.int64) for c in range(n_classes)]
+    sides: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]] = []
+    if strategy == "ovo":
+        for i in range(n_classes):
+            for j in range(i + 1, n_classes):
+                rows = np.concatenate([rows_of[i], rows_of[j]])
+                y = np.concatenate([np.ones(rows_of[i].shape[0], np.int8),
+                                    -np.ones(rows_of[j].shape[0], np.int8)])
+                cost = np.concatenate([np.full(rows_of[i].shape[0], class_cost[i]),
+                                       np.full(rows_of[j].shape[0], class_cost[j])])
+                sides.append((rows, y, cost, i, j))
+    else:
+        rows = np.arange(label_index.shape[0], dtype=np.int64)
+        cost = class_cost[label_index].astype(np.float64)
+        for c in range(n_classes):
+            y = np.where(label_index == c, 1, -1).astype(np.int8)
+            sides.append((rows, y, cost, c, -1))
+    return sides
+
+
+def _build_model(problems: list[KernelProblem], solutions: list[BinarySolution],
+                 X: CsrArrays, classes: np.ndarray, strategy: str, applied: dict[str, Any],
+                 gamma: float) -> KernelModel:
+    """LIBSVM's model layout: SVs grouped by class (rows ascending within a class)."""
+    n_rows = X.n_rows
+    k = classes.shape[0]
+    alphas = [cast(np.ndarray, s.alpha) for s in solutions]
+    support = np.zeros(n_rows, dtype=bool)
+    for p, alpha in zip(problems, alphas, strict=True):
+        support[p.rows[alpha > 0]] = True
+    label_of = np.empty(n_rows, dtype=np.int64)
+    for p in problems:
+        label_of[p.rows[p.y > 0]] = p.positive
+        if p.negative >= 0:
+            label_of[p.rows[p.y < 0]] = p.negative
+    sv_rows = np.concatenate([np.flatnonzero(support & (label_of == c)) for c in range(k)])
+    n_sv = np.array([np.count_nonzero(support & (label_of == c)) for c in range(k)])
+    position = np.full(n_rows, -1, dtype=np.int64)
+    position[sv_rows] = np.arange(sv_rows.shape[0])
+    sv_coef = np.zeros((k if strategy == "ovr" else k - 1, sv_rows.shape[0]))
+    for p, alpha in zip(problems, alphas, strict=True):
+        nonzero = alpha > 0
+        target = position[p.rows[nonzero]]
+        coef = alpha[nonzero] * p.y[nonzero]  # y_i a_i
+        if strategy == "ovr":
+            sv_coef[p.positive, target] = coef
+        else:
+            # pair (i, j): class i's coefficients in row j-1, class j's in row i
+            is_i = p.y[nonzero] > 0
+            sv_coef[p.negative - 1, target[is_i]] = coef[is_i]
+            sv_coef[p.positive, target[~is_i]] = coef[~is_i]
+    data, indices, indptr = _gather_rows(X, sv_rows)
+    return KernelModel(
+        classes=classes, kernel=applied["kernel"], gamma=gamma, degree=int(applied["degree"]),
+        coef0=float(applied["coef0"]), multiclass=strategy, n_features=X.n_features,
+        sv_data=data, sv_indices=indices, sv_indptr=indptr, sv_coef=sv_coef,
+        rho=np.array([s.details["rho"] for s in solutions]), n_sv=n_sv, sv_rows=sv_rows,
+    )
+
+
+def _gather_rows(X: CsrArrays, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lengths = X.indptr[rows + 1] - X.indptr[rows]
+    indptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    take = np.concatenate([np.arange(X.indptr[r], X.indptr[r + 1]) for r in rows]) if (
+        rows.shape[0]) else np.zeros(0, dtype=np.int64)
+    return X.data[take].copy(), X.indices[take].copy(), indptr
+
+
+def _output_summary(problem: KernelProblem, solution: BinarySolution) -> dict[str, Any]:
+    alpha = cast(np.ndarray, solution.alpha)
+    details = dict(solution.details)
+    summary = {
+        "positive_class": problem.pair[0],
+        "negative_class": problem.pair[1],
+        "dual_objective": solution.dual,
+        "rho": details.pop("rho"),
+        "n_support": int(np.count_nonzero(alpha > 0)),
+        "n_bounded_support": int(np.count_nonzero(alpha >= problem.cost)),
+        "exit_reason": solution.exit_reason,
+        "iterations": solution.iterations,
+        "violation": solution.violation,
+    }
+    summary.update(details)
+    return summary
+
+
+def _cores_busy(threads: int) -> bool:
+    """True when other processes keep the cores busy (1-minute load average, minus this
+    process, plus the threads we would add, exceeds the cores): then a fork/join per SMO
+    step waits for descheduled threads (measured: 2-5x slower on a loaded 2-core machine),
+    and only the coarse parallel loops (the deferred G_bar pass, ~ once per 1000 steps)
+    are used. The solution does not depend on this choice."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return False
+    return load - 1.0 + threads > (os.cpu_count() or 1) + 0.5

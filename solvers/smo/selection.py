@@ -1,0 +1,470 @@
+"""SMO's steps on the dual variables: LIBSVM's second-order working-set selection, the
+two-variable update with the gradient G (fused with the next selection), G_bar (deferred
+on the inactive set), shrinking and gradient reconstruction."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from solvers.smo.columns import (
+    _gather_positional_rows,
+    _get_column,
+    _kernel_from_dot,
+    _swap_cached_entries,
+    _swap_positions,
+)
+from solvers.smo.layout import (
+    _ACTIVE,
+    _EVALS,
+    _FREE,
+    _GMAX,
+    _GMAX_IDX,
+    _GMAX_VALID,
+    _LOWER,
+    _PENDING,
+    _RECONSTRUCTS,
+    _SHRINKS,
+    _TAU,
+    _U1,
+    _UNSHRINK,
+    _UPPER,
+)
+
+
+@njit(cache=True, inline="always")
+def _gmax_range(y, status, gradient, lo, hi):
+    """max { -y_t G_t : t in I_up } over [lo, hi) and its last argmax (-1 if none)."""
+    best = -np.inf
+    best_t = -1
+    for t in range(lo, hi):
+        if y[t] > 0:
+            if status[t] != _UPPER and -gradient[t] >= best:
+                best = -gradient[t]
+                best_t = t
+        elif status[t] != _LOWER and gradient[t] >= best:
+            best = gradient[t]
+            best_t = t
+    return best, best_t
+
+
+@njit(cache=True, inline="always")
+def _select_j_range(y, status, gradient, diagonal, q_i, i, gmax, lo, hi):
+    """LIBSVM's second loop over [lo, hi): (min objective decrease, its last argmin or -1,
+    max { y_t G_t : t in I_low })."""
+    gmax2 = -np.inf
+    best = np.inf
+    best_t = -1
+    y_i = y[i]
+    diagonal_i = diagonal[i]
+    for t in range(lo, hi):
+        if y[t] > 0:
+            if status[t] != _LOWER:
+                grad_diff = gmax + gradient[t]
+                if gradient[t] >= gmax2:
+                    gmax2 = gradient[t]
+                if grad_diff > 0:
+                    # a_it = K_ii + K_tt - 2 y_i Q_it;  decrease = -b^2 / a_it
+                    quad = diagonal_i + diagonal[t] - 2.0 * y_i * q_i[t]
+                    decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
+                    if decrease <= best:
+                        best_t = t
+                        best = decrease
+        elif status[t] != _UPPER:
+            grad_diff = gmax - gradient[t]
+            if -gradient[t] >= gmax2:
+                gmax2 = -gradient[t]
+            if grad_diff > 0:
+                quad = diagonal_i + diagonal[t] + 2.0 * y_i * q_i[t]
+                decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
+                if decrease <= best:
+                    best_t = t
+                    best = decrease
+    return best, best_t, gmax2
+
+
+@njit(cache=True, inline="always")
+def _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, lo, hi):
+    """G[t] += Q_it d_i + Q_jt d_j on [lo, hi), fused with the next step's selection of i:
+    returns max { -y_t G_t : t in I_up } and its last argmax."""
+    best = -np.inf
+    best_t = -1
+    for t in range(lo, hi):
+        g = gradient[t] + (q_i[t] * delta_i + q_j[t] * delta_j)
+        gradient[t] = g
+        if y[t] > 0:
+            if status[t] != _UPPER and -g >= best:
+                best = -g
+                best_t = t
+        elif status[t] != _LOWER and g >= best:
+            best = g
+            best_t = t
+    return best, best_t
+
+
+@njit(cache=True, parallel=True)
+def _gmax_parallel(y, status, gradient, n, chunks, values, indices):
+    for c in prange(chunks):
+        best, best_t = _gmax_range(y, status, gradient, c * n // chunks, (c + 1) * n // chunks)
+        values[c] = best
+        indices[c] = best_t
+
+
+@njit(cache=True, parallel=True)
+def _select_j_parallel(y, status, gradient, diagonal, q_i, i, gmax, n, chunks, values,
+                       indices, values2):
+    for c in prange(chunks):
+        best, best_t, gmax2 = _select_j_range(y, status, gradient, diagonal, q_i, i, gmax,
+                                              c * n // chunks, (c + 1) * n // chunks)
+        values[c] = best
+        indices[c] = best_t
+        values2[c] = gmax2
+
+
+@njit(cache=True, parallel=True)
+def _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, values,
+                     indices):
+    for c in prange(chunks):
+        best, best_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status,
+                                     c * n // chunks, (c + 1) * n // chunks)
+        values[c] = best
+        indices[c] = best_t
+
+
+@njit(cache=True)
+def _reduce_max(parallel):
+    """Chunk results in order, ties to the later chunk: the sequential scan's answer."""
+    chunks, values, indices, _, _, _, _ = parallel
+    best = -np.inf
+    best_t = -1
+    for c in range(chunks):
+        if indices[c] >= 0 and values[c] >= best:
+            best = values[c]
+            best_t = indices[c]
+    return best, best_t
+
+
+@njit(cache=True)
+def _gmax(positions, n, parallel):
+    y, status, gradient = positions[2], positions[6], positions[7]
+    if parallel[0] > 1 and n >= parallel[4]:
+        _gmax_parallel(y, status, gradient, n, parallel[0], parallel[1], parallel[2])
+        return _reduce_max(parallel)
+    return _gmax_range(y, status, gradient, 0, n)
+
+
+@njit(cache=True)
+def _select_working_set(rows, kernel, positions, cache, counters, values, parallel):
+    """LIBSVM's select_working_set: (i, j, Gmax, Gmax2); i or j = -1 if there is none."""
+    active = counters[_ACTIVE]
+    if counters[_GMAX_VALID] == 1:
+        gmax = values[_GMAX]
+        i = counters[_GMAX_IDX]
+    else:
+        gmax, i = _gmax(positions, active, parallel)
+    if i < 0:
+        return -1, -1, gmax, -np.inf
+    q_i = _get_column(i, active, rows, kernel, positions, cache, counters, parallel)
+    y, diagonal, status, gradient = positions[2], positions[4], positions[6], positions[7]
+    if parallel[0] > 1 and active >= parallel[4]:
+        _select_j_parallel(y, status, gradient, diagonal, q_i, i, gmax, active, parallel[0],
+                           parallel[1], parallel[2], parallel[3])
+        chunks, decreases, indices, gmax2s, _, _, _ = parallel
+        best = np.inf
+        j = -1
+        gmax2 = -np.inf
+        for c in range(chunks):
+            gmax2 = max(gmax2, gmax2s[c])
+            if indices[c] >= 0 and decreases[c] <= best:
+                best = decreases[c]
+                j = indices[c]
+    else:
+        best, j, gmax2 = _select_j_range(y, status, gradient, diagonal, q_i, i, gmax, 0,
+                                         active)
+    return i, j, gmax, gmax2
+
+
+@njit(cache=True, inline="always")
+def _update_status(alpha, cost, status, t):
+    if alpha[t] >= cost[t]:
+        status[t] = _UPPER
+    elif alpha[t] <= 0.0:
+        status[t] = _LOWER
+    else:
+        status[t] = _FREE
+
+
+@njit(cache=True, error_model="numpy")
+def _take_step(i, j, rows, kernel, positions, cache, counters, values, pending, parallel):
+    """LIBSVM's two-variable update of a_i, a_j, then G (fused with the next selection of
+    i) and G_bar. Returns False if the step is not finite."""
+    _, _, y, cost, diagonal, alpha, status, gradient, _ = positions
+    active = counters[_ACTIVE]
+    chunks = parallel[0]
+    q_i = _get_column(i, active, rows, kernel, positions, cache, counters, parallel)
+    q_j = _get_column(j, active, rows, kernel, positions, cache, counters, parallel)
+    c_i = cost[i]
+    c_j = cost[j]
+    old_i = alpha[i]
+    old_j = alpha[j]
+    a_i = old_i
+    a_j = old_j
+    if y[i] != y[j]:
+        # minimise along a_i - a_j = const:  delta = (-G_i - G_j) / (K_ii + K_jj + 2 Q_ij)
+        quad = diagonal[i] + diagonal[j] + 2.0 * q_i[j]
+        if quad <= 0:
+            quad = _TAU
+        delta = (-gradient[i] - gradient[j]) / quad
+        diff = a_i - a_j
+        a_i += delta
+        a_j += delta
+        if diff > 0:
+            if a_j < 0:
+                a_j = 0.0
+                a_i = diff
+        elif a_i < 0:
+            a_i = 0.0
+            a_j = -diff
+        if diff > c_i - c_j:
+            if a_i > c_i:
+                a_i = c_i
+                a_j = c_i - diff
+        elif a_j > c_j:
+            a_j = c_j
+            a_i = c_j + diff
+    else:
+        # minimise along a_i + a_j = const:  delta = (G_i - G_j) / (K_ii + K_jj - 2 Q_ij)
+        quad = diagonal[i] + diagonal[j] - 2.0 * q_i[j]
+        if quad <= 0:
+            quad = _TAU
+        delta = (gradient[i] - gradient[j]) / quad
+        total = a_i + a_j
+        a_i -= delta
+        a_j += delta
+        if total > c_i:
+            if a_i > c_i:
+                a_i = c_i
+                a_j = total - c_i
+        elif a_j < 0:
+            a_j = 0.0
+            a_i = total
+        if total > c_j:
+            if a_j > c_j:
+                a_j = c_j
+                a_i = total - c_j
+        elif a_i < 0:
+            a_i = 0.0
+            a_j = total
+    delta_i = a_i - old_i
+    delta_j = a_j - old_j
+    if not (np.isfinite(delta_i) and np.isfinite(delta_j)):
+        return False
+    alpha[i] = a_i
+    alpha[j] = a_j
+    was_upper_i = status[i] == _UPPER
+    was_upper_j = status[j] == _UPPER
+    _update_status(alpha, cost, status, i)
+    _update_status(alpha, cost, status, j)
+
+    # G[:active] += Q_i d_i + Q_j d_j, and the next step's i
+    if chunks > 1 and active >= parallel[4]:
+        _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, active, chunks,
+                         parallel[1], parallel[2])
+        gmax, gmax_t = _reduce_max(parallel)
+    else:
+        gmax, gmax_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, 0,
+                                     active)
+    values[_GMAX] = gmax
+    counters[_GMAX_IDX] = gmax_t
+    counters[_GMAX_VALID] = 1
+
+    # G_bar += +-C Q_:i when a_i enters / leaves its upper bound: now on the active set
+    # (Q_i is at hand), deferred on the inactive one (one pass at the next flush)
+    if was_upper_i != (status[i] == _UPPER):
+        _update_gradient_bar(i, -c_i if was_upper_i else c_i, q_i, rows, kernel, positions,
+                             cache, counters, pending, parallel)
+    if was_upper_j != (status[j] == _UPPER):
+        _update_gradient_bar(j, -c_j if was_upper_j else c_j, q_j, rows, kernel, positions,
+                             cache, counters, pending, parallel)
+    return True
+
+
+@njit(cache=True)
+def _update_gradient_bar(i, scale, q_i, rows, kernel, positions, cache, counters, pending,
+                         parallel):
+    gradient_bar = positions[8]
+    active = counters[_ACTIVE]
+    for t in range(active):
+        # G_bar[:active] += s Q_i[:active]
+        gradient_bar[t] += scale * q_i[t]
+    if active == gradient_bar.shape[0]:
+        return
+    if counters[_PENDING] == pending[0].shape[0]:
+        _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+    pending[0][counters[_PENDING]] = i
+    pending[1][counters[_PENDING]] = scale
+    pending[2][counters[_PENDING]] = active
+    counters[_PENDING] += 1
+
+
+@njit(cache=True, inline="always")
+def _gradient_bar_range(positional, kernel, y, pending_at, pending_scale, cover, n_pending,
+                        gradient_bar, lo, hi):
+    """G_bar[t] += s_p Q_{i_p, t} for t in [max(lo, cover[p]), hi), p = 0, 1, ... in order
+    (fresh kernel values, rounded to float32 like every cached Q)."""
+    data, indices, indptr, sq_norms, dense = positional
+    kind, gamma, coef0, degree = kernel
+    for p in range(n_pending):
+        i = pending_at[p]
+        start = max(lo, cover[p])
+        if start >= hi:
+            continue
+        for k in range(indptr[i], indptr[i + 1]):
+            dense[indices[k]] = data[k]
+        scale = pending_scale[p]
+        sq_i = sq_norms[i]
+        y_i = y[i]
+        for t in range(start, hi):
+            r = np.uint64(t)
+            dot = 0.0
+            for k in range(np.uint64(indptr[r]), np.uint64(indptr[r + _U1])):
+                dot += data[k] * dense[np.uint32(indices[k])]
+            value = _kernel_from_dot(kind, dot, sq_i, sq_norms[r], gamma, coef0, degree)
+            gradient_bar[t] += scale * np.float32(value if y[t] == y_i else -value)
+        for k in range(indptr[i], indptr[i + 1]):
+            dense[indices[k]] = 0.0
+
+
+@njit(cache=True, parallel=True)
+def _gradient_bar_parallel(data, indices, indptr, sq_norms, n_features, kind, gamma, coef0,
+                           degree, y, pending_at, pending_scale, cover, n_pending,
+                           gradient_bar, blocks):
+    n = gradient_bar.shape[0]
+    for b in prange(blocks):
+        dense = np.zeros(n_features)  # each block scatters into its own buffer
+        _gradient_bar_range((data, indices, indptr, sq_norms, dense),
+                            (kind, gamma, coef0, degree), y, pending_at, pending_scale, cover,
+                            n_pending, gradient_bar, b * n // blocks, (b + 1) * n // blocks)
+
+
+@njit(cache=True)
+def _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel):
+    """Apply the deferred G_bar updates of the inactive variables (s_p Q_{i_p, t} for
+    t >= the active size at update p), in their order, in parallel when large. Every G_bar_t
+    receives its updates in time order, as with LIBSVM's immediate full-column update."""
+    n_pending = counters[_PENDING]
+    if n_pending == 0:
+        return
+    counters[_PENDING] = 0
+    pending_at, pending_scale, cover = pending
+    y, gradient_bar = positions[2], positions[8]
+    l = gradient_bar.shape[0]
+    fresh = 0
+    for p in range(n_pending):
+        fresh += l - cover[p]
+    counters[_EVALS] += fresh
+    positional = rows[0]
+    data, indices, indptr, sq_norms, dense = positional
+    chunks = parallel[0]
+    work = fresh * (8 + (indptr[-1] // max(indptr.shape[0] - 1, 1)))
+    if chunks > 1 and work >= parallel[6]:
+        _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], kernel[0],
+                               kernel[1], kernel[2], kernel[3], y, pending_at, pending_scale,
+                               cover, n_pending, gradient_bar, chunks)
+    else:
+        _gradient_bar_range(positional, kernel, y, pending_at, pending_scale, cover,
+                            n_pending, gradient_bar, 0, l)
+
+
+@njit(cache=True, inline="always")
+def _be_shrunk(t, gmax1, gmax2, y, status, gradient):
+    if status[t] == _UPPER:
+        if y[t] > 0:
+            return -gradient[t] > gmax1
+        return -gradient[t] > gmax2
+    if status[t] == _LOWER:
+        if y[t] > 0:
+            return gradient[t] > gmax2
+        return gradient[t] > gmax1
+    return False
+
+
+@njit(cache=True)
+def _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel):
+    """G of the inactive variables from G_bar and the free variables (LIBSVM)."""
+    _, _, _, _, _, alpha, status, gradient, gradient_bar = positions
+    active = counters[_ACTIVE]
+    l = alpha.shape[0]
+    if active == l:
+        return
+    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+    counters[_RECONSTRUCTS] += 1
+    for t in range(active, l):
+        gradient[t] = gradient_bar[t] - 1.0
+    n_free = 0
+    for t in range(active):
+        if status[t] == _FREE:
+            n_free += 1
+    if n_free * l > 2 * active * (l - active):
+        for i in range(active, l):
+            # G_i += sum_{free t} a_t Q_it
+            column = _get_column(i, active, rows, kernel, positions, cache, counters, parallel)
+            total = gradient[i]
+            for t in range(active):
+                if status[t] == _FREE:
+                    total += alpha[t] * column[t]
+            gradient[i] = total
+    else:
+        for i in range(active):
+            if status[i] == _FREE:
+                # G[active:] += a_i Q_i,active:
+                column = _get_column(i, l, rows, kernel, positions, cache, counters, parallel)
+                a_i = alpha[i]
+                for t in range(active, l):
+                    gradient[t] += a_i * column[t]
+
+
+@njit(cache=True)
+def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel):
+    """LIBSVM's do_shrinking (with its one-time unshrink when m - M <= 10 eps)."""
+    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+    y, status, gradient = positions[2], positions[6], positions[7]
+    l = y.shape[0]
+    counters[_SHRINKS] += 1
+    active = counters[_ACTIVE]
+    gmax1 = -np.inf  # max { -y_t G_t : t in I_up }
+    gmax2 = -np.inf  # max { y_t G_t : t in I_low }
+    for t in range(active):
+        if y[t] > 0:
+            if status[t] != _UPPER and -gradient[t] >= gmax1:
+                gmax1 = -gradient[t]
+            if status[t] != _LOWER and gradient[t] >= gmax2:
+                gmax2 = gradient[t]
+        else:
+            if status[t] != _UPPER and -gradient[t] >= gmax2:
+                gmax2 = -gradient[t]
+            if status[t] != _LOWER and gradient[t] >= gmax1:
+                gmax1 = gradient[t]
+    if counters[_UNSHRINK] == 0 and gmax1 + gmax2 <= eps * 10:
+        counters[_UNSHRINK] = 1
+        _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
+        active = l
+        counters[_ACTIVE] = l
+    n_swaps = 0
+    t = 0
+    while t < active:
+        if _be_shrunk(t, gmax1, gmax2, y, status, gradient):
+            active -= 1
+            while active > t:
+                if not _be_shrunk(active, gmax1, gmax2, y, status, gradient):
+                    _swap_positions(positions, cache, t, active)
+                    swaps[n_swaps, 0] = t
+                    swaps[n_swaps, 1] = active
+                    n_swaps += 1
+                    break
+                active -= 1
+        t += 1
+    counters[_ACTIVE] = active
+    _swap_cached_entries(cache, counters, swaps, n_swaps)
+    if n_swaps > 0:
+        _gather_positional_rows(rows, positions[0])

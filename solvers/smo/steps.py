@@ -1,0 +1,272 @@
+"""SMO's solver state and its compiled entry points: `_smo_steps` (a bounded number of
+steps with LIBSVM's stop rule and unshrinking), `_finish` (unshrink, rho, objective),
+the exact dual objective of a progress event, and the warm-up of the parallel loops."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from solvers.backbone import CsrArrays
+from solvers.smo.columns import (
+    _column_parallel,
+    _gather_positional_rows,
+    _kernel_diagonal,
+    _new_column_list,
+)
+from solvers.smo.layout import (
+    _ACTIVE,
+    _CACHE_FREE,
+    _CONVERGED,
+    _COUNTER,
+    _FREE,
+    _GMAX_VALID,
+    _ITER,
+    _LOWER,
+    _MAX_ITER,
+    _N_COUNTERS,
+    _NON_FINITE,
+    _PAUSED,
+    _PENDING_CAPACITY,
+    _SHRINK_EVERY,
+    _UPPER,
+    _VIOLATION,
+)
+from solvers.smo.selection import (
+    _do_shrinking,
+    _flush_gradient_bar,
+    _gmax_parallel,
+    _gradient_bar_parallel,
+    _reconstruct_gradient,
+    _reduce_max,
+    _select_j_parallel,
+    _select_working_set,
+    _take_step,
+    _update_parallel,
+)
+
+# Parallel loops only above this much work (elements, or rows x (nnz + 8) for kernel
+# columns): a parallel region costs microseconds, much more on a loaded machine. Read when
+# a solver state is created (tests lower them to exercise the parallel paths).
+PARALLEL_MIN_PASS = 40_000
+PARALLEL_MIN_KERNEL = 100_000
+PARALLEL_MIN_FLUSH = 100_000  # the deferred G_bar updates: one region per ~1000 steps
+
+
+class SmoState:
+    """The arrays the compiled kernels work on.
+
+    Positions 0..l-1 are permuted by shrinking (LIBSVM's swap_index): the active set is
+    positions [0, active_size). `perm[t]` is the row of X at position t, `local[t]` its
+    index in the binary problem.
+    """
+
+    def __init__(self, X: CsrArrays, sq_norms: np.ndarray, rows: np.ndarray, y: np.ndarray,
+                 cost: np.ndarray, kernel: tuple[int, float, float, int], cache_mb: float,
+                 chunks: int, fine_grained: bool = True) -> None:
+        l = int(rows.shape[0])
+        self.l = l
+        self.eps, self.max_iter = 0.0, 0  # the stop rule of `run`: set by the driver
+        self.pair: list[float | None] = []  # the classes of the problem, for progress
+        perm = np.ascontiguousarray(rows, dtype=np.int64).copy()
+        local = np.arange(l, dtype=np.int64)
+        y = np.ascontiguousarray(y, dtype=np.int8).copy()
+        cost = np.ascontiguousarray(cost, dtype=np.float64).copy()
+        nnz = int(np.sum(X.indptr[perm + 1] - X.indptr[perm]))
+        rows_arrays = ((np.empty(nnz), np.empty(nnz, dtype=np.int32),
+                        np.empty(l + 1, dtype=np.int64), np.empty(l),
+                        np.zeros(X.n_features + 1)),
+                       (X.data, X.indices, X.indptr, sq_norms))
+        _gather_positional_rows(rows_arrays, perm)
+        diagonal = np.empty(l)
+        _kernel_diagonal(rows_arrays[0][3], kernel, diagonal)
+        alpha = np.zeros(l)
+        status = np.full(l, _LOWER, dtype=np.int8)
+        gradient = np.full(l, -1.0)  # G = Qa + p, p = -e, a = 0
+        gradient_bar = np.zeros(l)
+        self.counters = np.zeros(_N_COUNTERS, dtype=np.int64)
+        self.counters[_ACTIVE] = l
+        self.counters[_COUNTER] = min(l, _SHRINK_EVERY) + 1
+        # LIBSVM's Cache: bytes / sizeof(float) minus the heads, at least two full columns
+        floats = int(cache_mb * (1 << 20)) // 4 - l * 8
+        self.counters[_CACHE_FREE] = max(floats, 2 * l)
+        self.values = np.array([-math.inf, math.inf])
+        columns = _new_column_list(l)
+        lru_prev = np.full(l + 1, l, dtype=np.int64)
+        lru_next = np.full(l + 1, l, dtype=np.int64)
+        self.positions = (perm, local, y, cost, diagonal, alpha, status, gradient, gradient_bar)
+        self.cache = (columns, np.zeros(l, dtype=np.int64), lru_prev, lru_next,
+                      np.zeros(0, dtype=np.float32))
+        # (chunks, per-chunk scratch x 3, minimum work of a parallel loop: passes over the
+        # active set and kernel columns (once per step), the deferred G_bar pass)
+        never = np.int64(1 << 62)
+        parallel = (np.int64(max(1, chunks)), np.empty(max(1, chunks)),
+                    np.empty(max(1, chunks), dtype=np.int64), np.empty(max(1, chunks)),
+                    np.int64(PARALLEL_MIN_PASS) if fine_grained else never,
+                    np.int64(PARALLEL_MIN_KERNEL) if fine_grained else never,
+                    np.int64(PARALLEL_MIN_FLUSH))
+        pending = (np.empty(_PENDING_CAPACITY, dtype=np.int64), np.empty(_PENDING_CAPACITY),
+                   np.empty(_PENDING_CAPACITY, dtype=np.int64))
+        self.kernel_args = (rows_arrays, kernel, self.positions, self.cache,
+                            (self.counters, self.values, np.empty((l, 2), dtype=np.int64),
+                             pending,
+                             parallel))
+
+    @property
+    def iteration(self) -> int:
+        return int(self.counters[_ITER])
+
+    def run(self, steps: int) -> int:
+        settings = (float(self.eps), int(self.max_iter), int(steps))
+        return int(_smo_steps(*self.kernel_args, settings))
+
+    def snapshot(self) -> dict[str, Any]:
+        """The progress event: the dual objective (exact, from G and G_bar; O(l))."""
+        _flush_pending(*self.kernel_args)
+        _, _, _, _, _, alpha, status, gradient, gradient_bar = self.positions
+        return {"iteration": self.iteration, "primal": None,
+                "dual": float(_objective_from_bar(alpha, status, gradient, gradient_bar)),
+                "gap": None, "violation": float(self.values[_VIOLATION]),
+                "active_size": int(self.counters[_ACTIVE]), "pair": self.pair}
+
+    def finish(self) -> tuple[np.ndarray, float, float]:
+        """Unshrink (reconstruct the gradient), then (alpha in problem order, rho, f(a))."""
+        out = np.zeros(3)
+        alpha = np.empty(self.l)
+        _finish(*self.kernel_args, alpha, out)
+        return alpha, float(out[0]), float(out[1])
+
+
+@njit(cache=True, error_model="numpy")
+def _smo_steps(rows, kernel, positions, cache, state, settings):
+    """Run SMO steps until convergence, max_iter, a non-finite step or the step budget.
+
+    rows = ((data, indices, indptr, ||x||^2 of the rows in position order, a dense scatter
+    buffer), (the same four arrays of X: source of the positional rows)); kernel = (kind,
+    gamma, coef0, degree); positions = (perm, local, y, C, K_tt, alpha, status, G, G_bar),
+    permuted together by shrinking; cache = (columns, lengths, lru_prev, lru_next, empty);
+    state = (counters, values, swap buffer, parallel scratch); settings = (eps, max_iter,
+    step_budget). Returns a status code; everything else is kept in the arrays.
+    """
+    counters, values, swaps, pending, parallel = state
+    eps, max_iter, budget = settings
+    l = positions[0].shape[0]
+    steps = 0
+    while True:
+        if counters[_ITER] >= max_iter:
+            return _MAX_ITER
+        if steps >= budget:
+            return _PAUSED
+        counters[_COUNTER] -= 1
+        if counters[_COUNTER] == 0:
+            counters[_COUNTER] = min(l, _SHRINK_EVERY)
+            _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel)
+            counters[_GMAX_VALID] = 0
+        i, j, gmax, gmax2 = _select_working_set(rows, kernel, positions, cache, counters,
+                                                values, parallel)
+        values[_VIOLATION] = gmax + gmax2
+        if gmax + gmax2 < eps or j < 0:
+            # converged on the active set: reconstruct the whole gradient and check again
+            _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
+            counters[_ACTIVE] = l
+            counters[_GMAX_VALID] = 0
+            i, j, gmax, gmax2 = _select_working_set(rows, kernel, positions, cache,
+                                                    counters, values, parallel)
+            values[_VIOLATION] = gmax + gmax2
+            if gmax + gmax2 < eps or j < 0:
+                return _CONVERGED
+            counters[_COUNTER] = 1  # shrink at the next step
+        counters[_ITER] += 1
+        steps += 1
+        if not _take_step(i, j, rows, kernel, positions, cache, counters, values, pending,
+                          parallel):
+            return _NON_FINITE
+
+
+@njit(cache=True)
+def _finish(rows, kernel, positions, cache, state, alpha_out, out):
+    """Unshrink, then alpha_out (problem order), out[0] = rho, out[1] = f(a) =
+    1/2 sum_t a_t (G_t + p_t) (LIBSVM's obj), out[2] = violation on the full set."""
+    counters, _, _, pending, parallel = state
+    _, local, y, _, _, alpha, status, gradient, _ = positions
+    l = alpha.shape[0]
+    _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
+    counters[_ACTIVE] = l
+    counters[_GMAX_VALID] = 0
+    # rho = mean of y_t G_t over free t, else the middle of [lb, ub]
+    upper = np.inf
+    lower = -np.inf
+    n_free = 0
+    free_sum = 0.0
+    for t in range(l):
+        y_grad = y[t] * gradient[t]
+        if status[t] == _UPPER:
+            if y[t] < 0:
+                upper = min(upper, y_grad)
+            else:
+                lower = max(lower, y_grad)
+        elif status[t] == _LOWER:
+            if y[t] > 0:
+                upper = min(upper, y_grad)
+            else:
+                lower = max(lower, y_grad)
+        else:
+            n_free += 1
+            free_sum += y_grad
+    out[0] = free_sum / n_free if n_free > 0 else (upper + lower) / 2
+    objective = 0.0
+    for t in range(l):
+        objective += alpha[t] * (gradient[t] - 1.0)
+    out[1] = objective / 2
+    for t in range(l):
+        alpha_out[local[t]] = alpha[t]
+
+
+@njit(cache=True)
+def _flush_pending(rows, kernel, positions, cache, state):
+    counters, _, _, pending, parallel = state
+    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+
+
+@njit(cache=True)
+def _objective_from_bar(alpha, status, gradient, gradient_bar):
+    """f(a) = 1/2 a'Qa - e'a with a'Qa = sum_{free} a_t (G_t + 1) + sum_t a_t G_bar_t
+    (free variables are always active, so their G is exact; G_bar is kept on all)."""
+    quadratic = 0.0
+    linear = 0.0
+    for t in range(alpha.shape[0]):
+        if status[t] == _FREE:
+            quadratic += alpha[t] * (gradient[t] + 1.0)
+        quadratic += alpha[t] * gradient_bar[t]
+        linear += alpha[t]
+    return 0.5 * quadratic - linear
+
+
+@njit(cache=True)
+def _warm_parallel(rows, kernel, positions, cache, state):
+    """Run every parallel variant once (compilation / cache load)."""
+    parallel = state[4]
+    y, status, gradient, diagonal = positions[2], positions[6], positions[7], positions[4]
+    n = y.shape[0]
+    column = np.zeros(n, dtype=np.float32)
+    data, indices, indptr, sq_norms, dense = rows[0]
+    kind, gamma, coef0, degree = kernel
+    chunks, values, best, values2, _, _, _ = parallel
+    _column_parallel(data, indices, indptr, sq_norms, dense, kind, gamma, coef0, degree, y,
+                     0, 0, n, column, chunks)
+    _gmax_parallel(y, status, gradient, n, chunks, values, best)
+    _select_j_parallel(y, status, gradient, diagonal, column, 0, 1.0, n, chunks, values, best,
+                       values2)
+    _update_parallel(gradient.copy(), column, column, 0.0, 0.0, y, status, n, chunks, values,
+                     best)
+    _reduce_max(parallel)
+    pending_at, pending_scale, cover = state[3]
+    pending_at[0] = 0
+    pending_scale[0] = 0.0
+    cover[0] = 0
+    _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], kind, gamma,
+                           coef0, degree, y, pending_at, pending_scale, cover, 1,
+                           positions[8].copy(), chunks)
