@@ -4,39 +4,16 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from app.errors import ApiError
 from app.schemas import Instance
-from app.storage import arrays_from_bytes
+from solvers import models as solver_models
+from solvers.models import LinearModel
 from solvers.svmlight import ParseLimits, SvmlightError, SvmlightParser
-
-
-@dataclass(frozen=True)
-class LinearModel:
-    classes: np.ndarray  # sorted class values
-    coef: np.ndarray  # (n_outputs, n_features)
-    intercept: np.ndarray  # (n_outputs,)
-
-    @property
-    def n_features(self) -> int:
-        return int(self.coef.shape[1])
-
-    def decision_function(self, X: sp.csr_matrix) -> np.ndarray:
-        scores: np.ndarray = np.asarray(X @ self.coef.T) + self.intercept
-        return scores
-
-    def predict(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-        """Labels and decision values: one value per row for two classes, one per class else."""
-        scores = self.decision_function(X)
-        if self.coef.shape[0] == 1:
-            values = scores[:, 0]
-            return np.where(values > 0, self.classes[1], self.classes[0]), values
-        return self.classes[np.argmax(scores, axis=1)], scores
 
 
 class ServableModel(Protocol):
@@ -52,19 +29,12 @@ class ServableModel(Protocol):
 
 
 def linear_model_from_bytes(payload: bytes) -> LinearModel:
-    arrays = arrays_from_bytes(payload)
-    return LinearModel(classes=arrays["classes"], coef=arrays["coef"],
-                       intercept=arrays["intercept"])
+    return cast(LinearModel, solver_models.model_from_bytes("linear", payload))
 
 
 def model_from_bytes(kind: str, payload: bytes) -> ServableModel:
-    """A stored model, ready to predict. Kernel models need the compiled kernel function,
-    which lives in the small shared module solvers.kernels (no training code)."""
-    if kind == "kernel":
-        from solvers.kernels import KernelModel
-
-        return KernelModel.from_arrays(arrays_from_bytes(payload))
-    return linear_model_from_bytes(payload)
+    """A stored model, ready to predict (solvers.models: no training code)."""
+    return solver_models.model_from_bytes(kind, payload)
 
 
 class ModelCache:
