@@ -1,0 +1,271 @@
+"""The worker's claim, lease and finish, called directly (no Celery, no eager mode) on a
+real SQLite file and on a real PostgreSQL schema.
+
+A job's row is the truth: a claim is a conditional update (a second delivery gets
+nothing), progress and heartbeats count only while the claiming attempt holds the job,
+and the outcome of a fit is stored only by that attempt, the model in the same
+transaction as `succeeded`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from app.db import session_scope
+from app.job_status import JobStatus
+from app.orm import Dataset, Job, Model, new_id, utcnow
+from app.services import datasets as dataset_service
+from app.services import jobs as job_service
+from app.services.jobs import Claim
+from app.settings import Settings
+from app.storage import load_dataset
+from solvers.svmlight import load_svmlight
+from tests.support import data_file, embedded_settings, migrate, postgres_schema
+from workers.training import Heartbeat, ProgressRecorder, claim, finish, run_claimed
+
+WORKER = "celery@test pid 1"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
+    def configured(database_url: str = "") -> Settings:
+        settings = embedded_settings(tmp_path / "home", database_url=database_url,
+                                     job_lease_seconds=0.8)
+        settings.ensure_dirs()
+        migrate(settings.database_url)
+        return settings
+
+    if request.param == "sqlite":
+        yield configured()
+    else:
+        with postgres_schema() as url:
+            yield configured(url)
+
+
+@pytest.fixture
+def heart(settings: Settings) -> str:
+    parsed = load_svmlight(data_file("heart_scale.xz"))
+    with session_scope(settings.database_url) as session:
+        return dataset_service.create_dataset(session, settings, parsed, "heart").id
+
+
+def _queued_job(settings: Settings, dataset_id: str | None, solver: str = "dcd",
+                **params: Any) -> str:
+    now = utcnow()
+    job_id = new_id()
+    with session_scope(settings.database_url) as session:
+        session.add(Job(id=job_id, dataset_id=dataset_id, solver=solver,
+                        params={"eps": 0.1, **params}, status=JobStatus.QUEUED,
+                        attempt=0, cancel_requested=False, queued_at=now,
+                        status_history=[job_service.history_entry(JobStatus.QUEUED, now)]))
+    return job_id
+
+
+def _job(settings: Settings, job_id: str) -> Job:
+    with session_scope(settings.database_url) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        return job
+
+
+def _models_of(settings: Settings, job_id: str) -> list[Model]:
+    with session_scope(settings.database_url) as session:
+        return list(session.scalars(select(Model).where(Model.job_id == job_id)))
+
+
+def _claimed(settings: Settings, job_id: str) -> Claim:
+    claimed = claim(settings, job_id, WORKER)
+    assert claimed is not None
+    return claimed
+
+
+def _requeue_and_claim_again(settings: Settings, job_id: str) -> Claim:
+    """What the sweep does to a job whose worker went silent, then a second worker."""
+    with session_scope(settings.database_url) as session:
+        assert job_service.transition(session, job_id, (JobStatus.RUNNING,), JobStatus.QUEUED)
+    return _claimed(settings, job_id)
+
+
+def _fit(settings: Settings, claimed: Claim, progress: Any = None) -> Any:
+    from solvers import fit
+
+    assert claimed.blob_path is not None
+    X, y = load_dataset(claimed.blob_path, claimed.features)
+    return X, y, fit(X, y, solver=claimed.solver, progress=progress, **claimed.params)
+
+
+# -- claim -----------------------------------------------------------------------------
+
+def test_a_claim_runs_the_next_attempt_and_a_second_delivery_gets_nothing(
+    settings: Settings, heart: str
+) -> None:
+    job_id = _queued_job(settings, heart, C=2.0)
+    with session_scope(settings.database_url) as session:
+        blob_path = dataset_service.get_dataset(session, heart).blob_path
+    assert claim(settings, job_id, WORKER) == Claim(
+        job_id=job_id, attempt=1, solver="dcd", params={"eps": 0.1, "C": 2.0},
+        dataset_id=heart, dataset_name="heart", blob_path=blob_path, features=13)
+    assert claim(settings, job_id, "celery@other pid 2") is None  # duplicate delivery
+    job = _job(settings, job_id)
+    assert job.status == JobStatus.RUNNING and job.attempt == 1 and job.worker == WORKER
+    assert isinstance(job.heartbeat_at, datetime) and job.started_at is not None
+    assert [h["status"] for h in job.status_history] == ["queued", "running"]
+
+
+def test_nothing_to_claim_for_a_missing_or_cancelled_job(settings: Settings,
+                                                         heart: str) -> None:
+    assert claim(settings, new_id(), WORKER) is None
+    job_id = _queued_job(settings, heart)
+    with session_scope(settings.database_url) as session:
+        job_service.cancel(session, settings, job_id)
+    assert claim(settings, job_id, WORKER) is None
+    assert run_claimed(settings, job_id, None) == "skipped"
+    assert _job(settings, job_id).status == JobStatus.CANCELLED
+
+
+def test_a_job_whose_dataset_is_gone_fails_with_the_reason(settings: Settings,
+                                                           heart: str) -> None:
+    job_id = _queued_job(settings, heart)
+    with session_scope(settings.database_url) as session:  # as a racing delete could
+        session.delete(session.get(Dataset, heart))
+    claimed = _claimed(settings, job_id)
+    assert claimed.dataset_id is None and claimed.blob_path is None
+    assert run_claimed(settings, job_id, claimed) == "failed"
+    job = _job(settings, job_id)
+    assert job.status == JobStatus.FAILED
+    assert job.error == "the dataset was deleted before the job started"
+    assert job.finished_at is not None and _models_of(settings, job_id) == []
+
+
+# -- lease -----------------------------------------------------------------------------
+
+def _progress(iteration: int) -> dict[str, Any]:
+    return {"iteration": iteration, "violation": 1.0 / iteration, "primal": 1.0}
+
+
+def test_progress_counts_only_while_the_attempt_holds_the_job(settings: Settings,
+                                                              heart: str) -> None:
+    job_id = _queued_job(settings, heart)
+    first = _claimed(settings, job_id)
+    recorder = ProgressRecorder(settings, job_id, first.attempt, 0.1)
+    assert recorder(_progress(1)) is False  # go on
+    job = _job(settings, job_id)
+    assert job.progress is not None and job.progress["iteration"] == 1
+
+    with session_scope(settings.database_url) as session:
+        job_service.cancel(session, settings, job_id)
+    assert recorder(_progress(2)) is True  # a cancel was requested: stop
+
+    second = _requeue_and_claim_again(settings, job_id)
+    assert second.attempt == 2
+    assert recorder(_progress(3)) is True  # the lease is lost: stop, write nothing
+    assert _job(settings, job_id).progress["iteration"] == 2  # type: ignore[index]
+    assert ProgressRecorder(settings, job_id, 2, 0.1)(_progress(4)) is True  # cancelled
+    assert _job(settings, job_id).progress["iteration"] == 4  # type: ignore[index]
+
+
+def _heartbeat(settings: Settings, job_id: str) -> datetime:
+    with session_scope(settings.database_url) as session:
+        beat = session.scalar(select(Job.heartbeat_at).where(Job.id == job_id))
+        assert beat is not None
+        return beat
+
+
+def test_the_heartbeat_renews_the_lease_of_its_own_attempt_only(settings: Settings,
+                                                                heart: str) -> None:
+    job_id = _queued_job(settings, heart)
+    first = _claimed(settings, job_id)
+    claimed_at = _heartbeat(settings, job_id)
+    with Heartbeat(settings, job_id, first.attempt):  # beats every 0.2 s here
+        time.sleep(0.7)
+    assert _heartbeat(settings, job_id) > claimed_at
+
+    second = _requeue_and_claim_again(settings, job_id)
+    with session_scope(settings.database_url) as session:
+        assert not job_service.renew_lease(session, job_id, first.attempt)
+        assert job_service.renew_lease(session, job_id, second.attempt)
+    reclaimed_at = _heartbeat(settings, job_id)
+    with Heartbeat(settings, job_id, first.attempt):
+        time.sleep(0.7)
+    assert _heartbeat(settings, job_id) == reclaimed_at
+
+
+# -- finish ----------------------------------------------------------------------------
+
+def test_finish_stores_a_linear_model_with_the_succeeded_status(settings: Settings,
+                                                                heart: str) -> None:
+    job_id = _queued_job(settings, heart, loss="l1", eps=0.01)
+    claimed = _claimed(settings, job_id)
+    X, y, result = _fit(settings, claimed)
+    assert finish(settings, claimed, result, X, y) == "succeeded"
+    assert finish(settings, claimed, result, X, y) == "lost"  # no second model
+    job = _job(settings, job_id)
+    [model] = _models_of(settings, job_id)
+    assert job.status == JobStatus.SUCCEEDED and job.model_id == model.id
+    assert [h["status"] for h in job.status_history] == ["queued", "running", "succeeded"]
+    assert model.kind == "linear" and model.n_features == 13 and model.solver == "dcd"
+    assert model.labels == [-1.0, 1.0] and model.dataset_id == heart
+    assert job.result == model.result
+    assert model.result["exit_reason"] == "converged" and model.converged
+    for key in ("primal_objective", "dual_objective", "duality_gap", "train_accuracy"):
+        assert isinstance(model.result[key], float), key
+    assert model.train_accuracy is not None and model.train_accuracy > 0.8
+
+
+def test_finish_stores_a_kernel_model(settings: Settings, heart: str) -> None:
+    job_id = _queued_job(settings, heart, solver="smo", kernel="rbf", eps=0.001)
+    claimed = _claimed(settings, job_id)
+    X, y, result = _fit(settings, claimed)
+    assert finish(settings, claimed, result, X, y) == "succeeded"
+    [model] = _models_of(settings, job_id)
+    assert model.kind == "kernel" and model.n_features == 13
+    assert model.result["n_support"] > 0
+    assert model.result["primal_objective"] is None and model.result["duality_gap"] is None
+    assert model.train_accuracy is not None and model.train_accuracy > 0.8
+
+
+def test_an_old_attempt_cannot_finish_a_job_claimed_again(settings: Settings,
+                                                          heart: str) -> None:
+    job_id = _queued_job(settings, heart)
+    first = _claimed(settings, job_id)
+    X, y, result = _fit(settings, first)
+    second = _requeue_and_claim_again(settings, job_id)
+    assert finish(settings, first, result, X, y) == "lost"
+    assert _models_of(settings, job_id) == []
+    assert _job(settings, job_id).status == JobStatus.RUNNING
+    assert finish(settings, second, result, X, y) == "succeeded"
+    assert len(_models_of(settings, job_id)) == 1
+
+
+def test_a_cancelled_fit_ends_cancelled_without_a_model(settings: Settings,
+                                                        heart: str) -> None:
+    job_id = _queued_job(settings, heart, C=1000.0, eps=1e-9, max_iter=1_000_000)
+    claimed = _claimed(settings, job_id)
+    with session_scope(settings.database_url) as session:
+        job_service.cancel(session, settings, job_id)
+    recorder = ProgressRecorder(settings, job_id, claimed.attempt, 1e-9)
+    X, y, result = _fit(settings, claimed, progress=recorder)
+    assert result.exit_reason == "cancelled"
+    assert finish(settings, claimed, result, X, y) == "cancelled"
+    job = _job(settings, job_id)
+    assert job.status == JobStatus.CANCELLED and job.model_id is None
+    assert _models_of(settings, job_id) == []
+    with session_scope(settings.database_url) as session:
+        count = session.scalar(select(func.count()).select_from(Model))
+    assert count == 0
+
+
+def test_a_failed_job_keeps_its_error_and_no_model(settings: Settings, heart: str) -> None:
+    job_id = _queued_job(settings, heart)
+    claimed = _claimed(settings, job_id)
+    with session_scope(settings.database_url) as session:
+        assert job_service.fail(session, claimed, "x" * 5000)
+    job = _job(settings, job_id)
+    assert job.status == JobStatus.FAILED and job.error == "x" * 2000
