@@ -13,7 +13,7 @@ import pytest
 import scipy.optimize
 import scipy.sparse as sp
 
-from solvers import alm
+from solvers import _alm_kernels, alm
 from solvers.backbone import ProgressMonitor
 from solvers.inputs import as_csr_arrays
 from solvers.objectives import LinearProblem
@@ -114,7 +114,7 @@ SMALL_SETS = ["heart_scale", "breast-cancer_scale", "a9a-1000"]
 def test_proximal_step_matches_scipy(p: float) -> None:
     for u0 in [-2.0, -1e-3, 0.0, 1e-4, 0.05, 0.3, 1.0, 7.5]:
         for gamma in [1e-3, 0.1, 1.0, 30.0]:
-            u = alm._prox_slack(u0, gamma, p)
+            u = _alm_kernels._prox_slack(u0, gamma, p)
             assert u == pytest.approx(prox_by_scipy(u0, gamma, p), abs=1e-7)
             if u > 0:  # stationary: p gamma u^(p-1) + u - u0 = 0 (Eq. 11)
                 assert p * gamma * u ** (p - 1) + u - u0 == pytest.approx(0.0, abs=1e-10 * u0)
@@ -132,16 +132,16 @@ def test_products_match_numpy() -> None:
     w = np.append(rng.normal(size=9), 0.0)
     out = np.empty(103)
     sums = np.zeros((n_chunks, 4))
-    alm._x_times(rows, w, 0.0, 0.5, bounds, out, sums)
+    _alm_kernels._x_times(rows, w, 0.0, 0.5, bounds, out, sums)
     np.testing.assert_allclose(out, X @ w[:9], rtol=1e-13, atol=1e-13)
     assert sums[:, 0].sum() == pytest.approx(np.sum((X @ w[:9] + 0.5) ** 2), rel=1e-13)
     v = rng.normal(size=103)
     result = np.empty(10)
-    alm._xt_times(rows, v, 0.0, bounds, np.zeros((n_chunks, 10)), result)
+    _alm_kernels._xt_times(rows, v, 0.0, bounds, np.zeros((n_chunks, 10)), result)
     np.testing.assert_allclose(result[:9], X.T @ v, rtol=1e-12, atol=1e-12)
     a, coef = rng.uniform(0, 1, 103), rng.normal(size=103)
     products = np.empty((3, 10))
-    alm._certificate_products(rows, (a, coef, y, True), 0.0, bounds,
+    _alm_kernels._certificate_products(rows, (a, coef, y, True), 0.0, bounds,
                               np.zeros((3 * n_chunks, 10)), products)
     np.testing.assert_allclose(products[0, :9], X[y > 0].T @ a[y > 0], atol=1e-12)
     np.testing.assert_allclose(products[1, :9], X[y < 0].T @ a[y < 0], atol=1e-12)
