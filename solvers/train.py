@@ -193,9 +193,9 @@ def warmup() -> float:
             for labels in (y, np.where(y == 1.0, 1.0, -1.0)):  # multi-class, binary
                 result = fit(X, labels, solver=name, progress=lambda event: None, **variant)
                 _check_warm_fit(name, result, X)
-        warm_parallel = getattr(module, "warm_parallel_kernels", None)
-        if warm_parallel is not None:
-            warm_parallel()
+        warm_rare = getattr(module, "warm_rare_kernels", None)
+        if warm_rare is not None:
+            warm_rare()
     return time.perf_counter() - started
 
 

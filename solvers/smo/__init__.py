@@ -98,7 +98,7 @@ from solvers.smo.model import ASSEMBLY, KernelProblem
 from solvers.smo.steps import SmoState, _warm_parallel
 
 __all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelFitResult", "KernelProblem", "SmoState",
-           "max_threads", "solve", "warm_parallel_kernels"]
+           "max_threads", "solve", "warm_rare_kernels"]
 
 # Warm-up fits (solvers.train.warmup): both multi-class layouts and two kernels.
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = tuple(
@@ -146,10 +146,12 @@ def solve(problem: KernelProblem, params: dict[str, Any],
     )
 
 
-def warm_parallel_kernels() -> None:
-    """Compile (or load) the parallel loops, which only large problems run."""
+def warm_rare_kernels() -> None:
+    """Compile (or load) what the small warm-up fits do not reach: the parallel loops
+    (large problems only) and the progress snapshot (at most one event per 0.2 s)."""
     X = as_csr_arrays(np.round(np.random.default_rng(0).normal(size=(12, 3)), 2))
     state = SmoState(X, np.zeros(12) + 1.0, np.arange(12, dtype=np.int64),
                      np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (_RBF, 0.5, 0.0, 3),
                      1.0, chunks=2)
     _warm_parallel(*state.kernel_args)
+    state.snapshot()

@@ -3,6 +3,9 @@ bias handling, invariances and degenerate inputs."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -320,6 +323,53 @@ def test_single_feature_and_two_rows() -> None:
     assert result.classes.tolist() == [3.0, 5.0]
     assert result.coef[0, 0] == pytest.approx(1.0)
     assert result.predict(np.array([[2.0], [-2.0]])).tolist() == [5.0, 3.0]
+
+
+# Run in a fresh interpreter: every compiled function that Python code of the loaded
+# solvers modules calls must have a compiled (or cache-loaded) signature after warmup().
+_WARMUP_PROBE = """
+import ast, importlib, inspect, json, sys
+from numba.core.dispatcher import Dispatcher
+from solvers.params import SOLVERS
+from solvers.train import warmup
+
+warmup()
+for spec in SOLVERS.values():  # a registered solver that warmup skipped is checked too
+    importlib.import_module(spec.module)
+entries, cold = [], []
+for name, module in sorted(sys.modules.items()):
+    if module is None or not (name == "solvers" or name.startswith("solvers.")):
+        continue
+    tree = ast.parse(inspect.getsource(module))
+    jitted = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and any(
+        "njit" in ast.unparse(d) or "intrinsic" in ast.unparse(d) for d in n.decorator_list)}
+    called = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name not in jitted:
+            called |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    for ident in sorted(called):
+        target = getattr(module, ident, None)
+        if isinstance(target, Dispatcher):
+            entries.append(f"{name}.{ident}")
+            if not target.signatures:
+                cold.append(f"{name}.{ident}")
+print(json.dumps({"entries": entries, "cold": cold}))
+"""
+# Called from Python only by tests and the benchmarks, never on a worker's path.
+_NOT_WARMED = {"solvers.kernels._kernel_column_kernel"}
+
+
+def test_warmup_compiles_every_kernel_that_python_calls() -> None:
+    done = subprocess.run([sys.executable, "-c", _WARMUP_PROBE], capture_output=True,
+                          text=True, timeout=600, check=True)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # the probe sees every solver's entry kernels, SMO's and the prediction kernels
+    for expected in ("solvers.dcd._dcd_sweeps", "solvers.acf._acf_sweeps",
+                     "solvers.pegasos._pegasos_steps", "solvers.ocas._outputs_kernel",
+                     "solvers.alm._x_times", "solvers.smo.steps._smo_steps",
+                     "solvers.kernels._decision_kernel"):
+        assert expected in report["entries"]
+    assert set(report["cold"]) - _NOT_WARMED == set()
 
 
 def test_warmup_compiles_everything_once() -> None:
