@@ -133,8 +133,8 @@ class Engines:
     def __init__(self, X: sp.csr_matrix, y: np.ndarray) -> None:
         from liblinear import liblinearutil
 
+        from solvers.inputs import as_csr_arrays
         from solvers.objectives import LinearProblem
-        from solvers.train import as_csr_arrays
 
         self.liblinear = liblinearutil
         self.arrays = as_csr_arrays(X)
@@ -193,7 +193,7 @@ class Engines:
 def cpu_cap_monitor(cap: float) -> Any:
     """A ProgressMonitor whose limit is `cap` CPU seconds of this process (not wall-clock):
     on a shared machine the cap then means the same amount of work for every engine."""
-    from solvers.train import ProgressMonitor
+    from solvers.backbone import ProgressMonitor
 
     class CpuCap(ProgressMonitor):
         def __init__(self) -> None:

@@ -155,8 +155,8 @@ class Engines:
     def __init__(self, X: sp.csr_matrix, y: np.ndarray) -> None:
         from liblinear import liblinearutil
 
+        from solvers.inputs import as_csr_arrays
         from solvers.objectives import LinearProblem
-        from solvers.train import as_csr_arrays
 
         self.liblinear = liblinearutil
         self.X, self.y = X, y
@@ -256,8 +256,9 @@ def warm_dcd() -> None:
     warm-up of every solver is timed by bench/service_bench.py).
     """
     import solvers.dcd
+    from solvers.inputs import as_csr_arrays
     from solvers.objectives import LinearProblem, primal_objective
-    from solvers.train import as_csr_arrays, fit
+    from solvers.train import fit
 
     X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0], [-1.0, 0.5]]))
     y = np.array([1.0, -1.0, 1.0, -1.0])

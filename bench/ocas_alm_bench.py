@@ -49,9 +49,11 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from bench.paths import results_dir
+from solvers.backbone import ProgressMonitor
+from solvers.inputs import as_csr_arrays
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import validate_params
-from solvers.train import ProgressMonitor, as_csr_arrays, solver_module, warmup
+from solvers.train import solver_module, warmup
 
 RESULTS = results_dir()
 TARGETS = (1e-2, 1e-3)

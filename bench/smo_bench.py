@@ -141,10 +141,11 @@ def run_libsvm(dataset: str, quick: bool, gamma: float, omp_threads: int,
 
 
 def run_ours(X: sp.csr_matrix, y: np.ndarray, threads: int) -> tuple[dict[str, Any], Any]:
-    from solvers.smo import fit_kernel
+    from solvers import fit
 
     wall, cpu = time.perf_counter(), time.process_time()
-    result = fit_kernel(X, y, kernel="rbf", C=1.0, eps=1e-3, cache_mb=200.0, threads=threads)
+    result = fit(X, y, solver="smo", kernel="rbf", C=1.0, eps=1e-3, cache_mb=200.0,
+                 threads=threads)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     output = result.per_output[0]
     return {"wall": wall, "cpu": cpu, "n_sv": result.n_support,
@@ -173,8 +174,9 @@ def prediction_throughput(model: Any, X_test: sp.csr_matrix, reps: int) -> dict[
 def compile_times() -> dict[str, float]:
     """Cold compile (empty Numba cache) and cache load of every SMO/prediction kernel, each
     in a fresh interpreter."""
-    code = ("import time; t = time.perf_counter(); from solvers import smo; "
-            "i = time.perf_counter() - t; w = smo.warmup(); print(i, w)")
+    code = ("import time; t = time.perf_counter(); import solvers.smo; "
+            "i = time.perf_counter() - t; from solvers.train import warmup; w = warmup(); "
+            "print(i, w)")
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
@@ -190,7 +192,7 @@ def compile_times() -> dict[str, float]:
 
 
 def bench_dataset(name: str, quick: bool, reps: int, libsvm_omp2: bool) -> dict[str, Any]:
-    from solvers.libsvm_format import read_libsvm_model_text
+    from solvers.formats import read_libsvm_model_text
 
     X, y, X_test, y_test = problem_data(name, quick)
     gamma = 1.0 / X.shape[1]
@@ -304,7 +306,7 @@ def write_markdown(results: list[dict[str, Any]], rows: list[dict[str, Any]], re
         "Problem: C-SVC, RBF, C = 1, gamma = 1/d, eps = 1e-3, cache 200 MB, shrinking. "
         "LIBSVM runs in a helper process with OMP_NUM_THREADS=1 (its wheel is built with "
         "OpenMP; `LIBSVM 2t` = OMP_NUM_THREADS=2, for information, quick mode only: under "
-        "load its OpenMP loop is many times slower). Ours: `solvers.smo.fit_kernel` on a "
+        "load its OpenMP loop is many times slower). Ours: `solvers.fit(solver=\"smo\")` on a "
         "parsed CSR matrix (validation included), after warm-up.",
         "",
         "## Training",
@@ -358,8 +360,8 @@ def write_markdown(results: list[dict[str, Any]], rows: list[dict[str, Any]], re
             f"{t['scatter 1t'] / r['libsvm_throughput']:.1f} |")
     if compile_s:
         lines += ["", f"Compilation (excluded above): importing solvers.smo takes "
-                  f"{compile_s['import_cold']:.2f} s; `smo.warmup()` (every SMO and "
-                  f"prediction kernel, parallel variants included) takes "
+                  f"{compile_s['import_cold']:.2f} s; `solvers.train.warmup()` (every "
+                  f"solver and prediction kernel, SMO's parallel variants included) takes "
                   f"{compile_s['warmup_cold']:.1f} s with an empty Numba cache and "
                   f"{compile_s['warmup_cached']:.2f} s loading the cache."]
     lines += ["", "## Summary", "", "| metric | hinge | reference | ratio | target | met |",
@@ -399,11 +401,11 @@ def _versions() -> str:
 
 def main(quick: bool = False, reps: int = 2, datasets: tuple[str, ...] | None = None,
          output: Path = RESULTS) -> list[dict[str, Any]]:
-    from solvers import smo
+    from solvers.train import warmup
 
     load_start = os.getloadavg()[0]
     compile_s = None if quick else compile_times()
-    smo.warmup()
+    warmup()
     names = datasets or (("ijcnn1",) if quick else DATASETS)
     results = []
     for name in names:
