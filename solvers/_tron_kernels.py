@@ -29,7 +29,8 @@ L2, LOGISTIC = 0, 1
 # CG status codes
 CG_RUNNING, CG_CONVERGED, CG_BOUNDARY, CG_BREAKDOWN = 0, 1, 2, 3
 # cg_scalars[] slots (float64) and cg_counters[] slots (int64)
-_ZTR, _CG_TOL, _DELTA = 0, 1, 2
+_ZTR, _CG_TOL, _DELTA, _SMS, _SMD, _DMD, _DD = 0, 1, 2, 3, 4, 5, 6
+N_CG_SCALARS = 7
 _CG_ITER, _CG_MAX = 0, 1
 
 
@@ -164,129 +165,227 @@ def trial_margins(rows, y, cost, s, bias_scale, loss_kind, bounds, margins, new_
 
 
 @njit(cache=True, parallel=True)
-def gradient_pass(rows, labels, margins, bias_scale, loss_kind, bounds, active_rows,
-                  active_count, chunk_acc):
-    """Per chunk c: the active rows and their Hessian weights, and the accumulators.
+def select_active(labels, margins, loss_kind, indptr, bounds, active_rows, active_count,
+                  active_nnz):
+    """Per chunk c: its rows with (u_i, h_i) != 0, compactly from position bounds[c] on.
 
-    rows = (data, indices, indptr); labels = (y, C); active_rows = (active_idx, active_h):
-    chunk c stores its rows with h_i > 0 compactly from active_idx[bounds[c]] on, and their
-    number in active_count[c] (passed on its own: Numba 0.68 loses writes indexed by the
-    prange variable into an array unpacked from a tuple argument). chunk_acc[0, c] =
-    sum_i u_i x_i (the loss part of the gradient), chunk_acc[1, c] = sum_i h_i x_i^2 (the
-    loss part of diag(H)), bias feature in the last slot.
+    labels = (y, C); active_rows = (active_idx, active_u, active_h); the number of rows of
+    chunk c goes to active_count[c] and their nnz (+1 each) to active_nnz[c]. (These two
+    are passed on their own: Numba 0.68 loses writes indexed by the prange variable into
+    an array unpacked from a tuple argument.)
     """
-    data, indices, indptr = rows
     y, cost = labels
-    active_idx, active_h = active_rows
-    bias_slot = chunk_acc.shape[2] - 1
-    bias_sq = bias_scale * bias_scale
+    active_idx, active_u, active_h = active_rows
     for c in prange(bounds.shape[0] - 1):
-        acc_g = chunk_acc[0, c]
-        acc_d = chunk_acc[1, c]
-        acc_g[:] = 0.0
-        acc_d[:] = 0.0
         count = bounds[c]
+        nnz = 0
         for i in range(bounds[c], bounds[c + 1]):
             u, h = _coefficients(margins[i], y[i], cost[i], loss_kind)
             if u != 0.0 or h != 0.0:
-                start = np.uint64(indptr[i])
-                end = np.uint64(indptr[i + 1])
-                # acc_g += u_i x_i;  acc_d += h_i x_i^2
-                for k in range(start, end):
-                    j = np.uint32(indices[k])
-                    value = data[k]
-                    acc_g[j] += u * value
-                    acc_d[j] += h * value * value
-                acc_g[bias_slot] += u * bias_scale
-                acc_d[bias_slot] += h * bias_sq
-            if h > 0.0:
                 active_idx[count] = i
+                active_u[count] = u
                 active_h[count] = h
                 count += 1
+                nnz += indptr[i + 1] - indptr[i] + 1
         active_count[c] = count - bounds[c]
+        active_nnz[c] = nnz
 
 
-@njit(cache=True, parallel=True)
-def reduce_gradient(chunk_acc, w, alpha_pcg, grad, precond):
-    """grad = w + sum_c chunk_acc[0, c]; precond = (1 - a) + a (1 + sum_c chunk_acc[1, c]).
-
-    Summed in chunk order; each thread owns a slice of the columns. Returns ||grad||.
-    """
-    n_chunks = chunk_acc.shape[1]
-    for j in prange(chunk_acc.shape[2]):
-        g = 0.0
-        diag = 0.0
-        for c in range(n_chunks):
-            g += chunk_acc[0, c, j]
-            diag += chunk_acc[1, c, j]
-        grad[j] = w[j] + g
-        precond[j] = (1.0 - alpha_pcg) + alpha_pcg * (1.0 + diag)
-    total = 0.0
-    for j in range(grad.shape[0]):
-        total += grad[j] * grad[j]
-    return math.sqrt(total)
-
-
-@njit(cache=True, parallel=True)
-def hessian_vector(rows, bias_scale, bounds, active, chunk_acc, v, out):
-    """out = v + X_A' diag(h_A) X_A v over the active rows A (H v of the current w)."""
+@njit(cache=True, inline="always")
+def _accumulate_rows(rows, bias_scale, bounds, active, first_chunk, end_chunk, acc_g, acc_d):
+    """acc_g += sum u_i x_i, acc_d += sum h_i x_i^2 over the active rows of the chunks."""
     data, indices, indptr = rows
-    active_idx, active_h, active_count = active
-    bias_slot = v.shape[0] - 1
-    bias_v = v[bias_slot] * bias_scale
-    n_chunks = bounds.shape[0] - 1
-    for c in prange(n_chunks):
-        acc = chunk_acc[0, c]
-        acc[:] = 0.0
+    active_idx, active_u, active_h, active_count = active
+    bias_slot = acc_g.shape[0] - 1
+    bias_sq = bias_scale * bias_scale
+    for c in range(first_chunk, end_chunk):
         first = bounds[c]
         for q in range(first, first + active_count[c]):
             i = active_idx[q]
-            start = np.uint64(indptr[i])
-            end = np.uint64(indptr[i + 1])
-            # acc += h_i (x_i . v) x_i
-            coef = active_h[q] * (_row_dot(v, data, indices, start, end) + bias_v)
-            _row_axpy(coef, data, indices, start, end, acc)
-            acc[bias_slot] += coef * bias_scale
+            u = active_u[q]
+            h = active_h[q]
+            # acc_g += u_i x_i;  acc_d += h_i x_i^2
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                j = np.uint32(indices[k])
+                value = data[k]
+                acc_g[j] += u * value
+                acc_d[j] += h * value * value
+            acc_g[bias_slot] += u * bias_scale
+            acc_d[bias_slot] += h * bias_sq
+
+
+@njit(cache=True, parallel=True)
+def gradient_and_preconditioner(rows, bias_scale, bounds, active, n_groups, chunk_acc, w,
+                                alpha_pcg, grad, precond):
+    """grad = w + X_A'u_A and M = (1 - a) I + a diag(H), diag(H) = 1 + X_A'^2 h_A.
+
+    active = (active_idx, active_u, active_h, active_count) from `select_active`; rows in
+    n_groups groups of consecutive chunks as in `hessian_vector` (one pair of accumulators
+    per group, summed in group order; n_groups = 1: straight into grad and precond).
+    Returns ||grad||.
+    """
+    n_chunks = bounds.shape[0] - 1
+    size = w.shape[0]
+    if n_groups == 1:
+        grad[:] = w
+        precond[:] = 0.0
+        _accumulate_rows(rows, bias_scale, bounds, active, 0, n_chunks, grad, precond)
+    else:
+        for g in prange(n_groups):
+            acc_g = chunk_acc[0, g]
+            acc_d = chunk_acc[1, g]
+            acc_g[:] = 0.0
+            acc_d[:] = 0.0
+            _accumulate_rows(rows, bias_scale, bounds, active, g * n_chunks // n_groups,
+                             (g + 1) * n_chunks // n_groups, acc_g, acc_d)
+        for j in prange(size):
+            total = w[j]
+            diag = 0.0
+            for g in range(n_groups):
+                total += chunk_acc[0, g, j]
+                diag += chunk_acc[1, g, j]
+            grad[j] = total
+            precond[j] = diag
+    norm = 0.0
+    for j in range(size):
+        # M_j = (1 - a) + a (1 + diag_j);  ||grad||^2
+        precond[j] = (1.0 - alpha_pcg) + alpha_pcg * (1.0 + precond[j])
+        norm += grad[j] * grad[j]
+    return math.sqrt(norm)
+
+
+@njit(cache=True, parallel=True)
+def hessian_vector(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_sums, v,
+                   out):
+    """out = v + X_A' diag(h_A) X_A v over the active rows A (H v of the current w);
+    returns sum_A h_i (x_i.v)^2 (so that v'Hv = v'v + that, without a pass over out).
+
+    The chunks' active rows are processed in n_groups groups of consecutive chunks, one
+    accumulator each (n_groups = 1: straight into out, no reduction). n_groups is chosen
+    from the active nnz (`hessian_groups`), so it does not depend on the thread count.
+    """
+    data, indices, indptr = rows
+    active_idx, _, active_h, active_count = active
+    bias_slot = v.shape[0] - 1
+    bias_v = v[bias_slot] * bias_scale
+    n_chunks = bounds.shape[0] - 1
+    if n_groups == 1:
+        out[:] = v
+        quadratic = 0.0
+        for c in range(n_chunks):
+            first = bounds[c]
+            for q in range(first, first + active_count[c]):
+                i = active_idx[q]
+                start = np.uint64(indptr[i])
+                end = np.uint64(indptr[i + 1])
+                # t = x_i . v;  out += h_i t x_i;  quadratic += h_i t^2
+                t = _row_dot(v, data, indices, start, end) + bias_v
+                coef = active_h[q] * t
+                _row_axpy(coef, data, indices, start, end, out)
+                out[bias_slot] += coef * bias_scale
+                quadratic += coef * t
+        return quadratic
+    for g in prange(n_groups):
+        acc = chunk_acc[0, g]
+        acc[:] = 0.0
+        partial = 0.0
+        for c in range(g * n_chunks // n_groups, (g + 1) * n_chunks // n_groups):
+            first = bounds[c]
+            for q in range(first, first + active_count[c]):
+                i = active_idx[q]
+                start = np.uint64(indptr[i])
+                end = np.uint64(indptr[i + 1])
+                # t = x_i . v;  acc_g += h_i t x_i;  partial += h_i t^2
+                t = _row_dot(v, data, indices, start, end) + bias_v
+                coef = active_h[q] * t
+                _row_axpy(coef, data, indices, start, end, acc)
+                acc[bias_slot] += coef * bias_scale
+                partial += coef * t
+        group_sums[g] = partial
     for j in prange(v.shape[0]):
         total = v[j]
-        for c in range(n_chunks):
-            total += chunk_acc[0, c, j]
+        for g in range(n_groups):
+            total += chunk_acc[0, g, j]
         out[j] = total
+    quadratic = 0.0
+    for g in range(n_groups):
+        quadratic += group_sums[g]
+    return quadratic
+
+
+def hessian_groups(active_nnz: int, n_weights: int, n_chunks: int) -> int:
+    """Accumulator groups of the X_A' products: at most one per chunk, and few enough that
+    zeroing and reducing them (n_groups * n_weights) costs at most half the row work
+    (active_nnz)."""
+    return int(min(max(active_nnz // (2 * n_weights), 1), n_chunks))
 
 
 @njit(cache=True)
-def cg_start(grad, precond, eps_cg, vectors, cg_scalars, cg_counters):
-    """Start the preconditioned CG of tron.cpp's trpcg: s = 0, r = -g, z = M^-1 r, d = z.
+def cg_start(grad, precond, eps_cg, delta, vectors, cg_scalars, cg_counters):
+    """Start the preconditioned CG of tron.cpp's trpcg: s = 0, r = -g, z = M^-1 r, d = z,
+    trust-region radius delta (in the M-norm).
 
-    vectors = (s, r, z, d, Hd); cg_scalars = (z'r, CG tolerance, delta); cg_counters =
-    (CG iterations, CG iteration cap). Stop rule: sqrt(z'r) <= eps_cg sqrt(z0'r0).
+    vectors = (s, r, z, d, Hd, M^-1) (M^-1 is filled here); cg_scalars = (z'r, CG
+    tolerance, delta, s'Ms, s'Md, d'Md, d'd); cg_counters = (CG iterations, CG iteration
+    cap). Stop rule (tron.cpp): sqrt(z'r) <= eps_cg sqrt(z0'r0).
     """
-    s, r, z, d, _ = vectors
+    s, r, z, d, _, inverse = vectors
     ztr = 0.0
+    dmd = 0.0
+    dd = 0.0
     for j in range(grad.shape[0]):
         # s = 0; r = -g; z = r / M; d = z
+        inverse[j] = 1.0 / precond[j]
         s[j] = 0.0
         r[j] = -grad[j]
-        z[j] = r[j] / precond[j]
+        z[j] = r[j] * inverse[j]
         d[j] = z[j]
         ztr += z[j] * r[j]
+        dmd += d[j] * precond[j] * d[j]
+        dd += d[j] * d[j]
     cg_scalars[_ZTR] = ztr
     cg_scalars[_CG_TOL] = eps_cg * math.sqrt(ztr)
+    cg_scalars[_DELTA] = delta
+    cg_scalars[_SMS] = 0.0
+    cg_scalars[_SMD] = 0.0
+    cg_scalars[_DMD] = dmd
+    cg_scalars[_DD] = dd
     cg_counters[_CG_ITER] = 0
 
 
+@njit(cache=True, inline="always")
+def _residual_update(j, alpha, s, r, z, d, hd, inverse):
+    """s_j += alpha d_j; r_j -= alpha Hd_j; z_j = r_j / M_j; returns z_j r_j."""
+    s[j] += alpha * d[j]
+    r[j] -= alpha * hd[j]
+    z[j] = r[j] * inverse[j]
+    return z[j] * r[j]
+
+
+@njit(cache=True, inline="always")
+def _direction_update(j, beta, s, z, d, precond):
+    """d_j = z_j + beta d_j; returns (s_j M_j d_j, d_j M_j d_j, d_j^2)."""
+    d[j] = z[j] + beta * d[j]
+    md = precond[j] * d[j]
+    return s[j] * md, d[j] * md, d[j] * d[j]
+
+
 @njit(cache=True)
-def cg_steps(rows, bias_scale, bounds, active, chunk_acc, precond, vectors, cg_scalars,
-             cg_counters, max_steps):
+def cg_steps(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_sums, precond,
+             vectors, cg_scalars, cg_counters, max_steps):
     """Up to max_steps CG iterations on H s = -g inside ||s||_M <= delta; returns a status.
 
     CG_CONVERGED: sqrt(z'r) <= tolerance; CG_BOUNDARY: the step was cut at the trust-region
-    boundary (tron.cpp's positive root of ||s + tau d||_M = delta); CG_BREAKDOWN: d'Hd <= 0
-    (cannot happen with H >= I unless d = 0) or the iteration cap; CG_RUNNING: budget
-    used up, call again.
+    boundary (tron.cpp's positive root tau of ||s + tau d||_M = delta); CG_BREAKDOWN:
+    d'Hd <= 0 (cannot happen with H >= I unless d = 0) or the iteration cap; CG_RUNNING:
+    budget used up, call again. Two passes over the weights per step besides H d: the
+    M-products s'Ms, s'Md, d'Md and d'd are accumulated in the update loops (s'Ms by
+    ||s + a d||^2_M = s'Ms + 2a s'Md + a^2 d'Md), d'Hd = d'd + sum_A h_i (x_i.d)^2; the
+    sums run in four interleaved partial sums (no single long dependency chain).
     """
-    s, r, z, d, hd = vectors
+    s, r, z, d, hd, inverse = vectors
     n = s.shape[0]
+    n4 = n - n % 4
     delta = cg_scalars[_DELTA]
     for _ in range(max_steps):
         ztr = cg_scalars[_ZTR]
@@ -295,47 +394,57 @@ def cg_steps(rows, bias_scale, bounds, active, chunk_acc, precond, vectors, cg_s
         if cg_counters[_CG_ITER] >= cg_counters[_CG_MAX]:
             return CG_BREAKDOWN
         cg_counters[_CG_ITER] += 1
-        hessian_vector(rows, bias_scale, bounds, active, chunk_acc, d, hd)
-        dhd = 0.0
-        for j in range(n):
-            dhd += d[j] * hd[j]
+        dhd = cg_scalars[_DD] + hessian_vector(rows, bias_scale, bounds, active, n_groups,
+                                               chunk_acc, group_sums, d, hd)
         if not dhd > 0.0:
             return CG_BREAKDOWN
         alpha = ztr / dhd
-        # s_try = s + alpha d;  ||s_try||_M^2
-        sms = 0.0
-        for j in range(n):
-            value = s[j] + alpha * d[j]
-            sms += value * precond[j] * value
-        if math.sqrt(sms) > delta:
+        sms = cg_scalars[_SMS]
+        smd = cg_scalars[_SMD]
+        dmd = cg_scalars[_DMD]
+        sms_next = sms + alpha * (2.0 * smd + alpha * dmd)  # ||s + alpha d||_M^2
+        if math.sqrt(sms_next) > delta:
             # s + tau d on the boundary ||s + tau d||_M = delta, tau >= 0
-            std = 0.0
-            sts = 0.0
-            dtd = 0.0
-            for j in range(n):
-                std += s[j] * precond[j] * d[j]
-                sts += s[j] * precond[j] * s[j]
-                dtd += d[j] * precond[j] * d[j]
             dsq = delta * delta
-            rad = math.sqrt(std * std + dtd * (dsq - sts))
-            tau = (dsq - sts) / (std + rad) if std >= 0.0 else (rad - std) / dtd
+            rad = math.sqrt(smd * smd + dmd * (dsq - sms))
+            tau = (dsq - sms) / (smd + rad) if smd >= 0.0 else (rad - smd) / dmd
             for j in range(n):
                 # s += tau d;  r -= tau Hd
                 s[j] += tau * d[j]
                 r[j] -= tau * hd[j]
             return CG_BOUNDARY
-        znew_r = 0.0
-        for j in range(n):
-            # s += alpha d;  r -= alpha Hd;  z = r / M
-            s[j] += alpha * d[j]
-            r[j] -= alpha * hd[j]
-            z[j] = r[j] / precond[j]
-            znew_r += z[j] * r[j]
+        # s += alpha d;  r -= alpha Hd;  z = r / M;  z'r
+        p0 = p1 = p2 = p3 = 0.0
+        for j in range(0, n4, 4):
+            p0 += _residual_update(j, alpha, s, r, z, d, hd, inverse)
+            p1 += _residual_update(j + 1, alpha, s, r, z, d, hd, inverse)
+            p2 += _residual_update(j + 2, alpha, s, r, z, d, hd, inverse)
+            p3 += _residual_update(j + 3, alpha, s, r, z, d, hd, inverse)
+        for j in range(n4, n):
+            p0 += _residual_update(j, alpha, s, r, z, d, hd, inverse)
+        znew_r = (p0 + p1) + (p2 + p3)
         beta = znew_r / ztr
-        for j in range(n):
-            # d = z + beta d
-            d[j] = z[j] + beta * d[j]
+        # d = z + beta d;  s'Md, d'Md, d'd
+        a0 = a1 = b0 = b1 = c0 = c1 = 0.0
+        for j in range(0, n4, 2):
+            smd_j, dmd_j, dd_j = _direction_update(j, beta, s, z, d, precond)
+            a0 += smd_j
+            b0 += dmd_j
+            c0 += dd_j
+            smd_j, dmd_j, dd_j = _direction_update(j + 1, beta, s, z, d, precond)
+            a1 += smd_j
+            b1 += dmd_j
+            c1 += dd_j
+        for j in range(n4, n):
+            smd_j, dmd_j, dd_j = _direction_update(j, beta, s, z, d, precond)
+            a0 += smd_j
+            b0 += dmd_j
+            c0 += dd_j
         cg_scalars[_ZTR] = znew_r
+        cg_scalars[_SMS] = sms_next
+        cg_scalars[_SMD] = a0 + a1
+        cg_scalars[_DMD] = b0 + b1
+        cg_scalars[_DD] = c0 + c1
     return CG_RUNNING
 
 

@@ -249,15 +249,18 @@ class _TronState:
         n_chunks = self.bounds.shape[0] - 1
         self.chunk_acc = np.zeros((2, n_chunks, size))
         self.chunk_sums = np.zeros(n_chunks)
-        self.active = (np.zeros(n, dtype=np.int64), np.zeros(n),
+        # active rows of each chunk: (index, u_i, h_i), their number; and their nnz
+        self.active = (np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n),
                        np.zeros(n_chunks, dtype=np.int64))
+        self.active_nnz = np.zeros(n_chunks, dtype=np.int64)
+        self.n_groups = n_chunks  # accumulator groups of H v (set by each gradient pass)
         self.w = np.zeros(size)
         self.margins = np.zeros(n)
         self.new_margins = np.zeros(n)
         self.grad = np.zeros(size)
         self.precond = np.ones(size)
-        self.cg_vectors = tuple(np.zeros(size) for _ in range(5))  # s, r, z, d, Hd
-        self.cg_scalars = np.zeros(3)
+        self.cg_vectors = tuple(np.zeros(size) for _ in range(6))  # s, r, z, d, Hd, M^-1
+        self.cg_scalars = np.zeros(kernels.N_CG_SCALARS)
         self.cg_counters = np.array([0, max(size, 5)], dtype=np.int64)
         self.f = 0.0
         self.grad_norm = 0.0
@@ -265,7 +268,7 @@ class _TronState:
 
     @property
     def active_size(self) -> int:
-        return int(self.active[2].sum())
+        return int(self.active[3].sum())
 
     def evaluate(self) -> None:
         """f, margins (exact, from w), gradient and preconditioner at the current w."""
@@ -279,11 +282,14 @@ class _TronState:
     def gradient(self) -> None:
         """grad = w + X'u and M = (1 - a) I + a diag(H) from the current margins."""
         started = time.perf_counter()
-        kernels.gradient_pass(self.rows, (self.y, self.cost), self.margins, self.bias_scale,
-                              self.loss_kind, self.bounds, self.active[:2], self.active[2],
-                              self.chunk_acc)
-        self.grad_norm = float(kernels.reduce_gradient(self.chunk_acc, self.w, ALPHA_PCG,
-                                                       self.grad, self.precond))
+        kernels.select_active((self.y, self.cost), self.margins, self.loss_kind,
+                              self.rows[2], self.bounds, self.active[:3], self.active[3],
+                              self.active_nnz)
+        self.n_groups = kernels.hessian_groups(int(self.active_nnz.sum()), self.w.shape[0],
+                                               self.bounds.shape[0] - 1)
+        self.grad_norm = float(kernels.gradient_and_preconditioner(
+            self.rows, self.bias_scale, self.bounds, self.active, self.n_groups,
+            self.chunk_acc, self.w, ALPHA_PCG, self.grad, self.precond))
         self.timings["gradient_s"] += time.perf_counter() - started
 
     def gradient_at_zero(self) -> float:
@@ -375,14 +381,14 @@ def _iterate(state: _TronState, eps: float, max_iter: int, supervisor: Superviso
         s, r = state.cg_vectors[0], state.cg_vectors[1]
         if counts["iteration"] == 0:
             delta = float(kernels.m_norm(state.grad, state.precond))
-        kernels.cg_start(state.grad, state.precond, eps_cg, state.cg_vectors,
+        kernels.cg_start(state.grad, state.precond, eps_cg, delta, state.cg_vectors,
                          state.cg_scalars, state.cg_counters)
-        state.cg_scalars[2] = delta
         while True:
             call_start = time.perf_counter()
             status = kernels.cg_steps(state.rows, state.bias_scale, state.bounds, state.active,
-                                      state.chunk_acc, state.precond, state.cg_vectors,
-                                      state.cg_scalars, state.cg_counters, budget)
+                                      state.n_groups, state.chunk_acc, state.chunk_sums,
+                                      state.precond, state.cg_vectors, state.cg_scalars,
+                                      state.cg_counters, budget)
             seconds = time.perf_counter() - call_start
             state.timings["cg_s"] += seconds
             budget = _next_budget(budget, seconds)

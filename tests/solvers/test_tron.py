@@ -141,10 +141,12 @@ def test_kernels_match_dense_formulas(loss: str, bias_scale: float) -> None:
     v = np.zeros_like(w)
     v[: problem.n_weights] = rng.normal(size=problem.n_weights)
     out = np.empty_like(v)
-    kernels.hessian_vector(state.rows, bias_scale, state.bounds, state.active, state.chunk_acc,
-                           v, out)
-    np.testing.assert_allclose(out[: problem.n_weights], H @ v[: problem.n_weights],
-                               rtol=1e-12, atol=1e-12)
+    for n_groups in range(1, state.bounds.shape[0]):
+        quadratic = kernels.hessian_vector(state.rows, bias_scale, state.bounds, state.active,
+                                           n_groups, state.chunk_acc, state.chunk_sums, v, out)
+        np.testing.assert_allclose(out[: problem.n_weights], H @ v[: problem.n_weights],
+                                   rtol=1e-12, atol=1e-12)
+        assert quadratic + v @ v == pytest.approx(v @ (out), rel=1e-12)
     # the loss change of a step, summed per example
     s = state.cg_vectors[0]
     s[:] = v * 1e-3
