@@ -5,11 +5,9 @@ Arrays are written with np.savez and read with allow_pickle=False: nothing is un
 
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,17 +35,3 @@ def load_dataset(path: str | Path, n_features: int) -> tuple[sp.csr_matrix, np.n
         data, indices, indptr, y = blob["data"], blob["indices"], blob["indptr"], blob["y"]
     X = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, n_features))
     return X, y
-
-
-def arrays_to_bytes(**arrays: Any) -> bytes:
-    buffer = io.BytesIO()
-    # np.ascontiguousarray would turn 0-d scalars into 1-d arrays; keep their shape
-    np.savez(buffer, allow_pickle=False,
-             **{k: np.asarray(v) if np.ndim(v) == 0 else np.ascontiguousarray(v)
-                for k, v in arrays.items()})
-    return buffer.getvalue()
-
-
-def arrays_from_bytes(payload: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(payload), allow_pickle=False) as blob:
-        return {name: blob[name] for name in blob.files}

@@ -22,11 +22,11 @@ from app.orm import Model, new_id
 from app.services import jobs
 from app.services.jobs import Claim
 from app.settings import Settings
-from app.storage import arrays_to_bytes, load_dataset
+from app.storage import load_dataset
+from solvers.models import model_to_bytes
 
 if TYPE_CHECKING:
     from solvers.result import FitResult
-    from solvers.smo import KernelFitResult
 
 log = logging.getLogger("hinge.worker")
 
@@ -191,8 +191,8 @@ def _train(settings: Settings, claimed: Claim) -> str:
     return finish(settings, claimed, result, X, y)
 
 
-def finish(settings: Settings, claimed: Claim, result: FitResult | KernelFitResult, X: Any,
-           y: np.ndarray) -> str:
+def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.ndarray
+           ) -> str:
     """Store the outcome of a fit: cancelled, failed (non-finite iterates), or succeeded
     with its model, each only while this attempt still holds the job ("lost" if not)."""
     if result.exit_reason == "cancelled":
@@ -204,11 +204,12 @@ def finish(settings: Settings, claimed: Claim, result: FitResult | KernelFitResu
                                  "non-finite; try a smaller C or scaled features")
         return "failed"
     train_accuracy = float(np.mean(result.predict(X) == y))
-    kind, n_features, payload, summary = _stored_model(result, train_accuracy)
+    summary = _summary(result, train_accuracy)
+    payload = model_to_bytes(result.model)
     model = Model(
-        id=new_id(), job_id=claimed.job_id, dataset_id=claimed.dataset_id, kind=kind,
-        solver=claimed.solver, params=claimed.params,
-        labels=[float(v) for v in result.classes], n_features=n_features,
+        id=new_id(), job_id=claimed.job_id, dataset_id=claimed.dataset_id,
+        kind=result.model.kind, solver=claimed.solver, params=claimed.params,
+        labels=[float(v) for v in result.classes], n_features=int(result.model.n_features),
         result=summary, converged=summary["converged"], arrays=payload,
         size_bytes=len(payload), train_accuracy=train_accuracy,
     )
@@ -218,27 +219,18 @@ def finish(settings: Settings, claimed: Claim, result: FitResult | KernelFitResu
     return "succeeded"
 
 
-def _stored_model(result: FitResult | KernelFitResult, train_accuracy: float
-                  ) -> tuple[str, int, bytes, dict[str, Any]]:
-    """The model's kind, width, arrays (.npz bytes) and result summary, as stored."""
-    from solvers.smo import KernelFitResult
-
+def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
+    """The job's `result` and the model's: objectives, effort, exit reason, accuracy."""
     summary: dict[str, Any] = {
-        "primal_objective": None,
+        "primal_objective": _plain(result.primal_objective),
         "dual_objective": _plain(result.dual_objective),
-        "duality_gap": None,
+        "duality_gap": _plain(result.duality_gap),
         "iterations": int(result.iterations),
         "train_seconds": float(result.train_seconds),
         "exit_reason": result.exit_reason,
         "converged": result.exit_reason == "converged",
         "train_accuracy": train_accuracy,
     }
-    if isinstance(result, KernelFitResult):
+    if result.n_support is not None:  # kernel models
         summary["n_support"] = int(result.n_support)
-        return ("kernel", int(result.model.n_features),
-                arrays_to_bytes(**result.model.to_arrays()), summary)
-    summary["primal_objective"] = _plain(result.primal_objective)
-    summary["duality_gap"] = _plain(result.duality_gap)
-    return ("linear", int(result.coef.shape[1]),
-            arrays_to_bytes(classes=result.classes, coef=result.coef,
-                            intercept=result.intercept), summary)
+    return summary

@@ -18,12 +18,8 @@ from app.job_status import ACTIVE_STATUSES
 from app.orm import Dataset, Job, new_id
 from app.settings import Settings
 from app.storage import save_dataset_arrays
+from solvers.params import label_key  # the keys of class_counts and class_weight
 from solvers.svmlight import ParsedDataset
-
-
-def label_key(label: float) -> str:
-    """A class label as the key of `class_counts` and `class_weight`: "1", "-1", "0.5"."""
-    return str(int(label)) if float(label).is_integer() else repr(float(label))
 
 
 def create_dataset(session: Session, settings: Settings, parsed: ParsedDataset, name: str

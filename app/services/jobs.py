@@ -25,9 +25,8 @@ from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.queue import enqueue_training
 from app.schemas import JobCreate
-from app.services.datasets import label_key
 from app.settings import Settings
-from solvers.params import ParamError, validate_params
+from solvers.params import ParamError, label_key, validate_params
 
 log = logging.getLogger("hinge.jobs")
 

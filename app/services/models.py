@@ -114,8 +114,8 @@ def export_model(session: Session, model_id: str, format: str | None) -> str:
         return liblinear_model_text(model, metadata.params)
     if isinstance(model, LinearModel):
         raise ApiError(422, "a linear model is exported as format=liblinear")
+    from solvers.formats import libsvm_model_text
     from solvers.kernels import KernelModel
-    from solvers.libsvm_format import libsvm_model_text
 
     assert isinstance(model, KernelModel)
     try:

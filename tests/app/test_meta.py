@@ -45,7 +45,9 @@ def test_unknown_route_and_wrong_method_use_the_error_shape(client: TestClient) 
 
 
 def test_the_api_never_loads_a_solver() -> None:
-    """app imports only solvers.params and solvers.svmlight, never a training module."""
+    """app imports from solvers only the registry and parameter schemas, the parser, the
+    servable model objects and the model file formats (docs: architecture), never a
+    training module."""
     code = (
         "import sys, app.main, app.routes.jobs, app.routes.models, app.predict;"
         "print(sorted(m for m in sys.modules if m.startswith('solvers')))"
@@ -54,4 +56,5 @@ def test_the_api_never_loads_a_solver() -> None:
                          check=True, cwd=REPO).stdout
     loaded = set(ast.literal_eval(out.strip()))
     assert loaded <= {"solvers", "solvers.params", "solvers.svmlight",
-                      "solvers._svmlight_kernels"}, loaded
+                      "solvers._svmlight_kernels", "solvers.models", "solvers.kernels",
+                      "solvers.formats"}, loaded
