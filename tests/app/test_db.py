@@ -95,3 +95,31 @@ def test_a_read_session_refuses_to_write(database_url: str) -> None:
         session.add(_dataset("allowed"))
     with read_sessionmaker_for(database_url)() as session:
         assert session.scalars(select(Dataset.name)).all() == ["allowed"]
+
+
+def test_actions_follow_the_outcome_of_the_transaction(database_url: str) -> None:
+    from app.db import after_commit, after_rollback
+
+    ran: list[str] = []
+    with session_scope(database_url) as session:
+        session.add(_dataset("kept"))
+        after_commit(session, lambda: ran.append("committed"))
+        after_rollback(session, lambda: ran.append("rolled back"))
+    assert ran == ["committed"]
+
+    ran.clear()
+    with pytest.raises(ValueError), session_scope(database_url) as session:
+        session.add(_dataset("dropped"))
+        session.flush()
+        after_commit(session, lambda: ran.append("committed"))
+        after_rollback(session, lambda: ran.append("rolled back"))
+        raise ValueError("the handler failed")
+    assert ran == ["rolled back"]
+
+    ran.clear()
+    with pytest.raises(ValueError), session_scope(database_url) as session:
+        after_rollback(session, lambda: ran.append("rolled back"))  # before any statement
+        raise ValueError("the handler failed")
+    assert ran == ["rolled back"]
+    with read_sessionmaker_for(database_url)() as session:
+        assert session.scalars(select(Dataset.name)).all() == ["kept"]
