@@ -53,6 +53,20 @@ def _row_axpy(scale, data, indices, start, end, w):
         w[np.uint32(indices[k])] += scale * data[k]
 
 
+# A reduction of the groups' accumulators runs in parallel only above this many entries
+# (each parallel region costs a fork/join: on a busy machine a descheduled thread stalls it).
+_PARALLEL_REDUCTION = 1 << 16
+
+
+@njit(cache=True, inline="always")
+def _reduced(chunk_acc, slot, n_groups, j, start):
+    """start + sum_g chunk_acc[slot, g, j], in group order."""
+    total = start
+    for g in range(n_groups):
+        total += chunk_acc[slot, g, j]
+    return total
+
+
 @njit(cache=True, inline="always")
 def _softplus_neg(m):
     """log(1 + exp(-m)) without overflow."""
@@ -227,8 +241,9 @@ def gradient_and_preconditioner(rows, bias_scale, bounds, active, n_groups, chun
     n_chunks = bounds.shape[0] - 1
     size = w.shape[0]
     if n_groups == 1:
-        grad[:] = w
-        precond[:] = 0.0
+        for j in range(size):
+            grad[j] = w[j]
+            precond[j] = 0.0
         _accumulate_rows(rows, bias_scale, bounds, active, 0, n_chunks, grad, precond)
     else:
         for g in prange(n_groups):
@@ -238,14 +253,14 @@ def gradient_and_preconditioner(rows, bias_scale, bounds, active, n_groups, chun
             acc_d[:] = 0.0
             _accumulate_rows(rows, bias_scale, bounds, active, g * n_chunks // n_groups,
                              (g + 1) * n_chunks // n_groups, acc_g, acc_d)
-        for j in prange(size):
-            total = w[j]
-            diag = 0.0
-            for g in range(n_groups):
-                total += chunk_acc[0, g, j]
-                diag += chunk_acc[1, g, j]
-            grad[j] = total
-            precond[j] = diag
+        if size * n_groups >= _PARALLEL_REDUCTION:
+            for j in prange(size):
+                grad[j] = _reduced(chunk_acc, 0, n_groups, j, w[j])
+                precond[j] = _reduced(chunk_acc, 1, n_groups, j, 0.0)
+        else:
+            for j in range(size):
+                grad[j] = _reduced(chunk_acc, 0, n_groups, j, w[j])
+                precond[j] = _reduced(chunk_acc, 1, n_groups, j, 0.0)
     norm = 0.0
     for j in range(size):
         # M_j = (1 - a) + a (1 + diag_j);  ||grad||^2
@@ -270,7 +285,8 @@ def hessian_vector(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_
     bias_v = v[bias_slot] * bias_scale
     n_chunks = bounds.shape[0] - 1
     if n_groups == 1:
-        out[:] = v
+        for j in range(v.shape[0]):
+            out[j] = v[j]
         quadratic = 0.0
         for c in range(n_chunks):
             first = bounds[c]
@@ -302,11 +318,12 @@ def hessian_vector(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_
                 acc[bias_slot] += coef * bias_scale
                 partial += coef * t
         group_sums[g] = partial
-    for j in prange(v.shape[0]):
-        total = v[j]
-        for g in range(n_groups):
-            total += chunk_acc[0, g, j]
-        out[j] = total
+    if v.shape[0] * n_groups >= _PARALLEL_REDUCTION:
+        for j in prange(v.shape[0]):
+            out[j] = _reduced(chunk_acc, 0, n_groups, j, v[j])
+    else:
+        for j in range(v.shape[0]):
+            out[j] = _reduced(chunk_acc, 0, n_groups, j, v[j])
     quadratic = 0.0
     for g in range(n_groups):
         quadratic += group_sums[g]

@@ -50,17 +50,27 @@ Where we depart from LIBLINEAR:
   - LIBLINEAR's guard "|actred|, |prered| <= 1e-12 |f|: stop" (which would end small-eps
     runs before the gradient test holds) is replaced by stall guards: prered <= 0, or a
     step that leaves w unchanged in float64, end the run with exit reason
-    numerical_error (the honest violation is reported).
+    numerical_error (the honest violation is reported, details["stall"] says why).
+  - delta = ||g||_M is set once, before the first iteration. tron.cpp resets it at the top
+    of every iteration while no step has been accepted yet (`if (iter == 1)`), so a
+    rejected first step is retried with the same radius and rejected again.
   - max_iter bounds all trust-region iterations, accepted or not (LIBLINEAR counts only
     accepted steps, so repeated rejections are unbounded there); CG stops after
     max(n_weights, 5) steps (newton.cpp's cap; tron.cpp has none).
+  - Arithmetic, same quantities: z = r * (1/M); d'Hd = d'd + sum_A h_i (x_i.d)^2 from the
+    rows of the Hessian product; ||s + a d||_M^2 = s'Ms + 2a s'Md + a^2 d'Md with s'Md,
+    d'Md accumulated in the CG update loops (Steihaug's recurrence; tron.cpp recomputes
+    the three M-products at the boundary); split partial sums in the O(n) loops.
   - Logistic: the sigmoid, its complement and the loss use overflow-free forms.
 
-Parallelism: X s (with the loss change), the gradient pass X_I' u (with diag(H)) and every
-Hessian-vector product X_I' (h_I * X_I d) run in Numba `prange` loops over row chunks of
-equal nnz (`solvers.parallel`); each chunk keeps its active rows compactly and owns one
-accumulator row, summed afterwards in chunk order. The chunks depend on the data only, so
-the result is bit-identical for any `threads`. The CG vector updates are serial.
+Parallelism: X s (with the loss change), the gradient and diag(H) products X_A'u, X_A'^2 h
+and every Hessian-vector product X_A'(h_A * X_A d) run in Numba `prange` loops over row
+chunks of equal nnz (`solvers.parallel`); each chunk lists its active rows A compactly.
+The X_A' products accumulate per group of consecutive chunks, as many groups as the active
+nnz warrants (group accumulators cost n_weights each to clear and reduce: with a small
+active set on wide data, one group, no reduction), summed in group order. Chunks and
+groups depend on the data and the iterate only, so the result is bit-identical for any
+`threads`. The CG vector updates are serial.
 
 The CG inner loop runs in bounded calls (adaptive number of steps), so max_seconds,
 progress events and cancellation act within a long CG solve too; the returned w is always
