@@ -14,7 +14,7 @@ import numpy as np
 from solvers.backbone import EXIT_REASONS, ProgressCallback
 from solvers.models import LinearModel, ServableModel
 
-__all__ = ["EXIT_REASONS", "FitResult", "KernelFitResult", "ProgressCallback"]
+__all__ = ["EXIT_REASONS", "FitResult", "ProgressCallback"]
 
 
 @dataclass
@@ -67,10 +67,3 @@ class FitResult:
             raise AttributeError(f"a {self.model.kind} model has no coef")
         return self.model
 
-
-@dataclass
-class KernelFitResult(FitResult):
-    """The FitResult of a kernel model (SMO). Kept for callers that tell kernel results
-    apart by type (workers/training.py); `result.model.kind` says the same."""
-
-    n_support: int = 0

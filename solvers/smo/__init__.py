@@ -81,7 +81,6 @@ from solvers import parallel
 from solvers.backbone import BinarySolution, Budget, ProgressMonitor, drive
 from solvers.inputs import as_csr_arrays
 from solvers.kernels import max_threads
-from solvers.result import KernelFitResult
 from solvers.smo.layout import (
     _ACTIVE,
     _EVALS,
@@ -97,7 +96,7 @@ from solvers.smo.layout import (
 from solvers.smo.model import ASSEMBLY, KernelProblem
 from solvers.smo.steps import SmoState, _warm_parallel
 
-__all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelFitResult", "KernelProblem", "SmoState",
+__all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelProblem", "SmoState",
            "max_threads", "solve", "warm_rare_kernels"]
 
 # Warm-up fits (solvers.train.warmup): both multi-class layouts and two kernels.

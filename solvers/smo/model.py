@@ -14,7 +14,7 @@ import numpy as np
 from solvers.backbone import BinarySolution, CsrArrays, worst_exit
 from solvers.inputs import TrainingSet
 from solvers.kernels import KERNEL_CODES, KernelModel, max_threads, row_sq_norms
-from solvers.result import KernelFitResult
+from solvers.result import FitResult
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,14 @@ class KernelAssembly:
 
     def result(self, solver: str, data: TrainingSet, problems: list[KernelProblem],
                solutions: list[BinarySolution], applied: dict[str, Any],
-               timings: dict[str, float]) -> KernelFitResult:
+               timings: dict[str, float]) -> FitResult:
         t_model = time.perf_counter()
         strategy = _strategy(data, applied)
         gamma = _gamma(applied, data.X.n_features)
         model = _build_model(problems, solutions, data.X, data.classes, strategy, applied,
                              gamma)
         timings["model_s"] = time.perf_counter() - t_model
-        return KernelFitResult(
+        return FitResult(
             solver=solver,
             model=model,
             primal_objective=None,
