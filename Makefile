@@ -34,6 +34,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: $(STAMP)
 	$(PY) -m bench.run
