@@ -56,5 +56,6 @@ def test_the_api_never_loads_a_solver() -> None:
                          check=True, cwd=REPO).stdout
     loaded = set(ast.literal_eval(out.strip()))
     assert loaded <= {"solvers", "solvers.params", "solvers.svmlight",
-                      "solvers._svmlight_kernels", "solvers.models", "solvers.kernels",
+                      "solvers._svmlight_kernels", "solvers.svmlight_stream", "solvers.models",
+                      "solvers.kernels",
                       "solvers.formats"}, loaded
