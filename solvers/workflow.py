@@ -76,6 +76,7 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
     result = fit(scaled, labels, solver=solver, progress=progress, **inner)
     calibration = None
     calibration_s = 0.0
+    exit_reason = result.exit_reason
     if applied.get("probability"):
         if result.exit_reason in ("cancelled", "max_seconds", "numerical_error"):
             warnings.append(f"probabilities were not fitted: the fit ended with "
@@ -83,14 +84,19 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
         else:
             t0 = time.perf_counter()
             deadline = _deadline(applied, started)
-            calibration, notes = calibrate(scaled, labels, solver, inner, result, fit,
-                                           progress, deadline)
-            warnings += notes
+            try:
+                calibration, notes = calibrate(scaled, labels, solver, inner, result, fit,
+                                               progress, deadline)
+                warnings += notes
+            except _Stopped as stopped:  # the model is kept, without probabilities
+                exit_reason = stopped.exit_reason
+                warnings.append(f"probabilities were not fitted: {stopped}")
             calibration_s = time.perf_counter() - t0
     model = Pipeline(estimator_of(result.model), scaler, calibration)
     timings = {**result.timings, "scale_s": scale_s, "calibration_s": calibration_s}
     return dataclasses.replace(result, model=model, params={**result.params, **_public(applied)},
-                               timings=timings, warnings=[*result.warnings, *warnings])
+                               timings=timings, warnings=[*result.warnings, *warnings],
+                               exit_reason=exit_reason)
 
 
 def _public(applied: dict[str, Any]) -> dict[str, Any]:
@@ -171,8 +177,9 @@ def range_warnings(matrix: sp.csr_matrix, solver: str, applied: dict[str, Any]) 
 
 def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any],
               result: FitResult, fit: FitFunction, progress: ProgressCallback | None,
-              deadline: float | None) -> tuple[Calibration | None, list[str]]:
-    """Platt sigmoids for the model of `result` (trained on X, y); see the docstring."""
+              deadline: float | None) -> tuple[Calibration, list[str]]:
+    """Platt sigmoids for the model of `result` (trained on X, y); see the docstring.
+    Raises _Stopped when cancelled or out of time."""
     classes = result.classes
     estimator = estimator_of(result.model)
     pairwise = classes.shape[0] == 2 or (isinstance(estimator, KernelModel)
@@ -181,13 +188,10 @@ def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any
     k = classes.shape[0]
     n_fits = CV_FOLDS * (k * (k - 1) // 2 if pairwise else 1)
     runner = _FoldRunner(X, solver, inner, fit, progress, deadline, n_fits)
-    try:
-        if pairwise:
-            decision, targets = _pairwise_values(X, y, classes, runner, rng)
-        else:
-            decision, targets = _one_vs_rest_values(X, y, classes, runner, rng)
-    except _Stopped as stopped:
-        return None, [f"probabilities were not fitted: {stopped}"]
+    if pairwise:
+        decision, targets = _pairwise_values(X, y, classes, runner, rng)
+    else:
+        decision, targets = _one_vs_rest_values(X, y, classes, runner, rng)
     fits = [platt_fit(d, t) for d, t in zip(decision, targets, strict=True)]
     notes = [f"Platt fit of output {i} ended with {f.exit_reason} after {f.n_iter} "
              "iterations" for i, f in enumerate(fits) if f.exit_reason != "converged"]
@@ -197,7 +201,11 @@ def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any
 
 
 class _Stopped(Exception):
-    """The cross-validation was cancelled or ran out of time."""
+    """The cross-validation was cancelled or ran out of time (`exit_reason` of the fit)."""
+
+    def __init__(self, message: str, exit_reason: str) -> None:
+        super().__init__(message)
+        self.exit_reason = exit_reason
 
 
 class _FoldRunner:
@@ -225,14 +233,16 @@ class _FoldRunner:
         if self.deadline is not None:
             left = self.deadline - time.perf_counter()
             if left <= 0:
-                raise _Stopped("the job's max_seconds ran out during the cross-validation")
+                raise _Stopped("max_seconds ran out during the cross-validation",
+                               "max_seconds")
             params["max_seconds"] = left
         if self._progress({}):
-            raise _Stopped("cancelled during the cross-validation")
+            raise _Stopped("cancelled during the cross-validation", "cancelled")
         result = self.fit(X, y, solver=self.solver, progress=self._progress, **params)
         self.done += 1
         if result.exit_reason in ("cancelled", "max_seconds"):
-            raise _Stopped(f"a cross-validation fit ended with {result.exit_reason}")
+            raise _Stopped(f"a cross-validation fit ended with {result.exit_reason}",
+                           result.exit_reason)
         return result
 
 
