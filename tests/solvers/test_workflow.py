@@ -244,6 +244,6 @@ def test_all_rows_support_vectors_on_unscaled_pendigits_warns() -> None:
 def test_the_api_density_rule_is_the_scalers() -> None:
     assert STANDARD_MIN_DENSITY == SCALING_MIN_DENSITY
     check_scale_for_data({"scale": "standard"}, rows=10, features=10, nnz=50)
-    with pytest.raises(ParamError, match="scale 'standard' needs dense data: only 49.0%"):
+    with pytest.raises(ParamError, match=r"scale 'standard' needs dense data: only 49\.0%"):
         check_scale_for_data({"scale": "standard"}, rows=10, features=10, nnz=49)
     check_scale_for_data({"scale": "maxabs"}, rows=10, features=10, nnz=1)
