@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request, Response
 from prometheus_client import Counter, Histogram
 
 from app.errors import install_error_handlers
-from app.routes import dashboard, datasets, events, jobs, meta, models
+from app.routes import dashboard, datasets, evaluations, events, jobs, meta, models
 from app.settings import Settings, get_settings
 from app.sweep import sweep_forever
 
@@ -39,8 +39,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
-    for router in (datasets.router, jobs.router, events.router, models.router, meta.router,
-                   dashboard.router):
+    for router in (datasets.router, jobs.router, events.router, models.router,
+                   evaluations.router, meta.router, dashboard.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
 

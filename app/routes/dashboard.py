@@ -29,7 +29,7 @@ from app.deps import SessionDep
 from app.errors import NotFound
 from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.schemas import JobPublic
-from app.services import datasets, jobs, models
+from app.services import datasets, evaluations, jobs, models
 
 APP_DIR = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = APP_DIR / "templates"
@@ -308,4 +308,6 @@ def model_page(request: Request, model_id: str, session: SessionDep) -> HTMLResp
         return _not_found(request, missing)
     dataset = datasets.find_dataset(session, model.dataset_id)
     return _page(request, "model.html", nav="models", model=model, dataset=dataset,
-                 models=[model], selected=model.id)
+                 models=[model], selected=model.id,
+                 evaluations=evaluations.list_evaluations(session, model_id, limit=20),
+                 datasets=datasets.list_datasets(session, limit=LIST_LIMIT))

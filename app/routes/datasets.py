@@ -1,4 +1,4 @@
-"""/v1/datasets: upload (streamed through the parser), list, show, delete."""
+"""/v1/datasets: upload (streamed through the parser), list, show, delete, split."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from fastapi import APIRouter, Query, Request
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.ingest import receive_dataset
 from app.orm import Dataset
-from app.schemas import DatasetPublic, DatasetsPublic
+from app.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.services import datasets as service
+from app.services import splits
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -80,3 +81,15 @@ def get_dataset(dataset_id: str, session: SessionDep) -> Dataset:
 @router.delete("/{dataset_id}", status_code=204)
 def delete_dataset(dataset_id: str, session: WriteSessionDep) -> None:
     service.delete_dataset(session, dataset_id)
+
+
+@router.post("/{dataset_id}/split", status_code=201, response_model=SplitPublic)
+def split_dataset(dataset_id: str, spec: SplitCreate, reader: SessionDep,
+                  session: WriteSessionDep, settings: SettingsDep) -> SplitPublic:
+    """Two new datasets, train and test, from this one's rows: `test_fraction` of the rows
+    (of each class with `stratify`, the default) go to test, chosen by a shuffle seeded by
+    `seed` (the same seed gives the same split). Each part records its parent, the seed and
+    the fraction, and keeps the parent's feature count."""
+    train, test = splits.split_dataset(reader, session, settings, dataset_id, spec)
+    return SplitPublic(train=DatasetPublic.model_validate(train),
+                       test=DatasetPublic.model_validate(test))

@@ -26,7 +26,7 @@ from app.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.queue import enqueue_training
 from app.schemas import JobCreate
 from app.settings import Settings
-from solvers.params import ParamError, label_key, validate_params
+from solvers.params import ParamError, check_scale_for_data, label_key, validate_params
 
 log = logging.getLogger("hinge.jobs")
 
@@ -182,6 +182,10 @@ def _applied_params(spec: JobCreate, dataset: Dataset | None) -> dict[str, Any]:
             "at least two",
             {"field": "dataset_id"},
         )
+    try:
+        check_scale_for_data(applied, dataset.rows, dataset.features, dataset.nnz)
+    except ParamError as exc:
+        raise ApiError(422, str(exc), {"field": f"params.{exc.field}"}) from None
     weights = applied.get("class_weight") or {}
     known = {label_key(v) for v in dataset.labels}
     unknown = sorted(set(weights) - known)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from tests.support import downgrade, migrate, postgres_schema
 
-TABLES = {"datasets", "jobs", "job_events", "models"}
+TABLES = {"datasets", "jobs", "job_events", "models", "evaluations"}
 
 
 def _tables(url: str) -> set[str]:

@@ -1,0 +1,54 @@
+"""/v1/models/{id}/evaluations: evaluate a model on a stored dataset, list, show."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Response
+
+from app.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.job_status import JobStatus
+from app.schemas import EvaluationCreate, EvaluationPublic, EvaluationsPublic
+from app.services import evaluations as service
+
+router = APIRouter(prefix="/v1/models", tags=["evaluations"])
+
+CREATE_DOC = """Evaluate the model on a stored dataset (`dataset_id`) whose features fit the model
+and whose labels are among its classes. A dataset of at most HINGE_EVALUATE_INLINE_ROWS rows
+is evaluated at once: 201 with the finished record. A larger one runs on a worker: 202 with
+a `queued` record; GET it until `succeeded` (or `failed`).
+
+The report: accuracy, balanced accuracy, the confusion matrix (rows = true class, columns =
+predicted, classes sorted), per-class precision, recall, F1 and support, macro and
+weighted averages; for two classes ROC AUC, average precision and the ROC and
+precision-recall curves (at most 200 points, scored by the decision value); log loss and
+Brier score when the model has probabilities. Equal to scikit-learn's metrics on the same
+predictions."""
+
+
+@router.post("/{model_id}/evaluations", status_code=201, response_model=EvaluationPublic,
+             description=CREATE_DOC,
+             responses={202: {"model": EvaluationPublic, "description": "queued for a worker"}})
+def create_evaluation(model_id: str, spec: EvaluationCreate, response: Response,
+                      reader: SessionDep, session: WriteSessionDep,
+                      settings: SettingsDep) -> EvaluationPublic:
+    evaluation = service.create_evaluation(reader, session, settings, model_id, spec)
+    if evaluation.status == JobStatus.QUEUED:
+        response.status_code = 202
+    return EvaluationPublic.model_validate(evaluation)
+
+
+@router.get("/{model_id}/evaluations", response_model=EvaluationsPublic)
+def list_evaluations(
+    model_id: str,
+    session: SessionDep,
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
+) -> EvaluationsPublic:
+    rows = service.list_evaluations(session, model_id, limit=limit, offset=offset)
+    return EvaluationsPublic(data=[EvaluationPublic.model_validate(r) for r in rows],
+                             count=service.count_evaluations(session, model_id))
+
+
+@router.get("/{model_id}/evaluations/{evaluation_id}", response_model=EvaluationPublic)
+def get_evaluation(model_id: str, evaluation_id: str, session: SessionDep) -> EvaluationPublic:
+    return EvaluationPublic.model_validate(
+        service.get_evaluation(session, model_id, evaluation_id))
