@@ -50,7 +50,7 @@ Where we depart from LIBLINEAR:
   - LIBLINEAR's guard "|actred|, |prered| <= 1e-12 |f|: stop" (which would end small-eps
     runs before the gradient test holds) is replaced by stall guards: prered <= 0, or a
     step that leaves w unchanged in float64, end the run with exit reason
-    numerical_error (the honest violation is reported, details["stall"] says why).
+    stalled (the honest violation is reported, details["stall"] says why).
   - delta = ||g||_M is set once, before the first iteration. tron.cpp resets it at the top
     of every iteration while no step has been accepted yet (`if (iter == 1)`), so a
     rejected first step is retried with the same radius and rejected again.
@@ -446,7 +446,7 @@ def _iterate(state: _TronState, eps: float, max_iter: int, supervisor: Superviso
         if not prered > 0.0 or unchanged:
             stall = ("predicted reduction <= 0" if not prered > 0.0
                      else "the step no longer changes w in float64")
-            return finish("numerical_error")
+            return finish("stalled")
 
 
 def _next_budget(budget: int, seconds: float) -> int:
