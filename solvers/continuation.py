@@ -13,8 +13,12 @@ may still be hit by a model that is certified: converged true, exit "max_iter").
 The rule (`next_step`), as LIBLINEAR switches -s 1 to -s 2 at its sweep limit:
 - dcd / acf, loss l2, not certified (sweep limit, or its stop rule held too early):
   tron warm-started from w (Newton on the primal: indifferent to feature scaling);
+  every follow-up starts from w = 0 instead when P(w) >= P(0) (a stalled dual CD on
+  unscaled data can end there, and Newton then crawls from it);
 - dcd / acf, loss l1: ocas warm-started from w (its cutting-plane model starts at w);
   its eps is the fit's tol, the same relative gap;
+- tron at max_iter or stalled, with at most 2000 weights: newton (exact Newton steps,
+  solvers/dense_newton.py), which TRON's conjugate gradient cannot match on unscaled data;
 - tron, ocas that stopped by their own rule but are not certified: the same solver again
   from w with eps / 10 (tron's eps bounds the gradient relative to ||grad P(0)||, ocas's
   the gap of its reduced problem);
@@ -38,7 +42,8 @@ from solvers.params import validate_params
 MAX_STEPS = 8
 MIN_EPS = 1e-12  # continuation stops tightening below this
 _FINAL = ("max_seconds", "cancelled", "numerical_error")
-_WARM = ("tron", "ocas")  # solvers that accept a warm start w0
+_WARM = ("tron", "ocas")  # solvers continued with a smaller eps
+NEWTON_MAX_WEIGHTS = 2000  # solvers.dense_newton.MAX_WEIGHTS
 
 
 def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str, Any],
@@ -54,6 +59,10 @@ def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str
             return "tron", {"eps": 0.01}, why
         if loss == "l1":
             return "ocas", {"eps": tol}, why
+    if solver == "tron" and exit_reason in ("max_iter", "stalled") and (
+            params.get("n_weights", 0) <= NEWTON_MAX_WEIGHTS):
+        return "newton", {}, (f"tron stopped at {exit_reason} without a certificate; "
+                              "few weights: exact Newton steps")
     if solver in _WARM and exit_reason in ("converged", "stalled") and (
             solver != "tron" or exit_reason == "converged"):
         eps = float(params["eps"]) / 10.0
@@ -88,7 +97,8 @@ def solve_certified(
                      "relative_gap": certificate.relative_gap, "reason": reason})
         if certificate.holds(tol) or len(path) >= MAX_STEPS:
             break
-        step = next_step(solver, loss, solution, params, tol)
+        step = next_step(solver, loss, solution, {**params, "n_weights": problem.n_weights},
+                         tol)
         if step is None:
             break
         following, overrides, reason = step
@@ -97,7 +107,10 @@ def solve_certified(
         params["max_iter"] = limits[following] - iterations.get(following, 0)
         if params["max_iter"] <= 0:
             break
-        params["w0"] = solution.w
+        # warm start only from a w better than w = 0 (P(0) = sum_i C_i for both losses):
+        # on unscaled data a stalled dual CD can end above it, a bad start for Newton
+        better = solution.primal is not None and solution.primal < float(problem.cost.sum())
+        params["w0"] = solution.w if better else None
         solver = following
     return _finish(solution, certificate, tol, path, total_iterations)
 

@@ -268,6 +268,26 @@ SOLVERS: dict[str, SolverSpec] = {
             _threads(),
         ),
     ),
+    "newton": SolverSpec(
+        name="newton",
+        module="solvers.dense_newton",
+        kind="linear",
+        description="Newton's method on the primal with the Newton system solved exactly "
+        "(dense Cholesky; Keerthi & DeCoste 2005): for at most 2000 weights (features + "
+        "bias). Indifferent to feature scaling where TRON's conjugate gradient stalls "
+        "(unscaled data such as madelon).",
+        problem="min_w 1/2||w||^2 + sum_i C_i loss(y_i w.x_i), loss = squared hinge "
+        "max(0, 1 - m)^2 (l2) or log(1 + exp(-m)) (logistic)",
+        params=(
+            _c_param(),
+            Param("loss", "choice", "l2", "'l2' squared hinge loss (SVM) or 'logistic'.",
+                  choices=("l2", "logistic")),
+            _tol_param(),
+            *_bias_params(("augment", "none"), "augment"),
+            *_limits(200, "Newton steps"),
+            *_weights_and_seed("Seed (deterministic; kept for uniformity)"),
+        ),
+    ),
     "acf": SolverSpec(
         name="acf",
         module="solvers.acf",
