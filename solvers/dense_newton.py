@@ -93,10 +93,9 @@ def solve(problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonit
             break
         if iteration >= max_iter:
             break
-        stop = monitor.interruption(lambda: {"iteration": iteration, "primal": f,
-                                             "dual": None, "gap": None,
-                                             "violation": grad_norm, "active_size":
-                                             int(np.count_nonzero(h))})
+        event = {"iteration": iteration, "primal": f, "dual": None, "gap": None,
+                 "violation": grad_norm, "active_size": int(np.count_nonzero(h))}
+        stop = monitor.interruption(lambda event=event: event)  # type: ignore[misc]
         if stop is not None:
             exit_reason = stop
             break
