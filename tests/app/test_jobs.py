@@ -247,7 +247,7 @@ def test_an_unconverged_job_succeeds_with_its_warning_in_api_and_page(
 def test_solvers_list_documents_auto_and_tron(client: TestClient) -> None:
     solvers = {s["name"]: s for s in client.get("/v1/solvers").json()["data"]}
     assert {"auto", "tron", "newton"} <= set(solvers)
-    assert "large C" in solvers["auto"]["description"]
+    assert "C >= 100" in solvers["auto"]["description"]
     assert "logistic" in solvers["tron"]["description"]
     for name in ("dcd", "acf", "ocas", "alm", "pegasos", "tron", "newton", "auto"):
         tol = next(p for p in solvers[name]["params"] if p["name"] == "tol")
