@@ -26,6 +26,7 @@ from bench.paths import results_dir
 from solvers import fit
 from testkit.certified import certified_optimum, primal_value
 from testkit.datasets import load_dataset
+from testkit.linear_fits import LINEAR_FITS
 from testkit.unscaled import CASE_NAMES, binary_labels, load_case
 
 TOL = 1e-3
@@ -36,20 +37,7 @@ MULTICLASS = ("dna.scale",)  # one-vs-rest, every output certified (pendigits: u
 QUICK = ("heart_scale", "breast-cancer_scale", "mushrooms", "dna.scale-3", "dna.scale",
          *CASE_NAMES)
 
-# label -> (fit kwargs, (loss, bias) of the problem it solves)
-SOLVERS: dict[str, tuple[dict[str, Any], tuple[str, str | None]]] = {
-    "auto l1": ({"solver": "auto", "loss": "l1"}, ("l1", "augment")),
-    "auto l2": ({"solver": "auto", "loss": "l2"}, ("l2", "augment")),
-    "dcd l1": ({"solver": "dcd", "loss": "l1"}, ("l1", "augment")),
-    "dcd l2": ({"solver": "dcd", "loss": "l2"}, ("l2", "augment")),
-    "acf l1": ({"solver": "acf", "loss": "l1"}, ("l1", "augment")),
-    "acf l2": ({"solver": "acf", "loss": "l2"}, ("l2", "augment")),
-    "ocas": ({"solver": "ocas"}, ("l1", "augment")),
-    "tron": ({"solver": "tron"}, ("l2", "augment")),
-    "alm p=1": ({"solver": "alm", "p": 1.0}, ("l1", "free")),
-    "alm p=2": ({"solver": "alm"}, ("l2", "free")),
-    "pegasos": ({"solver": "pegasos"}, ("l1", None)),
-}
+SOLVERS = LINEAR_FITS
 TRON_SETS = ("a9a", "w8a", "ijcnn1", "news20-1", "text")
 
 

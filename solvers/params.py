@@ -205,6 +205,13 @@ def _tol_param() -> Param:
         minimum=1e-12, maximum=1.0)
 
 
+def _deterministic_tail(eps: Param, bias: tuple[str, ...], bias_default: str,
+                        max_iter: int, what: str) -> tuple[Param, ...]:
+    """eps, tol, bias, limits, class weights, seed and threads of a deterministic solver."""
+    return (eps, _tol_param(), *_bias_params(bias, bias_default), *_limits(max_iter, what),
+            *_weights_and_seed("Seed (deterministic; kept for uniformity)"), _threads())
+
+
 def _fallback_param() -> Param:
     return Param("fallback", "choice", True,
                  "When the dual CD ends without a certificate (sweep limit, or its stop rule "
@@ -257,15 +264,13 @@ SOLVERS: dict[str, SolverSpec] = {
             _c_param(),
             Param("loss", "choice", "l2", "'l2' squared hinge loss (SVM) or 'logistic' "
                   "(logistic regression).", choices=("l2", "logistic")),
-            _eps_param(0.01, "Inner stop rule (LIBLINEAR's): ||grad P(w)|| <= eps * "
-                             "max(min(#pos, #neg), 1) / n * ||grad P(0)||. At eps 0.01 this "
-                             "alone can leave P(w) 1e-3..0.7 above the optimum (mushrooms); "
-                             "the fit then continues with eps / 10 from w until tol holds."),
-            _tol_param(),
-            *_bias_params(("augment", "none"), "augment"),
-            *_limits(1000, "trust-region (Newton) iterations"),
-            *_weights_and_seed("Seed (TRON is deterministic; kept for uniformity)"),
-            _threads(),
+            *_deterministic_tail(
+                _eps_param(0.01, "Inner stop rule (LIBLINEAR's): ||grad P(w)|| <= eps * "
+                           "max(min(#pos, #neg), 1) / n * ||grad P(0)||, required together "
+                           "with the gradient certificate ||grad P(w)||^2 <= 2 tol P(w): "
+                           "LIBLINEAR's rule alone at eps 0.01 can leave P(w) 1e-3..0.7 "
+                           "above the optimum (mushrooms)."),
+                ("augment", "none"), "augment", 1000, "trust-region (Newton) iterations"),
         ),
     ),
     "newton": SolverSpec(
@@ -335,16 +340,13 @@ SOLVERS: dict[str, SolverSpec] = {
             _c_param(),
             Param("p", "float", 2.0, "Exponent of the loss (1 = hinge, 2 = squared hinge).",
                   minimum=1.0, maximum=10.0),
-            _eps_param(0.01, "Inner stop: p > 1, ||grad P|| <= eps ||grad P(0)|| and "
-                             "relative gap <= eps / 10; p = 1, relative gap <= eps / 10; or "
-                             "exit 'stalled' when the objective stops changing (relative "
-                             "1e-4). Converged is decided by tol, from a feasible dual "
-                             "point built from the slacks or the multipliers."),
-            _tol_param(),
-            *_bias_params(("free", "none"), "free"),
-            *_limits(10_000, "ALM iterations"),
-            *_weights_and_seed("Seed (ALM is deterministic; kept for uniformity)"),
-            _threads(),
+            *_deterministic_tail(
+                _eps_param(0.01, "Inner stop: p > 1, ||grad P|| <= eps ||grad P(0)|| and "
+                           "relative gap <= eps / 10; p = 1, relative gap <= eps / 10; or "
+                           "exit 'stalled' when the objective stops changing (relative "
+                           "1e-4). Converged is decided by tol, from a feasible dual "
+                           "point built from the slacks or the multipliers."),
+                ("free", "none"), "free", 10_000, "ALM iterations"),
         ),
     ),
     "pegasos": SolverSpec(

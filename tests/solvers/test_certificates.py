@@ -20,24 +20,11 @@ from solvers import fit
 from solvers.auto import DataShape, choose
 from testkit.certified import certified_optimum, primal_value
 from testkit.datasets import load_dataset
+from testkit.linear_fits import LINEAR_FITS
 from testkit.unscaled import binary_labels, load_case
 
 TOL = 1e-3
-# label -> (fit kwargs, (loss, bias) of the problem it solves)
-SOLVERS: dict[str, tuple[dict[str, Any], tuple[str, str | None]]] = {
-    "auto l1": ({"solver": "auto", "loss": "l1"}, ("l1", "augment")),
-    "auto l2": ({"solver": "auto", "loss": "l2"}, ("l2", "augment")),
-    "dcd l1": ({"solver": "dcd", "loss": "l1"}, ("l1", "augment")),
-    "dcd l2": ({"solver": "dcd", "loss": "l2"}, ("l2", "augment")),
-    "acf l1": ({"solver": "acf", "loss": "l1"}, ("l1", "augment")),
-    "acf l2": ({"solver": "acf", "loss": "l2"}, ("l2", "augment")),
-    "ocas": ({"solver": "ocas"}, ("l1", "augment")),
-    "tron": ({"solver": "tron"}, ("l2", "augment")),
-    "newton": ({"solver": "newton"}, ("l2", "augment")),
-    "alm p=1": ({"solver": "alm", "p": 1.0}, ("l1", "free")),
-    "alm p=2": ({"solver": "alm"}, ("l2", "free")),
-    "pegasos": ({"solver": "pegasos"}, ("l1", None)),
-}
+SOLVERS = LINEAR_FITS
 
 
 def suboptimality(X: Any, y: np.ndarray, label: str, C: float = 1.0,
