@@ -37,7 +37,7 @@ from typing import Any
 
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, SolverModule
 from solvers.certificate import Certificate, certify, problem_loss
-from solvers.params import validate_params
+from solvers.params import SOLVERS, validate_params
 
 MAX_STEPS = 8
 MIN_EPS = 1e-12  # continuation stops tightening below this
@@ -119,8 +119,8 @@ def _follow_up_params(solver: str, applied: dict[str, Any], overrides: dict[str,
                       ) -> dict[str, Any]:
     """The follow-up's parameters: its defaults, the loss, bias, threads, tol and time
     limit of the fit, and the eps of the rule."""
-    shared = ("threads", "bias", "bias_scale", "tol", "max_seconds") + (
-        ("loss",) if solver != "ocas" else ())
+    accepted = {param.name for param in SOLVERS[solver].params}
+    shared = {"threads", "bias", "bias_scale", "tol", "max_seconds", "loss"} & accepted
     given = {key: applied[key] for key in shared if key in applied}
     return validate_params(solver, {**given, **overrides})
 

@@ -90,6 +90,16 @@ def test_stalled_dual_cd_falls_back_and_records_its_path() -> None:
         assert [s["solver"] for s in off.path] == ["dcd"] and not off.converged
 
 
+def test_tron_that_stalls_hands_over_to_newton() -> None:
+    """mushrooms-x5: TRON's CG makes no headway (max_iter 1000 far above the optimum);
+    the rule continues with exact Newton steps, whatever the fit's threads."""
+    X, y = load_case("mushrooms-x5")
+    subopt, result = suboptimality(X, y, "tron", threads=2)
+    assert [(s["solver"], s["exit"]) for s in result.path] == [
+        ("tron", "max_iter"), ("newton", "converged")]
+    assert result.converged and subopt <= TOL
+
+
 def test_alm_no_longer_claims_a_stalled_objective() -> None:
     """alm p=1 on breast-cancer-x2 used to say converged 4.6e-2 above the optimum."""
     X, y = load_case("breast-cancer_scale-x2")
