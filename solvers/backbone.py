@@ -140,6 +140,10 @@ class ProgressMonitor:
         self.class_index = 0
         self.events = 0
         self.progress_seconds = 0.0  # time spent in snapshots and the callback
+        # a path of several solvers (solvers/continuation.py): events name the solver
+        # running and count iterations from the start of the path (monotone)
+        self.solver: str | None = None
+        self.iteration_offset = 0
         self._last_event = self.start
 
     def elapsed(self) -> float:
@@ -164,6 +168,10 @@ class ProgressMonitor:
         assert self.callback is not None
         started = time.perf_counter()
         event = {"elapsed_s": started - self.start, **make_event()}
+        if self.solver is not None:
+            event["solver"] = self.solver
+            if isinstance(event.get("iteration"), int):
+                event["iteration"] += self.iteration_offset
         if self.n_classes > 1:
             event["class_index"] = self.class_index
             event["n_classes"] = self.n_classes

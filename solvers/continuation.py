@@ -87,6 +87,7 @@ def solve_certified(
     total_iterations = 0
     while True:
         started = time.perf_counter()
+        monitor.solver, monitor.iteration_offset = solver, total_iterations
         solution = module_for(solver).solve(problem, params, monitor)
         certificate = certify(problem, solution, loss, free_bias)
         iterations[solver] = iterations.get(solver, 0) + solution.iterations
@@ -112,6 +113,7 @@ def solve_certified(
         better = solution.primal is not None and solution.primal < float(problem.cost.sum())
         params["w0"] = solution.w if better else None
         solver = following
+    monitor.solver, monitor.iteration_offset = None, 0
     return _finish(solution, certificate, tol, path, total_iterations)
 
 
