@@ -159,11 +159,12 @@ def test_full_size_and_madelon(name: str, label: str) -> None:
 
 def test_progress_of_a_path_counts_iterations_from_its_start() -> None:
     """Events of the follow-up solver name it and continue the iteration count."""
-    X, y = load_case("a9a-5k-x4")
+    X, y = load_case("mushrooms-x5")  # dcd: 1000 sweeps; ocas from its w: seconds
     events: list[dict[str, Any]] = []
     result = fit(X, y, solver="dcd", loss="l1", progress=events.append)
     assert [s["solver"] for s in result.path] == ["dcd", "ocas"]
-    assert {e["solver"] for e in events} == {"dcd", "ocas"}
+    assert {e["solver"] for e in events} <= {"dcd", "ocas"}
+    assert any(e["solver"] == "ocas" for e in events)  # throttled: dcd's may be too short
     iterations = [e["iteration"] for e in events]
     assert iterations == sorted(iterations)
     assert all(e["iteration"] > 1000 for e in events if e["solver"] == "ocas")
