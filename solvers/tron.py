@@ -22,7 +22,8 @@ Linear Classification", ACML 2018: M = (1 - a) I + a diag(H), a = 0.01, and meas
 trust region in the M-norm ||s||_M = sqrt(s'Ms). One iteration:
   1. M from diag(H) at w; on the first iteration delta = ||g||_M;
   2. PCG on H s = -g from s = 0 until ||r||_{M^-1} <= eps_cg ||g||_{M^-1} (eps_cg = 0.1,
-     0.5 with a warm start, as LIBLINEAR's train_one) or ||s||_M reaches delta (the step
+     also with a warm start: LIBLINEAR's train_one uses 0.5 there, which crawled from a
+     stalled dual CD's w on unscaled data) or ||s||_M reaches delta (the step
      then ends on the boundary);
   3. prered = -(g's + s'Hs/2), actred = f(w) - f(w + s); on the first iteration
      delta = min(delta, ||s||_M);
