@@ -55,7 +55,9 @@ class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dataset_id: str = Field(min_length=1, max_length=64)
-    solver: str = Field("dcd", min_length=1, max_length=32)
+    solver: str = Field("auto", min_length=1, max_length=32,
+                        description="A name from GET /v1/solvers; 'auto' (the default) "
+                        "picks a linear solver from the data, the loss and C")
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -66,10 +68,21 @@ class JobResult(BaseModel):
     iterations: int | None = None
     train_seconds: float | None = None
     exit_reason: str | None = None
-    converged: bool | None = None
+    converged: bool | None = Field(
+        None, description="Linear models: true only when the relative duality gap at the "
+        "returned model is <= tol (a certificate); kernel models: SMO's stop rule held")
     train_accuracy: float | None = None
     n_support: int | None = None
-    warnings: list[str] | None = None
+    relative_gap: float | None = Field(
+        None, description="Certified (P - lower bound) / P; one-vs-rest: the sum of the "
+        "outputs' gaps over the sum of their primal values")
+    tol: float | None = None
+    warnings: list[str] = Field(default_factory=list,
+                                description="Why the model is not converged, if it is not")
+    path: list[dict[str, Any]] = Field(
+        default_factory=list, description="What ran, in order: solver, exit, iterations, "
+        "seconds, relative_gap, reason (and output for one-vs-rest)")
+    auto: dict[str, str] | None = Field(None, description="solver 'auto': chosen, reason")
 
 
 class JobPublic(BaseModel):

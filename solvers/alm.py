@@ -42,11 +42,15 @@ Stop rule (checked every CHECK_EVERY iterations):
     sum_i y_i a_i = 0 (free bias);
   - any p: once mu has reached its cap, P(w, b) stayed within a relative band of
     min(1e-4, eps/100) over the last STALL_WINDOW iterations (the paper's "objective
-    change < 1e-4" at the default eps; smaller eps asks for more).
+    change < 1e-4" at the default eps; smaller eps asks for more): exit "stalled", never
+    "converged" (a small objective change certifies nothing).
+Whether the returned model is converged is decided by the backbone from the reported dual
+(solvers/certificate.py): relative gap (P - D) / P <= tol.
 The returned (w, b) is the iterate with the best primal value seen (ALM iterates are not
 monotone in P). The dual of the Lp-SVM, D(a) = sum a_i - 1/2 ||sum a_i y_i x_i||^2
 - sum_i (p-1) C_i (a_i/(p C_i))^(p/(p-1)) (p > 1; 0 <= a_i <= C_i for p = 1), at the
-multiplier point is reported as `dual`, so gap = P - D >= 0 is a certificate for every p.
+best of two feasible dual points (the multipliers, and the slacks: see `certificate`) is
+reported as `dual`, so gap = P - D >= 0 is a certificate for every p.
 
 Parallelism: each iteration is two sparse products (X'r with one accumulator per row chunk,
 reduced after the loop in chunk order, each thread owning a slice of the output; X d_w
@@ -286,7 +290,7 @@ class _AlmState:
 
     # ---- certificates
 
-    def _polish_bias(self) -> None:
+    def _polish_bias(self) -> float:
         """b* = argmin_b P(w, b) for the current w (p > 1: P is differentiable in b).
 
         Safeguarded Newton on the increasing derivative h'(b), bisection once the root is
@@ -318,6 +322,7 @@ class _AlmState:
             self.best_primal = primal
             self.w_best[:] = self.w
             self.b_best = b
+        return b
 
     def _bias_terms(self, b: float) -> tuple[float, float, float, float]:
         """(h, h', h'', sum |h'_i|) of h(b) = sum_i C_i slack_i(b)^p; coef = h'_i."""
@@ -329,38 +334,33 @@ class _AlmState:
     def certificate(self) -> None:
         """Dual value, relative gap and the stop-rule quantity at the current iterate.
 
-        Dual point from the multipliers: a_i = max(0, -y_i lambda_i), clipped to C_i for
-        p = 1; with the free bias the larger class side of a is scaled down so that
-        sum_i y_i a_i = 0. For p > 1 the gradient is taken at (w, b*), b* = argmin_b P(w, b)
-        (free bias): grad_w P = w + X' coef, coef_i = -C_i p slack_i^(p-1) y_i. Both
-        products come from one pass over the data (`_certificate_products`).
+        The dual value is the best of two feasible dual points, each made feasible (a >= 0,
+        a <= C_i for p = 1; with the free bias the larger class side scaled down so that
+        sum_i y_i a_i = 0) and then scaled by the best factor t (`_scaled_dual`): the
+        multipliers, a_i = -y_i lambda_i; and the slacks, a_i = p C_i slack_i^(p-1) (the
+        exact optimal multipliers at the optimum; C_i [slack_i > 0] for p = 1), at
+        (w, b*), b* = argmin_b P(w, b) for p > 1 with the free bias. The gradient (p > 1)
+        is taken at (w, b*) too: grad_w P = w + X' coef, coef_i = -C_i p slack_i^(p-1) y_i.
         """
         started = time.perf_counter()
         smooth = self.p > 1.0
+        b = self.b
         if smooth and self.free_bias:
-            self._polish_bias()  # coef at (w, b*); (w, b*) may become the best iterate
-        alpha = np.empty_like(self.lam)
-        _dual_point(self.y, self.cost, self.lam, self.p, alpha)
+            b = self._polish_bias()  # coef at (w, b*); (w, b*) may become the best iterate
+        multipliers = np.empty_like(self.lam)
+        _dual_point(self.y, self.cost, self.lam, self.p, multipliers)
+        slack = np.maximum(0.0, 1.0 - self.y * (self.xw + (b if self.free_bias else 0.0)))
+        from_slacks = self.p * self.cost * (slack ** (self.p - 1.0) if smooth else
+                                            (slack > 0.0))
+        dual = -math.inf
         products = np.empty((3, self.w.shape[0]))
-        _certificate_products(self.rows, (alpha, self.coef, self.y, smooth), self.bias_scale,
-                              self.bounds, self.chunk_acc_by_class, products)
-        v_pos, v_neg, v_coef = products
-        positive = self.y > 0
-        s_pos, s_neg = float(alpha[positive].sum()), float(alpha[~positive].sum())
-        scale_pos = scale_neg = 1.0
-        if self.free_bias:
-            if s_pos > s_neg:
-                scale_pos = s_neg / s_pos
-            elif s_neg > s_pos:
-                scale_neg = s_pos / s_neg
-        v = scale_pos * v_pos - scale_neg * v_neg  # sum_i a_i y_i x_i
-        dual = scale_pos * s_pos + scale_neg * s_neg - 0.5 * float(v @ v)
-        if smooth:
-            # - sum_i (p-1) C_i (a_i / (p C_i))^(p/(p-1))
-            scaled = alpha * np.where(positive, scale_pos, scale_neg)
-            q = self.p / (self.p - 1.0)
-            dual -= float(np.sum((self.p - 1.0) * self.cost
-                                 * (scaled / (self.p * self.cost)) ** q))
+        for alpha in (multipliers, from_slacks):
+            _certificate_products(self.rows, (alpha, self.coef, self.y, smooth),
+                                  self.bias_scale, self.bounds, self.chunk_acc_by_class,
+                                  products)
+            if alpha is multipliers:
+                v_coef = products[2].copy()
+            dual = max(dual, self._scaled_dual(alpha, products[0], products[1]))
         self.dual = dual
         self.gap = (self.best_primal - dual) / max(abs(self.best_primal), 1e-300)
         if smooth:
@@ -371,6 +371,46 @@ class _AlmState:
         else:
             self.violation = self.gap
         self.timings["check_s"] += time.perf_counter() - started
+
+    def _scaled_dual(self, alpha: np.ndarray, v_pos: np.ndarray, v_neg: np.ndarray
+                     ) -> float:
+        """max_t D(t a') over t >= 0 (t <= min C_i / a'_i for p = 1), a' = a with the
+        larger class side scaled down for y'a' = 0 (free bias). The dual of the Lp-SVM:
+        D(a) = sum a_i - 1/2 ||sum a_i y_i x_i||^2 - sum_i (p-1) C_i (a_i/(p C_i))^q,
+        q = p/(p-1); along a ray, D(t a') = t S - t^2 V / 2 - t^q K is concave in t."""
+        positive = self.y > 0
+        s_pos, s_neg = float(alpha[positive].sum()), float(alpha[~positive].sum())
+        scale_pos = scale_neg = 1.0
+        if self.free_bias:
+            if s_pos > s_neg:
+                scale_pos = s_neg / s_pos
+            elif s_neg > s_pos:
+                scale_neg = s_pos / s_neg
+        v = scale_pos * v_pos - scale_neg * v_neg  # sum_i a'_i y_i x_i
+        total, vv = scale_pos * s_pos + scale_neg * s_neg, float(v @ v)
+        if total <= 0.0:
+            return 0.0
+        scaled = alpha * np.where(positive, scale_pos, scale_neg)
+        if self.p == 1.0:
+            ratio = float(np.max(scaled / self.cost))
+            t = min(1.0 / ratio, total / vv if vv > 0.0 else math.inf)
+            return t * total - 0.5 * t * t * vv
+        q = self.p / (self.p - 1.0)
+        k = float(np.sum((self.p - 1.0) * self.cost * (scaled / (self.p * self.cost)) ** q))
+
+        def value(t: float) -> float:
+            return t * total - 0.5 * t * t * vv - t ** q * k
+
+        lo, hi = 0.0, 1.0
+        while total - hi * vv - q * hi ** (q - 1.0) * k > 0.0 and hi < 1e300:
+            lo, hi = hi, 2.0 * hi  # D'(t) > 0: the maximiser lies beyond hi
+        for _ in range(100):  # bisection on D'(t) = S - t V - q t^(q-1) K
+            mid = 0.5 * (lo + hi)
+            if total - mid * vv - q * mid ** (q - 1.0) * k > 0.0:
+                lo = mid
+            else:
+                hi = mid
+        return max(value(lo), value(1.0))
 
     def converged(self, eps: float) -> bool:
         """p > 1: gradient <= eps ||grad P(0)|| and gap <= eps/10; p = 1: gap <= eps/10."""
@@ -408,7 +448,7 @@ def _iterate(state: _AlmState, eps: float, max_iter: int, monitor: ProgressMonit
             if state.converged(eps):
                 return "converged"
             if state.stalled(min(STALL_TOLERANCE, eps / 100.0)):
-                return "converged"
+                return "stalled"
         if state.iteration >= max_iter:
             return "max_iter"
         stop = monitor.interruption(state.snapshot)

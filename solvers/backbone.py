@@ -31,7 +31,12 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-EXIT_REASONS = ("converged", "max_iter", "max_seconds", "cancelled", "numerical_error")
+# "converged" means a certificate holds at the returned model (solvers/certificate.py);
+# "stalled": the solver's own stop rule held (or it could make no more progress) but the
+# certificate did not; "epochs_done": a solver without a certificate ran its fixed number
+# of passes (pegasos). Neither is ever reported as "converged".
+EXIT_REASONS = ("converged", "epochs_done", "stalled", "max_iter", "max_seconds",
+                "cancelled", "numerical_error")
 _EXIT_SEVERITY = {reason: rank for rank, reason in enumerate(EXIT_REASONS)}
 
 # progress(event) is called between outer iterations, at most every 0.2 s; a truthy return
@@ -91,7 +96,9 @@ class BinarySolution:
     iterations: int  # outer iterations (sweeps, steps)
     exit_reason: str
     primal: float | None  # None when the solver has no primal objective (SMO)
-    dual: float | None = None  # linear: maximised dual value, so gap = primal - dual >= 0
+    # linear: maximised dual value, a valid lower bound of the optimum (a certificate):
+    # gap = primal - dual >= 0
+    dual: float | None = None
     gap: float | None = None
     violation: float | None = None  # the solver's stop-rule quantity at the end
     intercept: float | None = None  # a true (unregularised) intercept, if the solver has one
@@ -133,6 +140,10 @@ class ProgressMonitor:
         self.class_index = 0
         self.events = 0
         self.progress_seconds = 0.0  # time spent in snapshots and the callback
+        # a path of several solvers (solvers/continuation.py): events name the solver
+        # running and count iterations from the start of the path (monotone)
+        self.solver: str | None = None
+        self.iteration_offset = 0
         self._last_event = self.start
 
     def elapsed(self) -> float:
@@ -157,6 +168,10 @@ class ProgressMonitor:
         assert self.callback is not None
         started = time.perf_counter()
         event = {"elapsed_s": started - self.start, **make_event()}
+        if self.solver is not None:
+            event["solver"] = self.solver
+            if isinstance(event.get("iteration"), int):
+                event["iteration"] += self.iteration_offset
         if self.n_classes > 1:
             event["class_index"] = self.class_index
             event["n_classes"] = self.n_classes

@@ -25,7 +25,8 @@ the previous iteration's beta. One iteration:
      G'(k) is increasing and piecewise linear; only the breakpoints k_i > 0 are sorted);
   4. the stop test;
   5. a new cutting plane at w_c = (1 - lambda) w_best + lambda w_t, lambda = 0.1 (Eq. 8).
-w_best = 0 before the first iteration, and the first plane is taken there.
+w_best = 0 before the first iteration (or the warm start `w0`, e.g. the w of a dual CD
+solver that stalled), and the first plane is taken there.
 
 Stop rule (Eq. 9): F(w_best) - D(beta) <= eps * |F(w_best)| (eps default 1e-3), or
 <= eps_abs when given. D(beta) is the dual value of the current reduced-problem iterate, a
@@ -68,7 +69,7 @@ def solve(
     eps = float(params["eps"])
     eps_abs = params.get("eps_abs")
     with parallel.numba_threads(int(params.get("threads", 1))) as threads:
-        state = _OcasState(problem)
+        state = _OcasState(problem, _warm_start(problem, params.get("w0")))
         t_iterate = time.perf_counter()
         exit_reason = _iterate(state, eps, eps_abs, int(params["max_iter"]), monitor)
         t_objective = time.perf_counter()
@@ -95,6 +96,19 @@ def solve(
     )
 
 
+def _warm_start(problem: LinearProblem, w0: Any) -> np.ndarray | None:
+    """w0 (problem.n_weights entries) padded to the state's size, or None."""
+    if w0 is None:
+        return None
+    start = np.asarray(w0, dtype=np.float64)
+    if start.shape != (problem.n_weights,) or not np.all(np.isfinite(start)):
+        raise ValueError(f"w0 must be {problem.n_weights} finite weights, got shape "
+                         f"{start.shape}")
+    padded = np.zeros(problem.X.n_features + 1)
+    padded[: problem.n_weights] = start
+    return padded
+
+
 def chunk_bounds(indptr: np.ndarray, n_weights: int) -> np.ndarray:
     """Row chunks of the parallel loops (1 accumulator vector(s) per chunk)."""
     return parallel.chunk_bounds(indptr, n_weights, accumulators=1)
@@ -103,7 +117,7 @@ def chunk_bounds(indptr: np.ndarray, n_weights: int) -> np.ndarray:
 class _OcasState:
     """Arrays of the iteration: w_best, outputs, cutting planes, the reduced problem."""
 
-    def __init__(self, problem: LinearProblem) -> None:
+    def __init__(self, problem: LinearProblem, w0: np.ndarray | None = None) -> None:
         X = problem.X
         self.problem = problem
         self.rows = (X.data, X.indices, X.indptr)
@@ -138,6 +152,11 @@ class _OcasState:
         self.plane_offset = 0.0  # b of the plane summed by the last step_and_cut
         self.n_loss = n
         self.timings = {"qp_s": 0.0, "output_s": 0.0, "line_search_s": 0.0, "cut_s": 0.0}
+        if w0 is not None:  # warm start: w_best = w0, the first plane is taken there
+            self.w_best[:] = w0
+            _outputs_kernel(self.rows, problem.y, self.w_best, self.bias_scale, self.bounds,
+                            self.out_best)
+            self.out_t[:] = self.out_best
 
     # ---- one OCAS iteration, in steps
 
@@ -238,7 +257,7 @@ def _iterate(
     state: _OcasState, eps: float, eps_abs: float | None, max_iter: int,
     monitor: ProgressMonitor,
 ) -> str:
-    # the first cutting plane, at w_best = 0 (all outputs 0: every example violates)
+    # the first cutting plane, at w_best (0, or the warm start w0)
     state.step_and_cut(0.0)
     state.add_plane()
     while True:

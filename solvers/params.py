@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from solvers.auto import RULE as AUTO_RULE
+
 Kind = Literal["float", "int", "choice", "class_weight", "str"]
 
 
@@ -192,12 +194,46 @@ def _loss(choices: tuple[str, ...] = ("l1", "l2"), default: str = "l2") -> Param
                  choices=choices)
 
 
-def _common(eps: float, loss: Param | None = None) -> tuple[Param, ...]:
+def _tol_param() -> Param:
+    return Param(
+        "tol", "float", 1e-3,
+        "Relative duality gap at which the model counts as converged: converged is true "
+        "only when (P(w) - L) / P(w) <= tol at the returned model, L a proven lower bound "
+        "of the optimum (a dual value, or for a smooth loss P(w) - ||grad P(w)||^2 / 2), so "
+        "P(w) is within tol of the optimum. Same meaning for every linear solver; when a "
+        "solver's own stop rule holds first without it, the fit continues (fallback) or "
+        "ends with converged false and a warning.",
+        minimum=1e-12, maximum=1.0)
+
+
+def _deterministic_tail(eps: Param, bias: tuple[str, ...], bias_default: str,
+                        max_iter: int, what: str) -> tuple[Param, ...]:
+    """eps, tol, bias, limits, class weights, seed and threads of a deterministic solver."""
+    return (eps, _tol_param(), *_bias_params(bias, bias_default), *_limits(max_iter, what),
+            *_weights_and_seed("Seed (deterministic; kept for uniformity)"), _threads())
+
+
+def _fallback_param() -> Param:
+    return Param("fallback", "choice", True,
+                 "When the dual CD ends without a certificate (sweep limit, or its stop rule "
+                 "held first): continue with tron (l2) or ocas (l1) warm-started from its w, "
+                 "as LIBLINEAR does; recorded in the result's path.", choices=(True, False))
+
+
+_DCD_EPS = ("Inner stop rule of the dual CD: the projected-gradient spread and extremes of a "
+            "sweep are <= eps (a bound on the dual's optimality conditions, not on the "
+            "objective); whether the model is converged is decided by tol.")
+
+
+def _common(eps: float, loss: Param | None = None, eps_text: str = _DCD_EPS
+            ) -> tuple[Param, ...]:
     """The parameters of the dual coordinate-descent family (dcd, acf)."""
     return (
         _c_param(),
         *((loss,) if loss is not None else ()),
-        _eps_param(eps),
+        _eps_param(eps, eps_text),
+        _tol_param(),
+        _fallback_param(),
         *_bias_params(("augment", "none"), "augment"),
         *_limits(1000),
         *_weights_and_seed(),
@@ -215,6 +251,49 @@ SOLVERS: dict[str, SolverSpec] = {
         "squared hinge (l2)",
         params=_common(0.1, _loss()),
     ),
+    "tron": SolverSpec(
+        name="tron",
+        module="solvers.tron",
+        kind="linear",
+        description="Trust-region Newton method with preconditioned conjugate gradient on "
+        "the primal (Lin, Weng & Keerthi 2008; Hsia, Chiang & Lin 2018); LIBLINEAR -s 2. "
+        "Indifferent to feature scaling. With loss='logistic' it also fits L2-regularised "
+        "logistic regression (LIBLINEAR -s 0), sharing the same Newton machinery.",
+        problem="min_w 1/2||w||^2 + sum_i C_i loss(y_i w.x_i), loss = squared hinge "
+        "max(0, 1 - m)^2 (l2) or log(1 + exp(-m)) (logistic)",
+        params=(
+            _c_param(),
+            Param("loss", "choice", "l2", "'l2' squared hinge loss (SVM) or 'logistic' "
+                  "(logistic regression).", choices=("l2", "logistic")),
+            *_deterministic_tail(
+                _eps_param(0.01, "Inner stop rule (LIBLINEAR's): ||grad P(w)|| <= eps * "
+                           "max(min(#pos, #neg), 1) / n * ||grad P(0)||, required together "
+                           "with the gradient certificate ||grad P(w)||^2 <= 2 tol P(w): "
+                           "LIBLINEAR's rule alone at eps 0.01 can leave P(w) 1e-3..0.7 "
+                           "above the optimum (mushrooms)."),
+                ("augment", "none"), "augment", 1000, "trust-region (Newton) iterations"),
+        ),
+    ),
+    "newton": SolverSpec(
+        name="newton",
+        module="solvers.dense_newton",
+        kind="linear",
+        description="Newton's method on the primal with the Newton system solved exactly "
+        "(dense Cholesky; Keerthi & DeCoste 2005): for at most 2000 weights (features + "
+        "bias). Indifferent to feature scaling where TRON's conjugate gradient stalls "
+        "(unscaled data such as madelon).",
+        problem="min_w 1/2||w||^2 + sum_i C_i loss(y_i w.x_i), loss = squared hinge "
+        "max(0, 1 - m)^2 (l2) or log(1 + exp(-m)) (logistic)",
+        params=(
+            _c_param(),
+            Param("loss", "choice", "l2", "'l2' squared hinge loss (SVM) or 'logistic'.",
+                  choices=("l2", "logistic")),
+            _tol_param(),
+            *_bias_params(("augment", "none"), "augment"),
+            *_limits(200, "Newton steps"),
+            *_weights_and_seed("Seed (deterministic; kept for uniformity)"),
+        ),
+    ),
     "acf": SolverSpec(
         name="acf",
         module="solvers.acf",
@@ -223,7 +302,11 @@ SOLVERS: dict[str, SolverSpec] = {
         "(Glasmachers & Dogan 2013); fastest at large C.",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
         "squared hinge (l2)",
-        params=_common(0.1, _loss()),
+        params=_common(0.1, _loss(), "Inner stop rule of ACF: the largest projected-"
+                       "gradient violation of a sweep < eps, confirmed by a sweep with "
+                       "uniform preferences (a bound on the dual's optimality conditions, "
+                       "not on the objective); whether the model is converged is decided "
+                       "by tol."),
     ),
     "ocas": SolverSpec(
         name="ocas",
@@ -234,7 +317,10 @@ SOLVERS: dict[str, SolverSpec] = {
         problem="min_w 1/2||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i)",
         params=(
             _c_param(),
-            _eps_param(1e-3, "Relative stop: F(w_best) - F_t(w_t) <= eps * |F(w_best)|."),
+            _eps_param(1e-3, "Relative stop: F(w_best) - F_t(w_t) <= eps * |F(w_best)|, "
+                             "a relative duality gap (F_t(w_t) <= P*), the same quantity as "
+                             "tol."),
+            _tol_param(),
             Param("eps_abs", "float", None,
                   "Absolute stop: F(w_best) - F_t(w_t) <= eps_abs (null: off).",
                   minimum=0.0, exclusive_minimum=True, maximum=1e12, nullable=True),
@@ -255,12 +341,13 @@ SOLVERS: dict[str, SolverSpec] = {
             _c_param(),
             Param("p", "float", 2.0, "Exponent of the loss (1 = hinge, 2 = squared hinge).",
                   minimum=1.0, maximum=10.0),
-            _eps_param(0.01, "Stop when the primal gradient norm <= eps (or the relative "
-                             "objective change < 1e-4)."),
-            *_bias_params(("free", "none"), "free"),
-            *_limits(10_000, "ALM iterations"),
-            *_weights_and_seed("Seed (ALM is deterministic; kept for uniformity)"),
-            _threads(),
+            *_deterministic_tail(
+                _eps_param(0.01, "Inner stop: p > 1, ||grad P|| <= eps ||grad P(0)|| and "
+                           "relative gap <= eps / 10; p = 1, relative gap <= eps / 10; or "
+                           "exit 'stalled' when the objective stops changing (relative "
+                           "1e-4). Converged is decided by tol, from a feasible dual "
+                           "point built from the slacks or the multipliers."),
+                ("free", "none"), "free", 10_000, "ALM iterations"),
         ),
     ),
     "pegasos": SolverSpec(
@@ -268,7 +355,10 @@ SOLVERS: dict[str, SolverSpec] = {
         module="solvers.pegasos",
         kind="linear",
         description="Stochastic sub-gradient descent (Shalev-Shwartz et al. 2007), the "
-        "approximate baseline; reports the primal objective it reaches.",
+        "approximate baseline; reports the primal objective it reaches. It has no stop "
+        "rule (exit 'epochs_done'): its default 10 epochs end 4e-2..3e-1 above the "
+        "optimum on scaled data, so it reports converged false with a warning unless the "
+        "certificate (a dual point from its w) happens to hold.",
         problem="min_w 1/2||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i), lambda = 1/(C n)",
         params=(
             _c_param(),
@@ -276,9 +366,30 @@ SOLVERS: dict[str, SolverSpec] = {
                   minimum=1, maximum=100_000),
             Param("batch_size", "int", 1, "Examples per sub-gradient step (k).",
                   minimum=1, maximum=1_000_000),
+            _tol_param(),
             *_bias_params(("augment", "none"), "none"),
             *_limits(100_000_000, "sub-gradient steps"),
             *_weights_and_seed("Seed of the example sampling"),
+        ),
+    ),
+    "auto": SolverSpec(
+        name="auto",
+        module="solvers.auto",
+        kind="linear",
+        description="The default for linear jobs: " + AUTO_RULE,
+        problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
+        "squared hinge (l2)",
+        params=(
+            _c_param(),
+            _loss(),
+            _tol_param(),
+            *_bias_params(("augment", "none"), "augment"),
+            Param("max_iter", "int", None, "Iteration limit of the chosen solver, in its "
+                  "own unit (null: its default).", minimum=1, maximum=100_000_000,
+                  nullable=True),
+            _limits(1)[1],
+            *_weights_and_seed(),
+            _threads(),
         ),
     ),
     "smo": SolverSpec(

@@ -25,8 +25,9 @@ is returned. w is kept as scale * v with ||v||^2 maintained, so a step costs O(n
 batch); the scale is folded into v once per epoch and whenever it falls below 1e-9.
 
 Stop rule: none in the optimisation sense. The solver runs `epochs` epochs of ceil(n / k)
-steps (exit "converged"), unless `max_iter` steps come first ("max_iter"); it reports the
-primal objective P(w) of the w it returns (there is no dual: dual and gap are None).
+steps (exit "epochs_done", never "converged": it has no stop rule), unless `max_iter`
+steps come first ("max_iter"); it reports the primal objective P(w) of the w it returns
+(there is no dual: dual and gap are None; the backbone bounds the optimum from w).
 `iterations` counts sub-gradient steps (what max_iter bounds); progress events (throttled
 like every solver's, each costs a pass over the data for P(w)) carry iteration = steps
 and epoch = steps / ceil(n / k).
@@ -58,7 +59,7 @@ WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
 
 # Kernel status codes.
 _PAUSED, _DONE, _NON_FINITE = 0, 1, 2
-_STATUS_EXIT = {_DONE: "converged", _NON_FINITE: "numerical_error"}
+_STATUS_EXIT = {_DONE: "epochs_done", _NON_FINITE: "numerical_error"}
 
 # counters[] slot (int64) and gauges[] slots (float64) of the kernel state.
 _STEP = 0
@@ -81,7 +82,7 @@ def solve(
     state.step_limit = min(total_steps, int(params["max_iter"]))
     t_iterate = time.perf_counter()
     exit_reason = drive(state, BUDGET, monitor, _STATUS_EXIT)
-    if exit_reason == "converged" and state.step_limit < total_steps:
+    if exit_reason == "epochs_done" and state.step_limit < total_steps:
         exit_reason = "max_iter"
     t_objective = time.perf_counter()
     w = state.weights()

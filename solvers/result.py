@@ -41,7 +41,17 @@ class FitResult:
     timings: dict[str, float] = field(default_factory=dict)
     per_output: list[dict[str, Any]] = field(default_factory=list)
     n_support: int | None = None  # kernel models only
-    warnings: list[str] = field(default_factory=list)  # things the user should fix
+    # The certificate (linear models; solvers/certificate.py): converged is true only when
+    # relative_gap <= tol for every output. relative_gap = sum of the outputs' certified
+    # gaps / sum of their primal values (one-vs-rest: summed over the outputs).
+    converged: bool = False
+    relative_gap: float | None = None
+    tol: float | None = None
+    warnings: list[str] = field(default_factory=list)  # plain sentences, one per problem
+    # what ran, in order: {"solver", "exit", "iterations", "seconds", "relative_gap",
+    # "reason"} (and "output" for several outputs); see solvers/continuation.py
+    path: list[dict[str, Any]] = field(default_factory=list)
+    auto: dict[str, str] | None = None  # solver "auto": {"chosen", "reason"}
 
     @property
     def classes(self) -> np.ndarray:

@@ -13,6 +13,7 @@ ProgressMonitor per fit), and the summed result.
 from __future__ import annotations
 
 import importlib
+import math
 import time
 from typing import Any, Protocol, cast
 
@@ -20,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from solvers import workflow
+from solvers.auto import DataShape, choose
 from solvers.backbone import (
     BinarySolution,
     LinearProblem,
@@ -28,6 +30,8 @@ from solvers.backbone import (
     SolverModule,
     worst_exit,
 )
+from solvers.certificate import Certificate, problem_loss, warning_text
+from solvers.continuation import solve_certified
 from solvers.inputs import TrainingSet, as_csr_arrays, training_set
 from solvers.models import KernelModel, LinearModel
 from solvers.objectives import margins, primal_objective
@@ -66,16 +70,22 @@ def fit(
     """Train an SVM with `solver`; binary, or several binary problems for more classes.
 
     Linear solvers: output positive for classes[1] (the larger label) for two classes,
-    one-vs-rest ("class k vs the rest", sorted class order) for more. SMO: one-vs-one
-    (or one-vs-rest) kernel problems. C_i = C * class_weight[label of row i].
+    one-vs-rest ("class k vs the rest", sorted class order) for more; each output is
+    certified and continued by the fallback rule (solvers/continuation.py). "auto" (the
+    service's default for jobs; this function keeps "dcd" for its callers) picks a linear
+    solver from the data (solvers/auto.py). SMO: one-vs-one (or one-vs-rest) kernel
+    problems. C_i = C * class_weight[label of row i].
     """
     t0 = time.perf_counter()
     applied = validate_params(solver, params)
     if workflow.requested(applied):  # scale and/or probability around the plain fit
         return workflow.fit_workflow(X, y, solver, progress, applied, fit)
+    data = training_set(X, y, applied)
+    auto = None
+    if solver == "auto":
+        solver, applied, auto = _resolve_auto(data, applied)
     module = solver_module(solver)
     assembly: Assembly = getattr(module, "ASSEMBLY", LINEAR)
-    data = training_set(X, y, applied)
     problems = assembly.problems(data, applied)
     validate_s = time.perf_counter() - t0
 
@@ -90,7 +100,10 @@ def fit(
             solution = assembly.untrained(problem, applied, "max_seconds")
         else:
             monitor.class_index = k
-            solution = module.solve(problem, applied, monitor)
+            if assembly is LINEAR:
+                solution = solve_certified(solver, solver_module, problem, applied, monitor)
+            else:
+                solution = module.solve(problem, applied, monitor)
         solution.details["train_seconds"] = time.perf_counter() - started
         solutions.append(solution)
     solve_s = time.perf_counter() - t0 - validate_s
@@ -101,7 +114,24 @@ def fit(
             timings[key] = timings.get(key, 0.0) + value
     result = assembly.result(solver, data, problems, solutions, applied, timings)
     result.warnings.extend(workflow.fit_warnings(data.X, solver, applied, result))
+    result.auto = auto
+    if assembly is not LINEAR:
+        result.converged = result.exit_reason == "converged"
     return result
+
+
+def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
+                  ) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """The solver "auto" chooses for this training set, its applied parameters, and the
+    record {"chosen", "reason"}."""
+    X = data.X
+    shape = DataShape(X.n_rows, X.n_features, int(X.data.shape[0]),
+                      float(np.max(np.abs(X.data))) if X.data.shape[0] else 0.0)
+    chosen, reason = choose(shape, applied["loss"], float(applied["C"]), applied["bias"])
+    accepted = {p.name for p in SOLVERS[chosen].params}
+    given = {key: value for key, value in applied.items()
+             if key in accepted and not (key == "max_iter" and value is None)}
+    return chosen, validate_params(chosen, given), {"chosen": chosen, "reason": reason}
 
 
 # --------------------------------------------------------------------------------------
@@ -122,9 +152,12 @@ class _LinearAssembly:
                   reason: str) -> BinarySolution:
         """An output never trained because the fit was stopped: w = 0, alpha = 0."""
         w = np.zeros(problem.n_weights)
-        primal = primal_objective(problem, w, applied.get("loss", "l1"))
+        loss = problem_loss(applied)
+        primal = primal_objective(problem, w, loss if loss in ("l1", "l2") else "l1")
         return BinarySolution(w=w, iterations=0, exit_reason=reason, primal=primal,
-                              dual=0.0, gap=primal)
+                              dual=0.0, gap=primal,
+                              details={"path": [], "converged": False, "relative_gap": 1.0,
+                                       "certified_gap": primal, "tol": applied.get("tol")})
 
     def result(self, solver: str, data: TrainingSet, problems: list[LinearProblem],
                solutions: list[BinarySolution], applied: dict[str, Any],
@@ -140,7 +173,26 @@ class _LinearAssembly:
             "violation": s.violation, "iterations": s.iterations,
             "exit_reason": s.exit_reason, **s.details,
         } for positive, s in zip(_positives(data), solutions, strict=True)]
+        converged = all(s.details.get("converged", False) for s in solutions)
+        gaps = [float(s.details.get("certified_gap", math.inf)) for s in solutions]
+        primals = sum(abs(cast(float, s.primal)) for s in solutions)
+        warnings = [
+            warning_text(s.details["path"][-1]["solver"] if s.details.get("path") else solver,
+                         s.exit_reason, Certificate(cast(float, s.primal),
+                                                    cast(float, s.primal) - gap, ""),
+                         float(applied["tol"]),
+                         f"class {row['positive_class']:g} vs rest" if len(solutions) > 1
+                         else None)
+            for s, gap, row in zip(solutions, gaps, per_output, strict=True)
+            if not s.details.get("converged", False)]
+        path = [{**step, **({"output": k} if len(solutions) > 1 else {})}
+                for k, s in enumerate(solutions) for step in s.details.get("path", [])]
         return FitResult(
+            converged=converged,
+            relative_gap=sum(gaps) / max(primals, 1e-300),
+            tol=float(applied["tol"]),
+            warnings=warnings,
+            path=path,
             solver=solver,
             model=LinearModel(classes=data.classes, coef=coef, intercept=intercept),
             primal_objective=float(sum(cast(float, s.primal) for s in solutions)),

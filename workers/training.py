@@ -228,9 +228,18 @@ def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
         "iterations": int(result.iterations),
         "train_seconds": float(result.train_seconds),
         "exit_reason": result.exit_reason,
-        "converged": result.exit_reason == "converged",
+        "converged": bool(result.converged),
         "train_accuracy": train_accuracy,
     }
+    if result.model.kind == "linear":  # the certificate (solvers/certificate.py)
+        summary.update({
+            "relative_gap": _plain(result.relative_gap),
+            "tol": result.tol,
+            "warnings": list(result.warnings),
+            "path": [{key: _plain(value) for key, value in step.items()}
+                     for step in result.path],
+            "auto": result.auto,
+        })
     if result.n_support is not None:  # kernel models
         summary["n_support"] = int(result.n_support)
     if result.warnings:  # e.g. unscaled features for a scale-sensitive solver

@@ -98,7 +98,7 @@ def test_cancel_queued_job_then_worker_skips_it(
 def test_run_job_succeeds_once_and_reports_result(
     client: TestClient, settings: Settings, heart_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id,
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "dcd",
                                            "params": {"loss": "l1", "eps": 0.01}}).json()["id"]
     assert run_job(settings, job_id, "test-worker") == "succeeded"
     assert run_job(settings, job_id, "test-worker") == "skipped"  # duplicate delivery
@@ -156,7 +156,7 @@ def test_max_seconds_keeps_the_model_so_far_marked_not_converged(
 
     upload = client.post("/v1/datasets", content=data_file("ijcnn1.xz").read_bytes())
     job_id = client.post("/v1/jobs", json={
-        "dataset_id": upload.json()["id"],
+        "dataset_id": upload.json()["id"], "solver": "dcd",
         "params": {"C": 1000, "loss": "l1", "eps": 1e-6, "max_iter": 10_000_000,
                    "max_seconds": 0.5},
     }).json()["id"]
@@ -213,3 +213,48 @@ def test_sse_history_of_a_finished_job_ends_with_its_terminal_event(
         text = "".join(response.iter_text())
     assert text.index("event: status") < text.rindex('"status": "succeeded"')
     assert "id: 1" in text and text.rstrip().endswith("}")
+
+
+def test_auto_is_the_default_and_records_its_choice(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["solver"] == "auto"
+    result = job["result"]
+    assert result["auto"]["chosen"] in ("tron", "ocas", "dcd", "newton")
+    assert result["auto"]["reason"]
+    assert result["converged"] is True and result["warnings"] == []
+    assert result["relative_gap"] <= result["tol"] == 1e-3
+    assert result["path"][0]["solver"] == result["auto"]["chosen"]
+
+
+def test_an_unconverged_job_succeeds_with_its_warning_in_api_and_page(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    """pegasos has no certificate at 10 epochs: succeeded, converged false, a warning
+    that the JSON API and the dashboard's job page both show."""
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id,
+                                           "solver": "pegasos"}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    result = job["result"]
+    assert job["status"] == "succeeded" and result["converged"] is False
+    assert result["exit_reason"] == "epochs_done"
+    assert result["relative_gap"] > 1e-3
+    assert len(result["warnings"]) == 1 and "above the certified lower bound" in (
+        result["warnings"][0])
+    assert [step["solver"] for step in result["path"]] == ["pegasos"]
+    page = client.get(f"/jobs/{job_id}").text
+    assert "badge-warning" in page and "above the certified lower bound" in page
+
+
+def test_solvers_list_documents_auto_and_tron(client: TestClient) -> None:
+    solvers = {s["name"]: s for s in client.get("/v1/solvers").json()["data"]}
+    assert {"auto", "tron", "newton"} <= set(solvers)
+    assert "C >= 100" in solvers["auto"]["description"]
+    assert "logistic" in solvers["tron"]["description"]
+    for name in ("dcd", "acf", "ocas", "alm", "pegasos", "tron", "newton", "auto"):
+        tol = next(p for p in solvers[name]["params"] if p["name"] == "tol")
+        assert tol["default"] == 1e-3 and "relative duality gap" in tol["description"].lower()

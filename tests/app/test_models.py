@@ -17,7 +17,8 @@ from workers.training import run_job
 
 
 def _train(client: TestClient, settings: Settings, dataset_id: str, **params) -> dict:
-    job = client.post("/v1/jobs", json={"dataset_id": dataset_id, "params": params}).json()
+    job = client.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd",
+                                        "params": params}).json()
     assert run_job(settings, job["id"], "test-worker") == "succeeded"
     job = client.get(f"/v1/jobs/{job['id']}").json()
     return client.get(f"/v1/models/{job['model_id']}").json()

@@ -58,7 +58,8 @@ def _upload(client: httpx.Client, payload: bytes, name: str = "ijcnn1") -> str:
 
 
 def _submit(client: httpx.Client, dataset_id: str, params: dict) -> str:
-    response = client.post("/v1/jobs", json={"dataset_id": dataset_id, "params": params})
+    response = client.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd",
+                                             "params": params})
     assert response.status_code == 202, response.text
     return str(response.json()["id"])
 

@@ -317,7 +317,7 @@ def test_acf_and_dcd_agree_on_w(loss: str, C: float) -> None:
 
 def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
     X, y = load("a9a")
-    result = fit(X, y, solver="acf", loss="l1", max_iter=2)
+    result = fit(X, y, solver="acf", loss="l1", max_iter=2, fallback=False)
     assert result.exit_reason == "max_iter"
     assert result.iterations == 2
     assert result.per_output[0]["updates"] == 2 * X.shape[0]  # two uniform-length sweeps

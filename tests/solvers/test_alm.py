@@ -313,7 +313,8 @@ def test_all_zero_rows(p: float) -> None:
     X, y = random_sparse_problem(80, 5, 0.6, seed=6)
     X[::4] = 0.0
     result = fit(sp.csr_matrix(X), y, solver="alm", p=p, eps=1e-4)
-    assert result.exit_reason == "converged"
+    assert result.converged  # certified (its own exit may be "stalled": no more progress)
+    assert result.relative_gap is not None and result.relative_gap <= 1e-3
     ours = lp_primal(X, y, np.ones(80), result.coef[0], result.intercept[0], p)
     assert result.primal_objective == pytest.approx(ours, rel=1e-12)
     if p > 1:

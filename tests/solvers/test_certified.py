@@ -9,14 +9,14 @@ import pytest
 import scipy.optimize
 import scipy.sparse as sp
 
-from testkit.unscaled import load_case
-from tests.solvers.certified import (
+from testkit.certified import (
     CertificationError,
     certified_optimum,
     certify_pair,
     cost_vector,
     primal_value,
 )
+from testkit.unscaled import load_case
 from tests.solvers.naive import augment, dual_by_lbfgsb
 
 

@@ -224,7 +224,7 @@ def test_default_eps_converges_with_an_unshrunk_final_pass(loss: str) -> None:
 
 def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
     X, y = load_dataset("a9a")
-    result = fit(X, y, loss="l1", max_iter=2)
+    result = fit(X, y, loss="l1", max_iter=2, fallback=False)
     assert result.exit_reason == "max_iter"
     assert result.iterations == 2
     assert np.all(np.isfinite(result.coef)) and np.isfinite(result.intercept[0])

@@ -74,7 +74,7 @@ def test_kernel_matches_the_naive_update(k: int, bias_scale: float | None) -> No
     solution = solve(problem, C=1.0, batch_size=k, epochs=4, seed=5,
                      bias="augment" if bias_scale else "none")
     steps = 4 * math.ceil(50 / k)
-    assert solution.exit_reason == "converged" and solution.iterations == steps
+    assert solution.exit_reason == "epochs_done" and solution.iterations == steps
     w_ref = naive_pegasos(augment(X, bias_scale), y, cost, 1.0, k, steps, seed=5)
     np.testing.assert_allclose(solution.w, w_ref, rtol=1e-10, atol=1e-12)
 
@@ -128,7 +128,7 @@ def pegasos_on_a9a(epochs: int, seeds: range) -> tuple[list[float], list[float]]
     excess, accuracy = [], []
     for seed in seeds:
         result = fit(X, y, solver="pegasos", epochs=epochs, seed=seed)
-        assert result.exit_reason == "converged"
+        assert result.exit_reason == "epochs_done"
         excess.append(result.primal_objective / optimum - 1)
         accuracy.append(100 * float(np.mean(result.predict(X_test) == y_test)))
     return excess, accuracy
@@ -164,7 +164,7 @@ def test_mini_batch_sets_the_number_of_steps() -> None:
     X, y = random_sparse_problem(101, 6, 0.6, seed=6)
     for k, steps_per_epoch in ((1, 101), (10, 11), (101, 1), (500, 1)):
         result = fit(X, y, solver="pegasos", batch_size=k, epochs=3)
-        assert result.exit_reason == "converged"
+        assert result.exit_reason == "epochs_done"
         assert result.iterations == 3 * steps_per_epoch
         assert result.per_output[0]["epochs"] == 3.0
         assert result.per_output[0]["batch_size"] == k

@@ -185,11 +185,28 @@ def test_one_vs_rest_matches_liblinear(name: str, scale: float) -> None:
 
 def test_raw_pendigits_reports_max_iter_honestly() -> None:
     X, y = load_dataset("pendigits")
-    result = fit(X, y, loss="l2", max_iter=50)
-    assert result.exit_reason == "max_iter"
+    result = fit(X, y, loss="l2", max_iter=50, fallback=False)
+    assert result.exit_reason == "max_iter" and not result.converged
     assert all(out["exit_reason"] == "max_iter" for out in result.per_output)
     assert result.duality_gap is not None
     assert result.duality_gap > 0.01 * result.primal_objective  # far from converged
+    assert result.relative_gap is not None and result.relative_gap > 0.01
+    assert len(result.warnings) == 10 and all("max_iter" in w for w in result.warnings)
+
+
+def test_raw_pendigits_falls_back_to_tron_and_is_certified() -> None:
+    """The dual CD stalls on unscaled data; the fallback (tron from its w) certifies each
+    output, and the path of every output says so."""
+    X, y = load_dataset("pendigits")
+    result = fit(X, y, loss="l2", max_iter=50)
+    assert result.converged and result.exit_reason == "converged" and not result.warnings
+    assert result.relative_gap is not None and result.relative_gap <= 1e-3
+    for k, out in enumerate(result.per_output):
+        steps = [(step["solver"], step["exit"]) for step in out["path"]]
+        assert steps[0] == ("dcd", "max_iter") and steps[-1][0] == "tron", steps
+        assert out["relative_gap"] <= 1e-3
+        assert [s for s in result.path if s["output"] == k] == [
+            {**s, "output": k} for s in out["path"]]
 
 
 def test_one_vs_rest_progress_names_the_output() -> None:
@@ -209,7 +226,7 @@ def test_one_vs_rest_progress_names_the_output() -> None:
 
 def test_one_vs_rest_exit_reason_is_the_worst() -> None:
     X, y = load_dataset("dna.scale")
-    result = fit(X, y, loss="l1", eps=1e-8, max_iter=3)
+    result = fit(X, y, loss="l1", eps=1e-8, max_iter=3, fallback=False)
     assert result.exit_reason == "max_iter"
     assert {out["exit_reason"] for out in result.per_output} == {"max_iter"}
     assert result.iterations == 9

@@ -186,6 +186,13 @@ function resultItem(term, value) {
   return el("div", {}, el("dt", {}, term), el("dd", {}, value));
 }
 
+function convergedCell(result) {
+  // a warning badge with the reason for every output that is not certified
+  const cell = el("span", {}, fmtNum(result.converged));
+  (result.warnings || []).forEach((warning) => cell.append(" ", el("span", { class: "badge badge-warning", role: "status", "data-field": "warning" }, `⚠ ${warning}`)));
+  return cell;
+}
+
 function renderResult(result) {
   const list = $("job-result");
   if (!result) {
@@ -195,7 +202,10 @@ function renderResult(result) {
   const accuracy = typeof result.train_accuracy === "number" ? `${(result.train_accuracy * 100).toFixed(2)}%` : "—";
   list.replaceChildren(
     resultItem("Exit reason", result.exit_reason || "—"),
-    resultItem("Converged", fmtNum(result.converged)),
+    resultItem("Converged", convergedCell(result)),
+    ...(typeof result.relative_gap === "number" ? [resultItem("Relative gap", fmtNum(result.relative_gap))] : []),
+    ...(result.path && result.path.length ? [resultItem("Path", result.path.map((step) => `${step.solver} (${step.exit})`).join(" → "))] : []),
+    ...(result.auto ? [resultItem("Auto", `${result.auto.chosen}: ${result.auto.reason}`)] : []),
     resultItem("Iterations", fmtInt(result.iterations)),
     resultItem("Train time", fmtSeconds(result.train_seconds)),
     resultItem("Primal objective", fmtNum(result.primal_objective)),

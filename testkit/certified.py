@@ -1,4 +1,4 @@
-"""Certified optima of the linear SVM problems, for the tests and the survey of issue 12.
+"""Certified optima of the linear SVM problems, for the tests and the benchmark (issue 12).
 
 A reference optimum is never assumed: every `Certificate` carries a primal value P(w)
 recomputed here from the returned model, and a lower bound on the optimum computed here

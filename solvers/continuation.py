@@ -1,0 +1,141 @@
+"""One binary linear problem, solved until a certificate holds: the path of solvers.
+
+`solve_certified` runs the requested solver, certifies the model it returns
+(solvers/certificate.py) and, while the certificate fails and the budget lasts, runs the
+next step of the one fallback rule below, warm-started from the last w. Every step is
+recorded in `details["path"]`: {"solver", "exit", "iterations", "seconds",
+"relative_gap", "reason"}. `details["converged"]` is true exactly when the certificate
+holds at the returned model (relative gap <= tol). The exit reason says why the last
+solver stopped; a solver's own "converged" that the certificate does not confirm becomes
+"stalled", so exit "converged" always comes with converged true (a limit such as max_iter
+may still be hit by a model that is certified: converged true, exit "max_iter").
+
+The rule (`next_step`), as LIBLINEAR switches -s 1 to -s 2 at its sweep limit:
+- dcd / acf, loss l2, not certified (sweep limit, or its stop rule held too early):
+  tron warm-started from w (Newton on the primal: indifferent to feature scaling);
+  every follow-up starts from w = 0 instead when P(w) >= P(0) (a stalled dual CD on
+  unscaled data can end there, and Newton then crawls from it);
+- dcd / acf, loss l1: ocas warm-started from w (its cutting-plane model starts at w);
+  its eps is the fit's tol, the same relative gap;
+- tron at max_iter or stalled, with at most 2000 weights: newton (exact Newton steps,
+  solvers/dense_newton.py), which TRON's conjugate gradient cannot match on unscaled data;
+- tron, ocas that stopped by their own rule but are not certified: the same solver again
+  from w with eps / 10 (tron's eps bounds the gradient relative to ||grad P(0)||, ocas's
+  the gap of its reduced problem);
+- nothing after alm, pegasos, a limit (max_iter of the follow-up, max_seconds),
+  cancellation or a numerical error; at most MAX_STEPS steps.
+`fallback=False` (dcd / acf) turns the switches off. max_seconds covers the whole path
+(one ProgressMonitor); max_iter bounds the first solver in its own unit, and a follow-up
+solver of another kind runs with its own default limit, the steps of one solver sharing it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, SolverModule
+from solvers.certificate import Certificate, certify, problem_loss
+from solvers.params import SOLVERS, validate_params
+
+MAX_STEPS = 8
+MIN_EPS = 1e-12  # continuation stops tightening below this
+_FINAL = ("max_seconds", "cancelled", "numerical_error")
+_WARM = ("tron", "ocas")  # solvers continued with a smaller eps
+NEWTON_MAX_WEIGHTS = 2000  # solvers.dense_newton.MAX_WEIGHTS
+
+
+def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str, Any],
+              tol: float) -> tuple[str, dict[str, Any], str] | None:
+    """(next solver, its parameter overrides, why) after an uncertified step, or None."""
+    exit_reason = solution.exit_reason
+    if exit_reason in _FINAL:
+        return None
+    if solver in ("dcd", "acf") and params.get("fallback", True):
+        why = (f"{solver} stopped at {exit_reason} without a certificate "
+               f"(relative gap above tol {tol:g})")
+        if loss == "l2":
+            return "tron", {"eps": 0.01}, why
+        if loss == "l1":
+            return "ocas", {"eps": tol}, why
+    if solver == "tron" and exit_reason in ("max_iter", "stalled") and (
+            params.get("n_weights", 0) <= NEWTON_MAX_WEIGHTS):
+        return "newton", {}, (f"tron stopped at {exit_reason} without a certificate; "
+                              "few weights: exact Newton steps")
+    if solver in _WARM and exit_reason in ("converged", "stalled") and (
+            solver != "tron" or exit_reason == "converged"):
+        eps = float(params["eps"]) / 10.0
+        if eps >= MIN_EPS:
+            return solver, {"eps": eps}, (f"{solver}'s stop rule held at eps "
+                                          f"{params['eps']:g} without a certificate")
+    return None
+
+
+def solve_certified(
+    name: str, module_for: Callable[[str], SolverModule], problem: LinearProblem,
+    applied: dict[str, Any], monitor: ProgressMonitor,
+) -> BinarySolution:
+    """Solve `problem` with `name`, then follow the fallback rule until certified."""
+    tol = float(applied["tol"])
+    loss = problem_loss(applied)
+    free_bias = applied.get("bias") == "free"
+    path: list[dict[str, Any]] = []
+    solver, params, reason = name, applied, "requested"
+    iterations: dict[str, int] = {}
+    limits = {name: int(applied["max_iter"])}
+    total_iterations = 0
+    while True:
+        started = time.perf_counter()
+        monitor.solver, monitor.iteration_offset = solver, total_iterations
+        solution = module_for(solver).solve(problem, params, monitor)
+        certificate = certify(problem, solution, loss, free_bias)
+        iterations[solver] = iterations.get(solver, 0) + solution.iterations
+        total_iterations += solution.iterations
+        path.append({"solver": solver, "exit": solution.exit_reason,
+                     "iterations": solution.iterations,
+                     "seconds": time.perf_counter() - started,
+                     "relative_gap": certificate.relative_gap, "reason": reason})
+        if certificate.holds(tol) or len(path) >= MAX_STEPS:
+            break
+        step = next_step(solver, loss, solution, {**params, "n_weights": problem.n_weights},
+                         tol)
+        if step is None:
+            break
+        following, overrides, reason = step
+        params = _follow_up_params(following, applied, overrides)
+        limits.setdefault(following, int(params["max_iter"]))
+        params["max_iter"] = limits[following] - iterations.get(following, 0)
+        if params["max_iter"] <= 0:
+            break
+        # warm start only from a w better than w = 0 (P(0) = sum_i C_i for both losses):
+        # on unscaled data a stalled dual CD can end above it, a bad start for Newton
+        better = solution.primal is not None and solution.primal < float(problem.cost.sum())
+        params["w0"] = solution.w if better else None
+        solver = following
+    monitor.solver, monitor.iteration_offset = None, 0
+    return _finish(solution, certificate, tol, path, total_iterations)
+
+
+def _follow_up_params(solver: str, applied: dict[str, Any], overrides: dict[str, Any]
+                      ) -> dict[str, Any]:
+    """The follow-up's parameters: its defaults, the loss, bias, threads, tol and time
+    limit of the fit, and the eps of the rule."""
+    accepted = {param.name for param in SOLVERS[solver].params}
+    shared = {"threads", "bias", "bias_scale", "tol", "max_seconds", "loss"} & accepted
+    given = {key: applied[key] for key in shared if key in applied}
+    return validate_params(solver, {**given, **overrides})
+
+
+def _finish(solution: BinarySolution, certificate: Certificate, tol: float,
+            path: list[dict[str, Any]], iterations: int) -> BinarySolution:
+    converged = certificate.holds(tol)
+    if solution.exit_reason == "converged" and not converged:
+        solution.exit_reason = "stalled"
+    solution.iterations = iterations
+    solution.details.update({
+        "path": path, "converged": converged, "relative_gap": certificate.relative_gap,
+        "certified_gap": certificate.gap, "lower_bound": certificate.lower_bound,
+        "bound": certificate.source, "solver": path[-1]["solver"], "tol": tol,
+    })
+    return solution
