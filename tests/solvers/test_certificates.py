@@ -44,11 +44,14 @@ def check_honest(label: str, subopt: float, result: Any) -> None:
     assert result.relative_gap is not None
     if result.relative_gap < 1.0:  # (P - P*) / P* <= gap / (1 - gap), gap = (P - L) / P
         assert subopt <= result.relative_gap / (1 - result.relative_gap) + 1e-9, label
+    # (a fit may also carry the workflow's advice about unscaled features; only the
+    # warnings about the certificate are the subject here)
+    uncertified = [text for text in result.warnings if "certified lower bound" in text]
     if result.converged:
         assert subopt <= TOL, (label, subopt, result.path)
-        assert not result.warnings
+        assert not uncertified
     else:
-        assert result.warnings and result.exit_reason != "converged", label
+        assert uncertified and result.exit_reason != "converged", label
 
 
 @pytest.mark.parametrize("label", list(SOLVERS))
