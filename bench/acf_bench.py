@@ -4,7 +4,7 @@ and 0.001.
 
 Problem: L1-loss (hinge) SVM without bias (the paper's setting; LIBLINEAR -s 3 -B -1),
 positive class = the larger label; news20 (20 classes) is class 1 vs the rest; the
-generated set is `bench.datagen.text_like` (power-law feature frequencies, ~60 words per
+generated set is `testkit.datagen.text_like` (power-law feature frequencies, ~60 words per
 row before merging, documents in topics, tf-idf values, noisy sparse teacher). Stop rules
 as in the paper: DCD (= Algorithm 2, = LIBLINEAR) stops when the projected-gradient
 spread M - m <= eps, ACF (Algorithm 3) when the largest violation v < eps after a uniform
@@ -113,7 +113,7 @@ def load_dataset(name: str, settings: Settings) -> tuple[sp.csr_matrix, np.ndarr
     if name == "text-like":
         rows, features = settings.text_shape
         X, y = text_like(rows, features, seed=0)
-        return X, y, f"generated (bench.datagen.text_like version {DATAGEN_VERSION}, seed 0)"
+        return X, y, f"generated (testkit.datagen.text_like version {DATAGEN_VERSION}, seed 0)"
     from solvers.svmlight import load_svmlight
 
     parsed = load_svmlight(DATA_DIR / f"{name}.xz")

@@ -16,7 +16,7 @@ Reported per data set and loss:
 - time to reach 1e-2 and 1e-3 relative primal suboptimality: each engine runs a ladder of
   eps values; the time of the cheapest rung that reaches the target is reported (and every
   rung is drawn in dcd.png: suboptimality against time, as Hsieh et al. 2008 draw it).
-- a generated text-like set (bench.datagen.text_like, 500k x 100k; 50k x 20k with --quick),
+- a generated text-like set (testkit.datagen.text_like, 500k x 100k; 50k x 20k with --quick),
   cached as .npz in bench/scratch/dcd/, at eps = 0.1 beside LIBLINEAR.
 - LIBLINEAR-multicore (`-n 1`, `-n 2`, wall-clock time) beside ours and LIBLINEAR, through a
   helper process in its own virtualenv bench/.venv-multicore (created on demand: the
@@ -660,7 +660,7 @@ def write_report(setting: Setting, compile_times: tuple[float, float, float], re
     if setting.generated:
         rows, features = setting.generated
         generated_note = (
-            f" The generated set is `bench.datagen.text_like({rows}, {features}, seed=0)` "
+            f" The generated set is `testkit.datagen.text_like({rows}, {features}, seed=0)` "
             "(power-law feature frequencies, 60 words drawn per row, ~44 distinct, unit-norm "
             "rows, labels "
             "of a noisy sparse teacher), cached in `bench/scratch/dcd/`; its P* is the best "

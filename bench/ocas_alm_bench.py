@@ -2,7 +2,7 @@
 
 (a) OCAS (Franc & Sonnenburg 2008, Fig. 2 / Table 4):
   - objective-vs-time curves of ocas, dcd (l1) and pegasos (when `solvers.pegasos` exists)
-    on a dense low-dimensional set (bench.datagen.dense: 40 features, overlapping classes;
+    on a dense low-dimensional set (testkit.datagen.dense: 40 features, overlapping classes;
     C = 10 and 100) and on a9a (C = 1), plotted as relative suboptimality (P - P*)/P*;
   - ocas vs dcd time to 1e-2 / 1e-3 relative suboptimality at C >= 10 on the dense set
     (medians over repetitions of the curves);
@@ -448,7 +448,7 @@ def alm_scaling(setting: Setting, report: list[str], rows: list[dict[str, Any]]
                      f"{converged[1]} |")
         del X, y, problem
     report += ["## ALM: training time vs n (Fig. 1 style)", "",
-               "Generated text-like data (bench.datagen.text_like, 2000 features, ~20 nnz "
+               "Generated text-like data (testkit.datagen.text_like, 2000 features, ~20 nnz "
                "per row), C = 1, free bias; single thread. The slope is fitted to the time "
                f"of {ALM_ITERATIONS} iterations (medians over "
                f"{'/'.join(str(r) for r in setting.alm_reps)} repetitions), the cost the "

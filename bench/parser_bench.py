@@ -6,7 +6,7 @@ each, and reports medians in MB/s (10**6 bytes of uncompressed text per second) 
 bench/results/parser.md. The one-off Numba compile time and the cached start-up time are
 measured in fresh subprocesses.
 
-A generated text-like svmlight file (bench.datagen.text_like written by
+A generated text-like svmlight file (testkit.datagen.text_like written by
 solvers.svmlight.dump_svmlight, ~1 GB; ~100 MB with --quick) is written once into
 bench/scratch/parser/ and reused; both engines parse it, and each engine parses it once
 more in a fresh subprocess that reports its peak RSS (resource.getrusage in the child).
@@ -382,7 +382,7 @@ def write_report(results: list[dict[str, Any]], memory: dict[str, dict[str, floa
         lines += [
             "",
             f"The generated file `bench/scratch/parser/{big_name}` is "
-            f"`bench.datagen.text_like(rows, {GENERATED_FEATURES}, seed={GENERATED_SEED})` "
+            f"`testkit.datagen.text_like(rows, {GENERATED_FEATURES}, seed={GENERATED_SEED})` "
             "(power-law feature frequencies, 60 words drawn per row, ~44 distinct, unit-norm "
             "rows) written by "
             "`solvers.svmlight.dump_svmlight` (1-based indices) after rounding the values to 6 "

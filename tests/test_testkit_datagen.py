@@ -1,4 +1,4 @@
-"""bench.datagen: seeded, the right shapes and sparsity, labels roughly balanced."""
+"""testkit.datagen: seeded, the right shapes and sparsity, labels roughly balanced."""
 
 from __future__ import annotations
 
