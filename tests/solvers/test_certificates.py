@@ -38,12 +38,18 @@ def suboptimality(X: Any, y: np.ndarray, label: str, C: float = 1.0,
     return (primal - best) / best, result
 
 
+ROUNDING = 1e-8  # relative precision of the computed objectives (see check_honest)
+
+
 def check_honest(label: str, subopt: float, result: Any) -> None:
     """converged implies within tol of the certified optimum; if not converged, a warning
     says so; the reported relative gap bounds the true suboptimality."""
     assert result.relative_gap is not None
     if result.relative_gap < 1.0:  # (P - P*) / P* <= gap / (1 - gap), gap = (P - L) / P
-        assert subopt <= result.relative_gap / (1 - result.relative_gap) + 1e-9, label
+        # + ROUNDING: P, L and the reference are sums computed in floating point; on the
+        # tiny objectives hypothesis finds (|w| ~ 1e-6) they agree to ~1e-9 relative, not
+        # better (seen: a bound 1.05e-9 above the reference's value)
+        assert subopt <= result.relative_gap / (1 - result.relative_gap) + ROUNDING, label
     # (a fit may also carry the workflow's advice about unscaled features; only the
     # warnings about the certificate are the subject here)
     uncertified = [text for text in result.warnings if "certified lower bound" in text]
