@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 
+from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.ingest import receive_dataset
 from app.orm import Dataset
@@ -49,6 +50,7 @@ async def upload_dataset(
     request: Request,
     settings: SettingsDep,
     session: WriteSessionDep,
+    principal: TrainAuth,
     name: str | None = Query(None, max_length=255),
 ) -> Dataset:
     parsed, form_name = await receive_dataset(
@@ -58,25 +60,27 @@ async def upload_dataset(
         settings,
     )
     return await anyio.to_thread.run_sync(
-        service.create_dataset, session, settings, parsed, name or form_name or "dataset")
+        service.create_dataset, session, settings, principal.tenant_id, parsed,
+        name or form_name or "dataset")
 
 
 @router.get("", response_model=DatasetsPublic)
 def list_datasets(
     session: SessionDep,
+    principal: ReadAuth,
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> DatasetsPublic:
-    rows = service.list_datasets(session, limit=limit, offset=offset)
+    rows = service.list_datasets(session, principal.tenant_id, limit=limit, offset=offset)
     return DatasetsPublic(data=[DatasetPublic.model_validate(r) for r in rows],
-                          count=service.count_datasets(session))
+                          count=service.count_datasets(session, principal.tenant_id))
 
 
 @router.get("/{dataset_id}", response_model=DatasetPublic)
-def get_dataset(dataset_id: str, session: SessionDep) -> Dataset:
-    return service.get_dataset(session, dataset_id)
+def get_dataset(dataset_id: str, session: SessionDep, principal: ReadAuth) -> Dataset:
+    return service.get_dataset(session, principal.tenant_id, dataset_id)
 
 
 @router.delete("/{dataset_id}", status_code=204)
-def delete_dataset(dataset_id: str, session: WriteSessionDep) -> None:
-    service.delete_dataset(session, dataset_id)
+def delete_dataset(dataset_id: str, session: WriteSessionDep, principal: TrainAuth) -> None:
+    service.delete_dataset(session, principal.tenant_id, dataset_id)

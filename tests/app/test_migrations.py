@@ -9,7 +9,8 @@ import sqlalchemy as sa
 
 from tests.support import downgrade, migrate, postgres_schema
 
-TABLES = {"datasets", "jobs", "job_events", "models"}
+TABLES = {"datasets", "jobs", "job_events", "models", "tenants", "api_keys",
+          "idempotency_keys"}
 
 
 def _tables(url: str) -> set[str]:
