@@ -61,10 +61,12 @@ class Settings(BaseSettings):
     tenant_max_queued_jobs: int = Field(200, gt=0)
     # One dataset, bounded while it is parsed (the arrays take ~12 bytes per non-zero and
     # ~16 per row, so a small file of short lines grows far more than its text).
-    max_dataset_rows: int = Field(50_000_000, gt=0)
-    max_dataset_nnz: int = Field(500_000_000, gt=0)
-    max_dataset_bytes: int = Field(4 << 30, gt=0)  # the stored arrays of one dataset
-    max_concurrent_uploads: int = Field(4, ge=1)  # per API process; the rest wait
+    # Parsing takes up to about 1.5x max_dataset_bytes of memory per concurrent upload;
+    # the defaults keep one upload under 300 MB (raise them for larger data sets).
+    max_dataset_rows: int = Field(5_000_000, gt=0)
+    max_dataset_nnz: int = Field(8_000_000, gt=0)
+    max_dataset_bytes: int = Field(128 << 20, gt=0)  # the arrays of one dataset
+    max_concurrent_uploads: int = Field(2, ge=1)  # per API process; the rest wait
     idempotency_hours: float = Field(24.0, gt=0)
     # Caps on what a training spec may ask for.
     max_job_seconds: float = Field(86_400.0, gt=0)

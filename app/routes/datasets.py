@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query, Request
 
 from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
-from app.ingest import receive_dataset
+from app.ingest import check_name, receive_dataset, upload_gate
 from app.orm import Dataset
 from app.schemas import DatasetPublic, DatasetsPublic
 from app.services import datasets as service
@@ -53,15 +53,21 @@ async def upload_dataset(
     principal: TrainAuth,
     name: str | None = Query(None, max_length=255),
 ) -> Dataset:
-    parsed, form_name = await receive_dataset(
-        request.stream(),
-        request.headers.get("content-type", ""),
-        request.headers.get("content-length"),
-        settings,
-    )
-    return await anyio.to_thread.run_sync(
-        service.create_dataset, session, settings, principal.tenant_id, parsed,
-        name or form_name or "dataset")
+    if name is not None:
+        check_name(name)
+    remaining = await anyio.to_thread.run_sync(
+        service.remaining_stored_bytes, settings, principal.tenant_id)
+    gate = upload_gate(request.app.state, settings)
+    async with gate.slots:
+        parsed, form_name = await receive_dataset(
+            request.stream(),
+            request.headers.get("content-type", ""),
+            request.headers.get("content-length"),
+            settings, threads=gate.threads, max_array_bytes=remaining,
+        )
+        return await anyio.to_thread.run_sync(
+            service.create_dataset, session, settings, principal.tenant_id, parsed,
+            name or form_name or "dataset", limiter=gate.threads)
 
 
 @router.get("", response_model=DatasetsPublic)

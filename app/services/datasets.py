@@ -15,7 +15,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.db import after_commit, after_rollback
+from app.db import after_commit, after_rollback, read_sessionmaker_for
 from app.errors import ApiError, not_found
 from app.job_status import ACTIVE_STATUSES
 from app.orm import Dataset, Job, Tenant, new_id
@@ -49,12 +49,26 @@ def _check_quota(session: Session, settings: Settings, tenant: Tenant, adding: i
                        {"limit": max_bytes, "used": int(stored), "adding": adding})
 
 
+def remaining_stored_bytes(settings: Settings, tenant_id: str) -> int:
+    """What the tenant may still store (a bound for parsing its next upload; the commit
+    checks again, under the tenant's lock)."""
+    with read_sessionmaker_for(settings.database_url)() as session:
+        tenant = session.get(Tenant, tenant_id)
+        if tenant is None:
+            return 0
+        stored = session.scalar(select(func.coalesce(func.sum(Dataset.stored_bytes), 0))
+                                .where(Dataset.tenant_id == tenant_id)) or 0
+        return max(0, tenant_limit(tenant, settings, "max_stored_bytes") - int(stored))
+
+
 def create_dataset(session: Session, settings: Settings, tenant_id: str,
                    parsed: ParsedDataset, name: str) -> Dataset:
     """Store the arrays as a blob and add the dataset's row (blocking: run it in a thread);
-    413 over the tenant's limits."""
-    adding = stored_size(parsed)
-    _check_quota(session, settings, lock_tenant(session, tenant_id), adding)
+    413 over the tenant's limits.
+
+    The blob is written before the transaction takes any lock (on SQLite a write
+    transaction blocks every other writer); the limits are then checked under the tenant's
+    lock and the row added; a refused or failed insert removes the blob again."""
     labels, counts = np.unique(parsed.y, return_counts=True)
     dataset_id = new_id()
     path = save_dataset_arrays(
@@ -63,6 +77,11 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
          "y": parsed.y},
     )
     after_rollback(session, lambda: Path(path).unlink(missing_ok=True))
+    try:
+        _check_quota(session, settings, lock_tenant(session, tenant_id), stored_size(parsed))
+    except BaseException:
+        Path(path).unlink(missing_ok=True)
+        raise
     dataset = Dataset(
         id=dataset_id,
         tenant_id=tenant_id,
