@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 
+from app import idempotency
 from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.ingest import check_name, receive_dataset, upload_gate
@@ -52,11 +54,29 @@ async def upload_dataset(
     session: WriteSessionDep,
     principal: TrainAuth,
     name: str | None = Query(None, max_length=255),
-) -> Dataset:
+) -> Dataset | Response:
     if name is not None:
         check_name(name)
+    key = idempotency.request_key(request)
+    held: idempotency.Stored | idempotency.Reserved | None = None
+    if key is not None:
+        held = await anyio.to_thread.run_sync(
+            idempotency.begin, settings, principal.tenant_id, key, "POST /v1/datasets")
+    try:
+        return await _upload(request, settings, session, principal.tenant_id, name, held)
+    except BaseException:
+        if isinstance(held, idempotency.Reserved):
+            await anyio.to_thread.run_sync(session.rollback)  # free SQLite's write lock
+            await anyio.to_thread.run_sync(held.abandon)
+        raise
+
+
+async def _upload(request: Request, settings: SettingsDep, session: WriteSessionDep,
+                  tenant_id: str, name: str | None,
+                  held: idempotency.Stored | idempotency.Reserved | None
+                  ) -> Dataset | Response:
     remaining = await anyio.to_thread.run_sync(
-        service.remaining_stored_bytes, settings, principal.tenant_id)
+        service.remaining_stored_bytes, settings, tenant_id)
     gate = upload_gate(request.app.state, settings)
     async with gate.slots:
         parsed, form_name = await receive_dataset(
@@ -65,9 +85,22 @@ async def upload_dataset(
             request.headers.get("content-length"),
             settings, threads=gate.threads, max_array_bytes=remaining,
         )
-        return await anyio.to_thread.run_sync(
-            service.create_dataset, session, settings, principal.tenant_id, parsed,
-            name or form_name or "dataset", limiter=gate.threads)
+        final_name = name or form_name or "dataset"
+        asked = idempotency.request_hash(parsed.sha256, final_name)
+        if isinstance(held, idempotency.Stored):
+            return held.replay(asked)
+        dataset = await anyio.to_thread.run_sync(
+            service.create_dataset, session, settings, tenant_id, parsed, final_name,
+            limiter=gate.threads)
+    if held is None:
+        return dataset
+    body = DatasetPublic.model_validate(dataset).model_dump_json().encode()
+    # the dataset commits before its answer is stored: a crash in between leaves a
+    # reservation without an answer (a retry gets 409 until it expires), never an answer
+    # naming a dataset that was not committed
+    await anyio.to_thread.run_sync(session.commit)
+    await anyio.to_thread.run_sync(held.complete, 201, body, asked)
+    return Response(body, status_code=201, media_type="application/json")
 
 
 @router.get("", response_model=DatasetsPublic)

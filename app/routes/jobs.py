@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 
+from app import idempotency
 from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.job_status import JobStatus
@@ -14,10 +16,29 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 @router.post("", status_code=202, response_model=JobPublic)
-def create_job(spec: JobCreate, session: WriteSessionDep, settings: SettingsDep,
-               principal: TrainAuth) -> JobPublic:
-    return JobPublic.model_validate(service.submit(session, settings, principal.tenant_id,
-                                                   spec))
+def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
+               settings: SettingsDep, principal: TrainAuth) -> JobPublic | Response:
+    """Submit a job. With an `Idempotency-Key` header, a repeat of the same request gets
+    the first answer (for HINGE_IDEMPOTENCY_HOURS) and a different one a 422."""
+    key = idempotency.request_key(request)
+    if key is None:
+        return JobPublic.model_validate(service.submit(session, settings,
+                                                       principal.tenant_id, spec))
+    asked = idempotency.request_hash(spec.model_dump_json())
+    held = idempotency.begin(settings, principal.tenant_id, key, "POST /v1/jobs")
+    if isinstance(held, idempotency.Stored):
+        return held.replay(asked)
+    try:
+        job = JobPublic.model_validate(service.submit(session, settings, principal.tenant_id,
+                                                      spec))
+    except BaseException:
+        session.rollback()  # release this request's transaction (SQLite: its write lock)
+        held.abandon()
+        raise
+    body = job.model_dump_json().encode()
+    session.commit()  # end this request's transaction (SQLite: its write lock) first
+    held.complete(202, body, asked)
+    return Response(body, status_code=202, media_type="application/json")
 
 
 @router.get("", response_model=JobsPublic)
