@@ -227,3 +227,19 @@ def test_existing_rows_go_to_the_default_tenant_on_upgrade(tmp_path: Path) -> No
     engine.dispose()
     assert owner == "default"
     downgrade(url, "0002")
+
+
+def test_a_job_over_its_tenants_running_limit_waits_in_the_queue(
+    tmp_path: Path, heart_bytes: bytes
+) -> None:
+    from workers.training import claim, run_job
+
+    settings, app = _app(tmp_path, tenant_max_running_jobs=1, rate_per_second=0)
+    with app as client:
+        key = bearer(make_key(settings))
+        dataset = client.post("/v1/datasets", content=heart_bytes, headers=key).json()["id"]
+        first, second = (client.post("/v1/jobs", json={"dataset_id": dataset}, headers=key
+                                     ).json()["id"] for _ in range(2))
+        assert claim(settings, first, "worker-1") is not None  # running now
+        assert run_job(settings, second, "worker-2") == "deferred"
+        assert client.get(f"/v1/jobs/{second}", headers=key).json()["status"] == "queued"
