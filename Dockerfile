@@ -10,8 +10,11 @@ COPY app ./app
 COPY workers ./workers
 COPY solvers ./solvers
 COPY migrations ./migrations
+# Compile every Numba kernel into the image's cache at build time: no worker compiles at
+# start, and no job waits for it.
 RUN pip install . && useradd --create-home --uid 1000 hinge && mkdir -p /data \
-    && chown hinge /data
+    && python -c "from solvers.train import warmup; print(f'kernels compiled in {warmup():.0f} s')" \
+    && chown -R hinge /data "$NUMBA_CACHE_DIR"
 USER hinge
 EXPOSE 8000
 CMD ["uvicorn", "--factory", "app.main:create_app", "--host", "0.0.0.0", "--port", "8000"]

@@ -15,7 +15,17 @@ from prometheus_client import Counter, Histogram
 from app.auth import CSRF_HEADER, SignInRequired
 from app.docs import install_docs
 from app.errors import install_error_handlers
-from app.routes import admin, dashboard, datasets, events, jobs, meta, models, signin
+from app.routes import (
+    admin,
+    dashboard,
+    datasets,
+    evaluations,
+    events,
+    jobs,
+    meta,
+    models,
+    signin,
+)
 from app.security import SecurityMiddleware
 from app.settings import Settings, get_settings
 from app.storage import remove_temporary_blobs
@@ -55,8 +65,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _sign_in(request: Request, _exc: SignInRequired) -> Response:
         return signin.sign_in_redirect(request)
 
-    for router in (datasets.router, jobs.router, events.router, models.router, meta.router,
-                   admin.router, dashboard.router, signin.router):
+    for router in (datasets.router, jobs.router, events.router, models.router,
+                   evaluations.router, meta.router, admin.router, dashboard.router,
+                   signin.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)

@@ -1,5 +1,5 @@
-"""ORM models: tenants and their API keys; datasets, jobs (with their progress events) and
-models, each owned by a tenant; stored answers of idempotent requests."""
+"""ORM models: tenants and their API keys; datasets, jobs (with their progress events),
+models and evaluations, each owned by a tenant; stored answers of idempotent requests."""
 
 from __future__ import annotations
 
@@ -136,6 +136,14 @@ class Dataset(Base):
     blob_path: Mapped[str] = mapped_column(Text)
     stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # the blob's size
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # A split (POST /v1/datasets/{id}/split) records where it came from.
+    parent_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    split_part: Mapped[str | None] = mapped_column(String(8))  # train | test
+    split_seed: Mapped[int | None] = mapped_column(BigInteger)
+    split_test_fraction: Mapped[float | None] = mapped_column(Float)
+    split_stratified: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class Job(Base):
@@ -201,3 +209,31 @@ class Model(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     train_accuracy: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Evaluation(Base):
+    """A model's figures on a stored dataset; computed inline for small datasets, else by a
+    worker (claimed, leased and finished like a job: `attempt`, `heartbeat_at`)."""
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()  # the model's (and the dataset's) tenant
+    model_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("models.id", ondelete="CASCADE"), index=True
+    )
+    dataset_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    dataset_name: Mapped[str] = mapped_column(String(255))
+    rows: Mapped[int] = mapped_column(Integer)
+    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
+                                              default=JobStatus.QUEUED)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

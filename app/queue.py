@@ -1,4 +1,5 @@
-"""Enqueue training jobs by task name. The API never imports the worker or the solvers."""
+"""Enqueue training jobs and evaluations by task name. The API never imports the worker or
+the solvers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from functools import lru_cache
 from celery import Celery
 
 TRAIN_TASK = "hinge.train"
+EVALUATE_TASK = "hinge.evaluate"
 
 
 @lru_cache(maxsize=4)
@@ -24,4 +26,9 @@ def producer(broker_url: str, queue: str) -> Celery:
 
 def enqueue_training(broker_url: str, queue: str, job_id: str) -> None:
     producer(broker_url, queue).send_task(TRAIN_TASK, args=[job_id], queue=queue,
+                                          retry=True)
+
+
+def enqueue_evaluation(broker_url: str, queue: str, evaluation_id: str) -> None:
+    producer(broker_url, queue).send_task(EVALUATE_TASK, args=[evaluation_id], queue=queue,
                                           retry=True)

@@ -25,8 +25,29 @@ class DatasetPublic(BaseModel):
     labels: list[float]
     class_counts: dict[str, int]
     sha256: str
-    size_bytes: int = Field(description="Decompressed size of the uploaded text")
+    size_bytes: int = Field(description="Decompressed size of the uploaded text (for a "
+                            "split: the size of its stored arrays)")
     created_at: datetime
+    parent_id: str | None = Field(None, description="The dataset this one was split from")
+    split_part: str | None = Field(None, description="'train' or 'test' for a split")
+    split_seed: int | None = None
+    split_test_fraction: float | None = None
+    split_stratified: bool | None = None
+
+
+class SplitCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    test_fraction: float = Field(0.25, gt=0.0, lt=1.0,
+                                 description="Share of the rows that go to the test part")
+    stratify: bool = Field(True, description="Keep every class's share in both parts")
+    seed: int = Field(0, ge=0, le=2**63 - 1,
+                      description="Seed of the shuffle; the same seed gives the same split")
+
+
+class SplitPublic(BaseModel):
+    train: DatasetPublic
+    test: DatasetPublic
 
 
 class DatasetsPublic(BaseModel):
@@ -52,6 +73,7 @@ class JobResult(BaseModel):
     converged: bool | None = None
     train_accuracy: float | None = None
     n_support: int | None = None
+    warnings: list[str] | None = None
 
 
 class JobPublic(BaseModel):
@@ -131,12 +153,49 @@ class PredictRequest(BaseModel):
 class PredictResponse(BaseModel):
     """For two classes one decision value per row, positive for classes[1]. For more: one
     per class (one-vs-rest models) or one per class pair in LIBSVM's order (one-vs-one
-    kernel models: (0,1), (0,2), ..., (1,2), ...; positive votes for the first class)."""
+    kernel models: (0,1), (0,2), ..., (0,k-1), (1,2), ...; pair (i, j) is
+    classes[i] vs classes[j], i < j, and a positive value is a vote for classes[i]; the label
+    is the class with the most votes, ties to the smaller class). `probabilities` (models
+    trained with probability: true): one per class, in the order of `classes`."""
 
     model_id: str
     labels: list[float]
     decision_values: list[float] | list[list[float]]
     classes: list[float]
+    probabilities: list[list[float]] | None = None
+
+
+class EvaluationCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset_id: str = Field(min_length=1, max_length=64, pattern=NO_CONTROL)
+
+
+class EvaluationPublic(BaseModel):
+    """`report` once succeeded: accuracy, balanced_accuracy, confusion_matrix (rows = true
+    class, columns = predicted, classes sorted), per_class (precision, recall, f1,
+    support), macro and weighted averages; for two classes roc_auc, average_precision,
+    roc_curve and precision_recall_curve (at most 200 points each); log_loss and
+    brier_score when the model has probabilities."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    model_id: str
+    dataset_id: str | None
+    dataset_name: str
+    rows: int
+    status: JobStatus
+    report: dict[str, Any] | None
+    error: str | None
+    attempt: int
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class EvaluationsPublic(BaseModel):
+    data: list[EvaluationPublic]
+    count: int
 
 
 class SolverParam(BaseModel):

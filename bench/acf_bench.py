@@ -166,12 +166,14 @@ class Engines:
         """(update steps, median active-set size) of DCD, sweep by sweep; None if capped."""
         from solvers import dcd
 
-        state = dcd._DcdState(self.problem(C), "l1", 0)
+        state = dcd._DcdState(self.problem(C), {"loss": "l1", "seed": 0, "eps": eps,
+                                                "max_iter": 1})
         sizes: list[int] = []
         deadline = time.process_time() + cap
         while time.process_time() < deadline:
             sizes.append(int(state.counters[dcd._ACTIVE_SIZE]))
-            status = state.run(eps, state.iteration + 1, 1 << 62)
+            state.max_iter = state.iteration + 1  # one sweep per call
+            status = state.run(1 << 62)
             if status != dcd._MAX_ITER:
                 return sum(sizes), float(np.median(sizes))
         return None
@@ -276,12 +278,14 @@ def preference_profile(engines: Engines, C: float, eps: float, cap: float) -> di
     variables at p_min (ACF's 'soft-shrunk' ones), and how many are above p_min."""
     from solvers import acf
 
-    state = acf._AcfState(engines.problem(C), "l1", 0)
+    state = acf._AcfState(engines.problem(C), {"loss": "l1", "seed": 0, "eps": eps,
+                                               "max_iter": 1})
     previous = state.preference.copy()
     deadline = time.process_time() + cap
     while time.process_time() < deadline:
         previous[:] = state.preference
-        status = state.run(eps, state.iteration + 1, 1 << 62)
+        state.max_iter = state.iteration + 1  # one sweep per call
+        status = state.run(1 << 62)
         if status != acf._MAX_ITER or state.gauges[acf._LAST_VIOLATION] < eps:
             break
     at_min = previous <= acf.PREFERENCE_MIN * (1 + 1e-9)

@@ -22,6 +22,8 @@ LIBSVM's value is positive for the first label of the file, ours for classes[1])
     total_sv 132
     rho 0.4244                 (one per pair, LIBSVM's pair order)
     label -1 1                 (the sorted classes: LIBSVM labels are integers)
+    probA -1.79                (probability models only: one sigmoid per pair)
+    probB 0.0556
     nr_sv 64 68
     SV
     <coef_1> ... <coef_{k-1}> <index>:<value> ...     (1-based feature indices)
@@ -129,8 +131,11 @@ _KERNEL_TYPE = {"linear": "linear", "poly": "polynomial", "rbf": "rbf", "sigmoid
 _KERNEL_FROM_TYPE = {text: name for name, text in _KERNEL_TYPE.items()}
 
 
-def libsvm_model_text(model: KernelModel) -> str:
-    """The LIBSVM model file of a one-vs-one (or two-class) model."""
+def libsvm_model_text(model: KernelModel, prob_a: np.ndarray | None = None,
+                      prob_b: np.ndarray | None = None) -> str:
+    """The LIBSVM model file of a one-vs-one (or two-class) model; with `prob_a` and
+    `prob_b` (one per pair, LIBSVM's orientation: solvers.models.Calibration) the file
+    carries `probA` / `probB` and `svm-predict -b 1` gives probabilities."""
     if model.multiclass == "ovr" and model.n_classes > 2:
         raise ModelFormatError(
             "a one-vs-rest model cannot be written in LIBSVM's format (LIBSVM's C-SVC is "
@@ -149,6 +154,11 @@ def libsvm_model_text(model: KernelModel) -> str:
         f"total_sv {model.n_support}",
         "rho " + " ".join(_number(v) for v in model.rho),
         "label " + " ".join(labels),
+    ]
+    if prob_a is not None and prob_b is not None:
+        lines += ["probA " + " ".join(_number(v) for v in prob_a),
+                  "probB " + " ".join(_number(v) for v in prob_b)]
+    lines += [
         "nr_sv " + " ".join(str(int(n)) for n in model.n_sv),
         "SV",
     ]

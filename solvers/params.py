@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Kind = Literal["float", "int", "choice", "class_weight", "str"]
@@ -77,10 +77,11 @@ class Param:
             return int(value)
         if self.kind == "choice":
             assert self.choices is not None
-            if value not in self.choices:
+            flags = isinstance(self.choices[0], bool)  # a flag takes true/false, not 1/0
+            if value not in self.choices or (flags and not isinstance(value, bool)):
                 allowed = ", ".join(repr(c) for c in self.choices)
                 raise ParamError(f"{self.name} must be one of {allowed}, got {value!r}", self.name)
-            return value
+            return self.choices[self.choices.index(value)]  # the canonical value: 0 -> 0.0
         if self.kind == "class_weight":
             return _coerce_class_weight(self.name, value)
         if not isinstance(value, str):
@@ -308,6 +309,51 @@ SOLVERS: dict[str, SolverSpec] = {
         ),
     ),
 }
+
+# -- the workflow: scaling and probabilities, valid for every solver ---------------------
+# (applied around the solver's fit by solvers/workflow.py)
+
+SCALE_METHODS = ("none", "minmax", "maxabs", "standard")
+STANDARD_MIN_DENSITY = 0.5  # solvers.scaling refuses `standard` below it (a test ties them)
+WORKFLOW_PARAMS: tuple[Param, ...] = (
+    Param("scale", "choice", "none",
+          "Feature scaling fitted on the training rows and stored with the model (applied "
+          "in predict and evaluate): 'minmax' maps each feature to [scale_lower, 1] as "
+          "LIBSVM's svm-scale; 'maxabs' divides by max |x| (keeps sparsity); 'standard' "
+          "(x - mean) / std, for dense data only; 'none'.", choices=SCALE_METHODS),
+    Param("scale_lower", "choice", -1.0,
+          "Lower end of the minmax range: -1 (svm-scale's default) or 0 (keeps the zeros "
+          "of non-negative sparse features).", choices=(-1.0, 0.0)),
+    Param("probability", "choice", False,
+          "Fit Platt sigmoids on 5-fold cross-validated decision values (LIBSVM -b 1); "
+          "predict then returns probabilities. Costs about five more fits.",
+          choices=(False, True)),
+)
+
+
+def _with_workflow(spec: SolverSpec) -> SolverSpec:
+    names = {p.name for p in spec.params}
+    extra = tuple(p for p in WORKFLOW_PARAMS if p.name not in names)
+    return replace(spec, params=spec.params + extra)
+
+
+SOLVERS = {name: _with_workflow(spec) for name, spec in SOLVERS.items()}
+
+
+def check_scale_for_data(applied: Mapping[str, Any], rows: int, features: int,
+                         nnz: int) -> None:
+    """ParamError when `standard` scaling would densify sparse data (the API knows the
+    dataset's rows, features and non-zeros; the worker's scaler checks the same rule)."""
+    if applied.get("scale") != "standard" or rows <= 0 or features <= 0:
+        return
+    density = nnz / (rows * features)
+    if density < STANDARD_MIN_DENSITY:
+        raise ParamError(
+            f"scale 'standard' needs dense data: only {density:.1%} of this dataset's "
+            f"entries are non-zero (at least {STANDARD_MIN_DENSITY:.0%} needed), and "
+            "(x - mean) / std would store every zero of a feature with a non-zero mean; "
+            "use scale 'maxabs' (keeps zeros) or 'minmax' with scale_lower 0", "scale")
+
 
 def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return the parameters as applied (defaults filled in), or raise ParamError."""

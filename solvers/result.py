@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from solvers.backbone import EXIT_REASONS, ProgressCallback
-from solvers.models import LinearModel, ServableModel
+from solvers.models import LinearModel, Pipeline, ServableModel
 
 __all__ = ["EXIT_REASONS", "FitResult", "ProgressCallback"]
 
@@ -41,6 +41,7 @@ class FitResult:
     timings: dict[str, float] = field(default_factory=dict)
     per_output: list[dict[str, Any]] = field(default_factory=list)
     n_support: int | None = None  # kernel models only
+    warnings: list[str] = field(default_factory=list)  # things the user should fix
 
     @property
     def classes(self) -> np.ndarray:
@@ -63,7 +64,8 @@ class FitResult:
         return self.model.predict(X)[0]
 
     def _linear(self) -> LinearModel:
-        if not isinstance(self.model, LinearModel):
+        model = self.model.estimator if isinstance(self.model, Pipeline) else self.model
+        if not isinstance(model, LinearModel):
             raise AttributeError(f"a {self.model.kind} model has no coef")
-        return self.model
+        return model
 

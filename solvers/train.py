@@ -19,6 +19,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 import scipy.sparse as sp
 
+from solvers import workflow
 from solvers.backbone import (
     BinarySolution,
     LinearProblem,
@@ -70,6 +71,8 @@ def fit(
     """
     t0 = time.perf_counter()
     applied = validate_params(solver, params)
+    if workflow.requested(applied):  # scale and/or probability around the plain fit
+        return workflow.fit_workflow(X, y, solver, progress, applied, fit)
     module = solver_module(solver)
     assembly: Assembly = getattr(module, "ASSEMBLY", LINEAR)
     data = training_set(X, y, applied)
@@ -96,7 +99,9 @@ def fit(
     for solution in solutions:
         for key, value in solution.timings.items():
             timings[key] = timings.get(key, 0.0) + value
-    return assembly.result(solver, data, problems, solutions, applied, timings)
+    result = assembly.result(solver, data, problems, solutions, applied, timings)
+    result.warnings.extend(workflow.fit_warnings(data.X, solver, applied, result))
+    return result
 
 
 # --------------------------------------------------------------------------------------
@@ -196,6 +201,7 @@ def warmup() -> float:
         warm_rare = getattr(module, "warm_rare_kernels", None)
         if warm_rare is not None:
             warm_rare()
+    workflow.warmup()
     return time.perf_counter() - started
 
 

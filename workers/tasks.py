@@ -1,11 +1,13 @@
-"""Celery tasks: thin, they take a job id and hand over to workers.training."""
+"""Celery tasks: thin, they take an id and hand over to workers.training (jobs) or
+workers.evaluation (evaluations)."""
 
 from __future__ import annotations
 
 import socket
 
 from app.settings import get_settings
-from workers.celery_app import TRAIN_TASK, celery_app
+from workers.celery_app import EVALUATE_TASK, TRAIN_TASK, celery_app
+from workers.evaluation import run_evaluation
 from workers.training import run_job
 
 
@@ -13,3 +15,9 @@ from workers.training import run_job
 def train(self, job_id: str) -> str:
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
     return run_job(get_settings(), job_id, hostname)
+
+
+@celery_app.task(name=EVALUATE_TASK, bind=True)
+def evaluate(self, evaluation_id: str) -> str:
+    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    return run_evaluation(get_settings(), evaluation_id, hostname)

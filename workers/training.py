@@ -260,4 +260,6 @@ def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
     }
     if result.n_support is not None:  # kernel models
         summary["n_support"] = int(result.n_support)
+    if result.warnings:  # e.g. unscaled features for a scale-sensitive solver
+        summary["warnings"] = list(result.warnings)
     return summary

@@ -30,7 +30,7 @@ from app.deps import SessionDep
 from app.errors import NotFound
 from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.schemas import JobPublic
-from app.services import datasets, jobs, models
+from app.services import datasets, evaluations, jobs, models
 from app.services.tenants import Principal
 
 APP_DIR = Path(__file__).resolve().parents[1]
@@ -324,4 +324,8 @@ def model_page(request: Request, model_id: str, session: SessionDep, principal: 
         return _not_found(request, missing)
     dataset = datasets.find_dataset(session, principal.tenant_id, model.dataset_id)
     return _page(request, "model.html", nav="models", model=model, dataset=dataset,
-                 models=[model], selected=model.id)
+                 models=[model], selected=model.id,
+                 evaluations=evaluations.list_evaluations(session, principal.tenant_id,
+                                                          model_id, limit=20),
+                 datasets=datasets.list_datasets(session, principal.tenant_id,
+                                                 limit=LIST_LIMIT))

@@ -1,18 +1,21 @@
-"""/v1/datasets: upload (streamed through the parser), list, show, delete."""
+"""/v1/datasets: upload (streamed through the parser), list, show, delete, split."""
 
 from __future__ import annotations
 
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
+from sqlalchemy.orm import Session
 
 from app import idempotency
 from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.ingest import check_name, receive_dataset, upload_gate
 from app.orm import Dataset
-from app.schemas import DatasetPublic, DatasetsPublic
+from app.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.services import datasets as service
+from app.services import splits
+from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -123,3 +126,47 @@ def get_dataset(dataset_id: str, session: SessionDep, principal: ReadAuth) -> Da
 @router.delete("/{dataset_id}", status_code=204)
 def delete_dataset(dataset_id: str, session: WriteSessionDep, principal: TrainAuth) -> None:
     service.delete_dataset(session, principal.tenant_id, dataset_id)
+
+
+SPLIT_DOC = """Two new datasets, train and test, from this one's rows: `test_fraction` of the rows
+(of each class with `stratify`, the default) go to test, chosen by a shuffle seeded by
+`seed` (the same seed gives the same split). Each part records its parent, the seed and
+the fraction, and keeps the parent's feature count.
+
+Both parts belong to the caller's tenant and count against its limits like uploads (413
+over the number of datasets or the stored bytes). With an `Idempotency-Key` header, a repeat
+of the same request gets the first answer (for HINGE_IDEMPOTENCY_HOURS) instead of two more
+datasets, and a different one a 422."""
+
+
+@router.post("/{dataset_id}/split", status_code=201, response_model=SplitPublic,
+             description=SPLIT_DOC)
+def split_dataset(dataset_id: str, spec: SplitCreate, request: Request, reader: SessionDep,
+                  session: WriteSessionDep, settings: SettingsDep, principal: TrainAuth
+                  ) -> SplitPublic | Response:
+    key = idempotency.request_key(request)
+    if key is None:
+        return _split(reader, session, settings, principal.tenant_id, dataset_id, spec)
+    asked = idempotency.request_hash(dataset_id, spec.model_dump_json())
+    held = idempotency.begin(settings, principal.tenant_id, key,
+                             "POST /v1/datasets/{id}/split")
+    if isinstance(held, idempotency.Stored):
+        return held.replay(asked)
+    try:
+        answer = _split(reader, session, settings, principal.tenant_id, dataset_id, spec)
+    except BaseException:
+        session.rollback()  # release this request's transaction (SQLite: its write lock)
+        held.abandon()
+        raise
+    body = answer.model_dump_json().encode()
+    session.commit()  # the datasets commit before their answer is stored
+    held.complete(201, body, asked)
+    return Response(body, status_code=201, media_type="application/json")
+
+
+def _split(reader: Session, session: Session, settings: Settings, tenant_id: str,
+           dataset_id: str, spec: SplitCreate) -> SplitPublic:
+    train, test = splits.split_dataset(reader, session, settings, tenant_id, dataset_id,
+                                       spec)
+    return SplitPublic(train=DatasetPublic.model_validate(train),
+                       test=DatasetPublic.model_validate(test))

@@ -44,8 +44,18 @@ PREDICT_DOC = """Predict with a stored model.
 
 JSON body `{"instances": [{"indices": [1-based ints], "values": [floats]}, ...]}`, or a
 `text/plain` body of svmlight lines (the label is optional and ignored). Features beyond
-the model's are ignored (their weight is 0). For two classes `decision_values` has one
-value per row, positive for `classes[1]`; for more, one value per class.
+the model's are ignored (their weight is 0). A model trained with `scale` scales the rows
+with the stored training ranges first.
+
+`decision_values`: for two classes one value per row, positive for `classes[1]`. For more
+classes, one-vs-rest models (every linear solver; smo with multiclass 'ovr') give one value
+per class, in the order of `classes` (the largest wins); one-vs-one models (smo, the
+default) give one value per class pair in LIBSVM's order (0,1), (0,2), ..., (0,k-1),
+(1,2), ...: a positive value for pair (i, j) is a vote for `classes[i]`, a negative one for
+`classes[j]`; the label is the class with the most votes (ties to the smaller class).
+
+`probabilities` (models trained with `probability: true`): one row per instance, one
+probability per class in the order of `classes`, summing to 1.
 """
 
 
@@ -79,15 +89,19 @@ async def predict(
         content_type)
 
 
-ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm)$")]
+ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm|scale)$")]
 
 
 @router.get("/{model_id}/export", response_class=PlainTextResponse)
 def export_model(model_id: str, session: SessionDep, principal: ReadAuth,
                  format: ExportFormat = None) -> PlainTextResponse:
     """A model file the reference engine loads: `format=liblinear` for linear models (the
-    default for them), `format=libsvm` for kernel models (their default)."""
+    default for them), `format=libsvm` for kernel models (their default; with probA/probB
+    when trained with probability), or `format=scale`: the `svm-scale -s` range file of a
+    model trained with scale minmax (scale test rows with `svm-scale -r` before LIBSVM's or
+    LIBLINEAR's predict)."""
+    suffix = "range" if format == "scale" else "model"
     return PlainTextResponse(
         service.export_model(session, principal.tenant_id, model_id, format),
-        headers={"Content-Disposition": f'attachment; filename="{model_id}.model"'},
+        headers={"Content-Disposition": f'attachment; filename="{model_id}.{suffix}"'},
     )

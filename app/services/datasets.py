@@ -32,16 +32,20 @@ def stored_size(parsed: ParsedDataset) -> int:
                + parsed.y.nbytes)
 
 
-def _check_quota(session: Session, settings: Settings, tenant: Tenant, adding: int) -> None:
+def check_quota(session: Session, settings: Settings, tenant: Tenant, adding: int,
+                datasets: int = 1) -> None:
+    """413 unless the tenant (its row locked: lock_tenant) may store `datasets` more
+    datasets of `adding` bytes in all."""
     max_datasets = tenant_limit(tenant, settings, "max_datasets")
     max_bytes = tenant_limit(tenant, settings, "max_stored_bytes")
     count, stored = session.execute(
         select(func.count(), func.coalesce(func.sum(Dataset.stored_bytes), 0))
         .where(Dataset.tenant_id == tenant.id)).one()
-    if count + 1 > max_datasets:
-        raise ApiError(413, f"the tenant has {count} datasets, its limit "
-                            "(HINGE_TENANT_MAX_DATASETS or the tenant's own); delete some first",
-                       {"limit": max_datasets})
+    if count + datasets > max_datasets:
+        more = "one more" if datasets == 1 else f"{datasets} more"
+        raise ApiError(413, f"the tenant has {count} datasets; {more} would exceed its limit "
+                            f"of {max_datasets} (HINGE_TENANT_MAX_DATASETS or the tenant's "
+                            "own); delete some first", {"limit": max_datasets})
     if stored + adding > max_bytes:
         raise ApiError(413, f"storing {adding} more bytes would exceed the tenant's limit of "
                             f"{max_bytes} stored bytes ({stored} used; "
@@ -78,7 +82,7 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
     )
     after_rollback(session, lambda: Path(path).unlink(missing_ok=True))
     try:
-        _check_quota(session, settings, lock_tenant(session, tenant_id), stored_size(parsed))
+        check_quota(session, settings, lock_tenant(session, tenant_id), stored_size(parsed))
     except BaseException:
         Path(path).unlink(missing_ok=True)
         raise

@@ -27,7 +27,7 @@ from app.queue import enqueue_training
 from app.schemas import JobCreate
 from app.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.settings import Settings
-from solvers.params import ParamError, label_key, validate_params
+from solvers.params import ParamError, check_scale_for_data, label_key, validate_params
 
 log = logging.getLogger("hinge.jobs")
 
@@ -220,6 +220,10 @@ def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | 
             "at least two",
             {"field": "dataset_id"},
         )
+    try:
+        check_scale_for_data(applied, dataset.rows, dataset.features, dataset.nnz)
+    except ParamError as exc:
+        raise ApiError(422, str(exc), {"field": f"params.{exc.field}"}) from None
     weights = applied.get("class_weight") or {}
     known = {label_key(v) for v in dataset.labels}
     unknown = sorted(set(weights) - known)

@@ -25,6 +25,8 @@ from app.predict import (
 )
 from app.schemas import PredictRequest, PredictResponse
 from app.settings import Settings
+from solvers.models import Pipeline
+from solvers.scaling import ScalingError, scaler_to_range_text
 
 _cache = ModelCache()
 
@@ -98,8 +100,12 @@ def predict(session: Session, settings: Settings, tenant_id: str, model_id: str,
                            [{"loc": list(e["loc"]), "msg": e["msg"]}
                             for e in exc.errors()]) from None
         X = rows_from_instances(spec.instances, model.n_features, settings.max_predict_rows)
+    probabilities = None
     with np.errstate(over="ignore", invalid="ignore"):
-        labels, values = model.predict(X)
+        if isinstance(model, Pipeline):
+            labels, values, probabilities = model.predict_with_probabilities(X)
+        else:
+            labels, values = model.predict(X)
     if not np.all(np.isfinite(values)):
         bad = int(np.flatnonzero(~np.isfinite(np.asarray(values).reshape(len(labels), -1)
                                              ).any(axis=1))[0])
@@ -111,15 +117,24 @@ def predict(session: Session, settings: Settings, tenant_id: str, model_id: str,
         labels=[float(v) for v in labels],
         decision_values=values.tolist(),
         classes=[float(v) for v in model.classes],
+        probabilities=None if probabilities is None else probabilities.tolist(),
     )
 
 
 def export_model(session: Session, tenant_id: str, model_id: str, format: str | None) -> str:
     """The model file of the reference engine: LIBLINEAR's for linear models (their
-    default), LIBSVM's for kernel models (theirs); 422 for a format the model cannot take."""
+    default), LIBSVM's for kernel models (theirs), or (`scale`) the svm-scale range file of
+    a model trained with scale minmax; 422 for a format the model cannot take.
+
+    A scaled model's file holds the model of the scaled features: scale the rows with the
+    range file (`svm-scale -r`) before LIBSVM's or LIBLINEAR's predict."""
     metadata = get_model(session, tenant_id, model_id)
     wanted = format or ("libsvm" if metadata.kind == "kernel" else "liblinear")
-    model = servable_model(session, model_id)
+    served = servable_model(session, model_id)
+    pipeline = served if isinstance(served, Pipeline) else None
+    if wanted == "scale":
+        return _range_file(pipeline)
+    model = pipeline.estimator if pipeline is not None else served
     if wanted == "liblinear":
         if not isinstance(model, LinearModel):
             raise ApiError(422, "a kernel model cannot be written as a LIBLINEAR file; "
@@ -131,7 +146,22 @@ def export_model(session: Session, tenant_id: str, model_id: str, format: str | 
     from solvers.kernels import KernelModel
 
     assert isinstance(model, KernelModel)
+    calibration = pipeline.calibration if pipeline is not None else None
+    if calibration is not None and calibration.layout != "pairwise":
+        calibration = None  # one-vs-rest: refused below (LIBSVM is one-vs-one only)
     try:
+        if calibration is not None:
+            return libsvm_model_text(model, calibration.A, calibration.B)
         return libsvm_model_text(model)
     except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
+
+
+def _range_file(pipeline: Pipeline | None) -> str:
+    if pipeline is None or pipeline.scaler is None:
+        raise ApiError(422, "this model was trained without scaling: there is no range file "
+                            "(train with \"scale\": \"minmax\" to get one)")
+    try:
+        return scaler_to_range_text(pipeline.scaler)
+    except ScalingError as exc:
         raise ApiError(422, str(exc)) from None

@@ -1,10 +1,14 @@
-"""tenants, API keys and idempotency keys; every dataset, job and model owned by a tenant
+"""tenants, API keys and idempotency keys; every dataset, job, model and evaluation owned
+by a tenant
 
 Rows that exist before this revision go to a tenant named "default" (created here only if
 there are such rows); `make run` gives that tenant its first admin key.
 
+This revision comes after 0003w (splits and evaluations, developed at the same time on
+another branch), so the history stays linear and the evaluations table exists here.
+
 Revision ID: 0003t
-Revises: 0002
+Revises: 0003w
 """
 
 from collections.abc import Sequence
@@ -13,12 +17,12 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003t"
-down_revision: str | None = "0002"
+down_revision: str | None = "0003w"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 DEFAULT_TENANT_ID = "0" * 32
-OWNED = ("datasets", "jobs", "models")
+OWNED = ("datasets", "jobs", "models", "evaluations")
 
 
 def upgrade() -> None:

@@ -7,7 +7,9 @@ public); the expected statuses come from that declaration, so a new route is cov
 moment it is in the schema, and a route that declares no scope, or has a path parameter
 this test cannot fill, fails here.
 
-Tenant "owner" has a dataset, a succeeded job and its model; its ids fill the paths.
+Tenant "owner" has a dataset, a succeeded job, its model and an evaluation of the model on
+the dataset; their ids fill the paths. A POST whose body names an object gets a valid body
+(BODIES), so the answer comes from the route's object checks, not from validation.
 Callers:
 - no key, a malformed key, a well-formed key nobody issued, a revoked key: 401;
 - the owner's read-only key: allowed on `read` routes (and finds the object: not 404),
@@ -19,7 +21,7 @@ Callers:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,9 +141,13 @@ class World:
         assert run_job(settings, self.job_id, "matrix") == "succeeded"
         with TestClient(app, headers=bearer(owner_admin)) as client:
             self.model_id = client.get(f"/v1/jobs/{self.job_id}").json()["model_id"]
+            evaluation = client.post(f"/v1/models/{self.model_id}/evaluations",
+                                     json={"dataset_id": self.dataset_id})
+            assert evaluation.status_code == 201, evaluation.text
+            self.evaluation_id = evaluation.json()["id"]
         self.ids = {"dataset_id": self.dataset_id, "job_id": self.job_id,
-                    "model_id": self.model_id, "tenant_id": self.tenant_id,
-                    "key_id": self.read_only[3:15]}
+                    "model_id": self.model_id, "evaluation_id": self.evaluation_id,
+                    "tenant_id": self.tenant_id, "key_id": self.read_only[3:15]}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -177,10 +183,17 @@ def _path_id(url: str) -> str:
     return next(p for p in reversed(url.split("/")) if len(p) >= 12)
 
 
-def _call(client: TestClient, method: str, url: str, headers: dict[str, str]) -> Any:
+BODIES: dict[tuple[str, str], Callable[[World], Any]] = {
+    # a body that passes validation, so the owner's id in the path decides the answer
+    ("POST", "/v1/models/{model_id}/evaluations"): lambda w: {"dataset_id": w.dataset_id},
+}
+
+
+def _call(client: TestClient, method: str, url: str, headers: dict[str, str],
+          json: Any = None) -> Any:
     body: dict[str, Any] = {}
     if method in ("POST", "PUT", "PATCH"):
-        body = {"json": {}}
+        body = {"json": {} if json is None else json}
     return client.request(method, url, headers=headers, **body)
 
 
@@ -189,6 +202,7 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
     failures: list[str] = []
     operations = schema_operations(app)
     assert len(operations) >= 15
+    assert set(BODIES) <= {(method, path) for method, path, _ in operations}, "stale BODIES"
 
     def expect(ok: bool, what: str, response: Any) -> None:
         if not ok:
@@ -201,8 +215,9 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
             assert scope is not None, f"{method} {path} declares no scope"
             url = _fill(path, w.ids)
             has_id = url != path
+            json = BODIES[(method, path)](w) if (method, path) in BODIES else None
             for name, headers in w.callers.items():
-                response = _call(client, method, url, headers)
+                response = _call(client, method, url, headers, json)
                 if scope == PUBLIC:
                     expect(response.status_code not in DENIED, f"{method} {path} {name}",
                            response)
@@ -210,13 +225,13 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
                     expect(response.status_code == 401, f"{method} {path} {name} -> 401",
                            response)
             # another tenant's key
-            response = _call(client, method, url, bearer(w.other))
+            response = _call(client, method, url, bearer(w.other), json)
             if scope == "admin":
                 expect(response.status_code == 403, f"{method} {path} other -> 403", response)
             elif has_id and scope != PUBLIC:
                 expect(response.status_code == 404, f"{method} {path} other -> 404", response)
                 missing_url = _fill(path, dict.fromkeys(w.ids, MISSING_ID))
-                missing = _call(client, method, missing_url, bearer(w.other))
+                missing = _call(client, method, missing_url, bearer(w.other), json)
                 expect(missing.status_code == 404 and response.status_code == 404
                        and response.text == missing.text.replace(MISSING_ID, _path_id(url)),
                        f"{method} {path} other: the same 404 as a missing id", response)
@@ -224,7 +239,7 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
                 expect(response.status_code not in DENIED, f"{method} {path} other allowed",
                        response)
             # the owner's read-only key
-            response = _call(client, method, url, bearer(w.read_only))
+            response = _call(client, method, url, bearer(w.read_only), json)
             if scope in ("train", "admin"):
                 expect(response.status_code == 403, f"{method} {path} read-only -> 403",
                        response)

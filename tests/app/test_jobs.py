@@ -167,7 +167,13 @@ def test_max_seconds_keeps_the_model_so_far_marked_not_converged(
     assert job["result"]["train_seconds"] < 2.0
     model = client.get(f"/v1/models/{job['model_id']}").json()
     assert model["converged"] is False
-    assert model["train_accuracy"] > 0.85
+    # the model so far is kept, not an empty one: its weights are not all zero (accuracy
+    # after 0.5 s depends on how much of it the machine gave the solver, so not asserted)
+    ones = [{"indices": [j], "values": [1.0]} for j in range(1, 23)]
+    scores = client.post(f"/v1/models/{job['model_id']}/predict",
+                         json={"instances": ones}).json()["decision_values"]
+    assert all(isinstance(score, float) for score in scores)  # binary: one per row
+    assert any(score != 0.0 for score in scores)
 
 
 def test_events_of_unknown_job_is_404_and_bad_last_event_id_is_422(

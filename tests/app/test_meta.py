@@ -49,12 +49,15 @@ def test_the_api_never_loads_a_solver() -> None:
     servable model objects and the model file formats (docs: architecture), never a
     training module."""
     code = (
-        "import sys, app.main, app.routes.jobs, app.routes.models, app.predict;"
+        "import sys, app.main, app.routes.jobs, app.routes.models, app.predict,"
+        " app.routes.evaluations, app.services.evaluations, app.services.splits;"
         "print(sorted(m for m in sys.modules if m.startswith('solvers')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=REPO).stdout
     loaded = set(ast.literal_eval(out.strip()))
     assert loaded <= {"solvers", "solvers.params", "solvers.svmlight",
-                      "solvers._svmlight_kernels", "solvers.models", "solvers.kernels",
-                      "solvers.formats", "solvers.svmlight_stream"}, loaded
+                      "solvers._svmlight_kernels", "solvers.svmlight_stream",
+                      "solvers.models", "solvers.kernels", "solvers.formats",
+                      # the light workflow modules: a stored scaler, stored sigmoids, metrics
+                      "solvers.scaling", "solvers.probability", "solvers.metrics"}, loaded

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from tests.support import downgrade, migrate, postgres_schema
 
-TABLES = {"datasets", "jobs", "job_events", "models", "tenants", "api_keys",
+TABLES = {"datasets", "jobs", "job_events", "models", "evaluations", "tenants", "api_keys",
           "idempotency_keys"}
 
 
@@ -38,3 +38,4 @@ def test_sqlite_round_trip(tmp_path: Path) -> None:
 def test_postgres_round_trip() -> None:
     with postgres_schema() as url:
         _round_trip(url)
+

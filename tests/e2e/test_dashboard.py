@@ -256,6 +256,26 @@ def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Clie
     assert page.locator("#predict-summary").inner_text().startswith("5 rows predicted")
     desktop.shot("model")
 
+    # Evaluate it on its dataset from the page: the figures, the confusion matrix (an HTML
+    # table) and the ROC curve appear, and agree with the stored record.
+    page.select_option("#evaluate-dataset", dataset_id)
+    page.get_by_role("button", name="Evaluate").click()
+    page.wait_for_selector("article.evaluation[data-status='succeeded']")
+    evaluation = service.get(f"/v1/models/{model_id}/evaluations").json()["data"][0]
+    report = evaluation["report"]
+    table = page.locator(f"#confusion-{evaluation['id']}")
+    cells = [[int(c) for c in row.locator("td").all_inner_texts()]
+             for row in table.locator("tbody tr").all()]
+    assert cells == report["confusion_matrix"] and sum(map(sum, cells)) == 270
+    shown = page.locator(f"#evaluation-{evaluation['id']} [data-field=accuracy]").inner_text()
+    assert shown == f"{100 * report['accuracy']:.2f}%"
+    roc = page.locator(f"#roc-{evaluation['id']}")
+    page.wait_for_function(f"() => Number(document.getElementById('roc-{evaluation['id']}')"
+                           ".dataset.points) >= 2")
+    assert roc.locator("canvas").count() == 1
+    assert int(roc.get_attribute("data-points") or 0) == len(report["roc_curve"]["fpr"])
+    desktop.shot("model-evaluation")
+
     page.goto("/models")
     row = page.locator(f"tr[data-model-id='{model_id}']")
     assert "heart_scale" in row.inner_text()

@@ -21,8 +21,8 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
+from solvers.formats import read_libsvm_model_text
 from solvers.kernels import KernelModel, pair_classes
-from solvers.libsvm_format import read_libsvm_model_text
 
 KERNEL_TYPE = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3}
 

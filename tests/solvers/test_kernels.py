@@ -14,9 +14,9 @@ import pytest
 import scipy.sparse as sp
 
 from solvers import kernels, smo
+from solvers.formats import libsvm_model_text, read_libsvm_model_text
 from solvers.inputs import as_csr_arrays
 from solvers.kernels import KernelModel, decision_values, kernel_column, pair_classes
-from solvers.libsvm_format import libsvm_model_text, read_libsvm_model_text
 from solvers.smo.columns import _fill_column
 from tests.solvers.naive_kernels import kernel_matrix, raw_decision_values
 

@@ -262,7 +262,7 @@ def test_exported_models_predict_identically_in_libsvm(name: str, kernel: str) -
 
     from libsvm import svmutil
 
-    from solvers.libsvm_format import libsvm_model_text
+    from solvers.formats import libsvm_model_text
 
     X, y = dataset(name)
     model = fit_smo(X, y, kernel=kernel, coef0=1.0).model

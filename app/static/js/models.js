@@ -1,5 +1,6 @@
 // Models pages: paste svmlight rows, POST them as text/plain to /v1/models/{id}/predict and
-// show the predicted labels and decision values.
+// show the predicted labels, decision values and probabilities; on a model's page, start an
+// evaluation on a stored dataset and draw each evaluation's ROC curve (uPlot, vendored).
 import { api, el, errorMessage, fmtInt, fmtNum, show } from "./common.js";
 
 const $ = (id) => document.getElementById(id);
@@ -45,7 +46,17 @@ function render(result, given) {
     const correct = labels.filter((l, i) => given[i] !== null && given[i] === l).length;
     summary.push(`${correct} of ${labelled.length} match the given labels (${(100 * correct / labelled.length).toFixed(1)}%)`);
   }
-  const note = multi
+  const probabilities = result.probabilities;
+  if (probabilities) {
+    for (const c of classes) head.push(el("th", { scope: "col", class: "num" }, `P(${fmtNum(c)})`));
+    rows.forEach((row, i) => {
+      for (const p of probabilities[i]) row.append(el("td", { class: "num" }, fmtNum(p, 4)));
+    });
+  }
+  const pairs = multi && values[0].length !== classes.length;
+  const note = pairs
+    ? "One value per class pair (one-vs-one, LIBSVM's order (0,1), (0,2), …): positive votes for the pair's first class; most votes wins."
+    : multi
     ? "One score per class (one-vs-rest); the largest wins."
     : `A decision value above 0 means class ${fmtNum(classes[1])}, otherwise ${fmtNum(classes[0])}.`;
   output.replaceChildren(
@@ -86,5 +97,66 @@ if (form) {
       return;
     }
     render(result.data, givenLabels(text));
+  });
+}
+
+// ---- evaluations (model page) ----------------------------------------------------------
+const evaluations = $("evaluations");
+
+function rocPlot(figure, curve) {
+  const fpr = curve.fpr;
+  const tpr = curve.tpr;
+  const options = {
+    width: Math.max(260, Math.min(figure.clientWidth, 520)),
+    height: 280,
+    scales: { x: { time: false, range: [0, 1] }, y: { range: [0, 1] } },
+    axes: [
+      { label: "false positive rate", stroke: "#393f46", grid: { stroke: "#eaeef2" } },
+      { label: "true positive rate", stroke: "#393f46", grid: { stroke: "#eaeef2" }, size: 44 },
+    ],
+    series: [
+      { label: "FPR", value: (_u, v) => (v === null || v === undefined ? "—" : fmtNum(v, 3)) },
+      { label: "TPR", stroke: "#0b5cad", width: 2, value: (_u, v) => (v === null || v === undefined ? "—" : fmtNum(v, 3)) },
+      { label: "chance", stroke: "#8c959f", width: 1, dash: [4, 4] },
+    ],
+  };
+  // uPlot wants one x array: the curve's points, the chance line evaluated on them
+  new uPlot(options, [fpr, tpr, fpr.slice()], figure);
+  figure.dataset.points = String(fpr.length);
+}
+
+async function drawRocCurves() {
+  const figures = evaluations.querySelectorAll("figure.roc-chart");
+  if (!figures.length) return;
+  const modelId = evaluations.dataset.modelId;
+  const result = await api("GET", `/v1/models/${encodeURIComponent(modelId)}/evaluations?limit=20`);
+  if (!result.ok) return;
+  const byId = new Map(result.data.data.map((e) => [e.id, e]));
+  for (const figure of figures) {
+    const evaluation = byId.get(figure.dataset.evaluationId);
+    if (evaluation && evaluation.report && evaluation.report.roc_curve) rocPlot(figure, evaluation.report.roc_curve);
+  }
+}
+
+if (evaluations) {
+  drawRocCurves();
+  const evaluateForm = $("evaluate-form");
+  const evaluateError = $("evaluate-error");
+  const testPart = evaluateForm.querySelector("option[data-test-part]");
+  if (testPart) testPart.selected = true;
+  evaluateForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    show(evaluateError, "");
+    const button = evaluateForm.querySelector('button[type="submit"]');
+    button.disabled = true;
+    const modelId = evaluations.dataset.modelId;
+    const result = await api("POST", `/v1/models/${encodeURIComponent(modelId)}/evaluations`,
+      JSON.stringify({ dataset_id: $("evaluate-dataset").value }), { "Content-Type": "application/json" });
+    button.disabled = false;
+    if (!result.ok) {
+      show(evaluateError, errorMessage(result));
+      return;
+    }
+    window.location.reload();  // the page renders the new record (queued ones: reload later)
   });
 }

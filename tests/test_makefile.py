@@ -1,0 +1,35 @@
+"""The two commands: `make run` installs only the runtime and compiles the kernels once;
+`make test` adds the dev extras. Checked with `make -n` (what make would run) against an
+empty virtualenv path, so nothing is installed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from testkit.paths import REPO
+
+
+def _plan(target: str, tmp_path: Path) -> str:
+    if shutil.which("make") is None:
+        pytest.fail("make is not installed")
+    return subprocess.run(["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_make_run_installs_the_runtime_only_and_compiles_the_kernels(tmp_path: Path) -> None:
+    plan = _plan("run", tmp_path)
+    installs = [line for line in plan.splitlines() if "pip install" in line]
+    assert any(line.rstrip().endswith("install --quiet -e .") for line in installs), plan
+    assert not any("[dev]" in line for line in installs), plan
+    warm = plan.index("warmup()")
+    assert warm < plan.index("app.run"), plan  # compiled before the service starts
+
+
+def test_make_test_adds_the_dev_extras_and_lints_imports(tmp_path: Path) -> None:
+    plan = _plan("test", tmp_path)
+    assert "install --quiet -e '.[dev]'" in plan, plan
+    assert "lint-imports" in plan and "-m pytest" in plan, plan
