@@ -12,7 +12,8 @@ from app.db import read_sessionmaker_for, session_scope
 from app.settings import Settings
 
 
-def get_settings_dep(request: Request) -> Settings:
+async def get_settings_dep(request: Request) -> Settings:
+    """(A coroutine, so FastAPI does not borrow a pool thread just to read app state.)"""
     settings: Settings = request.app.state.settings
     return settings
 

@@ -15,6 +15,7 @@ log = logging.getLogger("hinge.api")
 _CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
@@ -29,12 +30,14 @@ _CODES = {
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, detail: Any = None, code: str | None = None):
+    def __init__(self, status: int, message: str, detail: Any = None, code: str | None = None,
+                 headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
         self.detail = detail
         self.code = code or _CODES.get(status, "error")
+        self.headers = headers
 
 
 class NotFound(ApiError):
@@ -64,7 +67,7 @@ def _json(status: int, message: str, detail: Any = None, code: str | None = None
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return _json(exc.status, exc.message, exc.detail, exc.code)
+        return _json(exc.status, exc.message, exc.detail, exc.code, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -2,13 +2,23 @@
 
 The body is never held whole: multipart or raw chunks go through an incremental
 decompressor (format detected by magic bytes) into the incremental parser, in a worker
-thread so the event loop stays free. Compressed and decompressed byte counts are both
-capped by HINGE_MAX_UPLOAD_BYTES (413 as soon as either is exceeded).
+thread so the event loop stays free. Everything a hostile upload could inflate is bounded
+as it streams, with a 413 the moment a bound is crossed:
+- compressed and decompressed bytes (HINGE_MAX_UPLOAD_BYTES): the decompressor yields at
+  most DECOMPRESS_STEP bytes per call, and each piece is counted before it is parsed, so a
+  few kilobytes that expand to gigabytes never exist in memory at once;
+- rows, non-zeros and the bytes the arrays will take (HINGE_MAX_DATASET_ROWS, _NNZ,
+  _BYTES, and the tenant's remaining stored bytes), checked after every parsed block: a
+  small file of short lines (each row costs ~24 bytes of arrays for 2 of text) stops
+  at its bound instead of growing 13x;
+- at most HINGE_MAX_CONCURRENT_UPLOADS uploads per API process parse at once (the rest
+  wait, their bodies unread), on threads of their own, so they never starve the shared
+  thread pool that other requests use.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio.to_thread
 from python_multipart import MultipartParser
@@ -27,18 +37,29 @@ from solvers.svmlight import (
 )
 
 DISPATCH_BYTES = 1 << 20  # hand data to the parser thread in batches of about 1 MiB
+DECOMPRESS_STEP = 256 << 10  # the most a decompressor call returns
+ROW_BYTES = 24  # arrays per row while parsing: label, row pointer, line number
+ENTRY_BYTES = 12  # arrays per stored value: float64 value, int32 index
 MAX_NAME_BYTES = 255
 MULTIPART_OVERHEAD = 64 << 10
 
 
 class UploadSink:
-    """Counts, decompresses and parses bytes; raises ApiError 413/422 on bad input."""
+    """Counts, decompresses and parses bytes; raises ApiError 413/422 on bad input.
 
-    def __init__(self, settings: Settings) -> None:
+    `max_array_bytes`: the most the parsed arrays may take (default: the dataset limit)."""
+
+    def __init__(self, settings: Settings, max_array_bytes: int | None = None) -> None:
         self.max_bytes = settings.max_upload_bytes
+        self.max_rows = settings.max_dataset_rows
+        self.max_nnz = settings.max_dataset_nnz
+        self.max_array_bytes = min(settings.max_dataset_bytes,
+                                   max_array_bytes if max_array_bytes is not None
+                                   else settings.max_dataset_bytes)
         self.raw_bytes = 0
         self.decompressed_bytes = 0
-        self.decompressor = StreamDecompressor()
+        self.decompressor = StreamDecompressor(max_output_bytes=settings.max_upload_bytes,
+                                               step_bytes=DECOMPRESS_STEP)
         self.parser = SvmlightParser(
             ParseLimits(
                 max_features=settings.max_features,
@@ -52,12 +73,28 @@ class UploadSink:
         return ApiError(413, f"{what} exceeds the limit of {self.max_bytes} bytes "
                              "(HINGE_MAX_UPLOAD_BYTES)", {"limit": self.max_bytes})
 
-    def _parse(self, pieces: list[bytes]) -> None:
-        for piece in pieces:
+    def _check_parsed(self) -> None:
+        self._check_counts(self.parser.rows_parsed, self.parser.entries_parsed)
+
+    def _check_counts(self, rows: int, nnz: int) -> None:
+        if rows > self.max_rows:
+            raise ApiError(413, f"the dataset has more than {self.max_rows} rows "
+                                "(HINGE_MAX_DATASET_ROWS)", {"limit": self.max_rows})
+        if nnz > self.max_nnz:
+            raise ApiError(413, f"the dataset has more than {self.max_nnz} non-zeros "
+                                "(HINGE_MAX_DATASET_NNZ)", {"limit": self.max_nnz})
+        if rows * ROW_BYTES + nnz * ENTRY_BYTES > self.max_array_bytes:
+            raise ApiError(413, f"the dataset's arrays would exceed {self.max_array_bytes} "
+                                "bytes (HINGE_MAX_DATASET_BYTES, or what is left of the "
+                                "tenant's stored bytes)", {"limit": self.max_array_bytes})
+
+    def _parse(self, pieces: Iterator[bytes]) -> None:
+        for piece in pieces:  # one decompressor step at a time, never a whole chunk's
             self.decompressed_bytes += len(piece)
             if self.decompressed_bytes > self.max_bytes:
                 raise self._too_large("decompressed upload")
             self.parser.feed(piece)
+            self._check_parsed()
 
     def write(self, chunks: list[bytes]) -> None:
         try:
@@ -65,7 +102,7 @@ class UploadSink:
                 self.raw_bytes += len(chunk)
                 if self.raw_bytes > self.max_bytes:
                     raise self._too_large("upload")
-                self._parse(self.decompressor.feed(chunk))
+                self._parse(self.decompressor.iter_feed(chunk))
         except SvmlightError as exc:
             raise invalid_dataset(exc) from None
         except SizeLimitError:
@@ -73,8 +110,10 @@ class UploadSink:
 
     def finish(self) -> ParsedDataset:
         try:
-            self._parse(self.decompressor.finish())
-            return self.parser.finish()
+            self._parse(self.decompressor.iter_finish())
+            parsed = self.parser.finish()
+            self._check_counts(parsed.n_samples, parsed.nnz)
+            return parsed
         except SvmlightError as exc:
             raise invalid_dataset(exc) from None
         except SizeLimitError:
@@ -178,11 +217,40 @@ async def _capped(body: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes
         yield chunk
 
 
+class UploadGate:
+    """At most `slots` uploads of this API process parse at once, on `slots` threads of
+    their own (not the shared pool /healthz and the other routes use)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = anyio.Semaphore(slots)
+        self.threads = anyio.CapacityLimiter(slots)
+
+
+def upload_gate(state: object, settings: Settings) -> UploadGate:
+    """The app's gate (made on first use, inside the event loop)."""
+    gate = getattr(state, "upload_gate", None)
+    if gate is None:
+        gate = UploadGate(settings.max_concurrent_uploads)
+        setattr(state, "upload_gate", gate)  # noqa: B010 - Starlette's State
+    return gate
+
+
+def check_name(name: str) -> str:
+    """A dataset name as stored: 422 for control characters (NUL cannot be stored)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ApiError(422, "name: control characters (such as NUL) are not allowed",
+                       {"field": "name"})
+    return name
+
+
 async def receive_dataset(
     body: AsyncIterator[bytes], content_type: str, content_length: str | None,
-    settings: Settings,
+    settings: Settings, *, threads: anyio.CapacityLimiter | None = None,
+    max_array_bytes: int | None = None,
 ) -> tuple[ParsedDataset, str | None]:
-    """Stream a request body into the parser; return the parsed data and a name, if sent."""
+    """Stream a request body into the parser; return the parsed data and a name, if sent.
+    `threads`: the limiter the parsing threads come from; `max_array_bytes`: see
+    UploadSink."""
     if content_length is not None:
         try:
             declared = int(content_length)
@@ -192,7 +260,11 @@ async def receive_dataset(
             raise ApiError(413, f"upload of {declared} bytes exceeds the limit of "
                                 f"{settings.max_upload_bytes} bytes (HINGE_MAX_UPLOAD_BYTES)",
                            {"limit": settings.max_upload_bytes})
-    sink = UploadSink(settings)
+    sink = UploadSink(settings, max_array_bytes)
+
+    async def run(write: Callable[..., object], *args: object) -> None:
+        await anyio.to_thread.run_sync(write, *args, limiter=threads)
+
     body = _capped(body, settings.max_upload_bytes + MULTIPART_OVERHEAD)
     media_type, options = parse_options_header(content_type or "")
     name: str | None = None
@@ -204,11 +276,11 @@ async def receive_dataset(
         async for chunk in body:
             collector.write(chunk)
             if collector.pending_bytes >= DISPATCH_BYTES:
-                await anyio.to_thread.run_sync(sink.write, collector.take())
+                await run(sink.write, collector.take())
         collector.finalize()
         if not collector.saw_file:
             raise ApiError(422, "multipart upload needs a `file` field with the svmlight data")
-        await anyio.to_thread.run_sync(sink.write, collector.take())
+        await run(sink.write, collector.take())
         name = collector.name or collector.filename
     else:
         pending: list[bytes] = []
@@ -217,8 +289,8 @@ async def receive_dataset(
             pending.append(chunk)
             pending_bytes += len(chunk)
             if pending_bytes >= DISPATCH_BYTES:
-                await anyio.to_thread.run_sync(sink.write, pending)
+                await run(sink.write, pending)
                 pending, pending_bytes = [], 0
-        await anyio.to_thread.run_sync(sink.write, pending)
-    parsed = await anyio.to_thread.run_sync(sink.finish)
-    return parsed, name
+        await run(sink.write, pending)
+    parsed = await anyio.to_thread.run_sync(sink.finish, limiter=threads)
+    return parsed, check_name(name) if name is not None else None

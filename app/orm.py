@@ -1,4 +1,5 @@
-"""ORM models: datasets, jobs (with their progress events), models and evaluations."""
+"""ORM models: tenants and their API keys; datasets, jobs (with their progress events),
+models and evaluations, each owned by a tenant; stored answers of idempotent requests."""
 
 from __future__ import annotations
 
@@ -67,10 +68,63 @@ class Base(DeclarativeBase):
     pass
 
 
+class Tenant(Base):
+    """Who owns data. The limit columns override the settings' defaults when set."""
+
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    max_stored_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    max_datasets: Mapped[int | None] = mapped_column(Integer)
+    max_running_jobs: Mapped[int | None] = mapped_column(Integer)
+    max_queued_jobs: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key `hk_<id>_<secret>`: the id is public (lookup), the secret is stored only
+    as HMAC-SHA256 under the server's secret key."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    key_hash: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class IdempotencyRecord(Base):
+    """The first answer to a POST sent with an Idempotency-Key, replayed for a repeat."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("tenant_id", "key", name="uq_idempotency_tenant_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("tenants.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    route: Mapped[str] = mapped_column(String(255))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int | None] = mapped_column(Integer)  # None while in progress
+    response_body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+def _tenant_column() -> Mapped[str]:
+    return mapped_column(String(32), ForeignKey("tenants.id"), index=True)
+
+
 class Dataset(Base):
     __tablename__ = "datasets"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()
     name: Mapped[str] = mapped_column(String(255))
     rows: Mapped[int] = mapped_column(Integer)
     features: Mapped[int] = mapped_column(Integer)
@@ -80,6 +134,7 @@ class Dataset(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     blob_path: Mapped[str] = mapped_column(Text)
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # the blob's size
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # A split (POST /v1/datasets/{id}/split) records where it came from.
     parent_id: Mapped[str | None] = mapped_column(
@@ -95,6 +150,7 @@ class Job(Base):
     __tablename__ = "jobs"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()
     dataset_id: Mapped[str | None] = mapped_column(
         String(32), ForeignKey("datasets.id", ondelete="SET NULL"), index=True
     )
@@ -137,6 +193,7 @@ class Model(Base):
     __tablename__ = "models"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()
     job_id: Mapped[str | None] = mapped_column(
         String(32), ForeignKey("jobs.id", ondelete="SET NULL"), unique=True
     )
@@ -161,6 +218,7 @@ class Evaluation(Base):
     __tablename__ = "evaluations"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()  # the model's (and the dataset's) tenant
     model_id: Mapped[str] = mapped_column(
         String(32), ForeignKey("models.id", ondelete="CASCADE"), index=True
     )

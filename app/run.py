@@ -1,4 +1,7 @@
-"""`make run`: migrate, then start the API and one Celery worker; Ctrl-C stops both."""
+"""`make run`: migrate, make the first admin key (printed once), then start the API and one
+Celery worker and keep them running: a child that dies (a crash, an OOM kill, `kill -9`)
+is started again, so a lost worker never takes the API down with it. Ctrl-C or SIGTERM
+stops both."""
 
 from __future__ import annotations
 
@@ -7,8 +10,69 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
+from app.db import session_scope
+from app.services.tenants import bootstrap_admin_key
 from app.settings import Settings
+
+RESTART_DELAY_SECONDS = 1.0
+MAX_DELAY_SECONDS = 30.0
+STABLE_SECONDS = 60.0  # a child that ran this long restarts without backing off
+
+
+def announce_key(settings: Settings) -> None:
+    """On a database without keys: create tenant "default" an admin key and print it,
+    once (like Jupyter's token). It is stored only as a keyed hash."""
+    with session_scope(settings.database_url) as session:
+        key = bootstrap_admin_key(session, settings.hmac_key())
+    if key is None:
+        return
+    line = "=" * 78
+    print(f"\n{line}\nHinge's first API key (admin scope, tenant \"default\"); it is shown "
+          f"only now:\n\n    {key}\n\nUse it as `Authorization: Bearer <key>`, or paste it "
+          f"into the dashboard's sign-in page.\nMore keys: python -m app.admin keys create "
+          f"--tenant NAME --scopes read,train\n{line}\n", flush=True)
+
+
+class Child:
+    """A supervised child process: started again whenever it exits on its own."""
+
+    def __init__(self, name: str, start: Callable[[], subprocess.Popen[bytes]]) -> None:
+        self.name = name
+        self.start = start
+        self.process = start()
+        self.started_at = time.monotonic()
+        self.delay = RESTART_DELAY_SECONDS
+        self.restart_at: float | None = None
+
+    def check(self, now: float) -> None:
+        if self.restart_at is not None:
+            if now >= self.restart_at:
+                self.process = self.start()
+                self.started_at = now
+                self.restart_at = None
+            return
+        code = self.process.poll()
+        if code is None:
+            return
+        if now - self.started_at > STABLE_SECONDS:
+            self.delay = RESTART_DELAY_SECONDS
+        print(f"hinge: the {self.name} (pid {self.process.pid}) exited with {code}; "
+              f"starting it again in {self.delay:.0f} s", file=sys.stderr, flush=True)
+        self.restart_at = now + self.delay
+        self.delay = min(MAX_DELAY_SECONDS, self.delay * 2)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, deadline: float) -> None:
+        try:
+            self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def main() -> int:
@@ -17,41 +81,43 @@ def main() -> int:
     env = dict(os.environ, HINGE_HOME=str(settings.home))
     python = sys.executable
     subprocess.run([python, "-m", "alembic", "upgrade", "head"], check=True, env=env)
-    api = subprocess.Popen(
-        [python, "-m", "uvicorn", "--factory", "app.main:create_app",
-         "--host", settings.host, "--port", str(settings.port)],
-        env=env,
-    )
-    worker = subprocess.Popen(
-        [python, "-m", "celery", "-A", "workers.celery_app", "worker",
-         "--loglevel", "INFO", "--concurrency", "1", "--queues", settings.queue],
-        env=env,
-    )
-    children = [api, worker]
+    announce_key(settings)
+
+    def api() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [python, "-m", "uvicorn", "--factory", "app.main:create_app",
+             "--host", settings.host, "--port", str(settings.port)], env=env)
+
+    def worker() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [python, "-m", "celery", "-A", "workers.celery_app", "worker",
+             "--loglevel", "INFO", "--concurrency", "1", "--queues", settings.queue], env=env)
+
+    children = [Child("API", api), Child("worker", worker)]
     print(f"\nHinge is starting at http://{settings.host}:{settings.port}/  "
           f"(API docs: /docs; data in {settings.home}); Ctrl-C stops it.\n", flush=True)
+    stopping = False
 
     def stop(*_args: object) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
+        nonlocal stopping
+        stopping = True
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        while all(child.poll() is None for child in children):
+        while not stopping:
+            now = time.monotonic()
+            for child in children:
+                child.check(now)
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
-        stop()
+        for child in children:
+            child.stop()
         deadline = time.monotonic() + 15
         for child in children:
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-    failed = [c.returncode for c in children if c.returncode not in (0, -signal.SIGTERM, None)]
-    return 1 if failed else 0
+            child.wait(deadline)
+    return 0
 
 
 if __name__ == "__main__":

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.job_status import JobStatus
+
+# Text that goes into the database as it is: no NUL or other control characters (NUL is
+# not storable on PostgreSQL; the rest has no business in an id).
+NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 
 
 class DatasetPublic(BaseModel):
@@ -54,8 +58,8 @@ class DatasetsPublic(BaseModel):
 class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    dataset_id: str = Field(min_length=1, max_length=64)
-    solver: str = Field("auto", min_length=1, max_length=32,
+    dataset_id: str = Field(min_length=1, max_length=64, pattern=NO_CONTROL)
+    solver: str = Field("auto", min_length=1, max_length=32, pattern=NO_CONTROL,
                         description="A name from GET /v1/solvers; 'auto' (the default) "
                         "picks a linear solver from the data, the loss and C")
     params: dict[str, Any] = Field(default_factory=dict)
@@ -177,7 +181,7 @@ class PredictResponse(BaseModel):
 class EvaluationCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    dataset_id: str = Field(min_length=1, max_length=64)
+    dataset_id: str = Field(min_length=1, max_length=64, pattern=NO_CONTROL)
 
 
 class EvaluationPublic(BaseModel):
@@ -228,4 +232,68 @@ class SolverPublic(BaseModel):
 
 class SolversPublic(BaseModel):
     data: list[SolverPublic]
+    count: int
+
+
+# -- tenants and keys (admin) -----------------------------------------------------------
+
+Scope = Literal["read", "train", "admin"]
+Text64 = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
+
+
+class TenantLimits(BaseModel):
+    """A tenant's own limits; null means the service's default (HINGE_TENANT_MAX_*)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_stored_bytes: int | None = Field(None, gt=0, le=2**62)
+    max_datasets: int | None = Field(None, gt=0, le=2**31 - 1)
+    max_running_jobs: int | None = Field(None, gt=0, le=2**31 - 1)
+    max_queued_jobs: int | None = Field(None, gt=0, le=2**31 - 1)
+
+
+class TenantCreate(TenantLimits):
+    name: Text64
+
+
+class TenantPublic(TenantLimits):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    created_at: datetime
+
+
+class TenantsPublic(BaseModel):
+    data: list[TenantPublic]
+    count: int
+
+
+class KeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: str = Field(min_length=1, max_length=32, pattern=r"^[0-9a-f]+$")
+    scopes: list[Scope] = Field(min_length=1, max_length=3)
+    name: str = Field("", max_length=64, pattern=NO_CONTROL)
+    expires_in_days: float | None = Field(None, gt=0, le=36_500)
+
+
+class KeyPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    tenant_id: str
+    name: str
+    scopes: list[str]
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class KeyCreated(KeyPublic):
+    key: str = Field(description="The full key, shown only in this answer: hk_<id>_<secret>")
+
+
+class KeysPublic(BaseModel):
+    data: list[KeyPublic]
     count: int

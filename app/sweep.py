@@ -7,6 +7,9 @@
   message (a broker that keeps nothing on disk was restarted): it is enqueued again. A
   duplicate message is harmless: the claim is a conditional update.
 - Evaluations run by workers get the same two rules (app/services/evaluations.py).
+- Blob files with no dataset row, and temporary blob files, older than
+  `orphan_blob_grace_seconds` (an API process died between the file and the commit) are
+  removed; stored idempotent answers older than `idempotency_hours` are dropped.
 
 The API process runs the sweep every `sweep_interval_seconds`; several API processes may
 sweep at once, since every change is a conditional transition.
@@ -16,18 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from datetime import timedelta
 
 import anyio.to_thread
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
-from app.db import session_scope
+from app.db import read_sessionmaker_for, session_scope
 from app.job_status import JobStatus
-from app.orm import Job, utcnow
+from app.orm import Dataset, IdempotencyRecord, Job, utcnow
 from app.queue import enqueue_evaluation, enqueue_training
 from app.services.evaluations import sweep_evaluations
 from app.services.jobs import transition
 from app.settings import Settings
+from app.storage import remove_orphan_blobs
 
 log = logging.getLogger("hinge.sweep")
 
@@ -81,9 +86,25 @@ def sweep(settings: Settings) -> dict[str, int]:
         except Exception:
             log.warning("could not enqueue job %s; the next sweep tries again", job_id,
                         exc_info=True)
+    counts["orphan_blobs"] = len(sweep_storage(settings))
     if any(counts.values()):
         log.info("sweep: %s", counts)
     return counts
+
+
+def sweep_storage(settings: Settings) -> list[str]:
+    """Remove orphan blobs and expired idempotency records; the removed blobs' names."""
+    def known(ids: Iterable[str]) -> set[str]:
+        wanted = list(ids)
+        with read_sessionmaker_for(settings.database_url)() as session:
+            return set(session.scalars(select(Dataset.id).where(Dataset.id.in_(wanted))))
+
+    removed = remove_orphan_blobs(settings.datasets_dir, settings.orphan_blob_grace_seconds,
+                                  known)
+    expired = utcnow() - timedelta(hours=settings.idempotency_hours)
+    with session_scope(settings.database_url) as session:
+        session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.created_at < expired))
+    return [path.name for path in removed]
 
 
 async def sweep_forever(settings: Settings) -> None:

@@ -234,6 +234,16 @@ class SvmlightParser:
         """Complete lines parsed so far."""
         return self._next_line - 1
 
+    @property
+    def rows_parsed(self) -> int:
+        """Data rows parsed so far (a caller bounds memory with these two counts)."""
+        return self._out.n_rows
+
+    @property
+    def entries_parsed(self) -> int:
+        """Stored (index, value) pairs parsed so far."""
+        return self._out.nnz
+
     def feed(self, chunk: bytes) -> None:
         self._check_open()
         if not isinstance(chunk, bytes):

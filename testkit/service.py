@@ -37,8 +37,29 @@ def downgrade(database_url: str, revision: str = "base") -> None:
     command.downgrade(config, revision)
 
 
+TEST_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+
+
 def embedded_settings(home: Path, **overrides: Any) -> Settings:
+    overrides.setdefault("allowed_hosts", TEST_HOSTS)
     return Settings(home=home, queue=f"hinge.test.{uuid.uuid4().hex[:8]}", **overrides)
+
+
+def make_key(settings: Settings, tenant: str = "default", scopes: tuple[str, ...] = ("admin",),
+             **options: Any) -> str:
+    """A new API key of `tenant` (created if missing) in the settings' database."""
+    from app.db import session_scope
+    from app.services import tenants
+
+    with session_scope(settings.database_url) as session:
+        owner = tenants.tenant_by_name(session, tenant) or tenants.create_tenant(session, tenant)
+        _key, full = tenants.create_key(session, settings.hmac_key(), owner.id, list(scopes),
+                                        **options)
+    return full
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -53,8 +74,13 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_SWEEP_INTERVAL_SECONDS": str(settings.sweep_interval_seconds),
         "HINGE_MAX_ATTEMPTS": str(settings.max_attempts),
         "HINGE_REQUEUE_AFTER_SECONDS": str(settings.requeue_after_seconds),
+        "HINGE_ALLOWED_HOSTS": ",".join(settings.allowed_hosts),
+        "HINGE_RATE_PER_SECOND": str(settings.rate_per_second),
+        "HINGE_RATE_BURST": str(settings.rate_burst),
         "PYTHONUNBUFFERED": "1",
     })
+    if settings.secret_key.get_secret_value():
+        env["HINGE_SECRET_KEY"] = settings.secret_key.get_secret_value()
     return env
 
 
@@ -161,16 +187,18 @@ def running_service(settings: Settings, log_dir: Path, workers: int = 1,
                     kill_worker_on: str | None = None
                     ) -> Iterator[tuple[httpx.Client, list[ServiceProcess]]]:
     """Migrated database, `workers` Celery worker processes and an API server process
-    (`kill_worker_on`: see start_worker)."""
+    (`kill_worker_on`: see start_worker); the client carries an admin key of tenant
+    "default"."""
     settings.ensure_dirs()
     migrate(settings.database_url)
+    key = make_key(settings)
     started: list[ServiceProcess] = []
     try:
         for _ in range(workers):
             started.append(start_worker(settings, log_dir, kill_worker_on))
         api, base = start_api(settings, log_dir)
         try:
-            with httpx.Client(base_url=base, timeout=60) as client:
+            with httpx.Client(base_url=base, timeout=60, headers=bearer(key)) as client:
                 yield client, started
         finally:
             api.stop()

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import data_file, embedded_settings, migrate
+from tests.support import bearer, data_file, embedded_settings, make_key, migrate
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +27,13 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
+def admin_key(settings: Settings) -> str:
+    """An admin key of tenant "default"."""
+    return make_key(settings)
+
+
+@pytest.fixture
+def client(settings: Settings, admin_key: str) -> Iterator[TestClient]:
+    """The app on the embedded default, called with `admin_key`."""
+    with TestClient(create_app(settings), headers=bearer(admin_key)) as test_client:
         yield test_client

@@ -18,10 +18,12 @@ from testkit.paths import DATA_DIR as SHARED_DATA  # ../shared/data, or $HINGE_S
 from testkit.paths import REPO
 from testkit.service import (
     ServiceProcess,
+    bearer,
     child_pids,
     downgrade,
     embedded_settings,
     free_port,
+    make_key,
     migrate,
     running_service,
     settings_env,
@@ -31,8 +33,9 @@ from testkit.service import (
 )
 
 __all__ = [
-    "IN_CI", "POSTGRES_URL", "REDIS_URL", "REPO", "SHARED_DATA", "ServiceProcess", "child_pids",
-    "data_file", "downgrade", "embedded_settings", "free_port", "migrate", "postgres_schema",
+    "IN_CI", "POSTGRES_URL", "REDIS_URL", "REPO", "SHARED_DATA", "ServiceProcess", "bearer",
+    "child_pids", "data_file", "downgrade", "embedded_settings", "free_port", "make_key",
+    "migrate", "postgres_schema",
     "require_redis", "running_service", "settings_env", "start_api", "start_worker",
     "unavailable", "wait_for_job",
 ]

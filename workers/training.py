@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ import numpy as np
 from app.bus import notify
 from app.db import session_scope
 from app.orm import Model, new_id
+from app.queue import enqueue_training
 from app.services import jobs
 from app.services.jobs import Claim
 from app.settings import Settings
@@ -140,10 +142,25 @@ def worker_name(hostname: str) -> str:
     return f"{hostname} pid {os.getpid()}"
 
 
+DEFER_SECONDS = 1.0  # a job over its tenant's running limit goes back after this long
+
+
 def claim(settings: Settings, job_id: str, worker: str) -> Claim | None:
-    """Claim a queued job for this process (None: not queued, e.g. a duplicate delivery)."""
+    """Claim a queued job for this process (None: not queued, e.g. a duplicate delivery);
+    jobs.OverRunningLimit when its tenant runs as many jobs as it may."""
     with session_scope(settings.database_url) as session:
-        return jobs.claim_job(session, job_id, worker)
+        return jobs.claim_job(session, job_id, worker, settings)
+
+
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-]+){2,}")
+
+
+def public_error(exc: BaseException) -> str:
+    """What a job's `error` says about an exception: its type and message, with no file
+    system path of this server (an OSError says only what failed)."""
+    if isinstance(exc, OSError):
+        return f"{type(exc).__name__}: the job's stored data could not be read"
+    return _PATH.sub("<path>", f"{type(exc).__name__}: {exc}")
 
 
 def _fail(settings: Settings, claimed: Claim, error: str) -> None:
@@ -153,7 +170,16 @@ def _fail(settings: Settings, claimed: Claim, error: str) -> None:
 
 def run_job(settings: Settings, job_id: str, hostname: str) -> str:
     """Run one delivery of a job; returns what happened (for logs and tests)."""
-    return run_claimed(settings, job_id, claim(settings, job_id, worker_name(hostname)))
+    try:
+        claimed = claim(settings, job_id, worker_name(hostname))
+    except jobs.OverRunningLimit:
+        # Leave it queued and send its id round again: the tenant's running jobs free up
+        # (or the sweep re-enqueues it if this message is lost).
+        log.info("job %s: its tenant is at its running-jobs limit; deferred", job_id)
+        time.sleep(DEFER_SECONDS)
+        enqueue_training(settings.broker_url, settings.queue, job_id)
+        return "deferred"
+    return run_claimed(settings, job_id, claimed)
 
 
 def run_claimed(settings: Settings, job_id: str, claimed: Claim | None) -> str:
@@ -186,7 +212,7 @@ def _train(settings: Settings, claimed: Claim) -> str:
             result = fit(X, y, solver=claimed.solver, progress=recorder, **params)
     except Exception as exc:
         log.exception("job %s failed", claimed.job_id)
-        _fail(settings, claimed, f"{type(exc).__name__}: {exc}")
+        _fail(settings, claimed, public_error(exc))
         return "failed"
     return finish(settings, claimed, result, X, y)
 
@@ -207,7 +233,8 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.
     summary = _summary(result, train_accuracy)
     payload = model_to_bytes(result.model)
     model = Model(
-        id=new_id(), job_id=claimed.job_id, dataset_id=claimed.dataset_id,
+        id=new_id(), tenant_id=claimed.tenant_id, job_id=claimed.job_id,
+        dataset_id=claimed.dataset_id,
         kind=result.model.kind, solver=claimed.solver, params=claimed.params,
         labels=[float(v) for v in result.classes], n_features=int(result.model.n_features),
         result=summary, converged=summary["converged"], arrays=payload,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 import jinja2
@@ -25,11 +25,13 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.types import Scope
 
+from app.auth import SESSION_COOKIE, Public, csrf_token, require_page_scope
 from app.deps import SessionDep
 from app.errors import NotFound
 from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.schemas import JobPublic
 from app.services import datasets, evaluations, jobs, models
+from app.services.tenants import Principal
 
 APP_DIR = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = APP_DIR / "templates"
@@ -226,8 +228,14 @@ router = APIRouter(include_in_schema=False, route_class=DashboardRoute,
                    default_response_class=HTMLResponse)
 
 
+PageAuth = Annotated[Principal, require_page_scope("read")]
+
+
 def _page(request: Request, template: str, status_code: int = 200, **context: Any
           ) -> HTMLResponse:
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie and "csrf" not in context:
+        context["csrf"] = csrf_token(request.app.state.settings, cookie)
     response = templates.TemplateResponse(request, template, context, status_code=status_code)
     response.headers["Cache-Control"] = "no-store"
     return response
@@ -243,45 +251,51 @@ def _public(rows: list[Any]) -> list[JobPublic]:
 
 
 @router.get("/")
-def jobs_page(request: Request, session: SessionDep,
+def jobs_page(request: Request, session: SessionDep, principal: PageAuth,
               status: str | None = Query(None, max_length=16)) -> HTMLResponse:
+    tenant = principal.tenant_id
     wanted = JobStatus(status) if status in list(JobStatus) else None
-    shown = _public(jobs.list_jobs(session, status=wanted, limit=LIST_LIMIT))
-    counts = jobs.status_counts(session)
-    names = datasets.dataset_names(session, {j.dataset_id for j in shown})
+    shown = _public(jobs.list_jobs(session, tenant, status=wanted, limit=LIST_LIMIT))
+    counts = jobs.status_counts(session, tenant)
+    names = datasets.dataset_names(session, tenant, {j.dataset_id for j in shown})
     return _page(request, "jobs.html", nav="jobs", jobs=shown, names=names, status=wanted,
                  counts=counts, total=sum(counts.values()), limit=LIST_LIMIT)
 
 
-@router.get("/jobs")
+@router.get("/jobs", dependencies=[Public])
 def jobs_alias() -> RedirectResponse:
     return RedirectResponse("/", status_code=307)
 
 
 @router.get("/jobs/{job_id}")
-def job_page(request: Request, job_id: str, session: SessionDep) -> HTMLResponse:
+def job_page(request: Request, job_id: str, session: SessionDep, principal: PageAuth
+             ) -> HTMLResponse:
     try:
-        job = JobPublic.model_validate(jobs.get_job(session, job_id))
+        job = JobPublic.model_validate(jobs.get_job(session, principal.tenant_id, job_id))
     except NotFound as missing:
         return _not_found(request, missing)
-    dataset = datasets.find_dataset(session, job.dataset_id)
+    dataset = datasets.find_dataset(session, principal.tenant_id, job.dataset_id)
     return _page(request, "job.html", nav="jobs", job=job, dataset=dataset)
 
 
 @router.get("/datasets")
-def datasets_page(request: Request, session: SessionDep) -> HTMLResponse:
+def datasets_page(request: Request, session: SessionDep, principal: PageAuth
+                  ) -> HTMLResponse:
+    tenant = principal.tenant_id
     return _page(request, "datasets.html", nav="datasets",
-                 datasets=datasets.list_datasets(session, limit=LIST_LIMIT),
-                 count=datasets.count_datasets(session), limit=LIST_LIMIT)
+                 datasets=datasets.list_datasets(session, tenant, limit=LIST_LIMIT),
+                 count=datasets.count_datasets(session, tenant), limit=LIST_LIMIT)
 
 
 @router.get("/datasets/{dataset_id}")
-def dataset_page(request: Request, dataset_id: str, session: SessionDep) -> HTMLResponse:
+def dataset_page(request: Request, dataset_id: str, session: SessionDep, principal: PageAuth
+                 ) -> HTMLResponse:
+    tenant = principal.tenant_id
     try:
-        dataset = datasets.get_dataset(session, dataset_id)
+        dataset = datasets.get_dataset(session, tenant, dataset_id)
     except NotFound as missing:
         return _not_found(request, missing)
-    shown = _public(jobs.list_jobs(session, dataset_id=dataset_id, limit=LIST_LIMIT))
+    shown = _public(jobs.list_jobs(session, tenant, dataset_id=dataset_id, limit=LIST_LIMIT))
     classes = sorted(dataset.class_counts.items(), key=lambda item: _label_order(item[0]))
     return _page(request, "dataset.html", nav="datasets", dataset=dataset, jobs=shown,
                  names={dataset.id: dataset.name}, classes=classes,
@@ -289,25 +303,29 @@ def dataset_page(request: Request, dataset_id: str, session: SessionDep) -> HTML
 
 
 @router.get("/models")
-def models_page(request: Request, session: SessionDep,
+def models_page(request: Request, session: SessionDep, principal: PageAuth,
                 model: str | None = Query(None, max_length=64)) -> HTMLResponse:
-    shown = models.list_models(session, limit=LIST_LIMIT)
-    names = datasets.dataset_names(session, {m.dataset_id for m in shown})
+    tenant = principal.tenant_id
+    shown = models.list_models(session, tenant, limit=LIST_LIMIT)
+    names = datasets.dataset_names(session, tenant, {m.dataset_id for m in shown})
     selected = model if any(m.id == model for m in shown) else (
         shown[0].id if shown else None)
     return _page(request, "models.html", nav="models", models=shown,
-                 count=models.count_models(session), names=names, selected=selected,
+                 count=models.count_models(session, tenant), names=names, selected=selected,
                  limit=LIST_LIMIT)
 
 
 @router.get("/models/{model_id}")
-def model_page(request: Request, model_id: str, session: SessionDep) -> HTMLResponse:
+def model_page(request: Request, model_id: str, session: SessionDep, principal: PageAuth
+               ) -> HTMLResponse:
     try:
-        model = models.get_model(session, model_id)
+        model = models.get_model(session, principal.tenant_id, model_id)
     except NotFound as missing:
         return _not_found(request, missing)
-    dataset = datasets.find_dataset(session, model.dataset_id)
+    dataset = datasets.find_dataset(session, principal.tenant_id, model.dataset_id)
     return _page(request, "model.html", nav="models", model=model, dataset=dataset,
                  models=[model], selected=model.id,
-                 evaluations=evaluations.list_evaluations(session, model_id, limit=20),
-                 datasets=datasets.list_datasets(session, limit=LIST_LIMIT))
+                 evaluations=evaluations.list_evaluations(session, principal.tenant_id,
+                                                          model_id, limit=20),
+                 datasets=datasets.list_datasets(session, principal.tenant_id,
+                                                 limit=LIST_LIMIT))

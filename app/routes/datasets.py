@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from sqlalchemy.orm import Session
 
+from app import idempotency
+from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
-from app.ingest import receive_dataset
+from app.ingest import check_name, receive_dataset, upload_gate
 from app.orm import Dataset
 from app.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.services import datasets as service
 from app.services import splits
+from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -50,46 +55,118 @@ async def upload_dataset(
     request: Request,
     settings: SettingsDep,
     session: WriteSessionDep,
+    principal: TrainAuth,
     name: str | None = Query(None, max_length=255),
-) -> Dataset:
-    parsed, form_name = await receive_dataset(
-        request.stream(),
-        request.headers.get("content-type", ""),
-        request.headers.get("content-length"),
-        settings,
-    )
-    return await anyio.to_thread.run_sync(
-        service.create_dataset, session, settings, parsed, name or form_name or "dataset")
+) -> Dataset | Response:
+    if name is not None:
+        check_name(name)
+    key = idempotency.request_key(request)
+    held: idempotency.Stored | idempotency.Reserved | None = None
+    if key is not None:
+        held = await anyio.to_thread.run_sync(
+            idempotency.begin, settings, principal.tenant_id, key, "POST /v1/datasets")
+    try:
+        return await _upload(request, settings, session, principal.tenant_id, name, held)
+    except BaseException:
+        if isinstance(held, idempotency.Reserved):
+            await anyio.to_thread.run_sync(session.rollback)  # free SQLite's write lock
+            await anyio.to_thread.run_sync(held.abandon)
+        raise
+
+
+async def _upload(request: Request, settings: SettingsDep, session: WriteSessionDep,
+                  tenant_id: str, name: str | None,
+                  held: idempotency.Stored | idempotency.Reserved | None
+                  ) -> Dataset | Response:
+    remaining = await anyio.to_thread.run_sync(
+        service.remaining_stored_bytes, settings, tenant_id)
+    gate = upload_gate(request.app.state, settings)
+    async with gate.slots:
+        parsed, form_name = await receive_dataset(
+            request.stream(),
+            request.headers.get("content-type", ""),
+            request.headers.get("content-length"),
+            settings, threads=gate.threads, max_array_bytes=remaining,
+        )
+        final_name = name or form_name or "dataset"
+        asked = idempotency.request_hash(parsed.sha256, final_name)
+        if isinstance(held, idempotency.Stored):
+            return held.replay(asked)
+        dataset = await anyio.to_thread.run_sync(
+            service.create_dataset, session, settings, tenant_id, parsed, final_name,
+            limiter=gate.threads)
+    if held is None:
+        return dataset
+    body = DatasetPublic.model_validate(dataset).model_dump_json().encode()
+    # the dataset commits before its answer is stored: a crash in between leaves a
+    # reservation without an answer (a retry gets 409 until it expires), never an answer
+    # naming a dataset that was not committed
+    await anyio.to_thread.run_sync(session.commit)
+    await anyio.to_thread.run_sync(held.complete, 201, body, asked)
+    return Response(body, status_code=201, media_type="application/json")
 
 
 @router.get("", response_model=DatasetsPublic)
 def list_datasets(
     session: SessionDep,
+    principal: ReadAuth,
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> DatasetsPublic:
-    rows = service.list_datasets(session, limit=limit, offset=offset)
+    rows = service.list_datasets(session, principal.tenant_id, limit=limit, offset=offset)
     return DatasetsPublic(data=[DatasetPublic.model_validate(r) for r in rows],
-                          count=service.count_datasets(session))
+                          count=service.count_datasets(session, principal.tenant_id))
 
 
 @router.get("/{dataset_id}", response_model=DatasetPublic)
-def get_dataset(dataset_id: str, session: SessionDep) -> Dataset:
-    return service.get_dataset(session, dataset_id)
+def get_dataset(dataset_id: str, session: SessionDep, principal: ReadAuth) -> Dataset:
+    return service.get_dataset(session, principal.tenant_id, dataset_id)
 
 
 @router.delete("/{dataset_id}", status_code=204)
-def delete_dataset(dataset_id: str, session: WriteSessionDep) -> None:
-    service.delete_dataset(session, dataset_id)
+def delete_dataset(dataset_id: str, session: WriteSessionDep, principal: TrainAuth) -> None:
+    service.delete_dataset(session, principal.tenant_id, dataset_id)
 
 
-@router.post("/{dataset_id}/split", status_code=201, response_model=SplitPublic)
-def split_dataset(dataset_id: str, spec: SplitCreate, reader: SessionDep,
-                  session: WriteSessionDep, settings: SettingsDep) -> SplitPublic:
-    """Two new datasets, train and test, from this one's rows: `test_fraction` of the rows
-    (of each class with `stratify`, the default) go to test, chosen by a shuffle seeded by
-    `seed` (the same seed gives the same split). Each part records its parent, the seed and
-    the fraction, and keeps the parent's feature count."""
-    train, test = splits.split_dataset(reader, session, settings, dataset_id, spec)
+SPLIT_DOC = """Two new datasets, train and test, from this one's rows: `test_fraction` of the rows
+(of each class with `stratify`, the default) go to test, chosen by a shuffle seeded by
+`seed` (the same seed gives the same split). Each part records its parent, the seed and
+the fraction, and keeps the parent's feature count.
+
+Both parts belong to the caller's tenant and count against its limits like uploads (413
+over the number of datasets or the stored bytes). With an `Idempotency-Key` header, a repeat
+of the same request gets the first answer (for HINGE_IDEMPOTENCY_HOURS) instead of two more
+datasets, and a different one a 422."""
+
+
+@router.post("/{dataset_id}/split", status_code=201, response_model=SplitPublic,
+             description=SPLIT_DOC)
+def split_dataset(dataset_id: str, spec: SplitCreate, request: Request, reader: SessionDep,
+                  session: WriteSessionDep, settings: SettingsDep, principal: TrainAuth
+                  ) -> SplitPublic | Response:
+    key = idempotency.request_key(request)
+    if key is None:
+        return _split(reader, session, settings, principal.tenant_id, dataset_id, spec)
+    asked = idempotency.request_hash(dataset_id, spec.model_dump_json())
+    held = idempotency.begin(settings, principal.tenant_id, key,
+                             "POST /v1/datasets/{id}/split")
+    if isinstance(held, idempotency.Stored):
+        return held.replay(asked)
+    try:
+        answer = _split(reader, session, settings, principal.tenant_id, dataset_id, spec)
+    except BaseException:
+        session.rollback()  # release this request's transaction (SQLite: its write lock)
+        held.abandon()
+        raise
+    body = answer.model_dump_json().encode()
+    session.commit()  # the datasets commit before their answer is stored
+    held.complete(201, body, asked)
+    return Response(body, status_code=201, media_type="application/json")
+
+
+def _split(reader: Session, session: Session, settings: Settings, tenant_id: str,
+           dataset_id: str, spec: SplitCreate) -> SplitPublic:
+    train, test = splits.split_dataset(reader, session, settings, tenant_id, dataset_id,
+                                       spec)
     return SplitPublic(train=DatasetPublic.model_validate(train),
                        test=DatasetPublic.model_validate(test))

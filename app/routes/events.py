@@ -23,6 +23,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Header, Request
 from sse_starlette import EventSourceResponse
 
+from app.auth import ReadAuth
 from app.bus import subscribe
 from app.db import read_sessionmaker_for
 from app.deps import SettingsDep
@@ -36,11 +37,24 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 POLL_SECONDS = 0.1  # database poll without Redis
 NUDGED_POLL_SECONDS = 1.0  # fallback poll when pub/sub nudges arrive
 BATCH = 500
+MAX_EVENT_ID = 2**31 - 1  # event ids are the job_events.seq integers
 
 
-def _exists(database_url: str, job_id: str) -> bool:
+def _exists(database_url: str, tenant_id: str, job_id: str) -> bool:
     with read_sessionmaker_for(database_url)() as session:
-        return service.job_exists(session, job_id)
+        return service.job_exists(session, tenant_id, job_id)
+
+
+def parse_last_event_id(value: str | None) -> int:
+    """The event id to resume after: 0 without the header; 422 unless a decimal integer
+    in [0, 2**31 - 1]."""
+    if not value:
+        return 0
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > MAX_EVENT_ID:
+        raise ApiError(422, f"Last-Event-ID must be an event id, an integer from 0 to "
+                            f"{MAX_EVENT_ID}", {"field": "Last-Event-ID"})
+    return int(text)
 
 
 def _fetch(database_url: str, job_id: str, after: int) -> tuple[list[JobEvent], dict | None]:
@@ -65,15 +79,14 @@ async def job_events(
     job_id: str,
     request: Request,
     settings: SettingsDep,
+    principal: ReadAuth,
     last_event_id: str | None = Header(None, alias="Last-Event-ID"),
 ) -> EventSourceResponse:
     """`curl -N` shows a job's progress live; the stream ends after the terminal status."""
-    if not await anyio.to_thread.run_sync(_exists, settings.database_url, job_id):
+    after = parse_last_event_id(last_event_id)
+    if not await anyio.to_thread.run_sync(_exists, settings.database_url,
+                                          principal.tenant_id, job_id):
         raise not_found("job", job_id)
-    try:
-        after = int(last_event_id) if last_event_id else 0
-    except ValueError:
-        raise ApiError(422, "Last-Event-ID must be an event id (an integer)") from None
 
     async def stream() -> AsyncIterator[dict[str, Any]]:
         pubsub = await subscribe(settings, job_id)

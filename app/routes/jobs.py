@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 
+from app import idempotency
+from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.job_status import JobStatus
 from app.schemas import JobCreate, JobPublic, JobsPublic
@@ -13,30 +16,56 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 @router.post("", status_code=202, response_model=JobPublic)
-def create_job(spec: JobCreate, session: WriteSessionDep, settings: SettingsDep) -> JobPublic:
-    return JobPublic.model_validate(service.submit(session, settings, spec))
+def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
+               settings: SettingsDep, principal: TrainAuth) -> JobPublic | Response:
+    """Submit a job. With an `Idempotency-Key` header, a repeat of the same request gets
+    the first answer (for HINGE_IDEMPOTENCY_HOURS) and a different one a 422."""
+    key = idempotency.request_key(request)
+    if key is None:
+        return JobPublic.model_validate(service.submit(session, settings,
+                                                       principal.tenant_id, spec))
+    asked = idempotency.request_hash(spec.model_dump_json())
+    held = idempotency.begin(settings, principal.tenant_id, key, "POST /v1/jobs")
+    if isinstance(held, idempotency.Stored):
+        return held.replay(asked)
+    try:
+        job = JobPublic.model_validate(service.submit(session, settings, principal.tenant_id,
+                                                      spec))
+    except BaseException:
+        session.rollback()  # release this request's transaction (SQLite: its write lock)
+        held.abandon()
+        raise
+    body = job.model_dump_json().encode()
+    session.commit()  # end this request's transaction (SQLite: its write lock) first
+    held.complete(202, body, asked)
+    return Response(body, status_code=202, media_type="application/json")
 
 
 @router.get("", response_model=JobsPublic)
 def list_jobs(
     session: SessionDep,
+    principal: ReadAuth,
     status: JobStatus | None = None,
     dataset_id: str | None = None,
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> JobsPublic:
-    rows = service.list_jobs(session, status=status, dataset_id=dataset_id, limit=limit,
-                             offset=offset)
+    tenant = principal.tenant_id
+    rows = service.list_jobs(session, tenant, status=status, dataset_id=dataset_id,
+                             limit=limit, offset=offset)
     return JobsPublic(data=[JobPublic.model_validate(j) for j in rows],
-                      count=service.count_jobs(session, status=status, dataset_id=dataset_id))
+                      count=service.count_jobs(session, tenant, status=status,
+                                               dataset_id=dataset_id))
 
 
 @router.get("/{job_id}", response_model=JobPublic)
-def get_job(job_id: str, session: SessionDep) -> JobPublic:
-    return JobPublic.model_validate(service.get_job(session, job_id))
+def get_job(job_id: str, session: SessionDep, principal: ReadAuth) -> JobPublic:
+    return JobPublic.model_validate(service.get_job(session, principal.tenant_id, job_id))
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobPublic)
-def cancel_job(job_id: str, session: WriteSessionDep, settings: SettingsDep) -> JobPublic:
+def cancel_job(job_id: str, session: WriteSessionDep, settings: SettingsDep,
+               principal: TrainAuth) -> JobPublic:
     """A queued job is cancelled at once; a running one stops at its next progress check."""
-    return JobPublic.model_validate(service.cancel(session, settings, job_id))
+    return JobPublic.model_validate(service.cancel(session, settings, principal.tenant_id,
+                                                   job_id))

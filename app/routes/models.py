@@ -8,6 +8,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse
 
+from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.errors import ApiError
 from app.orm import Model
@@ -20,22 +21,23 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 @router.get("", response_model=ModelsPublic)
 def list_models(
     session: SessionDep,
+    principal: ReadAuth,
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> ModelsPublic:
-    rows = service.list_models(session, limit=limit, offset=offset)
+    rows = service.list_models(session, principal.tenant_id, limit=limit, offset=offset)
     return ModelsPublic(data=[ModelPublic.model_validate(r) for r in rows],
-                        count=service.count_models(session))
+                        count=service.count_models(session, principal.tenant_id))
 
 
 @router.get("/{model_id}", response_model=ModelPublic)
-def get_model(model_id: str, session: SessionDep) -> Model:
-    return service.get_model(session, model_id)
+def get_model(model_id: str, session: SessionDep, principal: ReadAuth) -> Model:
+    return service.get_model(session, principal.tenant_id, model_id)
 
 
 @router.delete("/{model_id}", status_code=204)
-def delete_model(model_id: str, session: WriteSessionDep) -> None:
-    service.delete_model(session, model_id)
+def delete_model(model_id: str, session: WriteSessionDep, principal: TrainAuth) -> None:
+    service.delete_model(session, principal.tenant_id, model_id)
 
 
 PREDICT_DOC = """Predict with a stored model.
@@ -72,7 +74,8 @@ probability per class in the order of `classes`, summing to 1.
     },
 )
 async def predict(
-    model_id: str, request: Request, settings: SettingsDep, session: SessionDep
+    model_id: str, request: Request, settings: SettingsDep, session: SessionDep,
+    principal: ReadAuth,
 ) -> PredictResponse:
     body = bytearray()
     async for chunk in request.stream():
@@ -82,15 +85,16 @@ async def predict(
                                 "(HINGE_MAX_PREDICT_BYTES)")
     content_type = request.headers.get("content-type", "application/json")
     return await anyio.to_thread.run_sync(
-        service.predict, session, settings, model_id, bytes(body), content_type)
+        service.predict, session, settings, principal.tenant_id, model_id, bytes(body),
+        content_type)
 
 
 ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm|scale)$")]
 
 
 @router.get("/{model_id}/export", response_class=PlainTextResponse)
-def export_model(model_id: str, session: SessionDep, format: ExportFormat = None
-                 ) -> PlainTextResponse:
+def export_model(model_id: str, session: SessionDep, principal: ReadAuth,
+                 format: ExportFormat = None) -> PlainTextResponse:
     """A model file the reference engine loads: `format=liblinear` for linear models (the
     default for them), `format=libsvm` for kernel models (their default; with probA/probB
     when trained with probability), or `format=scale`: the `svm-scale -s` range file of a
@@ -98,6 +102,6 @@ def export_model(model_id: str, session: SessionDep, format: ExportFormat = None
     LIBLINEAR's predict)."""
     suffix = "range" if format == "scale" else "model"
     return PlainTextResponse(
-        service.export_model(session, model_id, format),
+        service.export_model(session, principal.tenant_id, model_id, format),
         headers={"Content-Disposition": f'attachment; filename="{model_id}.{suffix}"'},
     )

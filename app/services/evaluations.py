@@ -8,6 +8,10 @@ delivery does nothing), the heartbeat renews the lease, the final write succeeds
 this attempt holds it, and the sweep (`sweep_evaluations`) re-queues an evaluation whose
 worker vanished, or fails it after HINGE_MAX_ATTEMPTS, and re-enqueues one left queued.
 
+Every evaluation belongs to its model's tenant: the model and the dataset must both be the
+caller's tenant's (another tenant's model is a 404 and another tenant's dataset a 422, the
+answers for ones that do not exist), and lists and lookups see only the tenant's records.
+
 The figures are solvers.metrics.evaluate's (equal to scikit-learn's), computed from the
 model's own predictions: labels, the decision value as the score of a two-class model,
 and its probabilities when it has them.
@@ -26,10 +30,12 @@ from sqlalchemy.orm import Session
 
 from app.errors import ApiError, not_found
 from app.job_status import JobStatus
-from app.orm import Dataset, Evaluation, new_id, utcnow
+from app.orm import Dataset, Evaluation, Model, new_id, utcnow
 from app.predict import ServableModel
 from app.queue import enqueue_evaluation
 from app.schemas import EvaluationCreate
+from app.services.datasets import find_dataset
+from app.services.limits import lock_dataset
 from app.services.models import get_model, servable_model
 from app.settings import Settings
 from app.storage import load_dataset
@@ -58,17 +64,22 @@ def compute_report(model: ServableModel, X: Any, y: np.ndarray) -> dict[str, Any
 
 # -- the API's side ----------------------------------------------------------------------
 
-def create_evaluation(reader: Session, session: Session, settings: Settings, model_id: str,
-                      spec: EvaluationCreate) -> Evaluation:
-    """Inline (returned `succeeded`) or queued for a worker; 404 for an unknown model, 422
-    for a dataset that does not fit it. The checks and the inline computation use the read
-    session `reader`, so the write session `session` (on SQLite: the write lock) is taken
-    only to store the record."""
-    metadata = get_model(reader, model_id)
-    dataset = reader.get(Dataset, spec.dataset_id)
+def _no_dataset(dataset_id: str) -> ApiError:
+    return ApiError(422, f"dataset_id: no dataset {dataset_id!r}", {"field": "dataset_id"})
+
+
+def create_evaluation(reader: Session, session: Session, settings: Settings, tenant_id: str,
+                      model_id: str, spec: EvaluationCreate) -> Evaluation:
+    """Inline (returned `succeeded`) or queued for a worker; 404 for an unknown model (or
+    another tenant's), 422 for a dataset that does not fit it (or is not the tenant's). The
+    checks and the inline computation use the read session `reader`, so the write session
+    `session` (on SQLite: the write lock) is taken only to store the record; there the model
+    and the dataset are locked first (a delete committed meanwhile is a 404 or a 422, never
+    a foreign-key error)."""
+    metadata = get_model(reader, tenant_id, model_id)
+    dataset = find_dataset(reader, tenant_id, spec.dataset_id)
     if dataset is None:
-        raise ApiError(422, f"dataset_id: no dataset {spec.dataset_id!r}",
-                       {"field": "dataset_id"})
+        raise _no_dataset(spec.dataset_id)
     if dataset.features > metadata.n_features:
         raise ApiError(422, f"dataset {dataset.id!r} has {dataset.features} features, more "
                             f"than the model's {metadata.n_features}", {"field": "dataset_id"})
@@ -80,12 +91,16 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, mod
                        {"field": "dataset_id"})
     now = utcnow()
     evaluation = Evaluation(
-        id=new_id(), model_id=model_id, dataset_id=dataset.id, dataset_name=dataset.name,
-        rows=dataset.rows, status=QUEUED, attempt=0, created_at=now, queued_at=now,
+        id=new_id(), tenant_id=tenant_id, model_id=model_id, dataset_id=dataset.id,
+        dataset_name=dataset.name, rows=dataset.rows, status=QUEUED, attempt=0,
+        created_at=now, queued_at=now,
     )
     if dataset.rows <= settings.evaluate_inline_rows:
         model = servable_model(reader, model_id)
-        X, y = load_dataset(dataset.blob_path, model.n_features)
+        try:
+            X, y = load_dataset(dataset.blob_path, model.n_features)
+        except FileNotFoundError:  # deleted since it was read
+            raise _no_dataset(spec.dataset_id) from None
         try:
             evaluation.report = compute_report(model, X, y)
         except ValueError as exc:  # a dataset that does not fit the model after all
@@ -93,9 +108,11 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, mod
                            {"field": "dataset_id"}) from None
         evaluation.status, evaluation.attempt, evaluation.finished_at = SUCCEEDED, 1, utcnow()
         evaluation.worker = "inline"
+        _lock_owners(session, tenant_id, model_id, dataset.id)
         session.add(evaluation)
         session.flush()
         return evaluation
+    _lock_owners(session, tenant_id, model_id, dataset.id)
     session.add(evaluation)
     session.commit()  # the row exists before the message does
     try:
@@ -111,23 +128,45 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, mod
     return evaluation
 
 
-def list_evaluations(session: Session, model_id: str, *, limit: int = 100,
+def _lock_owners(session: Session, tenant_id: str, model_id: str, dataset_id: str) -> None:
+    """Lock the model's and the dataset's rows in the write session until it ends (on
+    PostgreSQL FOR KEY SHARE, which a delete waits for, and the dataset FOR UPDATE as job
+    submission does; on SQLite the write session already excludes other writers), so the
+    record's foreign keys hold at commit."""
+    model = session.scalar(select(Model.id).where(Model.id == model_id,
+                                                  Model.tenant_id == tenant_id)
+                           .with_for_update(read=True, key_share=True))
+    if model is None:
+        raise not_found("model", model_id)
+    if lock_dataset(session, tenant_id, dataset_id) is None:
+        raise _no_dataset(dataset_id)
+
+
+def _owned(tenant_id: str, model_id: str) -> tuple[Any, ...]:
+    return (Evaluation.tenant_id == tenant_id, Evaluation.model_id == model_id)
+
+
+def list_evaluations(session: Session, tenant_id: str, model_id: str, *, limit: int = 100,
                      offset: int = 0) -> list[Evaluation]:
-    """A model's evaluations, newest first (404 for an unknown model)."""
-    get_model(session, model_id)
+    """The tenant's model's evaluations, newest first (404 for an unknown model or
+    another tenant's)."""
+    get_model(session, tenant_id, model_id)
     return list(session.scalars(
-        select(Evaluation).where(Evaluation.model_id == model_id)
+        select(Evaluation).where(*_owned(tenant_id, model_id))
         .order_by(Evaluation.created_at.desc()).limit(limit).offset(offset)))
 
 
-def count_evaluations(session: Session, model_id: str) -> int:
+def count_evaluations(session: Session, tenant_id: str, model_id: str) -> int:
     return session.scalar(select(func.count()).select_from(Evaluation)
-                          .where(Evaluation.model_id == model_id)) or 0
+                          .where(*_owned(tenant_id, model_id))) or 0
 
 
-def get_evaluation(session: Session, model_id: str, evaluation_id: str) -> Evaluation:
-    evaluation = session.get(Evaluation, evaluation_id)
-    if evaluation is None or evaluation.model_id != model_id:
+def get_evaluation(session: Session, tenant_id: str, model_id: str,
+                   evaluation_id: str) -> Evaluation:
+    """404 (naming the evaluation) unless it is this model's and the tenant's."""
+    evaluation = session.scalar(select(Evaluation).where(
+        Evaluation.id == evaluation_id, *_owned(tenant_id, model_id)))
+    if evaluation is None:
         raise not_found("evaluation", evaluation_id)
     return evaluation
 

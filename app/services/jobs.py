@@ -25,6 +25,7 @@ from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.queue import enqueue_training
 from app.schemas import JobCreate
+from app.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.settings import Settings
 from solvers.params import ParamError, check_scale_for_data, label_key, validate_params
 
@@ -90,6 +91,7 @@ class Claim:
     """What a worker holds once it has claimed a job: this attempt, and what to train."""
 
     job_id: str
+    tenant_id: str
     attempt: int
     solver: str
     params: dict[str, Any]
@@ -99,11 +101,25 @@ class Claim:
     features: int
 
 
-def claim_job(session: Session, job_id: str, worker: str) -> Claim | None:
-    """queued -> running on the next attempt; None if the job is not queued (any more)."""
+class OverRunningLimit(Exception):
+    """The job's tenant already runs as many jobs as it may; the job stays queued."""
+
+
+def claim_job(session: Session, job_id: str, worker: str,
+              settings: Settings | None = None) -> Claim | None:
+    """queued -> running on the next attempt; None if the job is not queued (any more).
+
+    With `settings`, the tenant's running-jobs limit is checked with the tenant's row
+    locked (OverRunningLimit if reached)."""
     job = session.get(Job, job_id)
     if job is None or job.status != QUEUED:
         return None
+    if settings is not None:
+        tenant = lock_tenant(session, job.tenant_id)
+        running = session.scalar(select(func.count()).select_from(Job).where(
+            Job.tenant_id == job.tenant_id, Job.status == RUNNING)) or 0
+        if running >= tenant_limit(tenant, settings, "max_running_jobs"):
+            raise OverRunningLimit(job_id)
     attempt = job.attempt + 1
     now = utcnow()
     if not transition(session, job_id, (QUEUED,), RUNNING, attempt=attempt, worker=worker,
@@ -111,7 +127,8 @@ def claim_job(session: Session, job_id: str, worker: str) -> Claim | None:
         return None
     dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
     return Claim(
-        job_id=job_id, attempt=attempt, solver=job.solver, params=dict(job.params),
+        job_id=job_id, tenant_id=job.tenant_id, attempt=attempt, solver=job.solver,
+        params=dict(job.params),
         dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
         blob_path=dataset.blob_path if dataset else None,
         features=dataset.features if dataset else 0,
@@ -165,13 +182,34 @@ def succeed(session: Session, claim: Claim, summary: dict[str, Any], model: Mode
 
 # -- the API's workflows -------------------------------------------------------------
 
-def _applied_params(spec: JobCreate, dataset: Dataset | None) -> dict[str, Any]:
-    """The solver's parameters with defaults filled in; 422 for anything it cannot train."""
+# Settings that cap what a spec may ask of a worker: parameter -> setting.
+PARAM_CAPS = {"max_seconds": "max_job_seconds", "cache_mb": "max_cache_mb",
+              "threads": "max_threads"}
+
+
+def _check_caps(applied: dict[str, Any], settings: Settings) -> None:
+    for param, setting in PARAM_CAPS.items():
+        value, cap = applied.get(param), getattr(settings, setting)
+        if isinstance(value, int | float) and value > cap:
+            raise ApiError(422, f"params.{param}: {value:g} exceeds this service's limit of "
+                                f"{cap:g} (HINGE_{setting.upper()})",
+                           {"field": f"params.{param}", "limit": cap})
+
+
+def validated_params(spec: JobCreate, settings: Settings) -> dict[str, Any]:
+    """The solver's parameters with defaults filled in; 422 for a spec it cannot take."""
     try:
         applied = validate_params(spec.solver, spec.params)
     except ParamError as exc:
         field = "solver" if exc.field == "solver" else f"params.{exc.field}"
         raise ApiError(422, str(exc), {"field": field}) from None
+    _check_caps(applied, settings)
+    return applied
+
+
+def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | None
+                   ) -> None:
+    """422 for a dataset the job cannot train on."""
     if dataset is None:
         raise ApiError(422, f"dataset_id: no dataset {spec.dataset_id!r}",
                        {"field": "dataset_id"})
@@ -193,20 +231,40 @@ def _applied_params(spec: JobCreate, dataset: Dataset | None) -> dict[str, Any]:
         raise ApiError(422, f"params.class_weight: label(s) {', '.join(unknown)} not in the "
                             f"dataset (labels: {', '.join(sorted(known))})",
                        {"field": "params.class_weight"})
-    return applied
 
 
-def submit(session: Session, settings: Settings, spec: JobCreate) -> Job:
-    """Validate, commit a queued job, then enqueue its id (503 if the queue is down: the
-    job is then committed as failed)."""
-    applied = _applied_params(spec, session.get(Dataset, spec.dataset_id))
-    queued = session.scalar(select(func.count()).select_from(Job).where(Job.status == QUEUED))
-    if (queued or 0) >= settings.max_queued_jobs:
+def _check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
+    """429 when the service's or the tenant's queue is full (run under the locks)."""
+    tenant = lock_tenant(session, tenant_id)
+    queued = session.scalar(select(func.count()).select_from(Job)
+                            .where(Job.status == QUEUED)) or 0
+    if queued >= settings.max_queued_jobs:
         raise ApiError(429, f"{queued} jobs are already queued (HINGE_MAX_QUEUED_JOBS); "
-                            "try again later")
+                            "try again later", headers={"Retry-After": "10"})
+    mine = session.scalar(select(func.count()).select_from(Job)
+                          .where(Job.status == QUEUED, Job.tenant_id == tenant_id)) or 0
+    limit = tenant_limit(tenant, settings, "max_queued_jobs")
+    if mine >= limit:
+        raise ApiError(429, f"the tenant has {mine} queued jobs, its limit "
+                            "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again later",
+                       {"limit": limit}, headers={"Retry-After": "10"})
+
+
+def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate) -> Job:
+    """Validate, commit a queued job, then enqueue its id (503 if the queue is down: the
+    job is then committed as failed).
+
+    Under the submission lock, the tenant's row lock and the dataset's row lock (see
+    app.services.limits): the queue caps hold exactly, and a dataset deleted meanwhile
+    is a 422, never a foreign-key error."""
+    applied = validated_params(spec, settings)
+    lock_submissions(session)
+    _check_queue_caps(session, settings, tenant_id)
+    _check_dataset(spec, applied, lock_dataset(session, tenant_id, spec.dataset_id))
     now = utcnow()
     job = Job(
-        id=new_id(), dataset_id=spec.dataset_id, solver=spec.solver, params=applied,
+        id=new_id(), tenant_id=tenant_id, dataset_id=spec.dataset_id, solver=spec.solver,
+        params=applied,
         status=QUEUED, attempt=0, cancel_requested=False, created_at=now, queued_at=now,
         status_history=[history_entry(QUEUED, now)],
     )
@@ -226,10 +284,10 @@ def submit(session: Session, settings: Settings, spec: JobCreate) -> Job:
     return job
 
 
-def cancel(session: Session, settings: Settings, job_id: str) -> Job:
+def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) -> Job:
     """A queued job is cancelled at once; a running one stops at its next progress check;
     a finished one is a 409."""
-    job = get_job(session, job_id)
+    job = get_job(session, tenant_id, job_id)
     if job.status == QUEUED and transition(session, job_id, (QUEUED,), JobStatus.CANCELLED,
                                            cancel_requested=True):
         pass
@@ -244,15 +302,16 @@ def cancel(session: Session, settings: Settings, job_id: str) -> Job:
     return job
 
 
-def get_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id)
+def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
+    job = session.scalar(select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id))
     if job is None:
         raise not_found("job", job_id)
     return job
 
 
-def job_exists(session: Session, job_id: str) -> bool:
-    return session.scalar(select(Job.id).where(Job.id == job_id)) is not None
+def job_exists(session: Session, tenant_id: str, job_id: str) -> bool:
+    return session.scalar(select(Job.id).where(Job.id == job_id,
+                                               Job.tenant_id == tenant_id)) is not None
 
 
 def events_after(session: Session, job_id: str, after: int, limit: int
@@ -266,8 +325,8 @@ def events_after(session: Session, job_id: str, after: int, limit: int
     return events, session.scalar(select(Job.progress).where(Job.id == job_id))
 
 
-def _jobs(status: JobStatus | None, dataset_id: str | None) -> Select[Job]:
-    query = select(Job)
+def _jobs(tenant_id: str, status: JobStatus | None, dataset_id: str | None) -> Select[Job]:
+    query = select(Job).where(Job.tenant_id == tenant_id)
     if status is not None:
         query = query.where(Job.status == status)
     if dataset_id is not None:
@@ -275,21 +334,22 @@ def _jobs(status: JobStatus | None, dataset_id: str | None) -> Select[Job]:
     return query
 
 
-def list_jobs(session: Session, *, status: JobStatus | None = None,
+def list_jobs(session: Session, tenant_id: str, *, status: JobStatus | None = None,
               dataset_id: str | None = None, limit: int = 100, offset: int = 0
               ) -> list[Job]:
     """Newest first."""
-    query = _jobs(status, dataset_id).order_by(Job.created_at.desc())
+    query = _jobs(tenant_id, status, dataset_id).order_by(Job.created_at.desc())
     return list(session.scalars(query.limit(limit).offset(offset)))
 
 
-def count_jobs(session: Session, *, status: JobStatus | None = None,
+def count_jobs(session: Session, tenant_id: str, *, status: JobStatus | None = None,
                dataset_id: str | None = None) -> int:
-    query = _jobs(status, dataset_id)
+    query = _jobs(tenant_id, status, dataset_id)
     return session.scalar(select(func.count()).select_from(query.subquery())) or 0
 
 
-def status_counts(session: Session) -> dict[JobStatus, int]:
-    rows = session.execute(select(Job.status, func.count()).group_by(Job.status))
+def status_counts(session: Session, tenant_id: str) -> dict[JobStatus, int]:
+    rows = session.execute(select(Job.status, func.count())
+                           .where(Job.tenant_id == tenant_id).group_by(Job.status))
     return {status: count for status, count in rows}
 

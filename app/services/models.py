@@ -6,6 +6,7 @@ are read only to build the servable model, which a small cache keeps.
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, defer
@@ -34,36 +35,41 @@ def _without_arrays() -> Select[Model]:
     return select(Model).options(defer(Model.arrays))
 
 
-def list_models(session: Session, *, limit: int = 100, offset: int = 0) -> list[Model]:
+def list_models(session: Session, tenant_id: str, *, limit: int = 100, offset: int = 0
+                ) -> list[Model]:
     """Newest first, without their arrays."""
     return list(session.scalars(
-        _without_arrays().order_by(Model.created_at.desc()).limit(limit).offset(offset)))
+        _without_arrays().where(Model.tenant_id == tenant_id)
+        .order_by(Model.created_at.desc()).limit(limit).offset(offset)))
 
 
-def count_models(session: Session) -> int:
-    return session.scalar(select(func.count()).select_from(Model)) or 0
+def count_models(session: Session, tenant_id: str) -> int:
+    return session.scalar(select(func.count()).select_from(Model)
+                          .where(Model.tenant_id == tenant_id)) or 0
 
 
-def find_model(session: Session, model_id: str) -> Model | None:
+def find_model(session: Session, tenant_id: str, model_id: str) -> Model | None:
     """A model's metadata (not its arrays), or None."""
-    return session.scalars(_without_arrays().where(Model.id == model_id)).first()
+    return session.scalars(_without_arrays().where(Model.id == model_id,
+                                                   Model.tenant_id == tenant_id)).first()
 
 
-def get_model(session: Session, model_id: str) -> Model:
-    model = find_model(session, model_id)
+def get_model(session: Session, tenant_id: str, model_id: str) -> Model:
+    model = find_model(session, tenant_id, model_id)
     if model is None:
         raise not_found("model", model_id)
     return model
 
 
-def delete_model(session: Session, model_id: str) -> None:
-    session.delete(get_model(session, model_id))
+def delete_model(session: Session, tenant_id: str, model_id: str) -> None:
+    session.delete(get_model(session, tenant_id, model_id))
     session.flush()
     after_commit(session, lambda: _cache.drop(model_id))
 
 
 def servable_model(session: Session, model_id: str) -> ServableModel:
-    """The model ready to predict, from the cache or the database."""
+    """The model ready to predict, from the cache or the database (callers have checked
+    that the model is the tenant's: get_model)."""
     cached = _cache.get(model_id)
     if cached is not None:
         return cached
@@ -75,11 +81,11 @@ def servable_model(session: Session, model_id: str) -> ServableModel:
     return model
 
 
-def predict(session: Session, settings: Settings, model_id: str, body: bytes,
+def predict(session: Session, settings: Settings, tenant_id: str, model_id: str, body: bytes,
             content_type: str) -> PredictResponse:
     """Labels and decision values for the rows in `body`: svmlight lines when the content
     type is text/plain, else JSON instances (blocking: run it in a thread)."""
-    metadata = get_model(session, model_id)
+    metadata = get_model(session, tenant_id, model_id)
     model = servable_model(session, model_id)
     if content_type.split(";")[0].strip().lower() == "text/plain":
         X = rows_from_svmlight(body, model.n_features, settings.max_predict_rows,
@@ -95,10 +101,17 @@ def predict(session: Session, settings: Settings, model_id: str, body: bytes,
                             for e in exc.errors()]) from None
         X = rows_from_instances(spec.instances, model.n_features, settings.max_predict_rows)
     probabilities = None
-    if isinstance(model, Pipeline):
-        labels, values, probabilities = model.predict_with_probabilities(X)
-    else:
-        labels, values = model.predict(X)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if isinstance(model, Pipeline):
+            labels, values, probabilities = model.predict_with_probabilities(X)
+        else:
+            labels, values = model.predict(X)
+    if not np.all(np.isfinite(values)):
+        bad = int(np.flatnonzero(~np.isfinite(np.asarray(values).reshape(len(labels), -1)
+                                             ).any(axis=1))[0])
+        raise ApiError(422, f"row {bad + 1}: the decision value overflows (feature values too "
+                            "large for this model's weights); scale the input",
+                       {"row": bad + 1})
     return PredictResponse(
         model_id=metadata.id,
         labels=[float(v) for v in labels],
@@ -108,14 +121,14 @@ def predict(session: Session, settings: Settings, model_id: str, body: bytes,
     )
 
 
-def export_model(session: Session, model_id: str, format: str | None) -> str:
+def export_model(session: Session, tenant_id: str, model_id: str, format: str | None) -> str:
     """The model file of the reference engine: LIBLINEAR's for linear models (their
     default), LIBSVM's for kernel models (theirs), or (`scale`) the svm-scale range file of
     a model trained with scale minmax; 422 for a format the model cannot take.
 
     A scaled model's file holds the model of the scaled features: scale the rows with the
     range file (`svm-scale -r`) before LIBSVM's or LIBLINEAR's predict."""
-    metadata = get_model(session, model_id)
+    metadata = get_model(session, tenant_id, model_id)
     wanted = format or ("libsvm" if metadata.kind == "kernel" else "liblinear")
     served = servable_model(session, model_id)
     pipeline = served if isinstance(served, Pipeline) else None

@@ -7,11 +7,15 @@ rows of one permutation go to test. Both parts keep the parent's row order and f
 count, record the parent, the seed, the fraction and whether they were stratified; the same
 seed always gives the same split. A part's `sha256` is that of its stored arrays (data,
 indices, indptr, y, in that order), and its `size_bytes` the size of its blob.
+
+Both parts belong to the parent's tenant and count against its limits (datasets, stored
+bytes) like uploads.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +23,11 @@ import scipy.sparse as sp
 from sqlalchemy.orm import Session
 
 from app.db import after_rollback
-from app.errors import ApiError
+from app.errors import ApiError, not_found
 from app.orm import Dataset, new_id
 from app.schemas import SplitCreate
-from app.services.datasets import get_dataset
+from app.services.datasets import check_quota, get_dataset
+from app.services.limits import lock_dataset, lock_tenant
 from app.settings import Settings
 from app.storage import load_dataset, save_dataset_arrays
 from solvers.params import label_key
@@ -40,12 +45,22 @@ def split_rows(y: np.ndarray, test_fraction: float, stratify: bool, seed: int) -
     return test
 
 
-def split_dataset(reader: Session, session: Session, settings: Settings, dataset_id: str,
-                  spec: SplitCreate) -> tuple[Dataset, Dataset]:
-    """Store the train and test parts of a dataset as two new datasets (blocking). The
-    parent is read with `reader`; the write session `session` only adds the two rows."""
-    parent = get_dataset(reader, dataset_id)
-    X, y = load_dataset(parent.blob_path, parent.features)
+def split_dataset(reader: Session, session: Session, settings: Settings, tenant_id: str,
+                  dataset_id: str, spec: SplitCreate) -> tuple[Dataset, Dataset]:
+    """Store the train and test parts of the tenant's dataset as two new datasets of the
+    tenant (blocking); 404 for another tenant's dataset, as for a missing one; 413 when the
+    two parts would exceed the tenant's limits (datasets, stored bytes), as for an upload.
+
+    The parent is read with `reader`, and both blobs are written before the write session
+    `session` takes a lock (on SQLite a write transaction blocks every other writer). Then,
+    as create_dataset and job submission do, the tenant's row is locked and the limits
+    checked, and the parent's row is locked: a parent deleted meanwhile is a 404, never a
+    foreign-key error. A refused or failed insert removes both blobs."""
+    parent = get_dataset(reader, tenant_id, dataset_id)
+    try:
+        X, y = load_dataset(parent.blob_path, parent.features)
+    except FileNotFoundError:  # deleted since it was read
+        raise not_found("dataset", dataset_id) from None
     test = split_rows(y, spec.test_fraction, spec.stratify, spec.seed)
     n_test = int(test.sum())
     if n_test == 0 or n_test == y.shape[0]:
@@ -53,15 +68,46 @@ def split_dataset(reader: Session, session: Session, settings: Settings, dataset
                             f"{'no' if n_test == 0 else 'every'} row in the test part; both "
                             "parts need at least one row",
                        {"field": "test_fraction"})
-    parts = []
-    for part, mask in (("train", ~test), ("test", test)):
-        parts.append(_store_part(session, settings, parent, X[mask], y[mask], part, spec))
-    session.flush()
-    return parts[0], parts[1]
+    stored: list[_Part] = []
+    try:
+        for part, mask in (("train", ~test), ("test", test)):
+            stored.append(_store_part(settings, part, X[mask], y[mask]))
+    except BaseException:
+        _remove(stored)
+        raise
+    after_rollback(session, lambda: _remove(stored))
+    try:
+        check_quota(session, settings, lock_tenant(session, tenant_id),
+                    sum(p.size for p in stored), datasets=2)
+        if lock_dataset(session, tenant_id, dataset_id) is None:
+            raise not_found("dataset", dataset_id)
+        train, test_part = [_add_row(session, tenant_id, parent, p, spec) for p in stored]
+        session.flush()
+    except BaseException:
+        _remove(stored)
+        raise
+    return train, test_part
 
 
-def _store_part(session: Session, settings: Settings, parent: Dataset, X: sp.csr_matrix,
-                y: np.ndarray, part: str, spec: SplitCreate) -> Dataset:
+@dataclass(frozen=True)
+class _Part:
+    """One part's arrays, written to blob storage under a new dataset id."""
+
+    dataset_id: str
+    part: str  # train | test
+    path: Path
+    size: int
+    sha256: str
+    nnz: int
+    y: np.ndarray
+
+
+def _remove(stored: list[_Part]) -> None:
+    for part in stored:
+        part.path.unlink(missing_ok=True)
+
+
+def _store_part(settings: Settings, part: str, X: sp.csr_matrix, y: np.ndarray) -> _Part:
     arrays: dict[str, np.ndarray] = {
               "data": np.ascontiguousarray(X.data, dtype=np.float64),
               "indices": np.ascontiguousarray(X.indices, dtype=np.int32),
@@ -71,16 +117,23 @@ def _store_part(session: Session, settings: Settings, parent: Dataset, X: sp.csr
     for name in ("data", "indices", "indptr", "y"):
         digest.update(arrays[name].tobytes())
     dataset_id = new_id()
-    path = save_dataset_arrays(settings.datasets_dir, dataset_id, arrays)
-    after_rollback(session, lambda: Path(path).unlink(missing_ok=True))
-    labels, counts = np.unique(y, return_counts=True)
+    path = Path(save_dataset_arrays(settings.datasets_dir, dataset_id, arrays))
+    return _Part(dataset_id, part, path, int(path.stat().st_size), digest.hexdigest(),
+                 int(X.nnz), y)
+
+
+def _add_row(session: Session, tenant_id: str, parent: Dataset, stored: _Part,
+             spec: SplitCreate) -> Dataset:
+    labels, counts = np.unique(stored.y, return_counts=True)
     dataset = Dataset(
-        id=dataset_id, name=f"{parent.name[:240]} ({part})", rows=int(y.shape[0]),
-        features=parent.features, nnz=int(X.nnz), labels=[float(v) for v in labels],
+        id=stored.dataset_id, tenant_id=tenant_id, name=f"{parent.name[:240]} ({stored.part})",
+        rows=int(stored.y.shape[0]), features=parent.features, nnz=stored.nnz,
+        labels=[float(v) for v in labels],
         class_counts={label_key(v): int(c) for v, c in zip(labels, counts, strict=True)},
-        sha256=digest.hexdigest(), size_bytes=int(Path(path).stat().st_size),
-        blob_path=str(path), parent_id=parent.id, split_part=part, split_seed=spec.seed,
-        split_test_fraction=spec.test_fraction, split_stratified=spec.stratify,
+        sha256=stored.sha256, size_bytes=stored.size, stored_bytes=stored.size,
+        blob_path=str(stored.path), parent_id=parent.id, split_part=stored.part,
+        split_seed=spec.seed, split_test_fraction=spec.test_fraction,
+        split_stratified=spec.stratify,
     )
     session.add(dataset)
     return dataset

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.support import data_file, embedded_settings, migrate
+from tests.support import bearer, data_file, embedded_settings, make_key, migrate
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def small_cap_client(tmp_path: Path):
     settings = embedded_settings(tmp_path / "home", max_upload_bytes=4096)
     settings.ensure_dirs()
     migrate(settings.database_url)
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(settings), headers=bearer(make_key(settings))) as test_client:
         yield test_client
 
 

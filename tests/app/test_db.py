@@ -15,19 +15,27 @@ import pytest
 from sqlalchemy import func, select
 
 from app.db import read_sessionmaker_for, session_scope, write_sessionmaker_for
-from app.orm import Dataset
+from app.orm import Dataset, Tenant
 from tests.support import migrate, postgres_schema
+
+TENANT = "t" * 32
 
 
 def _dataset(name: str) -> Dataset:
-    return Dataset(name=name, rows=1, features=1, nnz=1, labels=[1.0],
+    return Dataset(name=name, tenant_id=TENANT, rows=1, features=1, nnz=1, labels=[1.0],
                    class_counts={"1": 1}, sha256="0" * 64, size_bytes=1, blob_path="/none")
+
+
+def _migrate_with_tenant(url: str) -> None:
+    migrate(url)
+    with session_scope(url) as session:
+        session.add(Tenant(id=TENANT, name="test"))
 
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'hinge.sqlite'}"
-    migrate(url)
+    _migrate_with_tenant(url)
     return url
 
 
@@ -37,7 +45,7 @@ def database_url(request: pytest.FixtureRequest, sqlite_url: str) -> Iterator[st
         yield sqlite_url
         return
     with postgres_schema() as url:
-        migrate(url)
+        _migrate_with_tenant(url)
         yield url
 
 

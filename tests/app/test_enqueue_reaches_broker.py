@@ -17,7 +17,7 @@ from kombu import Connection
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import embedded_settings, migrate, require_redis
+from tests.support import bearer, embedded_settings, make_key, migrate, require_redis
 
 TRAIN_TASK = "hinge.train"  # the name workers/tasks.py registers
 
@@ -50,7 +50,8 @@ def broker_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
 
 def test_submitted_job_is_on_the_broker_queue(broker_settings: Settings,
                                              heart_bytes: bytes) -> None:
-    with TestClient(create_app(broker_settings)) as client:
+    with TestClient(create_app(broker_settings),
+                    headers=bearer(make_key(broker_settings))) as client:
         upload = client.post("/v1/datasets", files={"file": ("heart", heart_bytes)})
         assert upload.status_code == 201, upload.text
         job = client.post("/v1/jobs", json={"dataset_id": upload.json()["id"],
@@ -65,7 +66,8 @@ def test_submitted_job_is_on_the_broker_queue(broker_settings: Settings,
 
 
 def test_a_rejected_job_sends_nothing(broker_settings: Settings, heart_bytes: bytes) -> None:
-    with TestClient(create_app(broker_settings)) as client:
+    with TestClient(create_app(broker_settings),
+                    headers=bearer(make_key(broker_settings))) as client:
         upload = client.post("/v1/datasets", files={"file": ("heart", heart_bytes)})
         job = client.post("/v1/jobs", json={"dataset_id": upload.json()["id"],
                                             "solver": "dcd", "params": {"C": -1}})

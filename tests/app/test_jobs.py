@@ -189,12 +189,12 @@ def test_events_of_unknown_job_is_404_and_bad_last_event_id_is_422(
 
 def test_queue_limit_is_429(tmp_path, heart_bytes: bytes) -> None:
     from app.main import create_app
-    from tests.support import embedded_settings, migrate
+    from tests.support import bearer, embedded_settings, make_key, migrate
 
     settings = embedded_settings(tmp_path / "home", max_queued_jobs=2)
     settings.ensure_dirs()
     migrate(settings.database_url)
-    with TestClient(create_app(settings)) as limited:
+    with TestClient(create_app(settings), headers=bearer(make_key(settings))) as limited:
         dataset_id = limited.post("/v1/datasets", content=heart_bytes).json()["id"]
         for _ in range(2):
             assert limited.post("/v1/jobs", json={"dataset_id": dataset_id}).status_code == 202

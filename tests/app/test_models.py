@@ -12,7 +12,7 @@ from sklearn.datasets import load_svmlight_file
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import data_file, embedded_settings, migrate
+from tests.support import bearer, data_file, embedded_settings, make_key, migrate
 from workers.training import run_job
 
 
@@ -110,7 +110,7 @@ def test_too_many_rows_is_413(tmp_path: Path, heart_bytes: bytes) -> None:
     settings = embedded_settings(tmp_path / "home", max_predict_rows=5)
     settings.ensure_dirs()
     migrate(settings.database_url)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), headers=bearer(make_key(settings))) as client:
         dataset_id = client.post("/v1/datasets", content=heart_bytes).json()["id"]
         model = _train(client, settings, dataset_id)
         url = f"/v1/models/{model['id']}/predict"

@@ -30,7 +30,7 @@ from app.orm import Evaluation, utcnow
 from app.services.splits import split_rows
 from app.settings import Settings
 from app.sweep import sweep
-from tests.support import IN_CI, data_file
+from tests.support import IN_CI, bearer, data_file
 from workers.evaluation import run_evaluation
 from workers.training import run_job
 
@@ -319,8 +319,8 @@ def queued_settings(settings: Settings) -> Settings:
 
 
 def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, heart_id: str,
-                                                  heart_bytes: bytes) -> None:
-    with TestClient(create_app(queued_settings)) as client:
+                                                  heart_bytes: bytes, admin_key: str) -> None:
+    with TestClient(create_app(queued_settings), headers=bearer(admin_key)) as client:
         model = _train(client, queued_settings, heart_id, "smo", probability=True)
         created = client.post(f"/v1/models/{model['id']}/evaluations",
                               json={"dataset_id": heart_id})
@@ -337,8 +337,9 @@ def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, hea
 
 
 def test_the_sweep_requeues_a_lost_evaluation_then_fails_it(queued_settings: Settings,
-                                                            heart_id: str) -> None:
-    with TestClient(create_app(queued_settings)) as client:
+                                                            heart_id: str,
+                                                            admin_key: str) -> None:
+    with TestClient(create_app(queued_settings), headers=bearer(admin_key)) as client:
         model = _train(client, queued_settings, heart_id, "dcd")
         evaluation_id = client.post(f"/v1/models/{model['id']}/evaluations",
                                     json={"dataset_id": heart_id}).json()["id"]

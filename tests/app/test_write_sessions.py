@@ -28,7 +28,7 @@ from app.deps import get_write_session
 from app.main import create_app
 from app.orm import Dataset
 from app.settings import Settings
-from tests.support import embedded_settings, migrate, postgres_schema
+from tests.support import bearer, embedded_settings, make_key, migrate, postgres_schema
 from workers.training import run_job
 
 
@@ -104,7 +104,7 @@ def settings_on(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sett
 def watched(settings_on: Settings) -> Iterator[tuple[TestClient, AtResponseStart]]:
     observer = AtResponseStart(create_app(settings_on), settings_on)
     try:
-        with TestClient(observer) as client:
+        with TestClient(observer, headers=bearer(make_key(settings_on))) as client:
             yield client, observer
     finally:
         observer.engine.dispose()
@@ -183,7 +183,7 @@ def test_the_look_out_tells_a_commit_before_the_response_from_one_after(
     app = create_app(settings)
     _rename_route(app, Depends(get_write_session, scope=scope))  # type: ignore[arg-type]
     observer = AtResponseStart(app, settings)
-    with TestClient(observer) as client:
+    with TestClient(observer, headers=bearer(make_key(settings))) as client:
         dataset_id = client.post("/v1/datasets?name=heart", content=heart_bytes).json()["id"]
         assert client.post(f"/rename-probe/{dataset_id}").status_code == 200
         seen_at_response = observer.last

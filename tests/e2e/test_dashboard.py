@@ -87,7 +87,8 @@ def _log_tails(log_dir: Path, chars: int = 3000) -> str:
 class Page:
     """A browser page plus what it saw: console errors, CSP violations and dialogs."""
 
-    def __init__(self, browser: Any, base: str, viewport: dict[str, int]) -> None:
+    def __init__(self, browser: Any, base: str, viewport: dict[str, int],
+                 key: str | None = None) -> None:
         self.context = browser.new_context(viewport=viewport, base_url=base)
         self.page = self.context.new_page()
         self.page.set_default_timeout(30_000)
@@ -97,6 +98,16 @@ class Page:
         self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
         self.page.on("response", self._response)
         self.page.on("dialog", self._dialog)
+        if key is not None:
+            self.sign_in(key)
+
+    def sign_in(self, key: str) -> None:
+        """Through the sign-in page, as a person would."""
+        self.page.goto("/datasets")
+        self.page.wait_for_url(re.compile(r"/login\?next=%2Fdatasets$"))
+        self.page.fill("#key", key)
+        self.page.get_by_role("button", name="Sign in").click()
+        self.page.wait_for_url(re.compile(r"/datasets$"))
 
     def _console(self, message: Any) -> None:
         if message.type == "error":
@@ -124,12 +135,16 @@ class Page:
 
 @pytest.fixture
 def desktop(browser: Any, service: httpx.Client, service_logs: Path) -> Iterator[Page]:
-    page = Page(browser, str(service.base_url), DESKTOP)
+    page = Page(browser, str(service.base_url), DESKTOP, _key(service))
     yield page
     page.close()
     assert page.dialogs == [], page.dialogs
     # CSP violations, script errors and 5xx responses show up here.
     assert page.errors == [], f"{page.errors}\n{_log_tails(service_logs)}"
+
+
+def _key(service: httpx.Client) -> str:
+    return service.headers["Authorization"].removeprefix("Bearer ")
 
 
 def _upload(view: Page, path: Path, name: str) -> str:
@@ -370,7 +385,7 @@ def test_hostile_dataset_name_is_text_and_headers_are_strict(
 
 
 def test_every_page_fits_a_phone_screen(browser: Any, service: httpx.Client) -> None:
-    view = Page(browser, str(service.base_url), PHONE)
+    view = Page(browser, str(service.base_url), PHONE, _key(service))
     try:
         jobs = service.get("/v1/jobs").json()["data"]
         datasets = service.get("/v1/datasets").json()["data"]
@@ -392,6 +407,39 @@ def test_every_page_fits_a_phone_screen(browser: Any, service: httpx.Client) -> 
                     "() => document.getElementById('chart-empty').hidden"
                     " || !document.getElementById('chart-empty').textContent.includes('Load')")
             view.shot(f"phone-{name}")
+        assert view.errors == [], view.errors
+    finally:
+        view.close()
+
+
+def test_sign_in_session_cookie_csrf_and_sign_out(browser: Any, service: httpx.Client) -> None:
+    view = Page(browser, str(service.base_url), DESKTOP)
+    try:
+        page = view.page
+        page.goto("/")
+        page.wait_for_url(re.compile(r"/login\?next=%2F$"))
+        page.fill("#key", "hk_0123456789ab_not-a-real-key-at-all-xxxxxxxx")
+        page.get_by_role("button", name="Sign in").click()
+        assert page.locator("[role=alert]").inner_text() == "That key is not valid."
+        view.errors = [e for e in view.errors if "401" not in e]  # the refused sign-in
+        view.sign_in(_key(service))
+        cookie = next(c for c in view.context.cookies() if c["name"] == "hinge_session")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert _key(service) not in cookie["value"]
+        # The session may read; a change without the page's CSRF token is refused.
+        bare = page.evaluate("""async () => (await fetch('/v1/jobs', {method: 'POST',
+            headers: {'Content-Type': 'application/json'}, body: '{}'})).status""")
+        assert bare == 403
+        token = page.get_attribute("meta[name=csrf-token]", "content")
+        with_token = page.evaluate("""async (token) => (await fetch('/v1/jobs', {method: 'POST',
+            headers: {'Content-Type': 'application/json', 'X-CSRF-Token': token},
+            body: '{}'})).status""", token)
+        assert with_token == 422  # past authentication: the empty spec is invalid
+        view.errors = [e for e in view.errors if "403" not in e and "422" not in e]
+        page.get_by_role("button", name="Sign out").click()
+        page.wait_for_url(re.compile(r"/login$"))
+        page.goto("/models")
+        page.wait_for_url(re.compile(r"/login\?next=%2Fmodels$"))
         assert view.errors == [], view.errors
     finally:
         view.close()

@@ -279,7 +279,8 @@ def test_twenty_concurrent_writers_on_sqlite_never_see_a_lock(
     lock = threading.Lock()
 
     def write(index: int) -> None:
-        with httpx.Client(base_url=str(service.base_url), timeout=60) as own:
+        with httpx.Client(base_url=str(service.base_url), timeout=60,
+                          headers=service.headers) as own:
             for _ in range(3):
                 up = own.post(f"/v1/datasets?name=w{index}", content=heart_bytes)
                 job = own.post("/v1/jobs", json={"dataset_id": dataset_id,

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from app.settings import Settings
-from tests.support import embedded_settings, migrate, start_api
+from tests.support import bearer, embedded_settings, make_key, migrate, start_api
 
 # Far below SQLite's 30 s busy timeout: a request that waits for the lock fails the test.
 PROMPT = 10.0
@@ -37,7 +37,8 @@ def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Settings]]:
     migrate(settings.database_url)
     server, base = start_api(settings, tmp_path)
     try:
-        with httpx.Client(base_url=base, timeout=PROMPT) as client:
+        with httpx.Client(base_url=base, timeout=PROMPT,
+                          headers=bearer(make_key(settings))) as client:
             yield client, settings
     finally:
         server.stop()

@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from app.db import session_scope
 from app.job_status import JobStatus
-from app.orm import Dataset, Job, Model, new_id, utcnow
+from app.orm import Dataset, Job, Model, Tenant, new_id, utcnow
 from app.services import datasets as dataset_service
 from app.services import jobs as job_service
 from app.services.jobs import Claim
@@ -33,6 +33,9 @@ from workers.training import Heartbeat, ProgressRecorder, claim, finish, run_cla
 WORKER = "celery@test pid 1"
 
 
+TENANT = "t" * 32
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
     def configured(database_url: str = "") -> Settings:
@@ -40,6 +43,8 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setting
                                      job_lease_seconds=0.8)
         settings.ensure_dirs()
         migrate(settings.database_url)
+        with session_scope(settings.database_url) as session:
+            session.add(Tenant(id=TENANT, name="test"))
         return settings
 
     if request.param == "sqlite":
@@ -53,7 +58,7 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setting
 def heart(settings: Settings) -> str:
     parsed = load_svmlight(data_file("heart_scale.xz"))
     with session_scope(settings.database_url) as session:
-        return dataset_service.create_dataset(session, settings, parsed, "heart").id
+        return dataset_service.create_dataset(session, settings, TENANT, parsed, "heart").id
 
 
 def _queued_job(settings: Settings, dataset_id: str | None, solver: str = "dcd",
@@ -61,7 +66,7 @@ def _queued_job(settings: Settings, dataset_id: str | None, solver: str = "dcd",
     now = utcnow()
     job_id = new_id()
     with session_scope(settings.database_url) as session:
-        session.add(Job(id=job_id, dataset_id=dataset_id, solver=solver,
+        session.add(Job(id=job_id, tenant_id=TENANT, dataset_id=dataset_id, solver=solver,
                         params={"eps": 0.1, **params}, status=JobStatus.QUEUED,
                         attempt=0, cancel_requested=False, queued_at=now,
                         status_history=[job_service.history_entry(JobStatus.QUEUED, now)]))
@@ -108,9 +113,9 @@ def test_a_claim_runs_the_next_attempt_and_a_second_delivery_gets_nothing(
 ) -> None:
     job_id = _queued_job(settings, heart, C=2.0)
     with session_scope(settings.database_url) as session:
-        blob_path = dataset_service.get_dataset(session, heart).blob_path
+        blob_path = dataset_service.get_dataset(session, TENANT, heart).blob_path
     assert claim(settings, job_id, WORKER) == Claim(
-        job_id=job_id, attempt=1, solver="dcd", params={"eps": 0.1, "C": 2.0},
+        job_id=job_id, tenant_id=TENANT, attempt=1, solver="dcd", params={"eps": 0.1, "C": 2.0},
         dataset_id=heart, dataset_name="heart", blob_path=blob_path, features=13)
     assert claim(settings, job_id, "celery@other pid 2") is None  # duplicate delivery
     job = _job(settings, job_id)
@@ -124,7 +129,7 @@ def test_nothing_to_claim_for_a_missing_or_cancelled_job(settings: Settings,
     assert claim(settings, new_id(), WORKER) is None
     job_id = _queued_job(settings, heart)
     with session_scope(settings.database_url) as session:
-        job_service.cancel(session, settings, job_id)
+        job_service.cancel(session, settings, TENANT, job_id)
     assert claim(settings, job_id, WORKER) is None
     assert run_claimed(settings, job_id, None) == "skipped"
     assert _job(settings, job_id).status == JobStatus.CANCELLED
@@ -160,7 +165,7 @@ def test_progress_counts_only_while_the_attempt_holds_the_job(settings: Settings
     assert job.progress is not None and job.progress["iteration"] == 1
 
     with session_scope(settings.database_url) as session:
-        job_service.cancel(session, settings, job_id)
+        job_service.cancel(session, settings, TENANT, job_id)
     assert recorder(_progress(2)) is True  # a cancel was requested: stop
 
     second = _requeue_and_claim_again(settings, job_id)
@@ -249,7 +254,7 @@ def test_a_cancelled_fit_ends_cancelled_without_a_model(settings: Settings,
     job_id = _queued_job(settings, heart, C=1000.0, eps=1e-9, max_iter=1_000_000)
     claimed = _claimed(settings, job_id)
     with session_scope(settings.database_url) as session:
-        job_service.cancel(session, settings, job_id)
+        job_service.cancel(session, settings, TENANT, job_id)
     recorder = ProgressRecorder(settings, job_id, claimed.attempt, 1e-9)
     X, y, result = _fit(settings, claimed, progress=recorder)
     assert result.exit_reason == "cancelled"

@@ -19,9 +19,16 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** The CSRF token of this page's session: sent with every request that changes something. */
+export function csrfToken() {
+  const meta = document.querySelector('meta[name="csrf-token"]');
+  return meta ? meta.getAttribute("content") : "";
+}
+
 /** JSON API call: {ok, status, data}; data is the parsed body (or null). Never throws on HTTP errors. */
 export async function api(method, url, body, headers = {}) {
   const init = { method, headers: { Accept: "application/json", ...headers } };
+  if (method !== "GET" && method !== "HEAD") init.headers["X-CSRF-Token"] = csrfToken();
   if (body !== undefined) {
     if (typeof body === "string") {
       init.body = body;

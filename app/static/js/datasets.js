@@ -1,5 +1,5 @@
 // Datasets page: upload with progress (XMLHttpRequest, multipart `file` + `name`) and delete.
-import { api, errorMessage, fmtBytes, fmtInt, show, timeElement } from "./common.js";
+import { api, csrfToken, errorMessage, fmtBytes, fmtInt, show, timeElement } from "./common.js";
 
 const $ = (id) => document.getElementById(id);
 const form = $("upload-form");
@@ -81,6 +81,7 @@ form.addEventListener("submit", (event) => {
   const xhr = new XMLHttpRequest();
   xhr.open("POST", "/v1/datasets");
   xhr.setRequestHeader("Accept", "application/json");
+  xhr.setRequestHeader("X-CSRF-Token", csrfToken());
   xhr.upload.addEventListener("progress", (e) => {
     if (e.lengthComputable) setProgress(e.loaded / e.total);
   });

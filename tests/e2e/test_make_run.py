@@ -1,0 +1,85 @@
+"""`make run` (python -m app.run) on a fresh home: it prints the first admin key once, the
+API answers with it (and refuses without it), and when the Celery worker is killed with
+SIGKILL the API keeps serving and a new worker trains the next job."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from tests.support import REPO, child_pids, free_port, wait_for_job
+
+KEY = re.compile(rb"hk_[0-9a-f]{12}_[A-Za-z0-9_\-]{20,}")
+
+
+def _cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ""
+
+
+def _worker_pid(run_pid: int) -> int | None:
+    return next((p for p in child_pids(run_pid) if "celery" in _cmdline(p)), None)
+
+
+def _wait(predicate: object, timeout: float, what: str) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()  # type: ignore[operator]
+        if value:
+            return value
+        time.sleep(0.2)
+    raise TimeoutError(what)
+
+
+def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
+                                                             heart_bytes: bytes) -> None:
+    port = free_port()
+    env = dict(os.environ, HINGE_HOME=str(tmp_path / "home"), HINGE_PORT=str(port),
+               HINGE_QUEUE=f"hinge.test.{uuid.uuid4().hex[:8]}", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        run = subprocess.Popen([sys.executable, "-m", "app.run"], cwd=REPO, env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        match = _wait(lambda: KEY.search(log_path.read_bytes()), 60, "no key printed")
+        key = match.group(0).decode()  # type: ignore[attr-defined]
+
+        def healthy() -> bool:
+            with contextlib.suppress(httpx.HTTPError):
+                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+            return False
+
+        _wait(healthy, 60, "the API did not start")
+        assert httpx.get(f"{base}/v1/datasets").status_code == 401
+        with httpx.Client(base_url=base, timeout=60,
+                          headers={"Authorization": f"Bearer {key}"}) as client:
+            assert client.get("/v1/datasets").status_code == 200
+            worker = _wait(lambda: _worker_pid(run.pid), 60, "no worker")
+            _wait(lambda: b"ready." in log_path.read_bytes(), 120, "worker not ready")
+            os.kill(int(worker), signal.SIGKILL)  # type: ignore[call-overload]
+            assert healthy()
+            replaced = _wait(lambda: (_worker_pid(run.pid) or worker) != worker, 30,
+                             "the worker was not restarted")
+            assert replaced and healthy()
+            dataset = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+            job = client.post("/v1/jobs", json={"dataset_id": dataset}).json()["id"]
+            assert wait_for_job(client.get, job, timeout=120)["status"] == "succeeded"
+        assert log_path.read_bytes().count(b"hk_") == 1  # printed once
+    finally:
+        os.killpg(run.pid, signal.SIGTERM)
+        try:
+            run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
