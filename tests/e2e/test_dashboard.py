@@ -241,7 +241,8 @@ def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Clie
     # Job detail: the status arrives over SSE, then the result and the model link.
     _wait_for_status(desktop, service, job_id, "succeeded", timeout_ms=60_000)
     assert page.locator("#job-status-line").inner_text().strip().endswith("succeeded")
-    assert "%" in page.locator("#job-result").inner_text()
+    # the result box is filled by a fetch the terminal status event starts: wait for it
+    page.wait_for_selector("#job-result >> text=%", timeout=30_000)
     assert page.locator("#cancel-job").is_hidden()
     desktop.shot("job-succeeded")
 
