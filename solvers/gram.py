@@ -23,9 +23,9 @@ s >= 0 of a <= U (none where U = inf), infeasible start a = U/2 (l1) or a = 1/ma
 
 Stop rule: a is strictly inside the box, so it is dual feasible, and with the margins
 m = Qa (Q = Qbar - diag(D)) and ||w(a)||^2 = a'Qa the primal P(w(a)) and the dual value
--D(a) cost O(n^2) per iteration: converged when (P - (-D)) / P <= eps (a relative gap;
+-D(a) cost O(n^2) per iteration: converged when (P - (-D)) / P <= min(eps, tol / 10);
 the fit's tol then decides `converged` from the certificate recomputed at the returned
-w, solvers/certificate.py). "stalled" when the Newton system can no longer be solved or
+w (solvers/certificate.py). "stalled" when the Newton system can no longer be solved or
 a step makes no progress; max_iter counts interior-point iterations. Limits, progress
 and cancellation act between iterations (one iteration: one Cholesky, n^3 / 3 flops,
 about 0.02 s at n = 1000 and 2 s at n = 5000, BLAS on one thread).
@@ -75,11 +75,8 @@ def objectives(Q: np.ndarray, upper: np.ndarray, diag: np.ndarray, alpha: np.nda
     m = Q @ alpha
     quad = float(alpha @ m)
     slack = np.maximum(0.0, 1.0 - m)
-    finite = np.isfinite(upper)
-    if np.all(finite):  # l1: C_i = U_i
-        loss = float(upper @ slack)
-    else:  # l2: C_i = 1 / (2 D_ii)
-        loss = float(np.sum(slack * slack / (2.0 * diag)))
+    l1 = bool(np.all(np.isfinite(upper)))  # l1: C_i = U_i; l2: C_i = 1 / (2 D_ii)
+    loss = float(upper @ slack) if l1 else float(np.sum(slack * slack / (2.0 * diag)))
     return 0.5 * quad + loss, float(alpha.sum()) - 0.5 * quad - 0.5 * float(
         diag @ (alpha * alpha))
 
@@ -175,7 +172,9 @@ def _solve(problem: LinearProblem, params: dict[str, Any], monitor: ProgressMoni
     if n > MAX_ROWS:
         raise ValueError(f"gram holds the {n}x{n} Gram matrix; it takes at most "
                          f"{MAX_ROWS} examples: use dcd or ocas")
-    eps, max_iter = float(params["eps"]), int(params["max_iter"])
+    # the stop rule's gap at most tol / 10: the certificate at w must then hold
+    eps = min(float(params["eps"]), float(params["tol"]) / 10.0)
+    max_iter = int(params["max_iter"])
     upper, diag = dual_box(problem.cost, loss)
     Q = gram_matrix(problem)
     H = Q.copy()
