@@ -121,7 +121,9 @@ def test_auto_rule() -> None:
     assert choose(dense, "l2", 1.0, "augment")[0] == "tron"
     assert choose(dense, "l1", 1.0, None)[0] == "ocas"
     assert choose(raw, "l2", 1.0, "augment")[0] == "newton"
-    assert choose(raw, "l1", 1.0, "augment")[0] == "dcd"
+    assert choose(raw, "l1", 1.0, "augment")[0] == "gram"
+    big_raw = DataShape(n=8124, d=112, nnz=170_000, max_abs=900.0)
+    assert choose(big_raw, "l1", 1.0, "augment")[0] == "dcd"
     assert "unscaled" in choose(raw, "l1", 1.0, "augment")[1]
 
 
