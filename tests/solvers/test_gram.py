@@ -28,8 +28,10 @@ def suboptimality(X: Any, y: np.ndarray, loss: str, C: float = 1.0, bias: str = 
     scale = 1.0 if bias == "augment" else None
     best = certified_optimum(X, y, C, loss, bias if bias == "augment" else None,
                              bias_scale=scale, class_weight=class_weight).primal
-    result = fit(X, y, solver=extra.pop("solver", "gram"), C=C, loss=loss, bias=bias,
-                 class_weight=class_weight, **extra)
+    solver = extra.pop("solver", "gram")
+    if solver != "ocas":  # ocas: hinge loss only, no loss parameter
+        extra["loss"] = loss
+    result = fit(X, y, solver=solver, C=C, bias=bias, class_weight=class_weight, **extra)
     primal = primal_value(X, y, result.coef[0], float(result.intercept[0]), C=C, loss=loss,
                           bias=bias if bias == "augment" else None, bias_scale=scale,
                           class_weight=class_weight)
@@ -147,3 +149,12 @@ def test_too_many_rows_is_refused() -> None:
     y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
     with pytest.raises(ValueError, match="at most"):
         fit(X, y, solver="gram")
+
+
+def test_ocas_that_stops_uncertified_on_few_rows_hands_over_to_gram() -> None:
+    X, y = load_case("heart_scale-x1")
+    subopt, result = suboptimality(X, y, "l1", solver="ocas", max_iter=3)
+    assert [(s["solver"], s["exit"]) for s in result.path] == [
+        ("ocas", "max_iter"), ("gram", "converged")]
+    assert "few examples" in result.path[1]["reason"]
+    assert result.converged and subopt <= TOL, (subopt, result.path)
