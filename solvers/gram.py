@@ -59,7 +59,7 @@ def gram_matrix(problem: LinearProblem) -> np.ndarray:
         Q = dense @ dense.T  # BLAS
     else:
         Q = np.asarray((matrix @ matrix.T).todense())
-    Q = np.array(Q, dtype=np.float64)
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
     Q += problem.bias_scale * problem.bias_scale
     Q *= problem.y[:, None]
     Q *= problem.y[None, :]
@@ -69,10 +69,10 @@ def gram_matrix(problem: LinearProblem) -> np.ndarray:
     return Q
 
 
-def objectives(Q: np.ndarray, upper: np.ndarray, diag: np.ndarray, alpha: np.ndarray
+def objectives(H: np.ndarray, upper: np.ndarray, diag: np.ndarray, alpha: np.ndarray
                ) -> tuple[float, float]:
-    """(P(w(a)), -D(a)) from Q = diag(y) Z Z' diag(y): margins m = Qa, ||w||^2 = a'Qa."""
-    m = Q @ alpha
+    """(P(w(a)), -D(a)) from Qbar = H = Q + diag(D): margins m = Qa, ||w||^2 = a'Qa."""
+    m = H @ alpha - diag * alpha
     quad = float(alpha @ m)
     slack = np.maximum(0.0, 1.0 - m)
     l1 = bool(np.all(np.isfinite(upper)))  # l1: C_i = U_i; l2: C_i = 1 / (2 D_ii)
@@ -116,7 +116,7 @@ class _InteriorPoint:
         K = H.copy()
         K[np.diag_indices_from(K)] += z / a + np.where(f, s / v, 0.0)
         try:
-            factor = scipy.linalg.cho_factor(K, check_finite=True)
+            factor = scipy.linalg.cho_factor(K, overwrite_a=True, check_finite=True)
         except (np.linalg.LinAlgError, ValueError):
             return False
 
@@ -147,7 +147,9 @@ class _InteriorPoint:
                 tp * float(np.max(np.abs(da), initial=0.0)) == 0.0 and td == 0.0):
             return False
         self.a = np.where(f, np.clip(a + tp * da, 0.0, self.u), np.maximum(a + tp * da, 0.0))
-        self.a = np.where(self.a > 0.0, self.a, a * 1e-3)  # stay strictly inside
+        # stay strictly inside the box (rounding may land a step on a bound)
+        self.a = np.where(self.a > 0.0, self.a, a * 1e-3)
+        self.a = np.where(f & (self.a >= self.u), self.u - 1e-3 * v, self.a)
         self.z = z + td * dz
         self.s = np.where(f, s + td * ds, 0.0)
         return True
@@ -176,14 +178,13 @@ def _solve(problem: LinearProblem, params: dict[str, Any], monitor: ProgressMoni
     eps = min(float(params["eps"]), float(params["tol"]) / 10.0)
     max_iter = int(params["max_iter"])
     upper, diag = dual_box(problem.cost, loss)
-    Q = gram_matrix(problem)
-    H = Q.copy()
+    H = gram_matrix(problem)  # Qbar, in place: n^2 doubles, one more per Cholesky
     H[np.diag_indices_from(H)] += diag
     ipm = _InteriorPoint(H, upper)
     t_iterate = time.perf_counter()
     exit_reason, iteration, primal, dual = "max_iter", 0, math.inf, -math.inf
     while True:
-        primal, dual = objectives(Q, upper, diag, ipm.a)
+        primal, dual = objectives(H, upper, diag, ipm.a)
         if not (math.isfinite(primal) and math.isfinite(dual)):
             exit_reason = "numerical_error"
             break
