@@ -158,8 +158,8 @@ def test_full_size_and_madelon(name: str, label: str) -> None:
     X, y = load_case(name) if name.endswith(("x3", ".t")) else load_dataset(name)
     subopt, result = suboptimality(X, binary_labels(y), label, max_seconds=120.0)
     check_honest(label, subopt, result)
-    if label == "auto l2":
-        assert result.converged and subopt <= TOL
+    if label == "auto l2" or (label == "auto l1" and name == "madelon.t"):  # l1: gram
+        assert result.converged and subopt <= TOL, (label, subopt, result.path)
 
 
 def test_progress_of_a_path_counts_iterations_from_its_start() -> None:
