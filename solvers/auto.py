@@ -16,6 +16,7 @@ DENSE = 0.05  # fraction of nonzeros
 LARGE_C = 100.0
 UNSCALED = 10.0  # largest |x_ij| over the data; LIBSVM-scaled sets have <= 1
 NEWTON_MAX_WEIGHTS = 2000  # solvers.dense_newton.MAX_WEIGHTS
+GRAM_MAX_ROWS = 2000  # gram's Cholesky of n x n: ~0.3 s per iteration at 2000 (one core)
 
 RULE = (
     "auto picks a solver from the data's shape, the loss and C, then the fallback rule "
@@ -23,8 +24,9 @@ RULE = (
     "(tron for l2, ocas for l1), indifferent to feature scaling, when: C >= "
     f"{LARGE_C:g} (the dual CD needs many sweeps), or the largest |x_ij| exceeds "
     f"{UNSCALED:g} (unscaled features: the dual CD stalls; l2 with at most "
-    f"{NEWTON_MAX_WEIGHTS} weights: newton, exact Newton steps; l1: dcd, whose w then "
-    "warm-starts ocas), or the data are dense "
+    f"{NEWTON_MAX_WEIGHTS} weights: newton, exact Newton steps; l1 with at most "
+    f"{GRAM_MAX_ROWS} examples: gram, an interior-point method on the dual's Gram "
+    "matrix; other l1: dcd, whose w then warm-starts ocas), or the data are dense "
     f"(density >= {DENSE:g}) and low-dimensional (d <= {LOW_DIMENSIONAL}) with n >= d "
     "(few features and many examples: a Newton step or a cutting plane costs one pass). "
     "Otherwise (sparse or high-dimensional, scaled) dcd, LIBLINEAR's default dual "
@@ -53,6 +55,9 @@ def choose(shape: DataShape, loss: str, C: float, bias: str | None) -> tuple[str
     if C >= LARGE_C:
         return primal, f"large C ({facts}): the dual CD needs many sweeps"
     if shape.max_abs > UNSCALED:
+        if loss == "l1" and shape.n <= GRAM_MAX_ROWS:  # madelon.t: dcd -> ocas crawls
+            return "gram", (f"unscaled features, few examples ({facts}): gram, an "
+                            "interior-point method on the dual, indifferent to scaling")
         if loss == "l1":  # ocas from a stalled dual CD's w beats a cold ocas (mushrooms-x5)
             return "dcd", (f"unscaled features ({facts}): dcd, then ocas from its w when "
                            "it stalls")

@@ -19,6 +19,9 @@ The rule (`next_step`), as LIBLINEAR switches -s 1 to -s 2 at its sweep limit:
   its eps is the fit's tol, the same relative gap;
 - tron at max_iter or stalled, with at most 2000 weights: newton (exact Newton steps,
   solvers/dense_newton.py), which TRON's conjugate gradient cannot match on unscaled data;
+- ocas at max_iter or stalled, with at most GRAM_MAX_ROWS examples: gram (an interior-
+  point method on the dual's Gram matrix, solvers/gram.py), indifferent to the scaling
+  that makes cutting planes crawl (unscaled madelon);
 - tron, ocas that stopped by their own rule but are not certified: the same solver again
   from w with eps / 10 (tron's eps bounds the gradient relative to ||grad P(0)||, ocas's
   the gap of its reduced problem);
@@ -44,6 +47,7 @@ MIN_EPS = 1e-12  # continuation stops tightening below this
 _FINAL = ("max_seconds", "cancelled", "numerical_error")
 _WARM = ("tron", "ocas")  # solvers continued with a smaller eps
 NEWTON_MAX_WEIGHTS = 2000  # solvers.dense_newton.MAX_WEIGHTS
+GRAM_MAX_ROWS = 2000  # solvers.auto.GRAM_MAX_ROWS (gram takes up to solvers.gram.MAX_ROWS)
 
 
 def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str, Any],
@@ -63,6 +67,11 @@ def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str
             params.get("n_weights", 0) <= NEWTON_MAX_WEIGHTS):
         return "newton", {}, (f"tron stopped at {exit_reason} without a certificate; "
                               "few weights: exact Newton steps")
+    if solver == "ocas" and exit_reason in ("max_iter", "stalled") and (
+            params.get("n_rows", GRAM_MAX_ROWS + 1) <= GRAM_MAX_ROWS):
+        return "gram", {"loss": loss}, (f"ocas stopped at {exit_reason} without a "
+                                        "certificate; few examples: interior point on "
+                                        "the dual's Gram matrix")
     if solver in _WARM and exit_reason in ("converged", "stalled") and (
             solver != "tron" or exit_reason == "converged"):
         eps = float(params["eps"]) / 10.0
@@ -98,8 +107,8 @@ def solve_certified(
                      "relative_gap": certificate.relative_gap, "reason": reason})
         if certificate.holds(tol) or len(path) >= MAX_STEPS:
             break
-        step = next_step(solver, loss, solution, {**params, "n_weights": problem.n_weights},
-                         tol)
+        step = next_step(solver, loss, solution, {**params, "n_weights": problem.n_weights,
+                                                  "n_rows": problem.X.n_rows}, tol)
         if step is None:
             break
         following, overrides, reason = step

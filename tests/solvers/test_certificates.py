@@ -127,7 +127,9 @@ def test_auto_rule() -> None:
     assert choose(dense, "l2", 1.0, "augment")[0] == "tron"
     assert choose(dense, "l1", 1.0, None)[0] == "ocas"
     assert choose(raw, "l2", 1.0, "augment")[0] == "newton"
-    assert choose(raw, "l1", 1.0, "augment")[0] == "dcd"
+    assert choose(raw, "l1", 1.0, "augment")[0] == "gram"
+    big_raw = DataShape(n=8124, d=112, nnz=170_000, max_abs=900.0)
+    assert choose(big_raw, "l1", 1.0, "augment")[0] == "dcd"
     assert "unscaled" in choose(raw, "l1", 1.0, "augment")[1]
 
 
@@ -162,8 +164,8 @@ def test_full_size_and_madelon(name: str, label: str) -> None:
     X, y = load_case(name) if name.endswith(("x3", ".t")) else load_dataset(name)
     subopt, result = suboptimality(X, binary_labels(y), label, max_seconds=120.0)
     check_honest(label, subopt, result)
-    if label == "auto l2":
-        assert result.converged and subopt <= TOL
+    if label == "auto l2" or (label == "auto l1" and name == "madelon.t"):  # l1: gram
+        assert result.converged and subopt <= TOL, (label, subopt, result.path)
 
 
 def test_progress_of_a_path_counts_iterations_from_its_start() -> None:
