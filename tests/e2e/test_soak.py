@@ -348,7 +348,9 @@ def _p95(values: list[float]) -> float:
 @pytest.mark.postgres
 @pytest.mark.redis
 @pytest.mark.timeout(int(SOAK_SECONDS + 4 * JOB_TIMEOUT + GRACE + 600))  # not the 300 s default
-def test_soak_four_tenants_no_5xx_no_lost_or_duplicated_jobs(tmp_path: Path) -> None:
+def test_soak_four_tenants_no_5xx_no_lost_or_duplicated_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lines = {"heart": _svmlight_lines("heart_scale.xz"),
              "breast": _svmlight_lines("breast-cancer_scale.xz")}
     redis_url = require_redis()
@@ -415,16 +417,20 @@ def test_soak_four_tenants_no_5xx_no_lost_or_duplicated_jobs(tmp_path: Path) -> 
     counts = collections.Counter[str]()
     for c in clients:
         counts.update(c.counts)
-    print(f"\nsoak: {soaked:.0f} s, {TENANTS} tenants, {WORKERS} workers, "
-          f"{sum(statuses.values())} requests, p95 latency "
-          f"{_p95(recorder.latencies) * 1000:.0f} ms")
-    print(f"statuses: {dict(sorted(statuses.items()))}; 429 by tenant: "
-          f"{dict(recorder.rate_limited)}")
-    print(f"jobs by final status: {dict(final_statuses)}; actions: {dict(sorted(counts.items()))}")
-    for route, counter in sorted(recorder.statuses.items()):
-        print(f"  {route}: {dict(sorted(counter.items()))}")
-    for problem in problems[:20]:
-        print(f"  problem: {problem}")
+    summary = [
+        f"soak: {soaked:.0f} s, {TENANTS} tenants, {WORKERS} workers, "
+        f"{sum(statuses.values())} requests, p95 latency "
+        f"{_p95(recorder.latencies) * 1000:.0f} ms",
+        f"statuses: {dict(sorted(statuses.items()))}; 429 by tenant: "
+        f"{dict(recorder.rate_limited)}",
+        f"jobs by final status: {dict(final_statuses)}; "
+        f"actions: {dict(sorted(counts.items()))}",
+        *(f"  {route}: {dict(sorted(answers.items()))}"
+          for route, answers in sorted(recorder.statuses.items())),
+        *(f"  problem: {problem}" for problem in problems[:20]),
+    ]
+    with capsys.disabled():  # shown by `make test-slow` too, passed or failed
+        print("\n" + "\n".join(summary))
 
     assert recorder.server_errors == []
     assert recorder.transport_errors == []
