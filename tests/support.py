@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app.settings import Settings
 from testkit.paths import DATA_DIR as SHARED_DATA  # ../shared/data, or $HINGE_SHARED_DATA
 from testkit.paths import REPO
 from testkit.service import (
@@ -33,10 +36,10 @@ from testkit.service import (
 )
 
 __all__ = [
-    "IN_CI", "POSTGRES_URL", "REDIS_URL", "REPO", "SHARED_DATA", "ServiceProcess", "bearer",
-    "child_pids", "data_file", "downgrade", "embedded_settings", "free_port", "make_key",
-    "migrate", "postgres_schema",
-    "require_redis", "running_service", "settings_env", "start_api", "start_worker",
+    "BACKENDS", "IN_CI", "POSTGRES_URL", "REDIS_URL", "REPO", "SHARED_DATA", "ServiceProcess",
+    "bearer", "child_pids", "data_file", "downgrade", "embedded_settings", "free_port",
+    "make_key", "migrate", "migrated_settings", "postgres_schema", "require_redis",
+    "running_service", "settings_env", "sqlite_write_lock_error", "start_api", "start_worker",
     "unavailable", "wait_for_job",
 ]
 
@@ -93,3 +96,37 @@ def require_redis() -> str:
     except Exception as exc:
         unavailable(f"Redis at {REDIS_URL}", exc)
     return REDIS_URL
+
+
+# the two database backends of the tests, as a fixture parameter list
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@contextlib.contextmanager
+def migrated_settings(backend: str, home: Path, **overrides: Any) -> Iterator[Settings]:
+    """Embedded settings in `home` on a SQLite file or a fresh PostgreSQL schema, migrated."""
+    def configured(database_url: str = "") -> Settings:
+        settings = embedded_settings(home, database_url=database_url, **overrides)
+        settings.ensure_dirs()
+        migrate(settings.database_url)
+        return settings
+
+    if backend == "sqlite":
+        yield configured()
+    else:
+        with postgres_schema() as url:
+            yield configured(url)
+
+
+def sqlite_write_lock_error(url: str) -> str | None:
+    """BEGIN IMMEDIATE from another connection without waiting: None, or SQLite's error."""
+    connection = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0,
+                                 isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("ROLLBACK")
+        return None
+    except sqlite3.OperationalError as exc:
+        return str(exc)
+    finally:
+        connection.close()

@@ -16,26 +16,22 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import bearer, embedded_settings, make_key, migrate, postgres_schema
+from tests.support import (
+    BACKENDS,
+    bearer,
+    make_key,
+    migrated_settings,
+)
 from workers.training import run_job
 
 RACE_ROUNDS = 12
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
-    def configured(database_url: str = "") -> Settings:
-        settings = embedded_settings(tmp_path / "home", database_url=database_url,
-                                     rate_per_second=0, max_queued_jobs=5)
-        settings.ensure_dirs()
-        migrate(settings.database_url)
-        return settings
-
-    if request.param == "sqlite":
-        yield configured()
-    else:
-        with postgres_schema() as url:
-            yield configured(url)
+    with migrated_settings(request.param, tmp_path / "home", rate_per_second=0,
+                           max_queued_jobs=5) as settings:
+        yield settings
 
 
 @pytest.fixture

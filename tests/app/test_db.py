@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from app.db import read_sessionmaker_for, session_scope, write_sessionmaker_for
 from app.orm import Dataset, Tenant
-from tests.support import migrate, postgres_schema
+from tests.support import migrate, postgres_schema, sqlite_write_lock_error
 
 TENANT = "t" * 32
 
@@ -49,18 +49,6 @@ def database_url(request: pytest.FixtureRequest, sqlite_url: str) -> Iterator[st
         yield url
 
 
-def _try_write_lock(url: str) -> str | None:
-    """BEGIN IMMEDIATE from another connection without waiting: None, or SQLite's error."""
-    connection = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0,
-                                 isolation_level=None)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute("ROLLBACK")
-        return None
-    except sqlite3.OperationalError as exc:
-        return str(exc)
-    finally:
-        connection.close()
 
 
 def test_an_open_read_session_leaves_the_write_lock_free(sqlite_url: str) -> None:
@@ -69,15 +57,15 @@ def test_an_open_read_session_leaves_the_write_lock_free(sqlite_url: str) -> Non
     with read_sessionmaker_for(sqlite_url)() as session:
         assert session.scalar(select(func.count()).select_from(Dataset)) == 1
         assert session.in_transaction()
-        assert _try_write_lock(sqlite_url) is None
+        assert sqlite_write_lock_error(sqlite_url) is None
 
 
 def test_an_open_write_session_holds_the_write_lock(sqlite_url: str) -> None:
     with write_sessionmaker_for(sqlite_url)() as session:
         session.scalar(select(func.count()).select_from(Dataset))
-        assert _try_write_lock(sqlite_url) == "database is locked"
+        assert sqlite_write_lock_error(sqlite_url) == "database is locked"
         session.commit()
-        assert _try_write_lock(sqlite_url) is None
+        assert sqlite_write_lock_error(sqlite_url) is None
 
 
 def test_a_read_session_reads_while_another_connection_writes(sqlite_url: str) -> None:

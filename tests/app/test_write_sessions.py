@@ -12,7 +12,6 @@ holds the lock and its change is not visible yet.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,24 +27,21 @@ from app.deps import get_write_session
 from app.main import create_app
 from app.orm import Dataset
 from app.settings import Settings
-from tests.support import bearer, embedded_settings, make_key, migrate, postgres_schema
+from tests.support import (
+    BACKENDS,
+    bearer,
+    embedded_settings,
+    make_key,
+    migrate,
+    migrated_settings,
+    sqlite_write_lock_error,
+)
 from workers.training import run_job
 
 
 def _write_lock_error(database_url: str) -> str | None:
-    """BEGIN IMMEDIATE from another connection without waiting: None, or SQLite's error."""
-    if not database_url.startswith("sqlite"):
-        return None
-    connection = sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=0,
-                                 isolation_level=None)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute("ROLLBACK")
-        return None
-    except sqlite3.OperationalError as exc:
-        return str(exc)
-    finally:
-        connection.close()
+    """None on PostgreSQL; on SQLite, whether another connection could take the write lock."""
+    return sqlite_write_lock_error(database_url) if database_url.startswith("sqlite") else None
 
 
 class AtResponseStart:
@@ -85,19 +81,10 @@ class AtResponseStart:
         return self.seen[-1]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def settings_on(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
-    def configured(database_url: str = "") -> Settings:
-        settings = embedded_settings(tmp_path / "home", database_url=database_url)
-        settings.ensure_dirs()
-        migrate(settings.database_url)
-        return settings
-
-    if request.param == "sqlite":
-        yield configured()
-    else:
-        with postgres_schema() as url:
-            yield configured(url)
+    with migrated_settings(request.param, tmp_path / "home") as settings:
+        yield settings
 
 
 @pytest.fixture

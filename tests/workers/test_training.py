@@ -27,7 +27,7 @@ from app.services.jobs import Claim
 from app.settings import Settings
 from app.storage import load_dataset
 from solvers.svmlight import load_svmlight
-from tests.support import data_file, embedded_settings, migrate, postgres_schema
+from tests.support import BACKENDS, data_file, migrated_settings
 from workers.training import Heartbeat, ProgressRecorder, claim, finish, run_claimed
 
 WORKER = "celery@test pid 1"
@@ -36,22 +36,13 @@ WORKER = "celery@test pid 1"
 TENANT = "t" * 32
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
-    def configured(database_url: str = "") -> Settings:
-        settings = embedded_settings(tmp_path / "home", database_url=database_url,
-                                     job_lease_seconds=0.8)
-        settings.ensure_dirs()
-        migrate(settings.database_url)
-        with session_scope(settings.database_url) as session:
+    with migrated_settings(request.param, tmp_path / "home",
+                           job_lease_seconds=0.8) as configured:
+        with session_scope(configured.database_url) as session:
             session.add(Tenant(id=TENANT, name="test"))
-        return settings
-
-    if request.param == "sqlite":
-        yield configured()
-    else:
-        with postgres_schema() as url:
-            yield configured(url)
+        yield configured
 
 
 @pytest.fixture
