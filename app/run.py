@@ -102,7 +102,11 @@ def main() -> int:
         nonlocal stopping
         stopping = True
 
+    # Ctrl-C (SIGINT to the whole process group) and SIGTERM both stop everything: the
+    # children get the signal too, and must not be restarted. An explicit SIGINT handler,
+    # because a `make run &` from a script starts with SIGINT ignored (no KeyboardInterrupt).
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         while not stopping:
             now = time.monotonic()

@@ -48,8 +48,11 @@ def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
                HINGE_QUEUE=f"hinge.test.{uuid.uuid4().hex[:8]}", PYTHONUNBUFFERED="1")
     log_path = tmp_path / "run.log"
     with open(log_path, "wb") as log:
+        # started as a script's background job would be: SIGINT ignored (Ctrl-C must work
+        # anyway, below)
         run = subprocess.Popen([sys.executable, "-m", "app.run"], cwd=REPO, env=env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     base = f"http://127.0.0.1:{port}"
     try:
         match = _wait(lambda: KEY.search(log_path.read_bytes()), 60, "no key printed")
@@ -76,8 +79,16 @@ def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
             job = client.post("/v1/jobs", json={"dataset_id": dataset}).json()["id"]
             assert wait_for_job(client.get, job, timeout=120)["status"] == "succeeded"
         assert log_path.read_bytes().count(b"hk_") == 1  # printed once
+        # Ctrl-C: SIGINT to the process group stops the API and the worker for good (none
+        # is restarted) and the supervisor exits 0
+        before = log_path.read_bytes().count(b"starting it again")
+        os.killpg(run.pid, signal.SIGINT)
+        assert run.wait(timeout=30) == 0
+        assert log_path.read_bytes().count(b"starting it again") == before
+        assert not healthy()
     finally:
-        os.killpg(run.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGTERM)
         try:
             run.wait(timeout=30)
         except subprocess.TimeoutExpired:
