@@ -102,6 +102,9 @@ class JobPublic(BaseModel):
     result: JobResult | None
     progress: dict[str, Any] | None
     progress_fraction: float | None = None
+    waiting_for: str | None = Field(
+        None, description="A queued job: what it waits for, e.g. \"a worker (warming up, "
+        "12 s)\", \"a free worker (2 running)\" (worked out when the job is read)")
     status_history: list[dict[str, Any]]
     attempt: int
     worker: str | None
@@ -125,6 +128,36 @@ class JobPublic(BaseModel):
 class JobsPublic(BaseModel):
     data: list[JobPublic]
     count: int
+
+
+class WorkerPublic(BaseModel):
+    """One worker process: `warming` while it loads the solver kernels, `ready`, or
+    `stale` (no heartbeat for HINGE_WORKER_STALE_SECONDS: presumed gone)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    hostname: str = Field(description="The Celery node name")
+    pid: int
+    concurrency: int = Field(description="Pool processes of its node")
+    state: Literal["warming", "ready", "stale"]
+    state_since: datetime
+    started_at: datetime
+    heartbeat_age_s: float
+    warming_s: float = Field(description="Warming: seconds so far; ready: how long its "
+                             "warm-up took")
+
+
+class QueuePublic(BaseModel):
+    queued: int = Field(description="Jobs waiting for a worker (every tenant's)")
+    running: int = Field(description="Jobs running (every tenant's)")
+
+
+class StatusPublic(BaseModel):
+    workers: list[WorkerPublic]
+    ready_workers: int
+    warming_workers: int
+    queue: QueuePublic
+    worker_stale_seconds: float
 
 
 class ModelPublic(BaseModel):
