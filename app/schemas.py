@@ -33,6 +33,10 @@ class DatasetPublic(BaseModel):
     split_seed: int | None = None
     split_test_fraction: float | None = None
     split_stratified: bool | None = None
+    duplicate_of: list[str] = Field(
+        default_factory=list, description="In an upload's answer: the tenant's earlier "
+        "datasets with the same content (sha256), oldest first; upload with reuse=true to "
+        "get the oldest back (200) instead of a new copy")
 
 
 class SplitCreate(BaseModel):

@@ -124,11 +124,12 @@ class ServiceProcess:
         self._log.close()
 
 
-def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None
-                 ) -> ServiceProcess:
+def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None,
+                 wait: bool = True) -> ServiceProcess:
     """A Celery worker process of the production app (workers.celery_app); with
     `kill_worker_on`, the crash tests' app instead (testkit.crashing_worker), whose process
-    SIGKILLs itself whenever it claims a job on a dataset of that name."""
+    SIGKILLs itself whenever it claims a job on a dataset of that name. With `wait`, once
+    Celery logs that it is ready."""
     name = f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
     env = settings_env(settings)
     app = "workers.celery_app"
@@ -144,7 +145,8 @@ def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None =
         env,
         log_dir / f"worker-{uuid.uuid4().hex[:6]}.log",
     )
-    worker.wait_for_log("ready.", timeout=120)
+    if wait:
+        worker.wait_for_log("ready.", timeout=120)
     return worker
 
 
