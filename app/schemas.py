@@ -119,10 +119,12 @@ class JobPublic(BaseModel):
 
     @model_validator(mode="after")
     def _progress_fraction(self) -> JobPublic:
-        """1.0 once succeeded, else the fraction of the latest progress event, if any."""
+        """1.0 once succeeded with a converged model, else the fraction of the latest
+        progress event, if any (a model that stopped at max_iter is not 100% done)."""
         if self.progress_fraction is None:
             fraction = (self.progress or {}).get("fraction")
-            if self.status == JobStatus.SUCCEEDED:
+            converged = self.result is None or self.result.converged is not False
+            if self.status == JobStatus.SUCCEEDED and converged:
                 self.progress_fraction = 1.0
             elif isinstance(fraction, int | float):
                 self.progress_fraction = float(fraction)

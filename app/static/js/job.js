@@ -22,26 +22,104 @@ let status = root.dataset.status;
 let source = null;
 
 // ---- convergence plot (uPlot, vendored) ----------------------------------------------
-const xs = [];
-const primal = [];
-const dual = [];
-const gap = [];
+// One binary problem: every quantity its solver reports (linear solvers: primal, dual and
+// gap; SMO: −dual, positive since SMO's dual f(a) = ½a'Qa − e'a is negative, and the KKT
+// violation m − M). Several binary problems (one-vs-rest classes, one-vs-one pairs): one
+// series per problem of the quantity that decides convergence (linear: the relative gap
+// (P − D) / P; SMO: the violation), the current problem drawn thick. When the job ends, the
+// result's values are the last points plotted.
+const LABELS = JSON.parse(root.dataset.labels || "[]");
+const SOLVER = root.dataset.solver;
+const PALETTE = ["#0b5cad", "#c26a00", "#1a7f37", "#8250df", "#cf222e", "#0a7b83", "#9a6700",
+  "#bf3989", "#57606a", "#3a5ccc"];
+const points = []; // {x, values: [[column, value], ...]}, in arrival order
+let layout = null; // {name, multi, kernel, axis, columns: [{label, stroke, dash}]}
+let current = -1; // the binary problem being trained (several problems)
 let plot = null;
 let drawPending = false;
+let finalValues = null;
 
 const positive = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null);
-const SERIES = [xs, primal, dual, gap];
 
-/** Legend value: the point under the cursor, else the latest point. */
-function legendValue(format) {
-  return (_u, v, seriesIndex, index) => {
-    let value = v;
-    if (index === null || index === undefined) {
-      const data = SERIES[seriesIndex];
-      value = data.length ? data[data.length - 1] : null;
+function gapOf(event) {
+  if (typeof event.gap === "number") return event.gap;
+  if (typeof event.primal === "number" && typeof event.dual === "number") return event.primal - event.dual;
+  return null;
+}
+
+/** The two classes of one-vs-one pair k over the sorted classes, in LIBSVM's order. */
+function pairClasses(k) {
+  let index = 0;
+  for (let i = 0; i < LABELS.length; i++) {
+    for (let j = i + 1; j < LABELS.length; j++) {
+      if (index === k) return [LABELS[i], LABELS[j]];
+      index++;
     }
-    return value === null || value === undefined ? "—" : format(value);
-  };
+  }
+  return null;
+}
+
+/** What binary problem k trains: "3 vs 7" (one-vs-one), "3 vs rest" (one-vs-rest). */
+function problemName(k, event) {
+  if (event && Array.isArray(event.pair) && event.class_index === k) {
+    return event.pair[1] === null ? `${fmtNum(event.pair[0])} vs rest` : `${fmtNum(event.pair[0])} vs ${fmtNum(event.pair[1])}`;
+  }
+  const ovo = layout && layout.ovo;
+  if (ovo) {
+    const pair = pairClasses(k);
+    if (pair) return `${fmtNum(pair[0])} vs ${fmtNum(pair[1])}`;
+  } else if (LABELS.length > k) {
+    return `${fmtNum(LABELS[k])} vs rest`;
+  }
+  return `problem ${k + 1}`;
+}
+
+function makeLayout(event) {
+  const kernel = SOLVER === "smo" || Array.isArray(event.pair);
+  const n = typeof event.n_classes === "number" ? event.n_classes : 1;
+  if (n <= 1) {
+    if (kernel) {
+      return {
+        name: "binary-kernel", multi: false, kernel, axis: "−dual, violation (log scale)",
+        columns: [
+          { label: "−dual", stroke: "#c26a00", value: (e) => positive(typeof e.dual === "number" ? -e.dual : null) },
+          { label: "violation m − M", stroke: "#8250df", dash: [2, 3], value: (e) => positive(e.violation) },
+        ],
+      };
+    }
+    return {
+      name: "binary-linear", multi: false, kernel, axis: "objective, gap (log scale)",
+      columns: [
+        { label: "primal", stroke: "#0b5cad", value: (e) => positive(e.primal) },
+        { label: "dual", stroke: "#c26a00", dash: [8, 4], value: (e) => positive(e.dual) },
+        { label: "gap", stroke: "#1a7f37", dash: [2, 3], value: (e) => positive(gapOf(e)) },
+      ],
+    };
+  }
+  const ovo = kernel && Array.isArray(event.pair) && event.pair[1] !== null;
+  let quantity = "violation";
+  let value = (e) => positive(e.violation);
+  if (!kernel && typeof event.primal === "number" && gapOf(event) !== null) {
+    quantity = "relative gap";
+    value = (e) => (typeof e.primal === "number" && e.primal > 0 ? positive(gapOf(e) / e.primal) : null);
+  } else if (!kernel && typeof event.violation !== "number") {
+    quantity = "primal";
+    value = (e) => positive(e.primal);
+  }
+  const made = { name: kernel ? "multi-kernel" : "multi-linear", multi: true, kernel, ovo, quantity, axis: `${quantity} (log scale)`, columns: [] };
+  layout = made; // problemName reads layout.ovo
+  for (let k = 0; k < n; k++) {
+    made.columns.push({ label: problemName(k), stroke: PALETTE[k % PALETTE.length], value });
+  }
+  return made;
+}
+
+function aligned() {
+  const xs = [...new Set(points.map((p) => p.x))].sort((a, b) => a - b);
+  const at = new Map(xs.map((x, i) => [x, i]));
+  const columns = layout.columns.map(() => new Array(xs.length).fill(null));
+  for (const p of points) for (const [c, v] of p.values) columns[c][at.get(p.x)] = v;
+  return [xs, ...columns];
 }
 
 /** Tick label of the log axis: 1e6, 1000, 0.5, 1e-4. */
@@ -78,7 +156,31 @@ function chartHeight() {
   return narrow() ? 260 : 320;
 }
 
-function makePlot() {
+/** Legend value: the point under the cursor, else the latest non-empty point. */
+function legendValue(format) {
+  return (u, v, seriesIndex, index) => {
+    let value = v;
+    if (index === null || index === undefined) {
+      const data = u.data[seriesIndex];
+      value = null;
+      for (let i = data.length - 1; i >= 0 && value === null; i--) value = data[i];
+    }
+    return value === null || value === undefined ? "—" : format(value);
+  };
+}
+
+function makePlot(data) {
+  const series = [{ label: "time", value: legendValue(fmtSeconds) }];
+  layout.columns.forEach((column, c) => {
+    const focused = !layout.multi || c === current;
+    series.push({
+      label: column.label, stroke: column.stroke, dash: column.dash,
+      width: layout.multi ? (focused ? 3 : 1.25) : 2,
+      alpha: layout.multi && !focused ? 0.55 : 1,
+      value: legendValue((v) => fmtNum(v, 5)), spanGaps: false,
+      points: { show: (_u, _s, i0, i1) => i1 - i0 < 40 },
+    });
+  });
   const options = {
     width: Math.max(280, chart.clientWidth),
     height: chartHeight(),
@@ -86,40 +188,53 @@ function makePlot() {
     axes: [
       { label: "seconds since the solver started", stroke: "#393f46", grid: { stroke: "#eaeef2" }, ticks: { stroke: "#d0d7de" } },
       {
-        label: narrow() ? "" : "objective, gap (log scale)", labelSize: narrow() ? 0 : 24, stroke: "#393f46", size: 52,
+        label: narrow() ? "" : layout.axis, labelSize: narrow() ? 0 : 24, stroke: "#393f46", size: 52,
         grid: { stroke: "#e3e8ee" }, ticks: { stroke: "#d0d7de" },
         splits: logSplits, values: (_u, splits) => splits.map(axisLabel),
       },
     ],
-    series: [
-      { label: "time", value: legendValue(fmtSeconds) },
-      { label: "primal", stroke: "#0b5cad", width: 2, value: legendValue((v) => fmtNum(v, 5)), spanGaps: true },
-      { label: "dual", stroke: "#c26a00", width: 2, dash: [8, 4], value: legendValue((v) => fmtNum(v, 5)), spanGaps: true },
-      { label: "gap", stroke: "#1a7f37", width: 2, dash: [2, 3], value: legendValue((v) => fmtNum(v, 3)), spanGaps: true },
-    ],
-    legend: { live: true },
+    series,
+    legend: { show: layout.columns.length <= 12, live: true },
     cursor: { drag: { x: true, y: false } },
   };
+  if (plot) plot.destroy();
   // eslint-disable-next-line no-undef
-  plot = new uPlot(options, [xs, primal, dual, gap], chart);
-  new ResizeObserver(() => {
-    if (plot) plot.setSize({ width: Math.max(280, chart.clientWidth), height: chartHeight() });
-  }).observe(chart);
+  plot = new uPlot(options, data, chart);
+  plot.drawnFocus = current;
 }
+
+let observed = false;
 
 function draw() {
   drawPending = false;
-  if (!xs.length) return;
-  if (!plot) {
+  if (!points.length || !layout) return;
+  const data = aligned();
+  if (!plot || (layout.multi && plot.drawnFocus !== current)) {
     chartEmpty.hidden = true;
-    makePlot();
+    makePlot(data);
+    if (!observed) {
+      observed = true;
+      new ResizeObserver(() => {
+        if (plot) plot.setSize({ width: Math.max(280, chart.clientWidth), height: chartHeight() });
+      }).observe(chart);
+    }
   } else {
-    plot.setData([xs, primal, dual, gap]);
+    plot.setData(data);
   }
-  chart.dataset.points = String(xs.length);
+  chart.dataset.points = String(points.length);
+  chart.dataset.layout = layout.name;
+  chart.dataset.series = String(layout.columns.length);
+  chart.dataset.drawn = String(data.slice(1).filter((column) => column.some((v) => v !== null)).length);
+  chart.dataset.current = String(current);
+  if (finalValues) chart.dataset.final = JSON.stringify(finalValues);
+  const xs = data[0];
   const last = xs.length - 1;
-  chartSummary.textContent = `${xs.length} point${xs.length === 1 ? "" : "s"} · at ${fmtSeconds(xs[last])}: `
-    + `primal ${fmtNum(primal[last], 5)}, dual ${fmtNum(dual[last], 5)}, gap ${fmtNum(gap[last], 3)}`;
+  const shown = layout.columns
+    .map((column, c) => [column.label, data[c + 1][last]])
+    .filter(([, v]) => v !== null && v !== undefined)
+    .map(([label, v]) => `${label} ${fmtNum(v, 5)}`);
+  chartSummary.textContent = `${points.length} point${points.length === 1 ? "" : "s"} · at ${fmtSeconds(xs[last])}: ${shown.join(", ")}`
+    + (finalValues ? " (the job's result)" : "");
 }
 
 function scheduleDraw() {
@@ -130,23 +245,88 @@ function scheduleDraw() {
 }
 
 function resetPlot() {
-  for (const series of [xs, primal, dual, gap]) series.length = 0;
-  if (plot) plot.setData([xs, primal, dual, gap]);
+  points.length = 0;
+  finalValues = null;
+  if (plot) {
+    plot.destroy();
+    plot = null;
+  }
   chart.dataset.points = "0";
+}
+
+function showCurrent(event) {
+  const n = typeof event.n_classes === "number" ? event.n_classes : 1;
+  if (n <= 1) return;
+  const k = event.class_index || 0;
+  $("chart-current").hidden = false;
+  $("chart-current").textContent = `Training binary problem ${k + 1} of ${n}: ${problemName(k, event)}`
+    + ` (${layout && layout.ovo ? "one-vs-one" : "one-vs-rest"}; the thick line).`;
+  if (layout && event.class_index === k) layout.columns[k].label = problemName(k, event);
+  if (k !== current) {
+    current = k;
+    scheduleDraw();
+  }
 }
 
 function addPoint(event) {
   const x = event.elapsed_s;
   if (typeof x !== "number") return;
-  if (xs.length && x <= xs[xs.length - 1]) return; // a live point seen again from the history
-  let g = event.gap;
-  if (typeof g !== "number" && typeof event.primal === "number" && typeof event.dual === "number") {
-    g = event.primal - event.dual;
+  if (points.length && x <= points[points.length - 1].x) return; // a live point seen again
+  if (!layout) {
+    layout = makeLayout(event);
+    describeChart();
   }
-  xs.push(x);
-  primal.push(positive(event.primal));
-  dual.push(positive(event.dual));
-  gap.push(positive(g));
+  showCurrent(event);
+  const columns = layout.multi ? [event.class_index || 0] : layout.columns.map((_, c) => c);
+  const values = columns.map((c) => [c, layout.columns[c].value(event)]);
+  points.push({ x, values });
+  scheduleDraw();
+}
+
+function describeChart() {
+  const text = {
+    "binary-linear": "Primal and dual objective and the duality gap",
+    "binary-kernel": "SMO's −dual (its dual objective f(a) is negative) and the KKT violation m − M (converged below eps)",
+    "multi-linear": `The ${layout.quantity} of each binary problem, one line per problem`,
+    "multi-kernel": "The KKT violation m − M of each binary problem (converged below eps), one line per problem",
+  }[layout.name];
+  $("chart-description").textContent = `${text}, against seconds since the solver started, on a log scale; the last point is the job's result.`;
+}
+
+/** The result's values as the last points: equal to what the result box shows. */
+function addResult(job) {
+  const result = job.result;
+  if (!result || !layout || !points.length) return;
+  const lastX = points[points.length - 1].x;
+  const after = (x) => x + Math.max(1e-6, x * 1e-6);
+  const endX = typeof result.train_seconds === "number" && result.train_seconds > lastX ? result.train_seconds : after(lastX);
+  finalValues = {};
+  if (layout.name === "binary-linear") {
+    const values = [result.primal_objective, result.dual_objective, result.duality_gap];
+    points.push({ x: endX, values: values.map((v, c) => [c, positive(v)]) });
+    layout.columns.forEach((column, c) => { finalValues[column.label] = values[c]; });
+  } else if (layout.name === "binary-kernel") {
+    const value = typeof result.dual_objective === "number" ? -result.dual_objective : null;
+    points.push({ x: endX, values: [[0, positive(value)]] });
+    finalValues["−dual"] = value;
+  } else if (layout.name === "multi-linear" && layout.quantity === "relative gap") {
+    // each problem's certified relative gap: the last step of its path
+    layout.columns.forEach((column, k) => {
+      const steps = (result.path || []).filter((step) => step.output === k);
+      const own = points.filter((p) => p.values[0][0] === k);
+      if (!steps.length || !own.length) return;
+      const value = steps[steps.length - 1].relative_gap;
+      const x = after(own[own.length - 1].x);
+      points.push({ x, values: [[k, positive(value)]] });
+      finalValues[column.label] = value;
+    });
+  }
+  if (!Object.keys(finalValues).length) finalValues = null;
+  if (layout.multi) {
+    $("chart-current").hidden = false;
+    $("chart-current").textContent = `${layout.columns.length} binary problems (${layout.ovo ? "one-vs-one" : "one-vs-rest"}), `
+      + "one line each; the thick line is the last one trained.";
+  }
   scheduleDraw();
 }
 
@@ -168,9 +348,70 @@ function onProgress(event) {
   if (typeof event.violation === "number") parts.push(`violation ${fmtNum(event.violation, 3)}`);
   if (typeof event.active_size === "number") parts.push(`active ${fmtInt(event.active_size)}`);
   if (typeof event.n_classes === "number" && event.n_classes > 1) {
-    parts.push(`class ${(event.class_index || 0) + 1} of ${event.n_classes}`);
+    const k = event.class_index || 0;
+    parts.push(`problem ${k + 1} of ${event.n_classes} (${problemName(k, event)})`);
   }
   progressDetail.textContent = parts.join(" · ");
+}
+
+/** The status box once the job has ended: the result's figures, not the last event's. */
+function showFinalFigures(job) {
+  const result = job.result;
+  if (!result) return;
+  const parts = [`finished: ${fmtInt(result.iterations)} iterations`, fmtSeconds(result.train_seconds)];
+  if (typeof result.duality_gap === "number") parts.push(`gap ${fmtNum(result.duality_gap, 3)}`);
+  if (typeof result.relative_gap === "number") parts.push(`relative gap ${fmtNum(result.relative_gap, 3)}`);
+  if (typeof result.dual_objective === "number" && typeof result.primal_objective !== "number") {
+    parts.push(`dual ${fmtNum(result.dual_objective, 6)}`);
+  }
+  progressDetail.textContent = parts.join(" · ");
+}
+
+/** A model that did not converge: a warning with the reason, not a green success. */
+function showUnconverged(job) {
+  const result = job.result;
+  const box = $("job-unconverged");
+  const unconverged = job.status === "succeeded" && result && result.converged === false;
+  if (!unconverged) {
+    box.hidden = true;
+    return;
+  }
+  const badge = $("job-status");
+  badge.className = "status status-unconverged";
+  badge.textContent = `stopped: ${result.exit_reason || "not converged"}`;
+  badge.dataset.converged = "false";
+  progressBar.classList.add("unconverged");
+  const reasons = (result.warnings || []).length ? result.warnings : [`the solver stopped at ${result.exit_reason}`];
+  box.replaceChildren(
+    el("span", { class: "badge badge-warning", "data-field": "unconverged" }, `⚠ Not converged (${result.exit_reason})`),
+    " ",
+    ...reasons.map((reason) => el("span", { class: "note" }, reason)),
+  );
+  box.hidden = false;
+  if (typeof job.progress_fraction === "number") {
+    progressLabel.textContent = `${Math.round(job.progress_fraction * 100)}% · stopped`;
+  } else {
+    progressLabel.textContent = "stopped";
+  }
+}
+
+// ---- a queued job: what it waits for -----------------------------------------------
+let waitTimer = null;
+
+async function showWaiting() {
+  waitTimer = null;
+  if (status !== "queued") {
+    $("job-waiting").hidden = true;
+    return;
+  }
+  const result = await api("GET", `/v1/jobs/${encodeURIComponent(jobId)}`);
+  if (result.ok && result.data.status === "queued" && result.data.waiting_for) {
+    show($("job-waiting"), `Waiting for ${result.data.waiting_for}.`);
+  } else if (result.ok && result.data.status !== "queued") {
+    $("job-waiting").hidden = true;
+    return;
+  }
+  waitTimer = window.setTimeout(showWaiting, 2000);
 }
 
 function addHistory(event) {
@@ -231,9 +472,16 @@ async function finish() {
   }
   show($("job-error"), job.error || "");
   setProgress(job.progress_fraction);
+  if (job.status === "succeeded" && typeof job.progress_fraction !== "number") {
+    progressBar.value = 0;
+    progressLabel.textContent = "—";
+  }
+  showFinalFigures(job);
+  addResult(job);
+  showUnconverged(job);
   $("job-attempt").textContent = String(job.attempt);
   $("job-worker").textContent = job.worker || "—";
-  if (!xs.length) {
+  if (!points.length) {
     const started = job.status_history.some((entry) => entry.status === "running");
     if (job.status === "succeeded") {
       chartEmpty.textContent = "The job finished before its first progress report (reports come every 0.2 s), so there is nothing to plot.";
@@ -248,7 +496,7 @@ async function finish() {
 function onStatus(event) {
   addHistory(event);
   if (event.status === "running") {
-    if (xs.length) resetPlot(); // a new attempt starts over
+    if (points.length) resetPlot(); // a new attempt starts over
     if (event.attempt) $("job-attempt").textContent = String(event.attempt);
     if (event.worker) $("job-worker").textContent = event.worker;
   }
@@ -257,6 +505,7 @@ function onStatus(event) {
     root.dataset.status = status;
     setStatusBadge($("job-status"), status);
     $("job-status-note").textContent = "";
+    if (status !== "queued") $("job-waiting").hidden = true;
   }
   if (TERMINAL.has(event.status)) {
     if (!progressBar.hasAttribute("value")) progressBar.value = 0; // no longer indeterminate
@@ -305,3 +554,4 @@ cancelButton.addEventListener("click", async () => {
 });
 
 connect();
+if (status === "queued") waitTimer = window.setTimeout(showWaiting, 500);
