@@ -232,6 +232,13 @@ def test_a_job_stopped_at_max_iter_shows_a_warning_not_a_success(
     assert page.locator("#job-progress-label").inner_text().endswith("stopped")
     path = _shot(view, "unconverged-max-iter")
     print(f"\nscreenshot: {path}")
+    # the jobs list says it too, server-rendered and after the page's own refresh
+    page.goto("/")
+    badge = page.locator(f"tr[data-job-id='{job_id}'] .status")
+    assert badge.inner_text() == "stopped: max_iter"
+    page.wait_for_function(f"() => document.querySelector(\"tr[data-job-id='{job_id}'] "
+                           "[data-field=progress-text]\").textContent.endsWith('stopped')")
+    assert badge.inner_text() == "stopped: max_iter"
 
 
 def test_a_duplicate_upload_offers_the_existing_dataset(
