@@ -25,6 +25,7 @@ from app.routes import (
     meta,
     models,
     signin,
+    status,
 )
 from app.security import SecurityMiddleware
 from app.settings import Settings, get_settings
@@ -66,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return signin.sign_in_redirect(request)
 
     for router in (datasets.router, jobs.router, events.router, models.router,
-                   evaluations.router, meta.router, admin.router, dashboard.router,
+                   evaluations.router, meta.router, status.router, admin.router, dashboard.router,
                    signin.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")

@@ -237,3 +237,22 @@ class Evaluation(Base):
     queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class WorkerProcess(Base):
+    """A worker process that runs jobs (one row per pool process): its readiness (warming
+    while it compiles or loads the solver kernels, then ready) and its heartbeat. Written
+    by the worker (workers/presence.py); read by GET /v1/status and a queued job's
+    `waiting_for`. A row whose heartbeat is older than HINGE_WORKER_STALE_SECONDS is a
+    worker presumed gone."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    hostname: Mapped[str] = mapped_column(String(255))  # the Celery node name
+    pid: Mapped[int] = mapped_column(Integer)
+    concurrency: Mapped[int] = mapped_column(Integer)  # pool processes of its node
+    state: Mapped[str] = mapped_column(String(16))  # warming | ready
+    state_since: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

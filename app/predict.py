@@ -83,8 +83,9 @@ def rows_from_instances(instances: list[Instance], n_features: int,
                                 f"{len(instance.values)} values")
         for index, value in zip(instance.indices, instance.values, strict=True):
             if index < 1:
-                raise ApiError(422, f"instances[{row}]: feature index {index} < 1 "
-                                    "(indices are 1-based)")
+                raise ApiError(422, f"instances[{row}]: feature index {index} < 1: indices "
+                                    "are 1-based (the first feature is 1); with 0-based "
+                                    "indices, add 1 to every index")
             if not np.isfinite(value):
                 raise ApiError(422, f"instances[{row}]: value {value} for feature {index} "
                                     "is not finite")

@@ -33,6 +33,10 @@ class DatasetPublic(BaseModel):
     split_seed: int | None = None
     split_test_fraction: float | None = None
     split_stratified: bool | None = None
+    duplicate_of: list[str] = Field(
+        default_factory=list, description="In an upload's answer: the tenant's earlier "
+        "datasets with the same content (sha256), oldest first; upload with reuse=true to "
+        "get the oldest back (200) instead of a new copy")
 
 
 class SplitCreate(BaseModel):
@@ -102,6 +106,9 @@ class JobPublic(BaseModel):
     result: JobResult | None
     progress: dict[str, Any] | None
     progress_fraction: float | None = None
+    waiting_for: str | None = Field(
+        None, description="A queued job: what it waits for, e.g. \"a worker (warming up, "
+        "12 s)\", \"a free worker (2 running)\" (worked out when the job is read)")
     status_history: list[dict[str, Any]]
     attempt: int
     worker: str | None
@@ -112,10 +119,12 @@ class JobPublic(BaseModel):
 
     @model_validator(mode="after")
     def _progress_fraction(self) -> JobPublic:
-        """1.0 once succeeded, else the fraction of the latest progress event, if any."""
+        """1.0 once succeeded with a converged model, else the fraction of the latest
+        progress event, if any (a model that stopped at max_iter is not 100% done)."""
         if self.progress_fraction is None:
             fraction = (self.progress or {}).get("fraction")
-            if self.status == JobStatus.SUCCEEDED:
+            converged = self.result is None or self.result.converged is not False
+            if self.status == JobStatus.SUCCEEDED and converged:
                 self.progress_fraction = 1.0
             elif isinstance(fraction, int | float):
                 self.progress_fraction = float(fraction)
@@ -125,6 +134,36 @@ class JobPublic(BaseModel):
 class JobsPublic(BaseModel):
     data: list[JobPublic]
     count: int
+
+
+class WorkerPublic(BaseModel):
+    """One worker process: `warming` while it loads the solver kernels, `ready`, or
+    `stale` (no heartbeat for HINGE_WORKER_STALE_SECONDS: presumed gone)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    hostname: str = Field(description="The Celery node name")
+    pid: int
+    concurrency: int = Field(description="Pool processes of its node")
+    state: Literal["warming", "ready", "stale"]
+    state_since: datetime
+    started_at: datetime
+    heartbeat_age_s: float
+    warming_s: float = Field(description="Warming: seconds so far; ready: how long its "
+                             "warm-up took")
+
+
+class QueuePublic(BaseModel):
+    queued: int = Field(description="Jobs waiting for a worker (every tenant's)")
+    running: int = Field(description="Jobs running (every tenant's)")
+
+
+class StatusPublic(BaseModel):
+    workers: list[WorkerPublic]
+    ready_workers: int
+    warming_workers: int
+    queue: QueuePublic
+    worker_stale_seconds: float
 
 
 class ModelPublic(BaseModel):

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(10.0, gt=0)
     max_attempts: int = Field(3, ge=1)
     requeue_after_seconds: float = Field(120.0, gt=0)
+    # Worker readiness (GET /v1/status): a worker process whose heartbeat (every third of
+    # this) is older than this is presumed gone.
+    worker_stale_seconds: float = Field(30.0, gt=0)
     # Evaluations of datasets up to this many rows run inside the request; larger ones on
     # a worker (POST /v1/models/{id}/evaluations answers 202 and the record is queued).
     evaluate_inline_rows: int = Field(20_000, ge=0)

@@ -10,6 +10,8 @@
 - Blob files with no dataset row, and temporary blob files, older than
   `orphan_blob_grace_seconds` (an API process died between the file and the commit) are
   removed; stored idempotent answers older than `idempotency_hours` are dropped.
+- Worker presence rows (app/services/workers.py) without a heartbeat for an hour are
+  forgotten.
 
 The API process runs the sweep every `sweep_interval_seconds`; several API processes may
 sweep at once, since every change is a conditional transition.
@@ -29,6 +31,7 @@ from app.db import read_sessionmaker_for, session_scope
 from app.job_status import JobStatus
 from app.orm import Dataset, IdempotencyRecord, Job, utcnow
 from app.queue import enqueue_evaluation, enqueue_training
+from app.services import workers
 from app.services.evaluations import sweep_evaluations
 from app.services.jobs import transition
 from app.settings import Settings
@@ -87,6 +90,8 @@ def sweep(settings: Settings) -> dict[str, int]:
             log.warning("could not enqueue job %s; the next sweep tries again", job_id,
                         exc_info=True)
     counts["orphan_blobs"] = len(sweep_storage(settings))
+    with session_scope(settings.database_url) as session:
+        counts["workers_forgotten"] = workers.forget_stale(session)
     if any(counts.values()):
         log.info("sweep: %s", counts)
     return counts

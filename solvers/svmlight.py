@@ -177,7 +177,8 @@ def _kernel_reason(code: int, token: bytes, aux: int, limits: ParseLimits) -> st
     if code == _k.ERR_EMPTY_INDEX:
         return f"empty index in {shown}"
     if code == _k.ERR_INDEX_ZERO:
-        return f"index 0 in {shown} (indices are 1-based)"
+        return (f"index 0 in {shown}: indices are 1-based (the first feature is 1:); "
+                "data written with 0-based indices needs every index raised by one")
     if code == _k.ERR_NEGATIVE_INDEX:
         return f"negative index in {shown}"
     if code == _k.ERR_INDEX_TOO_LARGE:

@@ -74,6 +74,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_SWEEP_INTERVAL_SECONDS": str(settings.sweep_interval_seconds),
         "HINGE_MAX_ATTEMPTS": str(settings.max_attempts),
         "HINGE_REQUEUE_AFTER_SECONDS": str(settings.requeue_after_seconds),
+        "HINGE_WORKER_STALE_SECONDS": str(settings.worker_stale_seconds),
         "HINGE_ALLOWED_HOSTS": ",".join(settings.allowed_hosts),
         "HINGE_RATE_PER_SECOND": str(settings.rate_per_second),
         "HINGE_RATE_BURST": str(settings.rate_burst),
@@ -123,11 +124,12 @@ class ServiceProcess:
         self._log.close()
 
 
-def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None
-                 ) -> ServiceProcess:
+def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None,
+                 wait: bool = True) -> ServiceProcess:
     """A Celery worker process of the production app (workers.celery_app); with
     `kill_worker_on`, the crash tests' app instead (testkit.crashing_worker), whose process
-    SIGKILLs itself whenever it claims a job on a dataset of that name."""
+    SIGKILLs itself whenever it claims a job on a dataset of that name. With `wait`, once
+    Celery logs that it is ready."""
     name = f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
     env = settings_env(settings)
     app = "workers.celery_app"
@@ -143,7 +145,8 @@ def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None =
         env,
         log_dir / f"worker-{uuid.uuid4().hex[:6]}.log",
     )
-    worker.wait_for_log("ready.", timeout=120)
+    if wait:
+        worker.wait_for_log("ready.", timeout=120)
     return worker
 
 

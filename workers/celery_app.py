@@ -8,6 +8,7 @@ time limit of a job so a long job is never delivered twice while it runs.
 from __future__ import annotations
 
 import os
+import socket
 from typing import Any
 
 # Numba's OpenMP threads must not spin while they wait: on a machine whose cores are all
@@ -15,7 +16,12 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import (
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_shutdown,
+)
 
 from app.settings import Settings, get_settings
 
@@ -59,9 +65,47 @@ def make_celery(settings: Settings) -> Celery:
 celery_app = make_celery(get_settings())
 
 
+# The node's name and pool size, set in its main process (worker_init) before the pool
+# processes are forked, so each of them knows both.
+_NODE: dict[str, Any] = {"hostname": None, "concurrency": 1}
+_PRESENCE: list[Any] = []  # this pool process's workers.presence.Presence
+
+
+@worker_init.connect
+def _remember_node(sender: Any = None, **_kwargs: Any) -> None:
+    from workers.presence import clear_node
+
+    _NODE["hostname"] = getattr(sender, "hostname", None)
+    concurrency = getattr(sender, "concurrency", 1)
+    _NODE["concurrency"] = concurrency if isinstance(concurrency, int) else 1
+    if _NODE["hostname"]:
+        clear_node(get_settings(), _NODE["hostname"])  # rows of a previous run's killed pool
+
+
+@worker_shutdown.connect
+def _forget_node(**_kwargs: Any) -> None:
+    from workers.presence import clear_node
+
+    if _NODE["hostname"]:
+        clear_node(get_settings(), _NODE["hostname"])
+
+
 @worker_process_init.connect
-def _warm_solvers(**_kwargs: Any) -> None:
-    """Compile (or load from the on-disk cache) every solver kernel before the first job."""
+def _warm_solvers(sender: Any = None, **_kwargs: Any) -> None:
+    """Report `warming`, compile (or load from the on-disk cache) every solver kernel
+    before the first job, then report `ready` (GET /v1/status, a job's waiting_for)."""
+    from workers.presence import Presence
     from workers.training import warm_up
 
-    warm_up(get_settings())
+    settings = get_settings()
+    hostname = str(sender or _NODE["hostname"] or socket.gethostname())
+    presence = Presence(settings, hostname, int(_NODE["concurrency"])).start()
+    _PRESENCE.append(presence)
+    warm_up(settings)
+    presence.ready()
+
+
+@worker_process_shutdown.connect
+def _leave(**_kwargs: Any) -> None:
+    while _PRESENCE:
+        _PRESENCE.pop().stop()

@@ -58,23 +58,35 @@ class ProgressRecorder:
         self.job_id = job_id
         self.attempt = attempt
         self.eps = eps
+        self.class_index = 0
         self.first_violation: float | None = None
+        self.within = 0.0  # progress within the current binary problem, never backwards
         self.last_kept = -math.inf
         self.started = time.monotonic()
 
     def fraction(self, event: dict[str, Any]) -> float | None:
+        """(binary problems done + progress within the current one) / binary problems.
+
+        Within a problem: how far the stop-rule violation has come down from the largest
+        value seen in this problem towards eps, on a log scale, and never backwards (SMO's
+        violation m - M stays near its start for most of a run, and may rise first)."""
         n_classes = int(event.get("n_classes") or 1)
         class_index = int(event.get("class_index") or 0)
+        if class_index != self.class_index:  # the next binary problem
+            self.class_index, self.first_violation, self.within = class_index, None, 0.0
         violation = event.get("violation")
-        within = None
+        measured = False
         if isinstance(violation, int | float) and self.eps and violation > 0:
             if self.first_violation is None or event.get("iteration", 0) <= 1:
                 self.first_violation = max(float(violation), self.eps * 1.0001)
+            self.first_violation = max(self.first_violation, float(violation))
             span = math.log(self.first_violation / self.eps)
-            within = min(1.0, max(0.0, math.log(self.first_violation / violation) / span))
-        if within is None:
-            return class_index / n_classes if n_classes > 1 else None
-        return (class_index + within) / n_classes
+            now = math.log(self.first_violation / violation) / span
+            self.within = max(self.within, min(1.0, max(0.0, now)))
+            measured = True
+        if not measured and n_classes == 1:
+            return None
+        return (class_index + self.within) / n_classes
 
     def __call__(self, event: dict[str, Any]) -> bool:
         payload = {k: _plain(v) for k, v in event.items()}

@@ -32,6 +32,7 @@ from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.schemas import JobPublic
 from app.services import datasets, evaluations, jobs, models
 from app.services.tenants import Principal
+from app.services.workers import WaitExplainer
 
 APP_DIR = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = APP_DIR / "templates"
@@ -271,9 +272,11 @@ def jobs_alias() -> RedirectResponse:
 def job_page(request: Request, job_id: str, session: SessionDep, principal: PageAuth
              ) -> HTMLResponse:
     try:
-        job = JobPublic.model_validate(jobs.get_job(session, principal.tenant_id, job_id))
+        row = jobs.get_job(session, principal.tenant_id, job_id)
     except NotFound as missing:
         return _not_found(request, missing)
+    job = JobPublic.model_validate(row)
+    job.waiting_for = WaitExplainer(session, request.app.state.settings).explain(row)
     dataset = datasets.find_dataset(session, principal.tenant_id, job.dataset_id)
     return _page(request, "job.html", nav="jobs", job=job, dataset=dataset)
 

@@ -24,6 +24,10 @@ UPLOAD_DOC = """Upload an svmlight/LIBSVM file, plain or gzip/bz2/xz (detected b
 Send it as multipart form data (field `file`, optional field `name`) or as the raw request
 body (optional query parameter `name`). Bad input gets 422 naming the line and the
 problem; an upload over HINGE_MAX_UPLOAD_BYTES (compressed or decompressed) gets 413.
+
+The same content uploaded again (the same sha256 of the decompressed text, by the same
+tenant) makes a new dataset whose answer lists the earlier ones in `duplicate_of`; with
+`reuse=true` the answer is instead the oldest of them (200) and nothing is stored.
 """
 
 
@@ -32,6 +36,8 @@ problem; an upload over HINGE_MAX_UPLOAD_BYTES (compressed or decompressed) gets
     status_code=201,
     response_model=DatasetPublic,
     description=UPLOAD_DOC,
+    responses={200: {"model": DatasetPublic,
+                     "description": "reuse=true: a dataset with the same content"}},
     openapi_extra={
         "requestBody": {
             "content": {
@@ -57,7 +63,9 @@ async def upload_dataset(
     session: WriteSessionDep,
     principal: TrainAuth,
     name: str | None = Query(None, max_length=255),
-) -> Dataset | Response:
+    reuse: bool = Query(False, description="Answer with the tenant's dataset of the same "
+                        "content (200), if there is one, instead of storing a copy"),
+) -> DatasetPublic | Response:
     if name is not None:
         check_name(name)
     key = idempotency.request_key(request)
@@ -66,7 +74,8 @@ async def upload_dataset(
         held = await anyio.to_thread.run_sync(
             idempotency.begin, settings, principal.tenant_id, key, "POST /v1/datasets")
     try:
-        return await _upload(request, settings, session, principal.tenant_id, name, held)
+        return await _upload(request, settings, session, principal.tenant_id, name, held,
+                             reuse)
     except BaseException:
         if isinstance(held, idempotency.Reserved):
             await anyio.to_thread.run_sync(session.rollback)  # free SQLite's write lock
@@ -76,8 +85,8 @@ async def upload_dataset(
 
 async def _upload(request: Request, settings: SettingsDep, session: WriteSessionDep,
                   tenant_id: str, name: str | None,
-                  held: idempotency.Stored | idempotency.Reserved | None
-                  ) -> Dataset | Response:
+                  held: idempotency.Stored | idempotency.Reserved | None, reuse: bool
+                  ) -> DatasetPublic | Response:
     remaining = await anyio.to_thread.run_sync(
         service.remaining_stored_bytes, settings, tenant_id)
     gate = upload_gate(request.app.state, settings)
@@ -89,21 +98,30 @@ async def _upload(request: Request, settings: SettingsDep, session: WriteSession
             settings, threads=gate.threads, max_array_bytes=remaining,
         )
         final_name = name or form_name or "dataset"
-        asked = idempotency.request_hash(parsed.sha256, final_name)
+        asked = idempotency.request_hash(parsed.sha256, final_name,
+                                         *(("reuse",) if reuse else ()))
         if isinstance(held, idempotency.Stored):
             return held.replay(asked)
-        dataset = await anyio.to_thread.run_sync(
-            service.create_dataset, session, settings, tenant_id, parsed, final_name,
-            limiter=gate.threads)
+        earlier = await anyio.to_thread.run_sync(service.same_content, settings, tenant_id,
+                                                 parsed.sha256)
+        if reuse and earlier:
+            status, answer = 200, DatasetPublic.model_validate(earlier[0])
+        else:
+            dataset = await anyio.to_thread.run_sync(
+                service.create_dataset, session, settings, tenant_id, parsed, final_name,
+                limiter=gate.threads)
+            status, answer = 201, DatasetPublic.model_validate(dataset)
+            answer.duplicate_of = [d.id for d in earlier]
     if held is None:
-        return dataset
-    body = DatasetPublic.model_validate(dataset).model_dump_json().encode()
+        return Response(answer.model_dump_json(), status_code=status,
+                        media_type="application/json")
+    body = answer.model_dump_json().encode()
     # the dataset commits before its answer is stored: a crash in between leaves a
     # reservation without an answer (a retry gets 409 until it expires), never an answer
     # naming a dataset that was not committed
     await anyio.to_thread.run_sync(session.commit)
-    await anyio.to_thread.run_sync(held.complete, 201, body, asked)
-    return Response(body, status_code=201, media_type="application/json")
+    await anyio.to_thread.run_sync(held.complete, status, body, asked)
+    return Response(body, status_code=status, media_type="application/json")
 
 
 @router.get("", response_model=DatasetsPublic)

@@ -9,10 +9,19 @@ from app import idempotency
 from app.auth import ReadAuth, TrainAuth
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.job_status import JobStatus
+from app.orm import Job
 from app.schemas import JobCreate, JobPublic, JobsPublic
 from app.services import jobs as service
+from app.services.workers import WaitExplainer
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+def _public(job: Job, waits: WaitExplainer) -> JobPublic:
+    """The job's answer; a queued one says what it waits for."""
+    public = JobPublic.model_validate(job)
+    public.waiting_for = waits.explain(job)
+    return public
 
 
 @router.post("", status_code=202, response_model=JobPublic)
@@ -21,16 +30,15 @@ def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
     """Submit a job. With an `Idempotency-Key` header, a repeat of the same request gets
     the first answer (for HINGE_IDEMPOTENCY_HOURS) and a different one a 422."""
     key = idempotency.request_key(request)
+    waits = WaitExplainer(session, settings)
     if key is None:
-        return JobPublic.model_validate(service.submit(session, settings,
-                                                       principal.tenant_id, spec))
+        return _public(service.submit(session, settings, principal.tenant_id, spec), waits)
     asked = idempotency.request_hash(spec.model_dump_json())
     held = idempotency.begin(settings, principal.tenant_id, key, "POST /v1/jobs")
     if isinstance(held, idempotency.Stored):
         return held.replay(asked)
     try:
-        job = JobPublic.model_validate(service.submit(session, settings, principal.tenant_id,
-                                                      spec))
+        job = _public(service.submit(session, settings, principal.tenant_id, spec), waits)
     except BaseException:
         session.rollback()  # release this request's transaction (SQLite: its write lock)
         held.abandon()
@@ -44,6 +52,7 @@ def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
 @router.get("", response_model=JobsPublic)
 def list_jobs(
     session: SessionDep,
+    settings: SettingsDep,
     principal: ReadAuth,
     status: JobStatus | None = None,
     dataset_id: str | None = None,
@@ -53,14 +62,17 @@ def list_jobs(
     tenant = principal.tenant_id
     rows = service.list_jobs(session, tenant, status=status, dataset_id=dataset_id,
                              limit=limit, offset=offset)
-    return JobsPublic(data=[JobPublic.model_validate(j) for j in rows],
+    waits = WaitExplainer(session, settings)
+    return JobsPublic(data=[_public(j, waits) for j in rows],
                       count=service.count_jobs(session, tenant, status=status,
                                                dataset_id=dataset_id))
 
 
 @router.get("/{job_id}", response_model=JobPublic)
-def get_job(job_id: str, session: SessionDep, principal: ReadAuth) -> JobPublic:
-    return JobPublic.model_validate(service.get_job(session, principal.tenant_id, job_id))
+def get_job(job_id: str, session: SessionDep, settings: SettingsDep, principal: ReadAuth
+            ) -> JobPublic:
+    return _public(service.get_job(session, principal.tenant_id, job_id),
+                   WaitExplainer(session, settings))
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobPublic)

@@ -65,6 +65,16 @@ def remaining_stored_bytes(settings: Settings, tenant_id: str) -> int:
         return max(0, tenant_limit(tenant, settings, "max_stored_bytes") - int(stored))
 
 
+def same_content(settings: Settings, tenant_id: str, sha256: str) -> list[Dataset]:
+    """The tenant's datasets with this content (sha256 of the decompressed text), oldest
+    first (in a read session of its own: an upload takes no write lock before its blob is
+    written)."""
+    with read_sessionmaker_for(settings.database_url)() as session:
+        return list(session.scalars(
+            select(Dataset).where(Dataset.tenant_id == tenant_id, Dataset.sha256 == sha256)
+            .order_by(Dataset.created_at, Dataset.id)))
+
+
 def create_dataset(session: Session, settings: Settings, tenant_id: str,
                    parsed: ParsedDataset, name: str) -> Dataset:
     """Store the arrays as a blob and add the dataset's row (blocking: run it in a thread);

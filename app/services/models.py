@@ -6,6 +6,8 @@ are read only to build the servable model, which a small cache keeps.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import Select, func, select
@@ -81,24 +83,56 @@ def servable_model(session: Session, model_id: str) -> ServableModel:
     return model
 
 
+# What predict takes, said the way a curl user fixes it.
+PREDICT_TYPES = ("predict takes JSON, {\"instances\": [{\"indices\": [1, 5], \"values\": "
+                 "[0.5, 1]}]} with -H 'Content-Type: application/json', or svmlight rows "
+                 "(labels optional) with -H 'Content-Type: text/plain'")
+_SVMLIGHT_START = re.compile(rb"^\s*(?:[+-]?[0-9.eE+-]+\s+)?[0-9]+:")
+
+
+def predict_media_type(content_type: str) -> str:
+    """"text/plain" or "application/json" (also for no content type, or a +json type);
+    415 that names the two accepted types for anything else."""
+    media = content_type.split(";")[0].strip().lower()
+    if media == "text/plain":
+        return media
+    if media in ("", "application/json") or media.endswith("+json"):
+        return "application/json"
+    why = (" (curl's default for -d and --data-binary)"
+           if media == "application/x-www-form-urlencoded" else "")
+    raise ApiError(415, f"Content-Type {media}{why} is not accepted: {PREDICT_TYPES}",
+                   {"accepted": ["application/json", "text/plain"]})
+
+
+def _invalid_json(exc: ValidationError, body: bytes) -> ApiError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = f"{where}: {first['msg']}" if where else first["msg"]
+    if first["type"] == "json_invalid":
+        if _SVMLIGHT_START.match(body[:4096]):
+            message += ("; this body looks like svmlight rows: send them with "
+                        "-H 'Content-Type: text/plain'")
+        else:
+            message += f"; {PREDICT_TYPES}"
+    return ApiError(422, message, [{"loc": list(e["loc"]), "msg": e["msg"]}
+                                   for e in exc.errors()])
+
+
 def predict(session: Session, settings: Settings, tenant_id: str, model_id: str, body: bytes,
             content_type: str) -> PredictResponse:
     """Labels and decision values for the rows in `body`: svmlight lines when the content
     type is text/plain, else JSON instances (blocking: run it in a thread)."""
     metadata = get_model(session, tenant_id, model_id)
+    media = predict_media_type(content_type)
     model = servable_model(session, model_id)
-    if content_type.split(";")[0].strip().lower() == "text/plain":
+    if media == "text/plain":
         X = rows_from_svmlight(body, model.n_features, settings.max_predict_rows,
                                settings.max_features)
     else:
         try:
             spec = PredictRequest.model_validate_json(body)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ApiError(422, f"{where}: {first['msg']}" if where else first["msg"],
-                           [{"loc": list(e["loc"]), "msg": e["msg"]}
-                            for e in exc.errors()]) from None
+            raise _invalid_json(exc, body) from None
         X = rows_from_instances(spec.instances, model.n_features, settings.max_predict_rows)
     probabilities = None
     with np.errstate(over="ignore", invalid="ignore"):

@@ -49,18 +49,71 @@ function setProgress(fraction) {
   }
 }
 
+function trainLink(dataset) {
+  const train = document.createElement("a");
+  train.href = `/datasets/${encodeURIComponent(dataset.id)}#new-job`;
+  train.textContent = "Train a model on it";
+  return train;
+}
+
 function uploaded(dataset) {
   body.prepend(datasetRow(dataset));
   $("datasets-empty").hidden = true;
   statusLine.replaceChildren(
     `Uploaded “${dataset.name}”: ${fmtInt(dataset.rows)} rows, ${fmtInt(dataset.features)} features. `,
   );
-  const train = document.createElement("a");
-  train.href = `/datasets/${encodeURIComponent(dataset.id)}#new-job`;
-  train.textContent = "Train a model on it";
-  statusLine.append(train);
+  statusLine.append(trainLink(dataset));
+  form.reset();
+  if (dataset.duplicate_of && dataset.duplicate_of.length) showDuplicate(dataset);
+}
+
+function reused(dataset) {
+  statusLine.replaceChildren(
+    `The same content was uploaded before as “${dataset.name}”: using that dataset, nothing new was stored. `,
+  );
+  statusLine.append(trainLink(dataset));
+  const row = body.querySelector(`tr[data-dataset-id="${CSS.escape(dataset.id)}"]`);
+  if (row) row.dataset.reused = "true";
   form.reset();
 }
+
+// ---- duplicate uploads (same sha256 as an earlier dataset of this tenant) ------------
+const duplicateBox = $("upload-duplicate");
+let duplicate = null; // {copy, existing}
+
+async function showDuplicate(copy) {
+  const existingId = copy.duplicate_of[0];
+  const result = await api("GET", `/v1/datasets/${encodeURIComponent(existingId)}`);
+  const existing = result.ok ? result.data : { id: existingId, name: existingId.slice(0, 8) };
+  duplicate = { copy, existing };
+  const more = copy.duplicate_of.length > 1 ? ` (and ${copy.duplicate_of.length - 1} more copies)` : "";
+  $("upload-duplicate-text").textContent =
+    `This file has the same content (sha256) as “${existing.name}”, uploaded before${more}. `
+    + "Use the existing dataset, or keep both.";
+  duplicateBox.dataset.existingId = existing.id;
+  duplicateBox.hidden = false;
+}
+
+$("upload-use-existing").addEventListener("click", async () => {
+  if (!duplicate) return;
+  const { copy, existing } = duplicate;
+  const result = await api("DELETE", `/v1/datasets/${encodeURIComponent(copy.id)}`);
+  if (!result.ok) {
+    show(errorLine, errorMessage(result));
+    return;
+  }
+  const row = body.querySelector(`tr[data-dataset-id="${CSS.escape(copy.id)}"]`);
+  if (row) row.remove();
+  duplicateBox.hidden = true;
+  duplicate = null;
+  statusLine.replaceChildren(`Using “${existing.name}”; the new copy was deleted. `);
+  statusLine.append(trainLink(existing));
+});
+
+$("upload-keep-both").addEventListener("click", () => {
+  duplicateBox.hidden = true;
+  duplicate = null;
+});
 
 form.addEventListener("submit", (event) => {
   event.preventDefault();
@@ -78,8 +131,10 @@ form.addEventListener("submit", (event) => {
   if (name) data.append("name", name);
   data.append("file", file);
 
+  duplicateBox.hidden = true;
+  duplicate = null;
   const xhr = new XMLHttpRequest();
-  xhr.open("POST", "/v1/datasets");
+  xhr.open("POST", $("upload-reuse").checked ? "/v1/datasets?reuse=true" : "/v1/datasets");
   xhr.setRequestHeader("Accept", "application/json");
   xhr.setRequestHeader("X-CSRF-Token", csrfToken());
   xhr.upload.addEventListener("progress", (e) => {
@@ -100,6 +155,9 @@ form.addEventListener("submit", (event) => {
     if (xhr.status === 201) {
       setProgress(1);
       uploaded(payload);
+    } else if (xhr.status === 200) {
+      setProgress(1);
+      reused(payload);
     } else {
       progressRow.hidden = true;
       statusLine.textContent = "";

@@ -1,6 +1,7 @@
 // Job detail: live status, progress and convergence plot from the SSE stream
 // GET /v1/jobs/{id}/events, the result when the job ends, and the cancel button.
 import { api, el, errorMessage, fmtInt, fmtNum, fmtSeconds, setStatusBadge, show, statusBadge, timeElement } from "./common.js";
+import { addPoint, addResult, pointCount, problemName, resetPlot } from "./job-plot.js";
 
 // The status lists come from the server (app/job_status.py), on the <body> element.
 const TERMINAL = new Set(document.body.dataset.terminalStatuses.split(" "));
@@ -8,9 +9,7 @@ const root = document.getElementById("job");
 const jobId = root.dataset.jobId;
 const $ = (id) => document.getElementById(id);
 
-const chart = $("chart");
 const chartEmpty = $("chart-empty");
-const chartSummary = $("chart-summary");
 const progressBar = $("job-progress");
 const progressLabel = $("job-progress-label");
 const progressDetail = $("job-progress-detail");
@@ -20,135 +19,6 @@ const history = $("job-history");
 
 let status = root.dataset.status;
 let source = null;
-
-// ---- convergence plot (uPlot, vendored) ----------------------------------------------
-const xs = [];
-const primal = [];
-const dual = [];
-const gap = [];
-let plot = null;
-let drawPending = false;
-
-const positive = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null);
-const SERIES = [xs, primal, dual, gap];
-
-/** Legend value: the point under the cursor, else the latest point. */
-function legendValue(format) {
-  return (_u, v, seriesIndex, index) => {
-    let value = v;
-    if (index === null || index === undefined) {
-      const data = SERIES[seriesIndex];
-      value = data.length ? data[data.length - 1] : null;
-    }
-    return value === null || value === undefined ? "—" : format(value);
-  };
-}
-
-/** Tick label of the log axis: 1e6, 1000, 0.5, 1e-4. */
-function axisLabel(v) {
-  if (v === null || v === undefined) return "";
-  const abs = Math.abs(v);
-  if (abs !== 0 && (abs >= 1e4 || abs < 1e-2)) {
-    const [mantissa, exponent] = v.toExponential().split("e");
-    return `${Number(Number(mantissa).toPrecision(2))}e${Number(exponent)}`;
-  }
-  return String(Number(v.toPrecision(3)));
-}
-
-/** Log-axis ticks: powers of ten (thinned on a tall range), 1-2-5 on a short one. */
-function logSplits(_u, _axis, min, max) {
-  if (!(min > 0 && max > min)) return [];
-  const lo = Math.floor(Math.log10(min));
-  const hi = Math.ceil(Math.log10(max));
-  const out = [];
-  if (hi - lo >= 2) {
-    const step = Math.max(1, Math.ceil((hi - lo) / 6));
-    for (let k = lo; k <= hi; k += step) out.push(10 ** k);
-  } else {
-    for (let k = lo; k <= hi; k++) for (const m of [1, 2, 5]) out.push(m * 10 ** k);
-  }
-  return out.filter((v) => v >= min * (1 - 1e-9) && v <= max * (1 + 1e-9));
-}
-
-function narrow() {
-  return window.matchMedia("(max-width: 720px)").matches;
-}
-
-function chartHeight() {
-  return narrow() ? 260 : 320;
-}
-
-function makePlot() {
-  const options = {
-    width: Math.max(280, chart.clientWidth),
-    height: chartHeight(),
-    scales: { x: { time: false }, y: { distr: 3 } },
-    axes: [
-      { label: "seconds since the solver started", stroke: "#393f46", grid: { stroke: "#eaeef2" }, ticks: { stroke: "#d0d7de" } },
-      {
-        label: narrow() ? "" : "objective, gap (log scale)", labelSize: narrow() ? 0 : 24, stroke: "#393f46", size: 52,
-        grid: { stroke: "#e3e8ee" }, ticks: { stroke: "#d0d7de" },
-        splits: logSplits, values: (_u, splits) => splits.map(axisLabel),
-      },
-    ],
-    series: [
-      { label: "time", value: legendValue(fmtSeconds) },
-      { label: "primal", stroke: "#0b5cad", width: 2, value: legendValue((v) => fmtNum(v, 5)), spanGaps: true },
-      { label: "dual", stroke: "#c26a00", width: 2, dash: [8, 4], value: legendValue((v) => fmtNum(v, 5)), spanGaps: true },
-      { label: "gap", stroke: "#1a7f37", width: 2, dash: [2, 3], value: legendValue((v) => fmtNum(v, 3)), spanGaps: true },
-    ],
-    legend: { live: true },
-    cursor: { drag: { x: true, y: false } },
-  };
-  // eslint-disable-next-line no-undef
-  plot = new uPlot(options, [xs, primal, dual, gap], chart);
-  new ResizeObserver(() => {
-    if (plot) plot.setSize({ width: Math.max(280, chart.clientWidth), height: chartHeight() });
-  }).observe(chart);
-}
-
-function draw() {
-  drawPending = false;
-  if (!xs.length) return;
-  if (!plot) {
-    chartEmpty.hidden = true;
-    makePlot();
-  } else {
-    plot.setData([xs, primal, dual, gap]);
-  }
-  chart.dataset.points = String(xs.length);
-  const last = xs.length - 1;
-  chartSummary.textContent = `${xs.length} point${xs.length === 1 ? "" : "s"} · at ${fmtSeconds(xs[last])}: `
-    + `primal ${fmtNum(primal[last], 5)}, dual ${fmtNum(dual[last], 5)}, gap ${fmtNum(gap[last], 3)}`;
-}
-
-function scheduleDraw() {
-  if (!drawPending) {
-    drawPending = true;
-    window.requestAnimationFrame(draw);
-  }
-}
-
-function resetPlot() {
-  for (const series of [xs, primal, dual, gap]) series.length = 0;
-  if (plot) plot.setData([xs, primal, dual, gap]);
-  chart.dataset.points = "0";
-}
-
-function addPoint(event) {
-  const x = event.elapsed_s;
-  if (typeof x !== "number") return;
-  if (xs.length && x <= xs[xs.length - 1]) return; // a live point seen again from the history
-  let g = event.gap;
-  if (typeof g !== "number" && typeof event.primal === "number" && typeof event.dual === "number") {
-    g = event.primal - event.dual;
-  }
-  xs.push(x);
-  primal.push(positive(event.primal));
-  dual.push(positive(event.dual));
-  gap.push(positive(g));
-  scheduleDraw();
-}
 
 // ---- status, progress, result --------------------------------------------------------
 function setProgress(fraction) {
@@ -168,9 +38,70 @@ function onProgress(event) {
   if (typeof event.violation === "number") parts.push(`violation ${fmtNum(event.violation, 3)}`);
   if (typeof event.active_size === "number") parts.push(`active ${fmtInt(event.active_size)}`);
   if (typeof event.n_classes === "number" && event.n_classes > 1) {
-    parts.push(`class ${(event.class_index || 0) + 1} of ${event.n_classes}`);
+    const k = event.class_index || 0;
+    parts.push(`problem ${k + 1} of ${event.n_classes} (${problemName(k, event)})`);
   }
   progressDetail.textContent = parts.join(" · ");
+}
+
+/** The status box once the job has ended: the result's figures, not the last event's. */
+function showFinalFigures(job) {
+  const result = job.result;
+  if (!result) return;
+  const parts = [`finished: ${fmtInt(result.iterations)} iterations`, fmtSeconds(result.train_seconds)];
+  if (typeof result.duality_gap === "number") parts.push(`gap ${fmtNum(result.duality_gap, 3)}`);
+  if (typeof result.relative_gap === "number") parts.push(`relative gap ${fmtNum(result.relative_gap, 3)}`);
+  if (typeof result.dual_objective === "number" && typeof result.primal_objective !== "number") {
+    parts.push(`dual ${fmtNum(result.dual_objective, 6)}`);
+  }
+  progressDetail.textContent = parts.join(" · ");
+}
+
+/** A model that did not converge: a warning with the reason, not a green success. */
+function showUnconverged(job) {
+  const result = job.result;
+  const box = $("job-unconverged");
+  const unconverged = job.status === "succeeded" && result && result.converged === false;
+  if (!unconverged) {
+    box.hidden = true;
+    return;
+  }
+  const badge = $("job-status");
+  badge.className = "status status-unconverged";
+  badge.textContent = `stopped: ${result.exit_reason || "not converged"}`;
+  badge.dataset.converged = "false";
+  progressBar.classList.add("unconverged");
+  const reasons = (result.warnings || []).length ? result.warnings : [`the solver stopped at ${result.exit_reason}`];
+  box.replaceChildren(
+    el("span", { class: "badge badge-warning", "data-field": "unconverged" }, `⚠ Not converged (${result.exit_reason})`),
+    " ",
+    ...reasons.map((reason) => el("span", { class: "note" }, reason)),
+  );
+  box.hidden = false;
+  if (typeof job.progress_fraction === "number") {
+    progressLabel.textContent = `${Math.round(job.progress_fraction * 100)}% · stopped`;
+  } else {
+    progressLabel.textContent = "stopped";
+  }
+}
+
+// ---- a queued job: what it waits for -----------------------------------------------
+let waitTimer = null;
+
+async function showWaiting() {
+  waitTimer = null;
+  if (status !== "queued") {
+    $("job-waiting").hidden = true;
+    return;
+  }
+  const result = await api("GET", `/v1/jobs/${encodeURIComponent(jobId)}`);
+  if (result.ok && result.data.status === "queued" && result.data.waiting_for) {
+    show($("job-waiting"), `Waiting for ${result.data.waiting_for}.`);
+  } else if (result.ok && result.data.status !== "queued") {
+    $("job-waiting").hidden = true;
+    return;
+  }
+  waitTimer = window.setTimeout(showWaiting, 2000);
 }
 
 function addHistory(event) {
@@ -231,9 +162,16 @@ async function finish() {
   }
   show($("job-error"), job.error || "");
   setProgress(job.progress_fraction);
+  if (job.status === "succeeded" && typeof job.progress_fraction !== "number") {
+    progressBar.value = 0;
+    progressLabel.textContent = "—";
+  }
+  showFinalFigures(job);
+  addResult(job);
+  showUnconverged(job);
   $("job-attempt").textContent = String(job.attempt);
   $("job-worker").textContent = job.worker || "—";
-  if (!xs.length) {
+  if (!pointCount()) {
     const started = job.status_history.some((entry) => entry.status === "running");
     if (job.status === "succeeded") {
       chartEmpty.textContent = "The job finished before its first progress report (reports come every 0.2 s), so there is nothing to plot.";
@@ -248,7 +186,7 @@ async function finish() {
 function onStatus(event) {
   addHistory(event);
   if (event.status === "running") {
-    if (xs.length) resetPlot(); // a new attempt starts over
+    if (pointCount()) resetPlot(); // a new attempt starts over
     if (event.attempt) $("job-attempt").textContent = String(event.attempt);
     if (event.worker) $("job-worker").textContent = event.worker;
   }
@@ -257,6 +195,7 @@ function onStatus(event) {
     root.dataset.status = status;
     setStatusBadge($("job-status"), status);
     $("job-status-note").textContent = "";
+    if (status !== "queued") $("job-waiting").hidden = true;
   }
   if (TERMINAL.has(event.status)) {
     if (!progressBar.hasAttribute("value")) progressBar.value = 0; // no longer indeterminate
@@ -305,3 +244,4 @@ cancelButton.addEventListener("click", async () => {
 });
 
 connect();
+if (status === "queued") waitTimer = window.setTimeout(showWaiting, 500);

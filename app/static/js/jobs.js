@@ -34,6 +34,7 @@ function fillProgress(row, job) {
   if (typeof fraction === "number") {
     bar.value = fraction;
     text.textContent = `${Math.round(fraction * 100)}%`;
+    if (job.status === "succeeded" && job.result && job.result.converged === false) text.textContent += " · stopped";
   } else if (ACTIVE.has(job.status)) {
     bar.removeAttribute("value"); // indeterminate while there is no estimate yet
     text.textContent = job.status === "queued" ? "waiting" : "starting";
@@ -62,7 +63,16 @@ function fillRow(row, job) {
   const link = field(row, "link");
   link.href = `/jobs/${encodeURIComponent(job.id)}`;
   link.textContent = shortId(job.id);
-  setStatusBadge(field(row, "status").querySelector(".status"), job.status);
+  const badge = field(row, "status").querySelector(".status");
+  setStatusBadge(badge, job.status);
+  if (job.status === "succeeded" && job.result && job.result.converged === false) {
+    // a model that did not converge: a warning, not a green success
+    badge.className = "status status-unconverged";
+    badge.textContent = `stopped: ${job.result.exit_reason}`;
+  }
+  if (job.status === "queued" && job.waiting_for) {
+    field(row, "progress-text").title = `waiting for ${job.waiting_for}`;
+  }
   field(row, "solver").textContent = job.solver;
   fillDataset(field(row, "dataset"), job);
   field(row, "C").textContent = fmtNum(job.params && job.params.C);
