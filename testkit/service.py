@@ -182,12 +182,15 @@ class ServiceProcess:
         self._log.close()
 
 
-def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None
+def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None, *,
+                 name: str | None = None, prefix: tuple[str, ...] = (), wait: bool = True
                  ) -> ServiceProcess:
     """A Celery worker process of the production app (workers.celery_app); with
     `kill_worker_on`, the crash tests' app instead (testkit.crashing_worker), whose process
-    SIGKILLs itself whenever it claims a job on a dataset of that name."""
-    name = f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
+    SIGKILLs itself whenever it claims a job on a dataset of that name. `prefix` runs it
+    under a command (e.g. `ip netns exec NAME`); without `wait`, call
+    `wait_for_log("ready.", ...)` before using it."""
+    name = name or f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
     env = settings_env(settings)
     app = "workers.celery_app"
     if kill_worker_on:
@@ -196,13 +199,14 @@ def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None =
         app = "testkit.crashing_worker"
         env[KILL_WORKER_ON] = kill_worker_on
     worker = ServiceProcess(
-        [sys.executable, "-m", "celery", "-A", app, "worker",
+        [*prefix, sys.executable, "-m", "celery", "-A", app, "worker",
          "--loglevel", "INFO", "--concurrency", "1", "--queues", settings.queue,
          "--hostname", name, "--without-gossip", "--without-mingle", "--without-heartbeat"],
         env,
         log_dir / f"worker-{uuid.uuid4().hex[:6]}.log",
     )
-    worker.wait_for_log("ready.", timeout=120)
+    if wait:
+        worker.wait_for_log("ready.", timeout=120)
     return worker
 
 
