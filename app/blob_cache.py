@@ -51,6 +51,36 @@ def temporary_name(directory: Path, stem: str) -> Path:
     return directory / f".{stem}.{socket.gethostname()}.{os.getpid()}{PARTIAL}"
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_temporary_blobs(directory: Path) -> list[Path]:
+    """Remove the temporary files that processes of this host left when they died."""
+    removed: list[Path] = []
+    host = socket.gethostname()
+    if not directory.is_dir():
+        return removed
+    for path in directory.glob(f".*{PARTIAL}"):
+        parts = path.name[: -len(PARTIAL)].split(".")
+        # ".<id>.<host...>.<pid>": the host name may itself contain dots
+        if len(parts) < 4 or not parts[-1].isdigit() or ".".join(parts[2:-1]) != host:
+            continue
+        pid = int(parts[-1])
+        if pid != os.getpid() and not _pid_alive(pid):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    if removed:
+        log.info("removed %d temporary blob(s) of dead processes", len(removed))
+    return removed
+
+
 @contextlib.contextmanager
 def _flock(path: Path) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -17,8 +17,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from app.blob_cache import BlobCache, file_sha256
-from app.storage import BlobRef, BlobStore, StoredBlob, remove_temporary_blobs
+from app.blob_cache import BlobCache, file_sha256, remove_temporary_blobs
+from app.blobs import BlobRef, BlobStore, StoredBlob
 
 if TYPE_CHECKING:
     from app.settings import Settings
