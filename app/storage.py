@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,8 +58,9 @@ __all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "Blo
            "model_arrays", "model_key", "remove_orphan_blobs", "remove_temporary_blobs",
            "save_dataset_arrays", "store_model_arrays"]
 
-_stores: dict[tuple[object, ...], BlobStore] = {}
+_stores: OrderedDict[tuple[object, ...], BlobStore] = OrderedDict()
 _stores_lock = threading.Lock()
+_MAX_STORES = 8  # a service has one configuration; tests make many
 
 
 def blob_store(settings: Settings) -> BlobStore:
@@ -70,7 +72,9 @@ def blob_store(settings: Settings) -> BlobStore:
         settings.blob_cache_bytes)
     with _stores_lock:
         store = _stores.get(identity)
-        if store is None:
+        if store is not None:
+            _stores.move_to_end(identity)
+        else:
             if settings.blob_backend == "s3":
                 from app.s3_store import S3BlobStore
 
@@ -78,6 +82,8 @@ def blob_store(settings: Settings) -> BlobStore:
             else:
                 store = LocalBlobStore(settings.home)
             _stores[identity] = store
+            while len(_stores) > _MAX_STORES:
+                _stores.popitem(last=False)
         return store
 
 
