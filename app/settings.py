@@ -6,7 +6,7 @@ import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -80,6 +80,23 @@ class Settings(BaseSettings):
     max_threads: int = Field(8, ge=1)
     # Blobs with no row (a crash between file and commit) are removed after this long.
     orphan_blob_grace_seconds: float = Field(3600.0, gt=0)
+
+    # -- blob storage (app/storage.py; README: "Running on several hosts") --------------
+    # local: files under `home` (one host, or a shared filesystem); s3: an S3-compatible
+    # object store, so hosts share nothing but the store, the database and the broker.
+    blob_backend: Literal["local", "s3"] = "local"
+    s3_endpoint_url: str = ""  # e.g. http://minio:9000; empty: AWS S3 itself
+    s3_bucket: str = "hinge"  # must exist
+    s3_prefix: str = ""  # prepended to every object key (several deployments, one bucket)
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = ""  # empty: boto3's own chain (environment, profile, role)
+    s3_secret_access_key: SecretStr = SecretStr("")
+    # Each process's local cache of the blobs it read from S3 (under home/blob-cache),
+    # keyed by sha256; least recently used blobs go beyond this size.
+    blob_cache_bytes: int = Field(8 << 30, gt=0)
+    # A model whose arrays take at least this many bytes keeps them in blob storage;
+    # smaller ones stay in the database row.
+    model_blob_min_bytes: int = Field(1 << 20, ge=0)
 
     @field_validator("allowed_hosts", "cors_origins", mode="before")
     @classmethod

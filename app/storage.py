@@ -1,112 +1,149 @@
-"""Blob storage for dataset arrays: one uncompressed .npz per dataset under HINGE_HOME.
+"""Blob storage: dataset arrays and large model arrays, behind one interface.
+
+Two backends (`HINGE_BLOB_BACKEND`; the interface `BlobStore` and the local backend are in
+app/blobs.py):
+- `local` (the embedded default): files under HINGE_HOME (`datasets/<id>.npz`,
+  `models/<id>.npz`); every process of the deployment must see the same directory.
+- `s3`: an S3-compatible object store (MinIO, AWS S3, ...; app/s3_store.py). Nothing is
+  shared between hosts but the store: each process keeps a bounded cache of the blobs it
+  reads, keyed by their sha256 (app/blob_cache.py), under its own HINGE_HOME.
+
+The database refers to a blob by `BlobRef`, its key and the sha256 of its bytes, written
+`<key>#<sha256>` (a dataset's `blob_path`; a large model's `arrays` column holds
+`MODEL_BLOB_MARKER` followed by it, a small model's the .npz bytes themselves). A bare
+path (a row written before blobs had references) is read from the local filesystem.
 
 Arrays are written with np.savez and read with allow_pickle=False: nothing is unpickled.
-A blob is written under a temporary name (`.<id>.<host>.<pid>.partial`), fsynced and
-renamed, so a reader never sees half a file. What a crash leaves behind is cleaned up:
-this host's temporary files of dead processes when an API process starts
-(`remove_temporary_blobs`), and by the sweep, after a grace period, any temporary file
-and any blob whose dataset row was never committed (`remove_orphan_blobs`).
+A blob is written under a temporary name (`.<id>.<host>.<pid>.partial`), fsynced, hashed
+and then renamed (local) or uploaded (s3), so a reader never sees half a file. What a
+crash leaves behind is cleaned up: this host's temporary files of dead processes when an
+API process starts (`remove_temporary_blobs`), and by the sweep, after a grace period,
+any temporary file and any blob whose row was never committed (`remove_orphan_blobs`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
+from app.blob_cache import PARTIAL, remove_temporary_blobs
+from app.blobs import (
+    DATASETS,
+    MODEL_BLOB_MARKER,
+    MODELS,
+    BlobRef,
+    BlobStore,
+    LocalBlobStore,
+    StoredBlob,
+    dataset_key,
+    model_key,
+    write_synced,
+)
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+
 log = logging.getLogger("hinge.storage")
 
-PARTIAL = ".partial"
+__all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobStore",
+           "LocalBlobStore", "StoredBlob", "blob_store", "dataset_key", "load_dataset",
+           "model_arrays", "model_key", "remove_orphan_blobs", "remove_temporary_blobs",
+           "save_dataset_arrays", "store_model_arrays"]
+
+_stores: OrderedDict[tuple[object, ...], BlobStore] = OrderedDict()
+_stores_lock = threading.Lock()
+_MAX_STORES = 8  # a service has one configuration; tests make many
 
 
-def _temporary_name(directory: Path, dataset_id: str) -> Path:
-    return directory / f".{dataset_id}.{socket.gethostname()}.{os.getpid()}{PARTIAL}"
+def blob_store(settings: Settings) -> BlobStore:
+    """The store the settings describe (one per configuration and process)."""
+    identity: tuple[object, ...] = (
+        settings.blob_backend, str(settings.home), settings.s3_endpoint_url,
+        settings.s3_bucket, settings.s3_prefix, settings.s3_region,
+        settings.s3_access_key_id, settings.s3_secret_access_key.get_secret_value(),
+        settings.blob_cache_bytes)
+    with _stores_lock:
+        store = _stores.get(identity)
+        if store is not None:
+            _stores.move_to_end(identity)
+        else:
+            if settings.blob_backend == "s3":
+                from app.s3_store import S3BlobStore
+
+                store = S3BlobStore(settings)
+            else:
+                store = LocalBlobStore(settings.home)
+            _stores[identity] = store
+            while len(_stores) > _MAX_STORES:
+                _stores.popitem(last=False)
+        return store
 
 
-def save_dataset_arrays(directory: Path, dataset_id: str, arrays: dict[str, np.ndarray]) -> Path:
-    """Write atomically (temporary file, fsync, rename) and return the final path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"{dataset_id}.npz"
-    temporary = _temporary_name(directory, dataset_id)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, allow_pickle=False, **arrays)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, final)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return final
+# -- datasets ----------------------------------------------------------------------------
+
+def save_dataset_arrays(store: BlobStore, dataset_id: str, arrays: dict[str, np.ndarray]
+                        ) -> StoredBlob:
+    """Store a dataset's arrays as one blob (temporary file, fsync, commit)."""
+    key = dataset_key(dataset_id)
+    scratch = store.scratch(key)
+    write_synced(scratch, lambda handle: np.savez(handle, allow_pickle=False, **arrays))
+    return store.commit(key, scratch)
 
 
-def load_dataset(path: str | Path, n_features: int) -> tuple[sp.csr_matrix, np.ndarray]:
-    with np.load(path, allow_pickle=False) as blob:
+def load_dataset(store: BlobStore, blob_path: str, n_features: int
+                 ) -> tuple[sp.csr_matrix, np.ndarray]:
+    with store.open(BlobRef.parse(blob_path)) as handle, \
+            np.load(handle, allow_pickle=False) as blob:
         data, indices, indptr, y = blob["data"], blob["indices"], blob["indptr"], blob["y"]
     X = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, n_features))
     return X, y
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+# -- models ------------------------------------------------------------------------------
+
+def store_model_arrays(store: BlobStore, settings: Settings, model_id: str, payload: bytes
+                       ) -> tuple[bytes, bool]:
+    """What the model row's `arrays` column keeps: the .npz bytes themselves when smaller
+    than HINGE_MODEL_BLOB_MIN_BYTES, else a reference to a blob holding them (written
+    here; True when a blob was written)."""
+    if len(payload) < settings.model_blob_min_bytes:
+        return payload, False
+    stored = store.put_bytes(model_key(model_id), payload)
+    return MODEL_BLOB_MARKER + str(stored.ref).encode(), True
 
 
-def remove_temporary_blobs(directory: Path) -> list[Path]:
-    """Remove the temporary files that processes of this host left when they died."""
-    removed: list[Path] = []
-    host = socket.gethostname()
-    for path in directory.glob(f".*{PARTIAL}"):
-        parts = path.name[: -len(PARTIAL)].split(".")
-        # ".<id>.<host...>.<pid>": the host name may itself contain dots
-        if len(parts) < 4 or not parts[-1].isdigit() or ".".join(parts[2:-1]) != host:
-            continue
-        pid = int(parts[-1])
-        if pid != os.getpid() and not _pid_alive(pid):
-            path.unlink(missing_ok=True)
-            removed.append(path)
-    if removed:
-        log.info("removed %d temporary blob(s) of dead processes", len(removed))
-    return removed
+def model_arrays(store: BlobStore, stored: bytes) -> bytes:
+    """A model's .npz bytes, from the row's `arrays` column or the blob it refers to."""
+    if not stored.startswith(MODEL_BLOB_MARKER):
+        return stored
+    with store.open(BlobRef.parse(stored[len(MODEL_BLOB_MARKER):].decode())) as handle:
+        return handle.read()
 
 
-def remove_orphan_blobs(directory: Path, grace_seconds: float,
-                        known: Callable[[Iterable[str]], set[str]]) -> list[Path]:
-    """Remove blobs older than `grace_seconds` whose dataset id `known` does not return
-    (no row: the upload crashed between the file and the commit), and temporary files
-    older than that (any host's)."""
+# -- clean-up ----------------------------------------------------------------------------
+
+def remove_orphan_blobs(store: BlobStore, prefix: str, grace_seconds: float,
+                        known: Callable[[Iterable[str]], set[str]]) -> list[str]:
+    """Remove blobs under `prefix` older than `grace_seconds` whose id `known` does not
+    return (no row: the process crashed between the blob and the commit), and temporary
+    files older than that (any host's); the removed blobs' file names."""
     cutoff = time.time() - grace_seconds
-    old: dict[str, Path] = {}
-    removed: list[Path] = []
-    for path in directory.iterdir():
-        try:
-            if path.stat().st_mtime >= cutoff:
-                continue
-        except FileNotFoundError:
-            continue
-        if path.name.endswith(PARTIAL):
-            path.unlink(missing_ok=True)
-            removed.append(path)
-        elif path.suffix == ".npz" and not path.name.startswith("."):
-            old[path.stem] = path
+    removed = store.remove_stale_scratch(prefix, cutoff)
+    old = {Path(key).stem: key for key in store.keys_older_than(prefix, cutoff)}
     if old:
         keep = known(old)
-        for dataset_id, path in old.items():
-            if dataset_id not in keep:
-                path.unlink(missing_ok=True)
-                removed.append(path)
+        for blob_id, key in old.items():
+            if blob_id not in keep:
+                store.delete(key)
+                removed.append(Path(key).name)
     if removed:
-        log.info("removed %d orphan blob(s)", len(removed))
+        log.info("removed %d orphan blob(s) under %s/", len(removed), prefix)
     return removed

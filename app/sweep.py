@@ -7,9 +7,10 @@
   message (a broker that keeps nothing on disk was restarted): it is enqueued again. A
   duplicate message is harmless: the claim is a conditional update.
 - Evaluations run by workers get the same two rules (app/services/evaluations.py).
-- Blob files with no dataset row, and temporary blob files, older than
-  `orphan_blob_grace_seconds` (an API process died between the file and the commit) are
-  removed; stored idempotent answers older than `idempotency_hours` are dropped.
+- Blobs with no dataset (or model) row, and temporary blob files, older than
+  `orphan_blob_grace_seconds` (a process died between the blob and the commit) are
+  removed, in whichever blob store is configured; stored idempotent answers older than
+  `idempotency_hours` are dropped.
 - Worker presence rows (app/services/workers.py) without a heartbeat for an hour are
   forgotten.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 import anyio.to_thread
@@ -29,13 +30,13 @@ from sqlalchemy import delete, select, update
 
 from app.db import read_sessionmaker_for, session_scope
 from app.job_status import JobStatus
-from app.orm import Dataset, IdempotencyRecord, Job, utcnow
+from app.orm import Dataset, IdempotencyRecord, Job, Model, utcnow
 from app.queue import enqueue_evaluation, enqueue_training
 from app.services import workers
 from app.services.evaluations import sweep_evaluations
 from app.services.jobs import transition
 from app.settings import Settings
-from app.storage import remove_orphan_blobs
+from app.storage import DATASETS, MODELS, blob_store, remove_orphan_blobs
 
 log = logging.getLogger("hinge.sweep")
 
@@ -98,18 +99,24 @@ def sweep(settings: Settings) -> dict[str, int]:
 
 
 def sweep_storage(settings: Settings) -> list[str]:
-    """Remove orphan blobs and expired idempotency records; the removed blobs' names."""
-    def known(ids: Iterable[str]) -> set[str]:
-        wanted = list(ids)
-        with read_sessionmaker_for(settings.database_url)() as session:
-            return set(session.scalars(select(Dataset.id).where(Dataset.id.in_(wanted))))
+    """Remove orphan blobs (datasets and model arrays) and expired idempotency records;
+    the removed blobs' names."""
+    def known(table: type[Dataset] | type[Model]) -> Callable[[Iterable[str]], set[str]]:
+        def existing(ids: Iterable[str]) -> set[str]:
+            wanted = list(ids)
+            with read_sessionmaker_for(settings.database_url)() as session:
+                return set(session.scalars(select(table.id).where(table.id.in_(wanted))))
+        return existing
 
-    removed = remove_orphan_blobs(settings.datasets_dir, settings.orphan_blob_grace_seconds,
-                                  known)
+    store = blob_store(settings)
+    removed = [*remove_orphan_blobs(store, DATASETS, settings.orphan_blob_grace_seconds,
+                                    known(Dataset)),
+               *remove_orphan_blobs(store, MODELS, settings.orphan_blob_grace_seconds,
+                                    known(Model))]
     expired = utcnow() - timedelta(hours=settings.idempotency_hours)
     with session_scope(settings.database_url) as session:
         session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.created_at < expired))
-    return [path.name for path in removed]
+    return removed
 
 
 async def sweep_forever(settings: Settings) -> None:

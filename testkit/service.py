@@ -82,7 +82,66 @@ def settings_env(settings: Settings) -> dict[str, str]:
     })
     if settings.secret_key.get_secret_value():
         env["HINGE_SECRET_KEY"] = settings.secret_key.get_secret_value()
+    env.update(blob_env(settings))
     return env
+
+
+def blob_env(settings: Settings) -> dict[str, str]:
+    """The blob-storage variables of `settings` (HINGE_BLOB_BACKEND and, for s3, where)."""
+    env = {"HINGE_BLOB_BACKEND": settings.blob_backend,
+           "HINGE_BLOB_CACHE_BYTES": str(settings.blob_cache_bytes),
+           "HINGE_MODEL_BLOB_MIN_BYTES": str(settings.model_blob_min_bytes)}
+    if settings.blob_backend == "s3":
+        env.update({
+            "HINGE_S3_ENDPOINT_URL": settings.s3_endpoint_url,
+            "HINGE_S3_BUCKET": settings.s3_bucket,
+            "HINGE_S3_PREFIX": settings.s3_prefix,
+            "HINGE_S3_REGION": settings.s3_region,
+            "HINGE_S3_ACCESS_KEY_ID": settings.s3_access_key_id,
+            "HINGE_S3_SECRET_ACCESS_KEY": settings.s3_secret_access_key.get_secret_value(),
+        })
+    return env
+
+
+# -- a local S3-compatible server (moto's standalone server) for the s3 blob backend -----
+
+S3_TEST_KEY = ("hinge-test", "hinge-test-secret")
+
+
+@contextlib.contextmanager
+def moto_server(log_dir: Path, host: str = "127.0.0.1") -> Iterator[str]:
+    """moto's S3-compatible server as a child process on `host`; yields its endpoint URL."""
+    port = free_port()
+    server = ServiceProcess([sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
+                            dict(os.environ), log_dir / f"moto-{port}.log")
+    endpoint = f"http://{host}:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{endpoint}/moto-api/", timeout=2).status_code < 500:
+                    break
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"moto server did not start:\n{server.log()[-4000:]}")
+            time.sleep(0.1)
+        yield endpoint
+    finally:
+        server.stop()
+
+
+def s3_overrides(endpoint: str) -> dict[str, Any]:
+    """Settings for the s3 blob backend on a fresh bucket of the server at `endpoint`;
+    every model's arrays go to the store too (model_blob_min_bytes 0), so tests on this
+    backend exercise that path."""
+    import boto3
+
+    bucket = f"hinge-test-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                 aws_access_key_id=S3_TEST_KEY[0],
+                 aws_secret_access_key=S3_TEST_KEY[1]).create_bucket(Bucket=bucket)
+    return {"blob_backend": "s3", "s3_endpoint_url": endpoint, "s3_bucket": bucket,
+            "s3_access_key_id": S3_TEST_KEY[0], "s3_secret_access_key": S3_TEST_KEY[1],
+            "model_blob_min_bytes": 0}
 
 
 def free_port() -> int:
@@ -124,13 +183,15 @@ class ServiceProcess:
         self._log.close()
 
 
-def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None,
-                 wait: bool = True) -> ServiceProcess:
+def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None, *,
+                 name: str | None = None, prefix: tuple[str, ...] = (), wait: bool = True
+                 ) -> ServiceProcess:
     """A Celery worker process of the production app (workers.celery_app); with
     `kill_worker_on`, the crash tests' app instead (testkit.crashing_worker), whose process
-    SIGKILLs itself whenever it claims a job on a dataset of that name. With `wait`, once
-    Celery logs that it is ready."""
-    name = f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
+    SIGKILLs itself whenever it claims a job on a dataset of that name. `prefix` runs it
+    under a command (e.g. `ip netns exec NAME`); without `wait`, call
+    `wait_for_log("ready.", ...)` before using it."""
+    name = name or f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
     env = settings_env(settings)
     app = "workers.celery_app"
     if kill_worker_on:
@@ -139,7 +200,7 @@ def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None =
         app = "testkit.crashing_worker"
         env[KILL_WORKER_ON] = kill_worker_on
     worker = ServiceProcess(
-        [sys.executable, "-m", "celery", "-A", app, "worker",
+        [*prefix, sys.executable, "-m", "celery", "-A", app, "worker",
          "--loglevel", "INFO", "--concurrency", "1", "--queues", settings.queue,
          "--hostname", name, "--without-gossip", "--without-mingle", "--without-heartbeat"],
         env,

@@ -1,15 +1,26 @@
 from __future__ import annotations
 
+import contextlib
 import lzma
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import bearer, data_file, embedded_settings, make_key, migrate
+from tests.support import (
+    bearer,
+    data_file,
+    embedded_settings,
+    make_key,
+    migrate,
+    moto_server,
+    s3_overrides,
+    unavailable,
+)
 
 
 @pytest.fixture(scope="session")
@@ -17,10 +28,36 @@ def heart_bytes() -> bytes:
     return lzma.decompress(data_file("heart_scale.xz").read_bytes())
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A local S3-compatible server (moto's, a child process on loopback) for the session."""
+    with contextlib.ExitStack() as stack:
+        try:
+            endpoint = stack.enter_context(moto_server(tmp_path_factory.mktemp("moto")))
+        except Exception as exc:
+            unavailable("the moto S3 server (pip install 'moto[server]')", exc)
+        yield endpoint
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    """The embedded default (SQLite database + SQLite broker) in a fresh HINGE_HOME."""
-    configured = embedded_settings(tmp_path / "home")
+def blob_backend() -> str:
+    """local; a module that overrides this fixture with params=BLOB_BACKENDS runs on s3 too."""
+    return "local"
+
+
+@pytest.fixture
+def blob_overrides(request: pytest.FixtureRequest, blob_backend: str) -> dict[str, Any]:
+    """Settings of the blob backend: nothing for local, a fresh bucket for s3."""
+    if blob_backend == "local":
+        return {}
+    return s3_overrides(request.getfixturevalue("s3_endpoint"))
+
+
+@pytest.fixture
+def settings(tmp_path: Path, blob_overrides: dict[str, Any]) -> Settings:
+    """The embedded default (SQLite database + SQLite broker) in a fresh HINGE_HOME, with
+    blobs on the `blob_backend`."""
+    configured = embedded_settings(tmp_path / "home", **blob_overrides)
     configured.ensure_dirs()
     migrate(configured.database_url)
     return configured

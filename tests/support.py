@@ -22,13 +22,16 @@ from testkit.paths import REPO
 from testkit.service import (
     ServiceProcess,
     bearer,
+    blob_env,
     child_pids,
     downgrade,
     embedded_settings,
     free_port,
     make_key,
     migrate,
+    moto_server,
     running_service,
+    s3_overrides,
     settings_env,
     start_api,
     start_worker,
@@ -36,11 +39,12 @@ from testkit.service import (
 )
 
 __all__ = [
-    "BACKENDS", "IN_CI", "POSTGRES_URL", "REDIS_URL", "REPO", "SHARED_DATA", "ServiceProcess",
-    "bearer", "child_pids", "data_file", "downgrade", "embedded_settings", "free_port",
-    "make_key", "migrate", "migrated_settings", "postgres_schema", "require_redis",
-    "running_service", "settings_env", "sqlite_write_lock_error", "start_api", "start_worker",
-    "unavailable", "wait_for_job",
+    "BACKENDS", "BLOB_BACKENDS", "IN_CI", "POSTGRES_URL", "REDIS_URL", "REPO", "SHARED_DATA",
+    "ServiceProcess", "bearer", "blob_env", "blob_exists", "child_pids", "data_file",
+    "downgrade", "embedded_settings", "free_port", "make_key", "migrate", "migrated_settings",
+    "moto_server", "postgres_schema", "require_redis", "running_service", "s3_overrides",
+    "settings_env", "sqlite_write_lock_error", "start_api", "start_worker", "unavailable",
+    "wait_for_job",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -100,6 +104,23 @@ def require_redis() -> str:
 
 # the two database backends of the tests, as a fixture parameter list
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+# the two blob backends: a module that overrides the `blob_backend` fixture with these
+# params runs its tests on both (tests/conftest.py starts the S3 server when needed)
+BLOB_BACKENDS = ["local", pytest.param("s3", marks=pytest.mark.s3)]
+
+
+def blob_exists(settings: Settings, key: str) -> bool:
+    """Whether the blob store of `settings` holds `key` (e.g. "datasets/<id>.npz")."""
+    from app.storage import LocalBlobStore, blob_store
+
+    store = blob_store(settings)
+    if isinstance(store, LocalBlobStore):
+        return store.path(key).exists()
+    from app.s3_store import S3BlobStore
+
+    assert isinstance(store, S3BlobStore)
+    listed = store.client.list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + key)
+    return any(item["Key"] == store.prefix + key for item in listed.get("Contents", []))
 
 
 @contextlib.contextmanager

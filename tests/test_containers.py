@@ -21,7 +21,8 @@ def _compose() -> dict:
 
 def test_compose_has_the_whole_stack_and_workers_scale() -> None:
     services = _compose()["services"]
-    assert {"postgres", "redis", "migrate", "api", "worker"} <= set(services)
+    assert {"postgres", "redis", "minio", "minio-bucket", "migrate", "api", "worker"} <= set(
+        services)
     assert services["migrate"]["command"] == ["alembic", "upgrade", "head"]
     for name in ("api", "worker"):
         env = services[name]["environment"]
@@ -32,6 +33,31 @@ def test_compose_has_the_whole_stack_and_workers_scale() -> None:
     worker = services["worker"]
     assert "container_name" not in worker and "ports" not in worker  # --scale worker=N
     assert worker["command"][:4] == ["celery", "-A", "workers.celery_app", "worker"]
+    assert services["api"]["deploy"]["replicas"] >= 2
+    assert "container_name" not in services["api"]
+
+
+def test_compose_shares_nothing_but_the_servers() -> None:
+    """API and workers keep blobs in MinIO (its bucket made by a one-shot service they
+    wait for), mount no volume, and every API replica gets the same secret key."""
+    services = _compose()["services"]
+    for name in ("api", "worker"):
+        service = services[name]
+        env = service["environment"]
+        assert env["HINGE_BLOB_BACKEND"] == "s3"
+        assert env["HINGE_S3_ENDPOINT_URL"] == "http://minio:9000"
+        assert "volumes" not in service, f"{name} mounts a volume"
+        assert service["depends_on"]["minio-bucket"]["condition"] == (
+            "service_completed_successfully")
+        assert env["HINGE_SECRET_KEY"].startswith("${HINGE_SECRET_KEY:?")
+    bucket = services["minio-bucket"]
+    assert bucket["depends_on"]["minio"]["condition"] == "service_healthy"
+    made = " ".join(bucket["command"])
+    wanted = services["api"]["environment"]["HINGE_S3_BUCKET"]
+    assert f"mc mb --ignore-existing store/{wanted}" in made
+    minio = services["minio"]["environment"]
+    assert services["api"]["environment"]["HINGE_S3_SECRET_ACCESS_KEY"] == (
+        minio["MINIO_ROOT_PASSWORD"])
 
 
 def test_dockerfile_builds_one_image_for_api_and_worker() -> None:

@@ -40,7 +40,7 @@ def run_evaluation(settings: Settings, evaluation_id: str, hostname: str) -> str
     try:
         with EvaluationHeartbeat(settings, evaluation_id, claim.attempt), \
                 read_sessionmaker_for(settings.database_url)() as reader:
-            report = evaluations.run_claimed_evaluation(reader, claim)
+            report = evaluations.run_claimed_evaluation(reader, settings, claim)
     except Exception as exc:
         log.exception("evaluation %s failed", evaluation_id)
         with session_scope(settings.database_url) as session:

@@ -24,7 +24,7 @@ from app.queue import enqueue_training
 from app.services import jobs
 from app.services.jobs import Claim
 from app.settings import Settings
-from app.storage import load_dataset
+from app.storage import blob_store, load_dataset, model_key, store_model_arrays
 from solvers.models import model_to_bytes
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def _train(settings: Settings, claimed: Claim) -> str:
         return "failed"
     try:
         with Heartbeat(settings, claimed.job_id, claimed.attempt):
-            X, y = load_dataset(claimed.blob_path, claimed.features)
+            X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
             params = dict(claimed.params)
             if params.get("max_seconds") is None:
                 params["max_seconds"] = settings.job_max_seconds
@@ -244,17 +244,28 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.
     train_accuracy = float(np.mean(result.predict(X) == y))
     summary = _summary(result, train_accuracy)
     payload = model_to_bytes(result.model)
+    model_id = new_id()
+    store = blob_store(settings)
+    arrays, in_blob = store_model_arrays(store, settings, model_id, payload)
     model = Model(
-        id=new_id(), tenant_id=claimed.tenant_id, job_id=claimed.job_id,
+        id=model_id, tenant_id=claimed.tenant_id, job_id=claimed.job_id,
         dataset_id=claimed.dataset_id,
         kind=result.model.kind, solver=claimed.solver, params=claimed.params,
         labels=[float(v) for v in result.classes], n_features=int(result.model.n_features),
-        result=summary, converged=summary["converged"], arrays=payload,
+        result=summary, converged=summary["converged"], arrays=arrays,
         size_bytes=len(payload), train_accuracy=train_accuracy,
     )
-    with session_scope(settings.database_url) as session:
-        if not jobs.succeed(session, claimed, summary, model):
-            return "lost"
+    try:
+        with session_scope(settings.database_url) as session:
+            succeeded = jobs.succeed(session, claimed, summary, model)
+    except BaseException:
+        if in_blob:
+            store.delete(model_key(model_id))
+        raise
+    if not succeeded:
+        if in_blob:  # another attempt holds the job: this model is not stored
+            store.delete(model_key(model_id))
+        return "lost"
     return "succeeded"
 
 

@@ -142,8 +142,9 @@ def get_dataset(dataset_id: str, session: SessionDep, principal: ReadAuth) -> Da
 
 
 @router.delete("/{dataset_id}", status_code=204)
-def delete_dataset(dataset_id: str, session: WriteSessionDep, principal: TrainAuth) -> None:
-    service.delete_dataset(session, principal.tenant_id, dataset_id)
+def delete_dataset(dataset_id: str, session: WriteSessionDep, settings: SettingsDep,
+                   principal: TrainAuth) -> None:
+    service.delete_dataset(session, settings, principal.tenant_id, dataset_id)
 
 
 SPLIT_DOC = """Two new datasets, train and test, from this one's rows: `test_fraction` of the rows

@@ -36,8 +36,9 @@ def get_model(model_id: str, session: SessionDep, principal: ReadAuth) -> Model:
 
 
 @router.delete("/{model_id}", status_code=204)
-def delete_model(model_id: str, session: WriteSessionDep, principal: TrainAuth) -> None:
-    service.delete_model(session, principal.tenant_id, model_id)
+def delete_model(model_id: str, session: WriteSessionDep, settings: SettingsDep,
+                 principal: TrainAuth) -> None:
+    service.delete_model(session, settings, principal.tenant_id, model_id)
 
 
 PREDICT_DOC = """Predict with a stored model.
@@ -93,8 +94,8 @@ ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm|scale)$")
 
 
 @router.get("/{model_id}/export", response_class=PlainTextResponse)
-def export_model(model_id: str, session: SessionDep, principal: ReadAuth,
-                 format: ExportFormat = None) -> PlainTextResponse:
+def export_model(model_id: str, session: SessionDep, settings: SettingsDep,
+                 principal: ReadAuth, format: ExportFormat = None) -> PlainTextResponse:
     """A model file the reference engine loads: `format=liblinear` for linear models (the
     default for them), `format=libsvm` for kernel models (their default; with probA/probB
     when trained with probability), or `format=scale`: the `svm-scale -s` range file of a
@@ -102,6 +103,6 @@ def export_model(model_id: str, session: SessionDep, principal: ReadAuth,
     LIBLINEAR's predict)."""
     suffix = "range" if format == "scale" else "model"
     return PlainTextResponse(
-        service.export_model(session, principal.tenant_id, model_id, format),
+        service.export_model(session, settings, principal.tenant_id, model_id, format),
         headers={"Content-Disposition": f'attachment; filename="{model_id}.{suffix}"'},
     )

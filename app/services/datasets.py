@@ -9,8 +9,6 @@ The tenant's limits on datasets and stored bytes are checked with the tenant's r
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -21,7 +19,7 @@ from app.job_status import ACTIVE_STATUSES
 from app.orm import Dataset, Job, Tenant, new_id
 from app.services.limits import lock_dataset, lock_tenant, tenant_limit
 from app.settings import Settings
-from app.storage import save_dataset_arrays
+from app.storage import BlobRef, blob_store, save_dataset_arrays
 from solvers.params import label_key  # the keys of class_counts and class_weight
 from solvers.svmlight import ParsedDataset
 
@@ -85,16 +83,17 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
     lock and the row added; a refused or failed insert removes the blob again."""
     labels, counts = np.unique(parsed.y, return_counts=True)
     dataset_id = new_id()
-    path = save_dataset_arrays(
-        settings.datasets_dir, dataset_id,
+    store = blob_store(settings)
+    stored = save_dataset_arrays(
+        store, dataset_id,
         {"data": parsed.data, "indices": parsed.indices, "indptr": parsed.indptr,
          "y": parsed.y},
     )
-    after_rollback(session, lambda: Path(path).unlink(missing_ok=True))
+    after_rollback(session, lambda: store.delete(stored.ref.key))
     try:
         check_quota(session, settings, lock_tenant(session, tenant_id), stored_size(parsed))
     except BaseException:
-        Path(path).unlink(missing_ok=True)
+        store.delete(stored.ref.key)
         raise
     dataset = Dataset(
         id=dataset_id,
@@ -107,14 +106,14 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         class_counts={label_key(v): int(c) for v, c in zip(labels, counts, strict=True)},
         sha256=parsed.sha256,
         size_bytes=int(parsed.bytes_read),
-        blob_path=str(path),
-        stored_bytes=path.stat().st_size,
+        blob_path=str(stored.ref),
+        stored_bytes=stored.size,
     )
     try:
         session.add(dataset)
         session.flush()
     except BaseException:
-        Path(path).unlink(missing_ok=True)
+        store.delete(stored.ref.key)
         raise
     return dataset
 
@@ -156,7 +155,8 @@ def dataset_names(session: Session, tenant_id: str, ids: set[str | None]) -> dic
     return {row.id: row.name for row in rows}
 
 
-def delete_dataset(session: Session, tenant_id: str, dataset_id: str) -> None:
+def delete_dataset(session: Session, settings: Settings, tenant_id: str, dataset_id: str
+                   ) -> None:
     """Delete a dataset no queued or running job needs (409 otherwise); its jobs keep
     their rows with `dataset_id` null; its file goes once the delete commits.
 
@@ -173,7 +173,8 @@ def delete_dataset(session: Session, tenant_id: str, dataset_id: str) -> None:
     if active:
         raise ApiError(409, f"dataset {dataset_id!r} has {active} queued or running job(s); "
                             "cancel them or wait for them to finish first")
-    blob = Path(dataset.blob_path)
+    blob = BlobRef.parse(dataset.blob_path)
+    store = blob_store(settings)
     session.delete(dataset)
     session.flush()
-    after_commit(session, lambda: blob.unlink(missing_ok=True))
+    after_commit(session, lambda: store.delete(blob.key))

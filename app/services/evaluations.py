@@ -38,7 +38,7 @@ from app.services.datasets import find_dataset
 from app.services.limits import lock_dataset
 from app.services.models import get_model, servable_model
 from app.settings import Settings
-from app.storage import load_dataset
+from app.storage import blob_store, load_dataset
 from solvers.metrics import evaluate
 from solvers.models import Pipeline
 
@@ -96,9 +96,9 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
         created_at=now, queued_at=now,
     )
     if dataset.rows <= settings.evaluate_inline_rows:
-        model = servable_model(reader, model_id)
+        model = servable_model(reader, settings, model_id)
         try:
-            X, y = load_dataset(dataset.blob_path, model.n_features)
+            X, y = load_dataset(blob_store(settings), dataset.blob_path, model.n_features)
         except FileNotFoundError:  # deleted since it was read
             raise _no_dataset(spec.dataset_id) from None
         try:
@@ -231,12 +231,13 @@ def finish_evaluation(session: Session, claim: EvaluationClaim, *,
                    error=error)
 
 
-def run_claimed_evaluation(session: Session, claim: EvaluationClaim) -> dict[str, Any]:
+def run_claimed_evaluation(session: Session, settings: Settings, claim: EvaluationClaim
+                           ) -> dict[str, Any]:
     """The report of a claimed evaluation (raises when the model or dataset is gone)."""
     if claim.blob_path is None:
         raise ValueError("the dataset was deleted before the evaluation started")
-    model = servable_model(session, claim.model_id)
-    X, y = load_dataset(claim.blob_path, model.n_features)
+    model = servable_model(session, settings, claim.model_id)
+    X, y = load_dataset(blob_store(settings), claim.blob_path, model.n_features)
     return compute_report(model, X, y)
 
 

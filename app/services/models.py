@@ -27,6 +27,7 @@ from app.predict import (
 )
 from app.schemas import PredictRequest, PredictResponse
 from app.settings import Settings
+from app.storage import blob_store, model_arrays, model_key
 from solvers.models import Pipeline
 from solvers.scaling import ScalingError, scaler_to_range_text
 
@@ -63,13 +64,21 @@ def get_model(session: Session, tenant_id: str, model_id: str) -> Model:
     return model
 
 
-def delete_model(session: Session, tenant_id: str, model_id: str) -> None:
+def delete_model(session: Session, settings: Settings, tenant_id: str, model_id: str) -> None:
+    """Delete the row; once that commits, drop the cached model and remove the blob of
+    its arrays, if they had one (see store_model_arrays)."""
     session.delete(get_model(session, tenant_id, model_id))
     session.flush()
-    after_commit(session, lambda: _cache.drop(model_id))
+    store = blob_store(settings)
+
+    def forget() -> None:
+        _cache.drop(model_id)
+        store.delete(model_key(model_id))
+
+    after_commit(session, forget)
 
 
-def servable_model(session: Session, model_id: str) -> ServableModel:
+def servable_model(session: Session, settings: Settings, model_id: str) -> ServableModel:
     """The model ready to predict, from the cache or the database (callers have checked
     that the model is the tenant's: get_model)."""
     cached = _cache.get(model_id)
@@ -78,7 +87,7 @@ def servable_model(session: Session, model_id: str) -> ServableModel:
     row = session.execute(select(Model.kind, Model.arrays).where(Model.id == model_id)).first()
     if row is None:
         raise not_found("model", model_id)
-    model = model_from_bytes(row.kind, row.arrays)
+    model = model_from_bytes(row.kind, model_arrays(blob_store(settings), row.arrays))
     _cache.put(model_id, model)
     return model
 
@@ -124,7 +133,7 @@ def predict(session: Session, settings: Settings, tenant_id: str, model_id: str,
     type is text/plain, else JSON instances (blocking: run it in a thread)."""
     metadata = get_model(session, tenant_id, model_id)
     media = predict_media_type(content_type)
-    model = servable_model(session, model_id)
+    model = servable_model(session, settings, model_id)
     if media == "text/plain":
         X = rows_from_svmlight(body, model.n_features, settings.max_predict_rows,
                                settings.max_features)
@@ -155,7 +164,8 @@ def predict(session: Session, settings: Settings, tenant_id: str, model_id: str,
     )
 
 
-def export_model(session: Session, tenant_id: str, model_id: str, format: str | None) -> str:
+def export_model(session: Session, settings: Settings, tenant_id: str, model_id: str,
+                 format: str | None) -> str:
     """The model file of the reference engine: LIBLINEAR's for linear models (their
     default), LIBSVM's for kernel models (theirs), or (`scale`) the svm-scale range file of
     a model trained with scale minmax; 422 for a format the model cannot take.
@@ -164,7 +174,7 @@ def export_model(session: Session, tenant_id: str, model_id: str, format: str | 
     range file (`svm-scale -r`) before LIBSVM's or LIBLINEAR's predict."""
     metadata = get_model(session, tenant_id, model_id)
     wanted = format or ("libsvm" if metadata.kind == "kernel" else "liblinear")
-    served = servable_model(session, model_id)
+    served = servable_model(session, settings, model_id)
     pipeline = served if isinstance(served, Pipeline) else None
     if wanted == "scale":
         return _range_file(pipeline)

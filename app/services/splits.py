@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,7 +28,7 @@ from app.schemas import SplitCreate
 from app.services.datasets import check_quota, get_dataset
 from app.services.limits import lock_dataset, lock_tenant
 from app.settings import Settings
-from app.storage import load_dataset, save_dataset_arrays
+from app.storage import BlobRef, blob_store, load_dataset, save_dataset_arrays
 from solvers.params import label_key
 
 
@@ -58,7 +57,7 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
     foreign-key error. A refused or failed insert removes both blobs."""
     parent = get_dataset(reader, tenant_id, dataset_id)
     try:
-        X, y = load_dataset(parent.blob_path, parent.features)
+        X, y = load_dataset(blob_store(settings), parent.blob_path, parent.features)
     except FileNotFoundError:  # deleted since it was read
         raise not_found("dataset", dataset_id) from None
     test = split_rows(y, spec.test_fraction, spec.stratify, spec.seed)
@@ -73,9 +72,9 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
         for part, mask in (("train", ~test), ("test", test)):
             stored.append(_store_part(settings, part, X[mask], y[mask]))
     except BaseException:
-        _remove(stored)
+        _remove(settings, stored)
         raise
-    after_rollback(session, lambda: _remove(stored))
+    after_rollback(session, lambda: _remove(settings, stored))
     try:
         check_quota(session, settings, lock_tenant(session, tenant_id),
                     sum(p.size for p in stored), datasets=2)
@@ -84,7 +83,7 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
         train, test_part = [_add_row(session, tenant_id, parent, p, spec) for p in stored]
         session.flush()
     except BaseException:
-        _remove(stored)
+        _remove(settings, stored)
         raise
     return train, test_part
 
@@ -95,16 +94,17 @@ class _Part:
 
     dataset_id: str
     part: str  # train | test
-    path: Path
+    blob: BlobRef
     size: int
     sha256: str
     nnz: int
     y: np.ndarray
 
 
-def _remove(stored: list[_Part]) -> None:
+def _remove(settings: Settings, stored: list[_Part]) -> None:
+    store = blob_store(settings)
     for part in stored:
-        part.path.unlink(missing_ok=True)
+        store.delete(part.blob.key)
 
 
 def _store_part(settings: Settings, part: str, X: sp.csr_matrix, y: np.ndarray) -> _Part:
@@ -117,9 +117,8 @@ def _store_part(settings: Settings, part: str, X: sp.csr_matrix, y: np.ndarray) 
     for name in ("data", "indices", "indptr", "y"):
         digest.update(arrays[name].tobytes())
     dataset_id = new_id()
-    path = Path(save_dataset_arrays(settings.datasets_dir, dataset_id, arrays))
-    return _Part(dataset_id, part, path, int(path.stat().st_size), digest.hexdigest(),
-                 int(X.nnz), y)
+    blob = save_dataset_arrays(blob_store(settings), dataset_id, arrays)
+    return _Part(dataset_id, part, blob.ref, blob.size, digest.hexdigest(), int(X.nnz), y)
 
 
 def _add_row(session: Session, tenant_id: str, parent: Dataset, stored: _Part,
@@ -131,7 +130,7 @@ def _add_row(session: Session, tenant_id: str, parent: Dataset, stored: _Part,
         labels=[float(v) for v in labels],
         class_counts={label_key(v): int(c) for v, c in zip(labels, counts, strict=True)},
         sha256=stored.sha256, size_bytes=stored.size, stored_bytes=stored.size,
-        blob_path=str(stored.path), parent_id=parent.id, split_part=stored.part,
+        blob_path=str(stored.blob), parent_id=parent.id, split_part=stored.part,
         split_seed=spec.seed, split_test_fraction=spec.test_fraction,
         split_stratified=spec.stratify,
     )

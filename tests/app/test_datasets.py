@@ -12,7 +12,21 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.support import bearer, data_file, embedded_settings, make_key, migrate
+from tests.support import (
+    BLOB_BACKENDS,
+    bearer,
+    blob_exists,
+    data_file,
+    embedded_settings,
+    make_key,
+    migrate,
+)
+
+
+@pytest.fixture(params=BLOB_BACKENDS)
+def blob_backend(request: pytest.FixtureRequest) -> str:
+    """Every test of this module runs with blobs in local files and in an S3 store."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +56,10 @@ def test_multipart_upload_then_get_list_delete(client: TestClient, heart_text: b
     listing = client.get("/v1/datasets").json()
     assert listing["count"] == 1 and listing["data"][0]["id"] == dataset_id
 
-    blob = Path(client.app.state.settings.datasets_dir) / f"{dataset_id}.npz"  # type: ignore[attr-defined]
-    assert blob.exists()
+    settings = client.app.state.settings  # type: ignore[attr-defined]
+    assert blob_exists(settings, f"datasets/{dataset_id}.npz")
     assert client.delete(f"/v1/datasets/{dataset_id}").status_code == 204
-    assert not blob.exists()
+    assert not blob_exists(settings, f"datasets/{dataset_id}.npz")
     missing = client.get(f"/v1/datasets/{dataset_id}")
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "not_found"

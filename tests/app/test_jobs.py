@@ -12,7 +12,14 @@ from fastapi.testclient import TestClient
 from app.db import session_scope
 from app.orm import Dataset
 from app.settings import Settings
+from tests.support import BLOB_BACKENDS
 from workers.training import run_job
+
+
+@pytest.fixture(params=BLOB_BACKENDS)
+def blob_backend(request: pytest.FixtureRequest) -> str:
+    """Every test of this module runs with blobs in local files and in an S3 store."""
+    return str(request.param)
 
 
 def test_submit_fills_defaults_and_queues(client: TestClient, heart_id: str) -> None:

@@ -12,8 +12,14 @@ from sklearn.datasets import load_svmlight_file
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import bearer, data_file, embedded_settings, make_key, migrate
+from tests.support import BLOB_BACKENDS, bearer, data_file, embedded_settings, make_key, migrate
 from workers.training import run_job
+
+
+@pytest.fixture(params=BLOB_BACKENDS)
+def blob_backend(request: pytest.FixtureRequest) -> str:
+    """Every test of this module runs with blobs in local files and in an S3 store."""
+    return str(request.param)
 
 
 def _train(client: TestClient, settings: Settings, dataset_id: str, **params) -> dict:

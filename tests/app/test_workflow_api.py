@@ -30,9 +30,15 @@ from app.orm import Evaluation, utcnow
 from app.services.splits import split_rows
 from app.settings import Settings
 from app.sweep import sweep
-from tests.support import IN_CI, bearer, data_file
+from tests.support import BLOB_BACKENDS, IN_CI, bearer, data_file
 from workers.evaluation import run_evaluation
 from workers.training import run_job
+
+
+@pytest.fixture(params=BLOB_BACKENDS)
+def blob_backend(request: pytest.FixtureRequest) -> str:
+    """Every test of this module runs with blobs in local files and in an S3 store."""
+    return str(request.param)
 
 
 def _upload(client: TestClient, text: bytes, name: str) -> dict[str, Any]:

@@ -25,9 +25,9 @@ from app.services import datasets as dataset_service
 from app.services import jobs as job_service
 from app.services.jobs import Claim
 from app.settings import Settings
-from app.storage import load_dataset
+from app.storage import blob_store, load_dataset
 from solvers.svmlight import load_svmlight
-from tests.support import BACKENDS, data_file, migrated_settings
+from tests.support import BACKENDS, BLOB_BACKENDS, data_file, migrated_settings
 from workers.training import Heartbeat, ProgressRecorder, claim, finish, run_claimed
 
 WORKER = "celery@test pid 1"
@@ -36,10 +36,16 @@ WORKER = "celery@test pid 1"
 TENANT = "t" * 32
 
 
+@pytest.fixture(params=BLOB_BACKENDS)
+def blob_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(params=BACKENDS)
-def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
-    with migrated_settings(request.param, tmp_path / "home",
-                           job_lease_seconds=0.8) as configured:
+def settings(request: pytest.FixtureRequest, tmp_path: Path, blob_overrides: dict[str, Any]
+             ) -> Iterator[Settings]:
+    with migrated_settings(request.param, tmp_path / "home", job_lease_seconds=0.8,
+                           **blob_overrides) as configured:
         with session_scope(configured.database_url) as session:
             session.add(Tenant(id=TENANT, name="test"))
         yield configured
@@ -93,7 +99,7 @@ def _fit(settings: Settings, claimed: Claim, progress: Any = None) -> Any:
     from solvers import fit
 
     assert claimed.blob_path is not None
-    X, y = load_dataset(claimed.blob_path, claimed.features)
+    X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
     return X, y, fit(X, y, solver=claimed.solver, progress=progress, **claimed.params)
 
 
