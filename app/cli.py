@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -74,9 +75,17 @@ def _options(ctx: typer.Context) -> Options:
     return ctx.obj
 
 
-def _fail(exc: HingeError) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
-    return typer.Exit(EXIT_API_ERROR)
+@contextmanager
+def _calling_the_api() -> Iterator[None]:
+    """An API error exits 1 with its message; Ctrl-C exits 130 (Click would say 1)."""
+    try:
+        yield
+    except HingeError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(EXIT_API_ERROR) from None
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _print_json(value: Any) -> None:
@@ -113,11 +122,9 @@ def upload(ctx: typer.Context,
     with options.client() as client, Progress(*columns, console=err,
                                               disable=quiet or options.as_json) as bar:
         task = bar.add_task(file.name, total=file.stat().st_size)
-        try:
+        with _calling_the_api():
             dataset = client.upload(file, name, progress=lambda sent, _total:
                                     bar.update(task, completed=sent))
-        except HingeError as exc:
-            raise _fail(exc) from None
     if options.as_json:
         _print_json(dataset)
     elif quiet:
@@ -132,11 +139,8 @@ def datasets(ctx: typer.Context,
                               "ids, newest first")] = False) -> None:
     """List the datasets, newest first."""
     options = _options(ctx)
-    with options.client() as client:
-        try:
-            rows = client.datasets()
-        except HingeError as exc:
-            raise _fail(exc) from None
+    with options.client() as client, _calling_the_api():
+        rows = client.datasets()
     if options.as_json or quiet:
         _print_json(rows) if options.as_json else print("\n".join(r["id"] for r in rows))
         return
@@ -258,16 +262,13 @@ def train(ctx: typer.Context,
     """Submit a training job (and, with --watch, follow it)."""
     options = _options(ctx)
     params = dict(parse_param(p) for p in param or [])
-    with options.client() as client:
-        try:
-            job = client.train(dataset, solver, params)
-            if not options.as_json or not watch:
-                _print_json(job) if options.as_json else out.print(
-                    f"job {job['id']} {job['status']} ({job['solver']})", highlight=False)
-            if watch:
-                raise typer.Exit(watch_job(client, job, options.as_json))
-        except HingeError as exc:
-            raise _fail(exc) from None
+    with options.client() as client, _calling_the_api():
+        job = client.train(dataset, solver, params)
+        if not options.as_json or not watch:
+            _print_json(job) if options.as_json else out.print(
+                f"job {job['id']} {job['status']} ({job['solver']})", highlight=False)
+        if watch:
+            raise typer.Exit(watch_job(client, job, options.as_json))
 
 
 @app.command()
@@ -276,11 +277,8 @@ def jobs(ctx: typer.Context,
          ) -> None:
     """List the jobs, newest first."""
     options = _options(ctx)
-    with options.client() as client:
-        try:
-            rows = client.jobs(status=status)
-        except HingeError as exc:
-            raise _fail(exc) from None
+    with options.client() as client, _calling_the_api():
+        rows = client.jobs(status=status)
     if options.as_json:
         _print_json(rows)
         return
@@ -301,11 +299,8 @@ def job(ctx: typer.Context, job_id: Annotated[str, typer.Argument(help="The job'
         ) -> None:
     """Show a job: status, parameters, progress, result (as JSON)."""
     options = _options(ctx)
-    with options.client() as client:
-        try:
-            _print_json(client.job(job_id))
-        except HingeError as exc:
-            raise _fail(exc) from None
+    with options.client() as client, _calling_the_api():
+        _print_json(client.job(job_id))
 
 
 @app.command()
@@ -313,11 +308,8 @@ def cancel(ctx: typer.Context, job_id: Annotated[str, typer.Argument(help="The j
            ) -> None:
     """Cancel a queued or running job."""
     options = _options(ctx)
-    with options.client() as client:
-        try:
-            answer = client.cancel(job_id)
-        except HingeError as exc:
-            raise _fail(exc) from None
+    with options.client() as client, _calling_the_api():
+        answer = client.cancel(job_id)
     _print_json(answer) if options.as_json else out.print(
         f"job {job_id} {answer['status']}", highlight=False)
 
@@ -328,11 +320,8 @@ def cancel(ctx: typer.Context, job_id: Annotated[str, typer.Argument(help="The j
 def models(ctx: typer.Context) -> None:
     """List the models, newest first."""
     options = _options(ctx)
-    with options.client() as client:
-        try:
-            rows = client.models()
-        except HingeError as exc:
-            raise _fail(exc) from None
+    with options.client() as client, _calling_the_api():
+        rows = client.models()
     if options.as_json:
         _print_json(rows)
         return
@@ -354,11 +343,8 @@ def predict(ctx: typer.Context,
     """Predict: one line per row, the label then its decision value(s), tab-separated."""
     options = _options(ctx)
     body = sys.stdin.buffer.read() if file == "-" else _read(file)
-    with options.client() as client:
-        try:
-            answer = client.predict(model, body)
-        except HingeError as exc:
-            raise _fail(exc) from None
+    with options.client() as client, _calling_the_api():
+        answer = client.predict(model, body)
     if options.as_json:
         _print_json(answer)
         return
@@ -384,11 +370,8 @@ def export(ctx: typer.Context,
                              "this file [default: standard output]")] = None) -> None:
     """Export a model file that LIBLINEAR's or LIBSVM's predict loads."""
     options = _options(ctx)
-    with options.client() as client:
-        try:
-            text = client.export(model, format)
-        except HingeError as exc:
-            raise _fail(exc) from None
+    with options.client() as client, _calling_the_api():
+        text = client.export(model, format)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -396,19 +379,8 @@ def export(ctx: typer.Context,
 
 
 def main() -> None:
-    """The console script `hinge`: Click's standalone handling, except that Ctrl-C
-    outside a watch exits 130 (Click's own Abort says 1)."""
-    try:
-        code = app(standalone_mode=False)
-    except click.exceptions.Abort:
-        err.print("interrupted")
-        code = EXIT_INTERRUPTED
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    """The console script `hinge`."""
+    app()
 
 
 if __name__ == "__main__":
