@@ -207,10 +207,32 @@ def test_cli_commands_and_exit_codes(live: Live, heart_text: bytes) -> None:
     # 2: a usage error
     usage = live.hinge("train", dataset, "--param", "C")
     assert usage.returncode == 2 and b"NAME=VALUE" in usage.stderr
-    # 3: a watched job that failed
-    failing = live.hinge("train", dataset, "--solver", "dcd", "-p", "max_seconds=0.000001",
-                         "--watch")
-    assert failing.returncode in (0, 3)  # a zero budget still returns a model (max_seconds)
+    # 3: a watched job that did not succeed (cancelled by someone else)
+    with live.client() as client:
+        ijcnn1 = client.upload(data_file("ijcnn1.xz"), "ijcnn1")["id"]
+        watcher = subprocess.Popen(
+            ["hinge", "train", ijcnn1, "--solver", "dcd",
+             *(f"-p{k}={v}" for k, v in LONG_JOB.items()), "--watch"],
+            env=live.env, cwd=live.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            job_id = client.jobs(dataset_id=ijcnn1)[0]["id"] if _listed(client, ijcnn1) else ""
+            _wait_progress(live, job_id)
+            client.cancel(job_id)
+            stdout, stderr = watcher.communicate(timeout=60)
+        finally:
+            if watcher.poll() is None:
+                watcher.kill()
+                watcher.wait()
+    assert watcher.returncode == 3, stderr
+    assert f"job {job_id} cancelled".encode() in stdout
+
+
+def _listed(client: HingeClient, dataset_id: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while not client.jobs(dataset_id=dataset_id):
+        assert time.monotonic() < deadline, "the job was not submitted"
+        time.sleep(0.1)
+    return True
 
 
 def _spawn_in_pty(args: list[str], env: dict[str, str], cwd: Path
