@@ -1,7 +1,12 @@
 """`make run`: migrate, make the first admin key (printed once), then start the API and one
 Celery worker and keep them running: a child that dies (a crash, an OOM kill, `kill -9`)
 is started again, so a lost worker never takes the API down with it. Ctrl-C or SIGTERM
-stops both."""
+stops both.
+
+Exit status 0 after Ctrl-C or SIGTERM, also when Ctrl-C comes before the service started
+(during the migration): stopping is what was asked, so make prints no "Error". `make run`
+itself ends with the shell's status for an interrupted command, 130 (GNU make re-raises
+the SIGINT it got with the process group), and no message."""
 
 from __future__ import annotations
 
@@ -76,6 +81,14 @@ class Child:
 
 
 def main() -> int:
+    try:
+        return serve()
+    except KeyboardInterrupt:  # Ctrl-C before the supervisor's own handler was installed
+        print("hinge: stopped before the service started", file=sys.stderr, flush=True)
+        return 0
+
+
+def serve() -> int:
     settings = Settings()
     settings.ensure_dirs()
     env = dict(os.environ, HINGE_HOME=str(settings.home))

@@ -94,3 +94,43 @@ def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
         except subprocess.TimeoutExpired:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
+
+
+def test_ctrl_c_ends_make_run_without_an_error(tmp_path: Path) -> None:
+    """`make run` itself (in this environment: its install stamp is taken as up to date),
+    Ctrl-C to its process group once the API answers: the service stops, app.run exits 0
+    so make prints no `make: *** ... Error`, and make ends as an interrupted command does
+    (killed by the SIGINT it re-raises: status 130 in a shell)."""
+    venv = Path(sys.prefix)
+    port = free_port()
+    env = dict(os.environ, HINGE_HOME=str(tmp_path / "home"), HINGE_PORT=str(port),
+               HINGE_QUEUE=f"hinge.test.{uuid.uuid4().hex[:8]}", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "make.log"
+    with open(log_path, "wb") as log:
+        make = subprocess.Popen(["make", f"VENV={venv}", "-o", f"{venv}/.installed-run",
+                                 "run"], cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+        return False
+
+    try:
+        _wait(healthy, 120, "the API did not start")
+        _wait(lambda: b"ready." in log_path.read_bytes(), 120, "worker not ready")
+        os.killpg(make.pid, signal.SIGINT)
+        assert make.wait(timeout=60) == -signal.SIGINT
+        output = log_path.read_text(errors="replace")
+        assert "make: ***" not in output and "Traceback" not in output, output[-3000:]
+        assert "starting it again" not in output
+        assert not healthy()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(make.pid, signal.SIGTERM)
+        try:
+            make.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.wait()
