@@ -4,7 +4,8 @@ is started again, so a lost worker never takes the API down with it. Ctrl-C or S
 stops both.
 
 Exit status 0 after Ctrl-C or SIGTERM, also when Ctrl-C comes before the service started
-(during the migration): stopping is what was asked, so make prints no "Error". `make run`
+(a migration under way finishes first): stopping is what was asked, so make prints no
+"Error". `make run`
 itself ends with the shell's status for an interrupted command, 130 (GNU make re-raises
 the SIGINT it got with the process group), and no message."""
 
@@ -93,7 +94,25 @@ def serve() -> int:
     settings.ensure_dirs()
     env = dict(os.environ, HINGE_HOME=str(settings.home))
     python = sys.executable
-    subprocess.run([python, "-m", "alembic", "upgrade", "head"], check=True, env=env)
+    stopping = False
+
+    def stop(*_args: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    # Ctrl-C (SIGINT to the whole process group) and SIGTERM both stop everything: the
+    # children get the signal too, and must not be restarted. An explicit SIGINT handler,
+    # because a `make run &` from a script starts with SIGINT ignored (no KeyboardInterrupt).
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    # The migration runs in a session of its own, out of Ctrl-C's reach: SQLite's DDL is
+    # not transactional, so a migration cut in half could leave a schema between two
+    # revisions. A Ctrl-C meanwhile stops the start once it is done.
+    subprocess.run([python, "-m", "alembic", "upgrade", "head"], check=True, env=env,
+                   start_new_session=True)
+    if stopping:
+        print("hinge: stopped before the service started", file=sys.stderr, flush=True)
+        return 0
     announce_key(settings)
 
     def api() -> subprocess.Popen[bytes]:
@@ -109,17 +128,6 @@ def serve() -> int:
     children = [Child("API", api), Child("worker", worker)]
     print(f"\nHinge is starting at http://{settings.host}:{settings.port}/  "
           f"(API docs: /docs; data in {settings.home}); Ctrl-C stops it.\n", flush=True)
-    stopping = False
-
-    def stop(*_args: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    # Ctrl-C (SIGINT to the whole process group) and SIGTERM both stop everything: the
-    # children get the signal too, and must not be restarted. An explicit SIGINT handler,
-    # because a `make run &` from a script starts with SIGINT ignored (no KeyboardInterrupt).
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     try:
         while not stopping:
             now = time.monotonic()

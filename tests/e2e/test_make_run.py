@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ import uuid
 from pathlib import Path
 
 import httpx
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 
 from tests.support import REPO, child_pids, free_port, wait_for_job
 
@@ -134,3 +137,32 @@ def test_ctrl_c_ends_make_run_without_an_error(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(make.pid, signal.SIGKILL)
             make.wait()
+
+
+def test_ctrl_c_during_the_start_exits_0_without_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C while `make run` migrates the database (the first thing it does): the
+    migration finishes (it is not cut in half), then the supervisor stops quietly with 0
+    before starting anything, so make reports no error either."""
+    env = dict(os.environ, HINGE_HOME=str(tmp_path / "home"), HINGE_PORT=str(free_port()),
+               HINGE_QUEUE=f"hinge.test.{uuid.uuid4().hex[:8]}", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        run = subprocess.Popen([sys.executable, "-m", "app.run"], cwd=REPO, env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait(lambda: b"alembic" in log_path.read_bytes(), 60, "the migration did not start")
+        os.killpg(run.pid, signal.SIGINT)
+        assert run.wait(timeout=60) == 0, log_path.read_text()
+        output = log_path.read_text()
+        assert "Traceback" not in output, output
+        if "Hinge is starting" not in output:  # the usual case: Ctrl-C came mid-migration
+            assert "stopped before the service started" in output, output
+        # the migration was not cut in half: the database is at the head revision
+        head = ScriptDirectory.from_config(Config(str(REPO / "alembic.ini"))).get_current_head()
+        with sqlite3.connect(tmp_path / "home" / "hinge.sqlite") as database:
+            assert database.execute("SELECT version_num FROM alembic_version").fetchall() \
+                == [(head,)]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
