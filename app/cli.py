@@ -31,6 +31,7 @@ from rich.progress import (
 )
 from rich.prompt import Confirm
 from rich.table import Table
+from rich.text import Text
 
 from app.client import Dataset, HingeClient, HingeError, Job
 
@@ -42,10 +43,11 @@ EXIT_INTERRUPTED = 130
 app = typer.Typer(name="hinge", help="Train SVMs on a Hinge server and use the models "
                   "(HINGE_URL, HINGE_API_KEY).", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
-out = Console()
+# markup off: names, messages and warnings are printed as they are, never as Rich markup
+out = Console(markup=False)
 if not out.is_terminal:  # piped or captured: full ids in tables, not a cut at 80 columns
     out.width = max(out.width, 200)
-err = Console(stderr=True, soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
 @dataclass
@@ -62,7 +64,7 @@ class Options:
 def main_options(
     ctx: typer.Context,
     url: Annotated[str | None, typer.Option(envvar="HINGE_URL", help="The server's "
-                   "address [default: http://127.0.0.1:8000]")] = None,
+                   "address (default: http://127.0.0.1:8000)")] = None,
     api_key: Annotated[str | None, typer.Option(envvar="HINGE_API_KEY",
                        help="An API key, hk_...")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON answers")
@@ -81,7 +83,7 @@ def _calling_the_api() -> Iterator[None]:
     try:
         yield
     except HingeError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(Text("error: ", style="bold red") + Text(str(exc)), highlight=False)
         raise typer.Exit(EXIT_API_ERROR) from None
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -111,14 +113,15 @@ def _dataset_line(dataset: Dataset) -> str:
 def upload(ctx: typer.Context,
            file: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
                            help="svmlight file, plain or gzip/bz2/xz")],
-           name: Annotated[str | None, typer.Option(help="Dataset name [default: the "
-                           "file's name]")] = None,
+           name: Annotated[str | None, typer.Option(help="Dataset name (default: the "
+                           "file's name)")] = None,
            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the "
                             "dataset's id")] = False) -> None:
     """Upload a dataset, with a progress bar."""
     options = _options(ctx)
-    columns = (TextColumn("uploading {task.description}"), BarColumn(), TaskProgressColumn(),
-               DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    columns = (TextColumn("uploading {task.description}", markup=False), BarColumn(),
+               TaskProgressColumn(), DownloadColumn(), TransferSpeedColumn(),
+               TimeRemainingColumn())
     with options.client() as client, Progress(*columns, console=err,
                                               disable=quiet or options.as_json) as bar:
         task = bar.add_task(file.name, total=file.stat().st_size)
@@ -254,7 +257,7 @@ def _interrupted(client: HingeClient, job_id: str) -> int:
 def train(ctx: typer.Context,
           dataset: Annotated[str, typer.Argument(help="The dataset's id")],
           solver: Annotated[str | None, typer.Option(help="dcd, acf, ocas, alm, pegasos, "
-                            "tron, newton, gram, smo or auto [default: auto]")] = None,
+                            "tron, newton, gram, smo or auto (default: auto)")] = None,
           param: Annotated[list[str] | None, typer.Option("--param", "-p", help="A solver "
                            "parameter NAME=VALUE (repeat it); see GET /v1/solvers")] = None,
           watch: Annotated[bool, typer.Option(help="Follow the job live to its end "
@@ -367,7 +370,7 @@ def export(ctx: typer.Context,
                "--format", "-f", help="liblinear (linear models' default), libsvm (kernel "
                "models' default) or scale (the svm-scale range file)")] = None,
            output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to "
-                             "this file [default: standard output]")] = None) -> None:
+                             "this file (default: standard output)")] = None) -> None:
     """Export a model file that LIBLINEAR's or LIBSVM's predict loads."""
     options = _options(ctx)
     with options.client() as client, _calling_the_api():

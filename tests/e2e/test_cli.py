@@ -157,8 +157,12 @@ def test_cli_commands_and_exit_codes(live: Live, heart_text: bytes) -> None:
 
     quiet = live.hinge("upload", str(path), "-q")
     assert quiet.returncode == 0 and re.fullmatch(rb"[0-9a-f]{32}\n", quiet.stdout)
+    # names are printed as they are, never read as Rich markup
+    marked = live.hinge("upload", str(path), "--name", "[red]heart[/red]")
+    assert b'"[red]heart[/red]": 270 rows' in marked.stdout, marked.stdout
     listed = live.hinge("datasets")
     assert listed.returncode == 0 and dataset.encode() in listed.stdout
+    assert b"[red]heart[/red]" in listed.stdout
 
     trained = live.hinge("train", dataset, "--solver", "dcd", "--param", "C=1",
                          "-p", "loss=l1", "--watch")
