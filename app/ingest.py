@@ -26,6 +26,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
 from app.errors import ApiError
+from app.metrics import UPLOAD_BYTES
 from app.settings import Settings
 from solvers.svmlight import (
     ParsedDataset,
@@ -211,6 +212,7 @@ async def _capped(body: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes
     total = 0
     async for chunk in body:
         total += len(chunk)
+        UPLOAD_BYTES.inc(len(chunk))
         if total > limit:
             raise ApiError(413, f"request body exceeds the limit of {limit} bytes "
                                 "(HINGE_MAX_UPLOAD_BYTES)", {"limit": limit})

@@ -1,7 +1,13 @@
 """`make run`: migrate, make the first admin key (printed once), then start the API and one
 Celery worker and keep them running: a child that dies (a crash, an OOM kill, `kill -9`)
 is started again, so a lost worker never takes the API down with it. Ctrl-C or SIGTERM
-stops both."""
+stops both.
+
+Exit status 0 after Ctrl-C or SIGTERM, also when Ctrl-C comes before the service started
+(a migration under way finishes first): stopping is what was asked, so make prints no
+"Error". `make run`
+itself ends with the shell's status for an interrupted command, 130 (GNU make re-raises
+the SIGINT it got with the process group), and no message."""
 
 from __future__ import annotations
 
@@ -76,11 +82,37 @@ class Child:
 
 
 def main() -> int:
+    try:
+        return serve()
+    except KeyboardInterrupt:  # Ctrl-C before the supervisor's own handler was installed
+        print("hinge: stopped before the service started", file=sys.stderr, flush=True)
+        return 0
+
+
+def serve() -> int:
     settings = Settings()
     settings.ensure_dirs()
     env = dict(os.environ, HINGE_HOME=str(settings.home))
     python = sys.executable
-    subprocess.run([python, "-m", "alembic", "upgrade", "head"], check=True, env=env)
+    stopping = False
+
+    def stop(*_args: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    # Ctrl-C (SIGINT to the whole process group) and SIGTERM both stop everything: the
+    # children get the signal too, and must not be restarted. An explicit SIGINT handler,
+    # because a `make run &` from a script starts with SIGINT ignored (no KeyboardInterrupt).
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    # The migration runs in a session of its own, out of Ctrl-C's reach: SQLite's DDL is
+    # not transactional, so a migration cut in half could leave a schema between two
+    # revisions. A Ctrl-C meanwhile stops the start once it is done.
+    subprocess.run([python, "-m", "alembic", "upgrade", "head"], check=True, env=env,
+                   start_new_session=True)
+    if stopping:
+        print("hinge: stopped before the service started", file=sys.stderr, flush=True)
+        return 0
     announce_key(settings)
 
     def api() -> subprocess.Popen[bytes]:
@@ -96,17 +128,6 @@ def main() -> int:
     children = [Child("API", api), Child("worker", worker)]
     print(f"\nHinge is starting at http://{settings.host}:{settings.port}/  "
           f"(API docs: /docs; data in {settings.home}); Ctrl-C stops it.\n", flush=True)
-    stopping = False
-
-    def stop(*_args: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    # Ctrl-C (SIGINT to the whole process group) and SIGTERM both stop everything: the
-    # children get the signal too, and must not be restarted. An explicit SIGINT handler,
-    # because a `make run &` from a script starts with SIGINT ignored (no KeyboardInterrupt).
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     try:
         while not stopping:
             now = time.monotonic()

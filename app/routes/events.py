@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,6 +30,7 @@ from app.db import read_sessionmaker_for
 from app.deps import SettingsDep
 from app.errors import ApiError, not_found
 from app.job_status import TERMINAL_STATUSES
+from app.metrics import observe_progress_lag
 from app.orm import JobEvent
 from app.services import jobs as service
 
@@ -98,6 +100,7 @@ async def job_events(
                 await pubsub.aclose()
 
     async def _events(pubsub: Any) -> AsyncIterator[dict[str, Any]]:
+        connected = time.time()
         seq = after
         last_live: dict | None = None
         while True:
@@ -109,6 +112,7 @@ async def job_events(
                 yield _message(event)
                 if event.kind == "progress":
                     last_live = event.payload
+                    observe_progress_lag(event.payload, connected)
                 if event.kind == "status" and event.payload.get("status") in TERMINAL_STATUSES:
                     return
             if len(events) == BATCH:
@@ -116,6 +120,7 @@ async def job_events(
             if progress and progress != last_live:
                 last_live = progress
                 yield {"event": "progress", "data": json.dumps(progress)}
+                observe_progress_lag(progress, connected)
             if await request.is_disconnected():
                 return
             if pubsub is None:

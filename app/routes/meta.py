@@ -5,13 +5,14 @@ from __future__ import annotations
 import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
 from app.auth import AdminAuth, Public, ReadAuth
 from app.db import read_sessionmaker_for
 from app.deps import SettingsDep
 from app.errors import ApiError
+from app.metrics import exposition
 from app.schemas import SolverPublic, SolversPublic
 from solvers.params import describe_solvers
 
@@ -47,6 +48,6 @@ async def healthz(settings: SettingsDep) -> dict[str, str]:
 
 
 @router.get("/metrics", include_in_schema=False)
-def metrics(_principal: AdminAuth) -> Response:
-    """Prometheus metrics (an admin key: they count every tenant's requests)."""
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+def metrics(settings: SettingsDep, _principal: AdminAuth) -> Response:
+    """Prometheus metrics (an admin key: they count every tenant's requests and jobs)."""
+    return Response(exposition(settings.database_url), media_type=CONTENT_TYPE_LATEST)

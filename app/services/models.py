@@ -7,6 +7,7 @@ are read only to build the servable model, which a small cache keeps.
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 from pydantic import ValidationError
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session, defer
 from app.db import after_commit
 from app.errors import ApiError, not_found
 from app.export import liblinear_model_text
+from app.metrics import PREDICT_SECONDS
 from app.orm import Model
 from app.predict import (
     LinearModel,
@@ -131,6 +133,7 @@ def predict(session: Session, settings: Settings, tenant_id: str, model_id: str,
             content_type: str) -> PredictResponse:
     """Labels and decision values for the rows in `body`: svmlight lines when the content
     type is text/plain, else JSON instances (blocking: run it in a thread)."""
+    started = time.perf_counter()
     metadata = get_model(session, tenant_id, model_id)
     media = predict_media_type(content_type)
     model = servable_model(session, settings, model_id)
@@ -155,6 +158,7 @@ def predict(session: Session, settings: Settings, tenant_id: str, model_id: str,
         raise ApiError(422, f"row {bad + 1}: the decision value overflows (feature values too "
                             "large for this model's weights); scale the input",
                        {"row": bad + 1})
+    PREDICT_SECONDS.labels(metadata.kind).observe(time.perf_counter() - started)
     return PredictResponse(
         model_id=metadata.id,
         labels=[float(v) for v in labels],

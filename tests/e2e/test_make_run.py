@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ import uuid
 from pathlib import Path
 
 import httpx
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 
 from tests.support import REPO, child_pids, free_port, wait_for_job
 
@@ -94,3 +97,72 @@ def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
         except subprocess.TimeoutExpired:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
+
+
+def test_ctrl_c_ends_make_run_without_an_error(tmp_path: Path) -> None:
+    """`make run` itself (in this environment: its install stamp is taken as up to date),
+    Ctrl-C to its process group once the API answers: the service stops, app.run exits 0
+    so make prints no `make: *** ... Error`, and make ends as an interrupted command does
+    (killed by the SIGINT it re-raises: status 130 in a shell)."""
+    venv = Path(sys.prefix)
+    port = free_port()
+    env = dict(os.environ, HINGE_HOME=str(tmp_path / "home"), HINGE_PORT=str(port),
+               HINGE_QUEUE=f"hinge.test.{uuid.uuid4().hex[:8]}", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "make.log"
+    with open(log_path, "wb") as log:
+        make = subprocess.Popen(["make", f"VENV={venv}", "-o", f"{venv}/.installed-run",
+                                 "run"], cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+        return False
+
+    try:
+        _wait(healthy, 120, "the API did not start")
+        _wait(lambda: b"ready." in log_path.read_bytes(), 120, "worker not ready")
+        os.killpg(make.pid, signal.SIGINT)
+        assert make.wait(timeout=60) == -signal.SIGINT
+        output = log_path.read_text(errors="replace")
+        assert "make: ***" not in output and "Traceback" not in output, output[-3000:]
+        assert "starting it again" not in output
+        assert not healthy()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(make.pid, signal.SIGTERM)
+        try:
+            make.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.wait()
+
+
+def test_ctrl_c_during_the_start_exits_0_without_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C while `make run` migrates the database (the first thing it does): the
+    migration finishes (it is not cut in half), then the supervisor stops quietly with 0
+    before starting anything, so make reports no error either."""
+    env = dict(os.environ, HINGE_HOME=str(tmp_path / "home"), HINGE_PORT=str(free_port()),
+               HINGE_QUEUE=f"hinge.test.{uuid.uuid4().hex[:8]}", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        run = subprocess.Popen([sys.executable, "-m", "app.run"], cwd=REPO, env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait(lambda: b"alembic" in log_path.read_bytes(), 60, "the migration did not start")
+        os.killpg(run.pid, signal.SIGINT)
+        assert run.wait(timeout=60) == 0, log_path.read_text()
+        output = log_path.read_text()
+        assert "Traceback" not in output, output
+        if "Hinge is starting" not in output:  # the usual case: Ctrl-C came mid-migration
+            assert "stopped before the service started" in output, output
+        # the migration was not cut in half: the database is at the head revision
+        head = ScriptDirectory.from_config(Config(str(REPO / "alembic.ini"))).get_current_head()
+        with sqlite3.connect(tmp_path / "home" / "hinge.sqlite") as database:
+            assert database.execute("SELECT version_num FROM alembic_version").fetchall() \
+                == [(head,)]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()

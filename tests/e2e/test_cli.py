@@ -1,0 +1,320 @@
+"""The Python client (app/client.py) and the `hinge` command line (app/cli.py) against a
+live service: a real API server process and a real Celery worker process on SQLite."""
+
+from __future__ import annotations
+
+import fcntl
+import lzma
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.client import HingeClient, HingeError
+from tests.e2e.hinge_cli import cli_env, entry_point, hinge_bin_dir
+from tests.support import data_file, embedded_settings, running_service
+
+# ijcnn1 at C = 1000 with a tight eps runs for seconds (see test_lifecycle.py); max_iter
+# and max_seconds bound it should nobody cancel it
+LONG_JOB = {"C": 1000.0, "loss": "l1", "eps": 1e-6, "max_iter": 200_000, "max_seconds": 60}
+
+
+class Live:
+    def __init__(self, http: httpx.Client, tmp: Path) -> None:
+        self.http = http
+        self.base = str(http.base_url).rstrip("/")
+        self.key = http.headers["Authorization"].removeprefix("Bearer ")
+        self.env = cli_env(self.base, self.key, hinge_bin_dir(tmp))
+        self.tmp = tmp
+
+    def client(self) -> HingeClient:
+        return HingeClient(self.base, self.key)
+
+    def hinge(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(["hinge", *args], env=self.env, cwd=self.tmp, input=stdin,
+                              capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    tmp = tmp_path_factory.mktemp("cli")
+    settings = embedded_settings(tmp / "home", job_lease_seconds=10.0)
+    with running_service(settings, tmp) as (http, _workers):
+        yield Live(http, tmp)
+
+
+@pytest.fixture(scope="module")
+def heart_text() -> bytes:
+    return lzma.decompress(data_file("heart_scale.xz").read_bytes())
+
+
+def test_the_console_script_is_declared() -> None:
+    assert entry_point() == "app.cli:main"
+
+
+def test_client_upload_train_events_predict_export(live: Live, heart_text: bytes) -> None:
+    path = live.tmp / "heart_scale.txt"
+    path.write_bytes(heart_text)
+    seen: list[tuple[int, int | None]] = []
+    with live.client() as client:
+        dataset = client.upload(path, progress=lambda sent, total: seen.append((sent, total)))
+        assert dataset["name"] == "heart_scale.txt" and dataset["rows"] == 270
+        assert seen and seen[-1] == (len(heart_text), len(heart_text))
+        assert [s for s, _ in seen] == sorted(s for s, _ in seen)
+        assert dataset["id"] in [d["id"] for d in client.datasets()]
+        assert client.dataset(dataset["id"])["sha256"] == dataset["sha256"]
+
+        job = client.train(dataset["id"], "dcd", {"C": 1, "loss": "l1"})
+        assert job["status"] == "queued" and job["params"]["C"] == 1.0
+        events = list(client.events(job["id"], timeout=120))
+        kinds = [e.kind for e in events]
+        assert kinds[-1] == "status" and events[-1].data["status"] == "succeeded"
+        assert events[-1].is_terminal and not any(e.is_terminal for e in events[:-1])
+        assert "running" in [e.data.get("status") for e in events if e.kind == "status"]
+        stored = [e.id for e in events if e.id is not None]
+        assert stored == sorted(stored) and len(set(stored)) == len(stored)
+        # resuming after the first stored event repeats nothing before it
+        resumed = list(client.events(job["id"], last_event_id=stored[0], timeout=60))
+        assert [e.id for e in resumed if e.id is not None] == stored[1:]
+
+        finished = client.job(job["id"])
+        assert finished["status"] == "succeeded" and finished["model_id"]
+        assert client.wait(job["id"])["model_id"] == finished["model_id"]
+        assert job["id"] in [j["id"] for j in client.jobs(status="succeeded")]
+        model = client.model(finished["model_id"])
+        assert model["kind"] == "linear" and model["labels"] == [-1.0, 1.0]
+        assert finished["model_id"] in [m["id"] for m in client.models()]
+
+        rows = b"\n".join(heart_text.splitlines()[:3]) + b"\n"
+        by_text = client.predict(model["id"], rows)
+        assert len(by_text["labels"]) == 3 and set(by_text["labels"]) <= {-1.0, 1.0}
+        # the same first row as a JSON instance
+        first = rows.split(b"\n")[0].split()[1:]
+        instance = {"indices": [int(p.split(b":")[0]) for p in first],
+                    "values": [float(p.split(b":")[1]) for p in first]}
+        by_json = client.predict(model["id"], [instance])
+        assert by_json["labels"][0] == by_text["labels"][0]
+        assert by_json["decision_values"][0] == pytest.approx(by_text["decision_values"][0])
+        exported = client.export(model["id"], "liblinear")
+        assert exported.startswith("solver_type L2R_L1LOSS_SVC_DUAL\n")
+
+
+def test_client_errors_carry_the_api_error_body(live: Live, heart_text: bytes) -> None:
+    with live.client() as client:
+        with pytest.raises(HingeError) as missing:
+            client.job("0" * 32)
+        assert missing.value.status_code == 404 and missing.value.code == "not_found"
+        assert missing.value.body["error"]["message"] == missing.value.message
+        assert "not found" in missing.value.message
+
+        dataset = client.upload(live.tmp / "heart_scale.txt")
+        with pytest.raises(HingeError) as invalid:
+            client.train(dataset["id"], "dcd", {"C": -1})
+        assert invalid.value.status_code == 422 and "C" in invalid.value.message
+
+        job = client.wait(client.train(dataset["id"], "dcd")["id"])
+        with pytest.raises(HingeError) as finished:
+            client.cancel(job["id"])
+        assert finished.value.status_code == 409 and finished.value.code == "conflict"
+
+    with HingeClient(live.base, "hk_000000000000_wrong") as stranger, \
+            pytest.raises(HingeError) as refused:
+        stranger.datasets()
+    assert refused.value.status_code == 401
+    with HingeClient("http://127.0.0.1:9", live.key) as nowhere, \
+            pytest.raises(HingeError) as unreachable:
+        nowhere.datasets()
+    assert unreachable.value.status_code == 0 and "cannot reach" in unreachable.value.message
+
+
+def test_client_reads_its_address_and_key_from_the_environment(
+        live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HINGE_URL", live.base)
+    monkeypatch.setenv("HINGE_API_KEY", live.key)
+    with HingeClient() as client:
+        assert client.url == live.base
+        assert isinstance(client.datasets(), list)
+
+
+def test_cli_commands_and_exit_codes(live: Live, heart_text: bytes) -> None:
+    path = live.tmp / "heart.txt"
+    path.write_bytes(heart_text)
+    uploaded = live.hinge("upload", str(path), "--name", "heart")
+    assert uploaded.returncode == 0, uploaded.stderr
+    match = re.search(rb'dataset ([0-9a-f]{32}) "heart": 270 rows, 13 features', uploaded.stdout)
+    assert match, uploaded.stdout
+    dataset = match.group(1).decode()
+    assert b"uploading" in uploaded.stderr  # the progress bar (on stderr)
+
+    quiet = live.hinge("upload", str(path), "-q")
+    assert quiet.returncode == 0 and re.fullmatch(rb"[0-9a-f]{32}\n", quiet.stdout)
+    # names are printed as they are, never read as Rich markup
+    marked = live.hinge("upload", str(path), "--name", "[red]heart[/red]")
+    assert b'"[red]heart[/red]": 270 rows' in marked.stdout, marked.stdout
+    listed = live.hinge("datasets")
+    assert listed.returncode == 0 and dataset.encode() in listed.stdout
+    assert b"[red]heart[/red]" in listed.stdout
+
+    trained = live.hinge("train", dataset, "--solver", "dcd", "--param", "C=1",
+                         "-p", "loss=l1", "--watch")
+    assert trained.returncode == 0, trained.stderr
+    out = trained.stdout.decode()
+    job_id = re.search(r"job ([0-9a-f]{32}) queued \(dcd\)", out).group(1)  # type: ignore[union-attr]
+    assert f"job {job_id} succeeded: exit converged, converged" in out
+    model_id = re.search(r"^model ([0-9a-f]{32})$", out, re.M).group(1)  # type: ignore[union-attr]
+    with live.client() as client:
+        job = client.job(job_id)
+        assert job["model_id"] == model_id and job["params"]["loss"] == "l1"
+
+    jobs = live.hinge("jobs")
+    assert jobs.returncode == 0 and job_id.encode() in jobs.stdout
+    shown = live.hinge("job", job_id)
+    assert shown.returncode == 0 and b'"status": "succeeded"' in shown.stdout
+    models = live.hinge("models")
+    assert models.returncode == 0 and model_id.encode() in models.stdout
+
+    rows = b"\n".join(heart_text.splitlines()[:4]) + b"\n"
+    (live.tmp / "rows.txt").write_bytes(rows)
+    predicted = live.hinge("predict", model_id, "rows.txt")
+    assert predicted.returncode == 0, predicted.stderr
+    with live.client() as client:
+        answer = client.predict(model_id, rows)
+    lines = predicted.stdout.decode().splitlines()
+    assert len(lines) == 4
+    for line, label, value in zip(lines, answer["labels"], answer["decision_values"],
+                                  strict=True):
+        shown_label, shown_value = line.split("\t")
+        assert float(shown_label) == label and float(shown_value) == pytest.approx(value,
+                                                                                  rel=1e-5)
+    from_stdin = live.hinge("predict", model_id, "-", stdin=rows)
+    assert from_stdin.stdout == predicted.stdout
+
+    exported = live.hinge("export", model_id, "--format", "liblinear", "-o", "heart.model")
+    assert exported.returncode == 0
+    assert (live.tmp / "heart.model").read_text().startswith("solver_type L2R_L1LOSS_SVC_DUAL")
+
+    # 1: an API error, its message on stderr
+    missing = live.hinge("job", "f" * 32)
+    assert missing.returncode == 1 and missing.stdout == b""
+    assert b"404 not_found: job 'ffff" in missing.stderr
+    bad_param = live.hinge("train", dataset, "--solver", "dcd", "--param", "C=-1")
+    assert bad_param.returncode == 1 and b"422 invalid_input" in bad_param.stderr
+    # 2: a usage error
+    usage = live.hinge("train", dataset, "--param", "C")
+    assert usage.returncode == 2 and b"NAME=VALUE" in usage.stderr
+    # 3: a watched job that did not succeed (cancelled by someone else)
+    with live.client() as client:
+        ijcnn1 = client.upload(data_file("ijcnn1.xz"), "ijcnn1")["id"]
+        watcher = subprocess.Popen(
+            ["hinge", "train", ijcnn1, "--solver", "dcd",
+             *(f"-p{k}={v}" for k, v in LONG_JOB.items()), "--watch"],
+            env=live.env, cwd=live.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            job_id = client.jobs(dataset_id=ijcnn1)[0]["id"] if _listed(client, ijcnn1) else ""
+            _wait_progress(live, job_id)
+            client.cancel(job_id)
+            stdout, stderr = watcher.communicate(timeout=60)
+        finally:
+            if watcher.poll() is None:
+                watcher.kill()
+                watcher.wait()
+    assert watcher.returncode == 3, stderr
+    assert f"job {job_id} cancelled".encode() in stdout
+
+
+def _listed(client: HingeClient, dataset_id: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while not client.jobs(dataset_id=dataset_id):
+        assert time.monotonic() < deadline, "the job was not submitted"
+        time.sleep(0.1)
+    return True
+
+
+def _spawn_in_pty(args: list[str], env: dict[str, str], cwd: Path
+                  ) -> tuple[subprocess.Popen, int]:
+    """`args` in a new session whose controlling terminal is a pty: bytes written to the
+    master are typed at the keyboard (0x03 is Ctrl-C: the terminal sends SIGINT)."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        args, env=env | {"TERM": "xterm"}, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
+        start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    os.close(slave)
+    return process, master
+
+
+def _read_until(master: int, needle: bytes, seen: bytearray, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{needle!r} not seen; the terminal shows:\n{seen.decode()}")
+        ready, _, _ = select.select([master], [], [], left)
+        if ready:
+            try:
+                seen += os.read(master, 65536)
+            except OSError:  # the process closed the terminal
+                raise TimeoutError(f"{needle!r} not seen:\n{seen.decode()}") from None
+
+
+def _drain(master: int, seen: bytearray) -> None:
+    """Whatever the (exited) process wrote that is not read yet."""
+    while select.select([master], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        seen += chunk
+
+
+def _wait_progress(live: Live, job_id: str) -> None:
+    deadline = time.monotonic() + 120
+    with live.client() as client:
+        while not (client.job(job_id).get("progress") or {}).get("iteration"):
+            assert time.monotonic() < deadline, client.job(job_id)
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("answer", [b"y", b"n"])
+def test_ctrl_c_while_watching_asks_whether_to_cancel(live: Live, answer: bytes) -> None:
+    with live.client() as client:
+        dataset = client.upload(data_file("ijcnn1.xz"), "ijcnn1")["id"]
+    process, master = _spawn_in_pty(
+        ["hinge", "train", dataset, "--solver", "dcd", *(f"-p{k}={v}" for k, v in
+                                                         LONG_JOB.items()), "--watch"],
+        live.env | {"NO_COLOR": "1"}, live.tmp)
+    seen = bytearray()
+    try:
+        _read_until(master, b" queued (dcd)", seen, 60)
+        job_id = re.search(rb"job ([0-9a-f]{32}) queued", seen).group(1).decode()  # type: ignore[union-attr]
+        _wait_progress(live, job_id)
+        os.write(master, b"\x03")  # Ctrl-C at the keyboard
+        _read_until(master, f"Cancel job {job_id}?".encode(), seen, 30)
+        os.write(master, answer + b"\r")
+        assert process.wait(timeout=30) == 130, seen.decode()
+        _drain(master, seen)
+        with live.client() as client:
+            if answer == b"y":
+                job = client.wait(job_id, timeout=60)
+                assert job["status"] == "cancelled" and job["model_id"] is None, job
+            else:
+                job = client.job(job_id)
+                assert not job["cancel_requested"] and job["status"] == "running", job
+                assert f"job {job_id} keeps running" in seen.decode()
+                client.cancel(job_id)  # free the worker for the next test
+                assert client.wait(job_id, timeout=60)["status"] == "cancelled"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        os.close(master)
