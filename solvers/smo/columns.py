@@ -52,7 +52,7 @@ def _kernel_from_dot(kind, dot, sq_a, sq_b, gamma, coef0, degree):
     return math.tanh(gamma * dot + coef0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _kernel_diagonal(sq_norms, kernel, out):
     kind, gamma, coef0, degree = kernel
     for t in range(sq_norms.shape[0]):
@@ -61,7 +61,7 @@ def _kernel_diagonal(sq_norms, kernel, out):
         out[t] = _kernel_from_dot(kind, sq, sq, sq, gamma, coef0, degree)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _new_column_list(n):
     columns = List.empty_list(types.float32[::1])
     empty = np.zeros(0, dtype=np.float32)
@@ -123,7 +123,7 @@ def _fill_column(rows, kernel, positions, i, start, stop, out, parallel):
         dense[indices[k]] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather_positional_rows(rows, perm):
     """Row t of the positional CSR = row perm[t] of X (sequential memory in the kernel
     columns; rebuilt after shrinking permutes the positions)."""

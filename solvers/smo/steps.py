@@ -140,7 +140,7 @@ class SmoState:
         return alpha, float(out[0]), float(out[1])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _smo_steps(rows, kernel, positions, cache, state, settings):
     """Run SMO steps until convergence, max_iter, a non-finite step or the step budget.
 
@@ -186,7 +186,7 @@ def _smo_steps(rows, kernel, positions, cache, state, settings):
             return _NON_FINITE
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _finish(rows, kernel, positions, cache, state, alpha_out, out):
     """Unshrink, then alpha_out (problem order), out[0] = rho, out[1] = f(a) =
     1/2 sum_t a_t (G_t + p_t) (LIBSVM's obj), out[2] = violation on the full set."""
@@ -225,13 +225,13 @@ def _finish(rows, kernel, positions, cache, state, alpha_out, out):
         alpha_out[local[t]] = alpha[t]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _flush_pending(rows, kernel, positions, cache, state):
     counters, _, _, pending, parallel = state
     _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _objective_from_bar(alpha, status, gradient, gradient_bar):
     """f(a) = 1/2 a'Qa - e'a with a'Qa = sum_{free} a_t (G_t + 1) + sum_t a_t G_bar_t
     (free variables are always active, so their G is exact; G_bar is kept on all)."""
