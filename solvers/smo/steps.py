@@ -56,6 +56,17 @@ PARALLEL_MIN_KERNEL = 100_000
 PARALLEL_MIN_FLUSH = 100_000  # the deferred G_bar updates: one region per ~1000 steps
 
 
+# Kernel columns from a dense positional copy of the rows when at least this share of the
+# entries is nonzero and the copy stays below DENSE_MAX_ENTRIES float64.
+DENSE_MIN_DENSITY = 0.5
+DENSE_MAX_ENTRIES = 1 << 25
+
+
+def use_dense_rows(l: int, n_features: int, nnz: int) -> bool:
+    entries = l * max(n_features, 1)
+    return l > 0 and entries <= DENSE_MAX_ENTRIES and nnz >= DENSE_MIN_DENSITY * entries
+
+
 class SmoState:
     """The arrays the compiled kernels work on.
 
@@ -76,10 +87,13 @@ class SmoState:
         y = np.ascontiguousarray(y, dtype=np.int8).copy()
         cost = np.ascontiguousarray(cost, dtype=np.float64).copy()
         nnz = int(np.sum(X.indptr[perm + 1] - X.indptr[perm]))
+        dense_shape = (l, X.n_features) if use_dense_rows(l, X.n_features, nnz) else (0, 1)
+        self.dense_rows = dense_shape[0] > 0
         rows_arrays = ((np.empty(nnz), np.empty(nnz, dtype=np.int32),
                         np.empty(l + 1, dtype=np.int64), np.empty(l),
                         np.zeros(X.n_features + 1)),
-                       (X.data, X.indices, X.indptr, sq_norms))
+                       (X.data, X.indices, X.indptr, sq_norms),
+                       (np.empty(dense_shape), np.empty(l), np.empty(l)))
         _gather_positional_rows(rows_arrays, perm)
         diagonal = np.empty(l)
         _kernel_diagonal(rows_arrays[0][3], kernel, diagonal)
@@ -145,7 +159,9 @@ def _smo_steps(rows, kernel, positions, cache, state, settings):
     """Run SMO steps until convergence, max_iter, a non-finite step or the step budget.
 
     rows = ((data, indices, indptr, ||x||^2 of the rows in position order, a dense scatter
-    buffer), (the same four arrays of X: source of the positional rows)); kernel = (kind,
+    buffer), (the same four arrays of X: source of the positional rows), (the rows in
+    position order as a dense matrix - 0 rows when the data are sparse -, two float64
+    scratch columns)); kernel = (kind,
     gamma, coef0, degree); positions = (perm, local, y, C, K_tt, alpha, status, G, G_bar),
     permuted together by shrinking; cache = (columns, lengths, lru_prev, lru_next, empty);
     state = (counters, values, swap buffer, parallel scratch); settings = (eps, max_iter,
@@ -253,10 +269,11 @@ def _warm_parallel(rows, kernel, positions, cache, state):
     n = y.shape[0]
     column = np.zeros(n, dtype=np.float32)
     data, indices, indptr, sq_norms, dense = rows[0]
+    Xd, dots, scale = rows[2]
     kind, gamma, coef0, degree = kernel
     chunks, values, best, values2, _, _, _ = parallel
-    _column_parallel(data, indices, indptr, sq_norms, dense, kind, gamma, coef0, degree, y,
-                     0, 0, n, column, chunks)
+    _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, kind, gamma,
+                     coef0, degree, y, 0, 0, n, column, chunks)
     _gmax_parallel(y, status, gradient, n, chunks, values, best)
     _select_j_parallel(y, status, gradient, diagonal, column, 0, 1.0, n, chunks, values, best,
                        values2)
