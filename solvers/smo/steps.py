@@ -284,6 +284,6 @@ def _warm_parallel(rows, kernel, positions, cache, state):
     pending_at[0] = 0
     pending_scale[0] = 0.0
     cover[0] = 0
-    _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], kind, gamma,
-                           coef0, degree, y, pending_at, pending_scale, cover, 1,
-                           positions[8].copy(), chunks)
+    _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], Xd, dots, scale,
+                           kind, gamma, coef0, degree, y, pending_at, pending_scale, cover, 1,
+                           positions[8].copy(), column, chunks)
