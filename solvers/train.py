@@ -91,7 +91,10 @@ def fit(
 
     monitor = ProgressMonitor(progress, applied.get("max_seconds"), n_classes=len(problems))
     solutions: list[BinarySolution] = []
-    for k, problem in enumerate(problems):
+    solve_all = getattr(module, "solve_all", None)  # a solver that schedules its problems
+    if solve_all is not None:
+        solutions = solve_all(problems, applied, monitor)
+    for k, problem in enumerate(problems if solve_all is None else ()):
         started = time.perf_counter()
         stopped = solutions[-1].exit_reason if solutions else None
         if stopped in _STOPPED:

@@ -128,10 +128,18 @@ def scale_sensitive(solver: str, applied: dict[str, Any]) -> bool:
 
 def feature_ranges(matrix: sp.csr_matrix) -> np.ndarray:
     """max_j - min_j of every feature over the rows (implicit zeros included)."""
-    if matrix.shape[0] == 0:
-        return np.zeros(matrix.shape[1])
-    high = np.asarray(matrix.max(axis=0).toarray()).ravel()
-    low = np.asarray(matrix.min(axis=0).toarray()).ravel()
+    n_rows, n_features = matrix.shape
+    if n_rows == 0:
+        return np.zeros(n_features)
+    # straight from the CSR arrays (scipy's max(axis=0) converts to CSC: ~1 ms per fit)
+    data, indices = matrix.data, matrix.indices
+    high = np.full(n_features, -np.inf)
+    low = np.full(n_features, np.inf)
+    np.maximum.at(high, indices, data)
+    np.minimum.at(low, indices, data)
+    implicit_zero = np.bincount(indices, minlength=n_features) < n_rows
+    high[implicit_zero] = np.maximum(high[implicit_zero], 0.0)
+    low[implicit_zero] = np.minimum(low[implicit_zero], 0.0)
     return np.asarray(high - low, dtype=np.float64)
 
 

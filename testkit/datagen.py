@@ -7,8 +7,13 @@
   most), rows scaled to unit norm; labels from a noisy sparse linear teacher.
 - `dense`: low-dimensional dense data (40 features by default), two overlapping Gaussian
   classes, stored as CSR so every solver reads the same format.
+- `letter_like`: a many-class dense set shaped like UCI letter (26 classes, 16 features
+  with 16 integer levels scaled to [-1, 1]): each class a mixture of a few Gaussian
+  clusters, so one-vs-one pairs of ~800 rows (400 rows per class) are small, dense kernel
+  problems.
 
-Both return `(X, y)` with X a scipy CSR matrix (float64, int32 indices) and y in {-1, +1}.
+`text_like` and `dense` return `(X, y)` with X a scipy CSR matrix (float64, int32 indices)
+and y in {-1, +1}; `letter_like` returns labels 1..n_classes.
 `VERSION` changes whenever a generator's output for a given seed changes (files written
 from it are named with it).
 """
@@ -72,3 +77,23 @@ def dense(n_rows: int, n_features: int = 40, seed: int = 0, separation: float = 
     X = sp.csr_matrix(features)
     X.indices = X.indices.astype(np.int32)
     return X, y
+
+
+def letter_like(rows_per_class: int = 400, n_classes: int = 26, n_features: int = 16,
+                seed: int = 0, clusters: int = 3, spread: float = 0.28
+                ) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Dense multi-class data like UCI letter (see the module docstring); rows in class
+    order are shuffled (seeded), labels 1.0 .. n_classes."""
+    rng = np.random.default_rng(seed)
+    n_rows = rows_per_class * n_classes
+    y = np.repeat(np.arange(1, n_classes + 1, dtype=np.float64), rows_per_class)
+    centers = rng.uniform(-0.6, 0.6, size=(n_classes, clusters, n_features))
+    cluster = rng.integers(0, clusters, size=n_rows)
+    features = centers[(y - 1).astype(np.int64), cluster] + spread * rng.normal(
+        size=(n_rows, n_features))
+    levels = np.clip(np.round((features + 1.0) * 7.5), 0, 15)  # 16 integer levels
+    features = levels / 7.5 - 1.0
+    order = rng.permutation(n_rows)
+    X = sp.csr_matrix(features[order])
+    X.indices = X.indices.astype(np.int32)
+    return X, y[order]

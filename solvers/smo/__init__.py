@@ -53,15 +53,21 @@ Multi-class: one-vs-one (default; LIBSVM's pairs over the sorted classes, pair (
 class i as +1, C_i = C * class_weight of the row's class) or one-vs-rest. Two classes are
 always one binary problem.
 
-Threads: the parallel loops (kernel columns and the passes over the active set once per
-step - "fine-grained" -, the deferred G_bar pass once per ~1000 steps - "coarse") only
-partition elementwise work or exact max/argmax reductions (ties to the larger index, as a
-sequential scan), so `threads=2` returns bit-for-bit the result of `threads=1`. The
-fine-grained loops are used only when the cores are not busy with other work
-(`_cores_busy`). The compiled `_smo_steps` runs a bounded number of steps and returns to
-Python, which enforces max_seconds, sends throttled progress events and honours
-cancellation; the whole solver state lives in arrays (and the typed list of cached
-columns), so splitting the work into calls changes nothing.
+Threads: the parallel grain is chosen from the problem sizes (model.parallel_grain) and
+reported in the result's params ("parallel_grain", "pair_workers"). "pairs": several
+binary problems (one-vs-one pairs, one-vs-rest classes) of a fit are trained at once, one
+thread each (`solve_all`; the compiled kernels release the GIL), when there are at least
+two and they are small or numerous. "columns": one problem at a time, whose parallel loops
+(kernel columns and the passes over the active set once per step - "fine-grained" -, the
+deferred G_bar pass once per ~1000 steps - "coarse") only partition elementwise work or
+exact max/argmax reductions (ties to the larger index, as a sequential scan). Either way
+`threads=2` returns bit-for-bit the result of `threads=1`. The fine-grained loops are
+used only when the cores are not busy with other work (`_cores_busy`). The compiled
+`_smo_steps` runs a bounded number of steps (the first call enough to finish a small
+problem) and returns to Python, which enforces max_seconds, sends throttled progress
+events (also at the end of each binary problem) and honours cancellation; the whole solver
+state lives in arrays (and the typed list of cached columns), so splitting the work into
+calls changes nothing.
 
 Layout of this package: layout.py (constants of the state arrays), columns.py (kernel
 values, kernel columns, the column cache), selection.py (working-set selection, the
@@ -72,6 +78,7 @@ loop), model.py (binary problems, the KernelModel), this file (the solver contra
 from __future__ import annotations
 
 import math
+import threading
 import time
 from typing import Any
 
@@ -97,7 +104,7 @@ from solvers.smo.model import ASSEMBLY, KernelProblem
 from solvers.smo.steps import SmoState, _warm_parallel
 
 __all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelProblem", "SmoState",
-           "max_threads", "solve", "warm_rare_kernels"]
+           "max_threads", "solve", "solve_all", "warm_rare_kernels"]
 
 # Warm-up fits (solvers.train.warmup): both multi-class layouts and two kernels.
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = tuple(
@@ -105,21 +112,35 @@ WARMUP_VARIANTS: tuple[dict[str, Any], ...] = tuple(
     for kernel in ("rbf", "linear") for multiclass in ("ovo", "ovr"))
 
 BUDGET = Budget(call_seconds=0.05, initial=256, minimum=16, maximum=1 << 24)  # SMO steps
+# The first call's steps: about this many kernel values / gradient entries (a step visits
+# each active variable a few times), so that a small problem is solved in one call.
+FIRST_CALL_WORK = 2_000_000
+_STOPPED = ("cancelled", "max_seconds")  # the fit was stopped: later problems are skipped
 
 
 def solve(problem: KernelProblem, params: dict[str, Any],
           monitor: ProgressMonitor) -> BinarySolution:
     """Solve one binary kernel problem with SMO; params as filled by validate_params("smo")."""
+    if problem.grain == "pairs":  # one thread of several: no Numba parallel region here
+        return _solve(problem, params, monitor, float(params["cache_mb"]) / problem.workers)
     with parallel.numba_threads(problem.threads):
-        t_start = time.perf_counter()
-        state = SmoState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
-                         problem.kernel, float(params["cache_mb"]), chunks=problem.threads,
-                         fine_grained=problem.fine_grained)
-        state.eps, state.max_iter = float(params["eps"]), int(params["max_iter"])
-        state.pair = list(problem.pair)
-        exit_reason = drive(state, BUDGET, monitor, _STATUS_EXIT, first_report_after=-1)
-        t_finish = time.perf_counter()
-        alpha, rho, objective = state.finish()
+        return _solve(problem, params, monitor, float(params["cache_mb"]))
+
+
+def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMonitor,
+           cache_mb: float) -> BinarySolution:
+    t_start = time.perf_counter()
+    l = int(problem.rows.shape[0])
+    state = SmoState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
+                     problem.kernel, cache_mb, chunks=problem.threads,
+                     fine_grained=problem.fine_grained)
+    state.eps, state.max_iter = float(params["eps"]), int(params["max_iter"])
+    state.pair = list(problem.pair)
+    first = min(max(FIRST_CALL_WORK // max(l, 1), BUDGET.initial), BUDGET.maximum)
+    budget = Budget(BUDGET.call_seconds, first, BUDGET.minimum, BUDGET.maximum)
+    exit_reason = drive(state, budget, monitor, _STATUS_EXIT, first_report_after=-1)
+    t_finish = time.perf_counter()
+    alpha, rho, objective = state.finish()
     if not (math.isfinite(rho) and math.isfinite(objective) and np.all(np.isfinite(alpha))):
         exit_reason = "numerical_error"
     counters = state.counters
@@ -143,6 +164,120 @@ def solve(problem: KernelProblem, params: dict[str, Any],
         },
         timings={"kernel_s": t_finish - t_start, "finish_s": time.perf_counter() - t_finish},
     )
+
+
+def solve_all(problems: list[KernelProblem], params: dict[str, Any],
+              monitor: ProgressMonitor) -> list[BinarySolution]:
+    """Every binary problem of a fit (solvers.train.fit calls this instead of `solve` per
+    problem). Grain "pairs": up to `workers` problems at once, each on its own thread
+    (the compiled kernels release the GIL), the largest first; each problem's arithmetic
+    is that of a one-thread fit, so the solutions are bit-identical to threads=1. A stop
+    (max_seconds, cancellation) of one problem stops the running ones and leaves the
+    others untrained, as in the sequential order."""
+    workers = problems[0].workers if problems else 1
+    if workers <= 1:
+        solutions: list[BinarySolution] = []
+        stopped = None
+        for k, problem in enumerate(problems):
+            solution, stop = _solve_or_skip(k, problem, params, monitor, stopped)
+            stopped = stopped or stop
+            solutions.append(solution)
+        return solutions
+    return _solve_concurrently(problems, params, monitor, workers)
+
+
+def _solve_or_skip(k: int, problem: KernelProblem, params: dict[str, Any],
+                   monitor: Any, stopped: str | None) -> tuple[BinarySolution, str | None]:
+    """Problem k's solution (untrained after a stop or past the time limit) and the stop
+    it causes: its own exit when stopped, or "cancelled" when the progress event sent at
+    its end (a problem solved within one compiled call sends none of its own) asks so."""
+    started = time.perf_counter()
+    stop = None
+    if stopped in _STOPPED:
+        solution = ASSEMBLY.untrained(problem, params, str(stopped))
+    elif monitor.out_of_time():
+        solution = ASSEMBLY.untrained(problem, params, "max_seconds")
+    else:
+        if isinstance(monitor, ProgressMonitor):
+            monitor.class_index = k
+        solution = solve(problem, params, monitor)
+        if solution.exit_reason in _STOPPED:
+            stop = solution.exit_reason
+        elif monitor.event_due() and monitor.report(lambda: _final_event(problem, solution)):
+            stop = "cancelled"
+    solution.details["train_seconds"] = time.perf_counter() - started
+    return solution, stop
+
+
+def _final_event(problem: KernelProblem, solution: BinarySolution) -> dict[str, Any]:
+    return {"iteration": solution.iterations, "primal": None, "dual": solution.dual,
+            "gap": None, "violation": solution.violation,
+            "active_size": int(problem.rows.shape[0]), "pair": list(problem.pair)}
+
+
+class _SharedMonitor:
+    """One problem's view of the fit's ProgressMonitor when problems run concurrently:
+    events are sent one at a time (with this problem's class_index), and a stop of any
+    problem stops this one at its next return to Python."""
+
+    def __init__(self, monitor: ProgressMonitor, k: int, lock: threading.Lock,
+                 stops: list[str]) -> None:
+        self.monitor, self.k, self.lock, self.stops = monitor, k, lock, stops
+
+    def out_of_time(self) -> bool:
+        return self.monitor.out_of_time()
+
+    def event_due(self) -> bool:
+        return bool(self.stops) or self.monitor.event_due()
+
+    def report(self, make_event: Any) -> bool:
+        with self.lock:
+            if self.stops:
+                return True
+            self.monitor.class_index = self.k
+            return self.monitor.report(make_event)
+
+
+def _solve_concurrently(problems: list[KernelProblem], params: dict[str, Any],
+                        monitor: ProgressMonitor, workers: int) -> list[BinarySolution]:
+    solutions: list[BinarySolution | None] = [None] * len(problems)
+    # largest first (the longest problems start early), ties in problem order
+    order = iter(sorted(range(len(problems)), key=lambda k: -problems[k].rows.shape[0]))
+    lock = threading.Lock()
+    stops: list[str] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while True:
+            with lock:
+                k = next(order, None)
+                stopped = stops[0] if stops else ("error" if errors else None)
+            if k is None or stopped == "error":
+                return
+            try:
+                solution, stop = _solve_or_skip(k, problems[k], params,
+                                                _SharedMonitor(monitor, k, lock, stops),
+                                                stopped)
+            except BaseException as error:  # re-raised by the calling thread
+                with lock:
+                    errors.append(error)
+                return
+            if stop is not None:
+                with lock:
+                    if not stops:
+                        stops.append(stop)
+            solutions[k] = solution
+
+    helpers = [threading.Thread(target=work, name=f"smo-pairs-{w}", daemon=True)
+               for w in range(1, workers)]
+    for helper in helpers:
+        helper.start()
+    work()
+    for helper in helpers:
+        helper.join()
+    if errors:
+        raise errors[0]
+    return [s for s in solutions if s is not None]
 
 
 def warm_rare_kernels() -> None:

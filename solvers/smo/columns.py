@@ -52,7 +52,7 @@ def _kernel_from_dot(kind, dot, sq_a, sq_b, gamma, coef0, degree):
     return math.tanh(gamma * dot + coef0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _kernel_diagonal(sq_norms, kernel, out):
     kind, gamma, coef0, degree = kernel
     for t in range(sq_norms.shape[0]):
@@ -61,7 +61,7 @@ def _kernel_diagonal(sq_norms, kernel, out):
         out[t] = _kernel_from_dot(kind, sq, sq, sq, gamma, coef0, degree)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _new_column_list(n):
     columns = List.empty_list(types.float32[::1])
     empty = np.zeros(0, dtype=np.float32)
@@ -71,23 +71,104 @@ def _new_column_list(n):
 
 
 # ---- kernel columns ------------------------------------------------------------------
+#
+# A column is computed in two passes over its range of positions: the dot products
+# x_t . x_i (gathered from the scattered x_i, or - for dense data - from a dense positional
+# copy of the rows, where the short inner loop vectorises), then the kernel values. For
+# the rbf kernel the second pass is branch-free and vectorises: exp by Cody-Waite range
+# reduction and a degree-13 polynomial (`_rbf_values`; within 2 ulp of libm's exp in
+# float64, then rounded to float32 like every cached Q).
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # fdlibm's ln 2 split: n * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+_SHIFTER = 6755399441055744.0  # 1.5 * 2^52: z + _SHIFTER rounds z to an integer
+_SHIFTER_BITS = 0x4338000000000000  # its bit pattern
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _dense_dots(Xd, i, lo, hi, dots):
+    """dots[t] = x_t . x_i for t in [lo, hi) from the dense positional rows (the sum in
+    vector lanes: the same order for every t, whatever the thread)."""
+    d = Xd.shape[1]
+    for t in range(lo, hi):
+        dot = 0.0
+        for k in range(d):
+            dot += Xd[t, k] * Xd[i, k]
+        dots[t] = dot
+
+
+@njit(cache=True, inline="always")
+def _rbf_values(sq_norms, sq_i, gamma, y, y_i, lo, hi, dots, scale, out):
+    """out[t] = y_i y_t exp(-gamma ||x_t - x_i||^2) (float32) from dots[t] = x_t . x_i;
+    `dots` and `scale` (float64 scratch) are overwritten on [lo, hi)."""
+    for t in range(lo, hi):
+        a = -gamma * (sq_i + sq_norms[t] - 2.0 * dots[t])
+        a = a if a > -708.0 else -708.0  # exp(-708) rounds to 0 in float32
+        a = a if a < 709.0 else 709.0
+        z = a * _LOG2E + _SHIFTER
+        scale[t] = z  # its low bits: n = round(a / ln 2)
+        n = z - _SHIFTER
+        r = (a - n * _LN2_HI) - n * _LN2_LO  # |r| <= ln(2) / 2
+        p = 1.0 / 6227020800.0
+        p = p * r + 1.0 / 479001600.0
+        p = p * r + 1.0 / 39916800.0
+        p = p * r + 1.0 / 3628800.0
+        p = p * r + 1.0 / 362880.0
+        p = p * r + 1.0 / 40320.0
+        p = p * r + 1.0 / 5040.0
+        p = p * r + 1.0 / 720.0
+        p = p * r + 1.0 / 120.0
+        p = p * r + 1.0 / 24.0
+        p = p * r + 1.0 / 6.0
+        p = p * r + 0.5
+        p = p * r + 1.0
+        dots[t] = p * r + 1.0  # exp(r)
+    bits = scale.view(np.int64)
+    for t in range(lo, hi):
+        bits[t] = (bits[t] - _SHIFTER_BITS + 1023) << 52  # 2^n
+    for t in range(lo, hi):
+        value = dots[t] * scale[t]
+        out[t] = np.float32(value if y[t] == y_i else -value)
+
+
+@njit(cache=True)
+def _rbf_values_checked(arguments):
+    """exp(arguments) (clamped to [-708, 709]) by `_rbf_values`, in float64 (tests)."""
+    n = arguments.shape[0]
+    dots = arguments / 2.0  # gamma = 1, ||x_t||^2 = ||x_i||^2 = 0: the argument is 2 dot
+    scale = np.empty(n)
+    y = np.ones(n, dtype=np.int8)
+    out = np.empty(n, dtype=np.float32)
+    _rbf_values(np.zeros(n), 0.0, 1.0, y, y[0], 0, n, dots, scale, out)
+    return dots * scale
 
 
 @njit(cache=True, inline="always")
 def _column_range(rows, kernel, y, i, lo, hi, out):
     """out[t] = y_i y_t K(x_i, x_t) for positions t in [lo, hi), with x_i scattered in the
-    dense buffer. rows = the positional CSR (row t = the example at position t) + buffer."""
-    data, indices, indptr, sq_norms, dense = rows
+    dense buffer. rows = (the positional CSR (row t = the example at position t) + buffer,
+    the dense positional rows (0 rows: sparse data), two float64 scratch columns)."""
+    data, indices, indptr, sq_norms, dense = rows[0]
+    Xd, dots, scale = rows[1]
     kind, gamma, coef0, degree = kernel
     sq_i = sq_norms[i]
     y_i = y[i]
+    if Xd.shape[0] > 0:
+        _dense_dots(Xd, i, lo, hi, dots)
+    else:
+        for t in range(lo, hi):
+            r = np.uint64(t)  # unsigned: no negative-index wraparound code
+            # dot = x_t . x_i  (gather from the scattered x_i)
+            dot = 0.0
+            for k in range(np.uint64(indptr[r]), np.uint64(indptr[r + _U1])):
+                dot += data[k] * dense[np.uint32(indices[k])]
+            dots[t] = dot
+    if kind == _RBF:
+        _rbf_values(sq_norms, sq_i, gamma, y, y_i, lo, hi, dots, scale, out)
+        return
     for t in range(lo, hi):
-        r = np.uint64(t)  # unsigned: no negative-index wraparound code
-        # dot = x_t . x_i  (gather from the scattered x_i)
-        dot = 0.0
-        for k in range(np.uint64(indptr[r]), np.uint64(indptr[r + _U1])):
-            dot += data[k] * dense[np.uint32(indices[k])]
-        value = _kernel_from_dot(kind, dot, sq_i, sq_norms[r], gamma, coef0, degree)
+        value = _kernel_from_dot(kind, dots[t], sq_i, sq_norms[t], gamma, coef0, degree)
         out[t] = np.float32(value if y[t] == y_i else -value)
 
 
@@ -96,46 +177,55 @@ def _column_range(rows, kernel, y, i, lo, hi, out):
 
 
 @njit(cache=True, parallel=True)
-def _column_parallel(data, indices, indptr, sq_norms, dense, kind, gamma, coef0, degree, y,
-                     i, start, stop, out, chunks):
+def _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, kind, gamma,
+                     coef0, degree, y, i, start, stop, out, chunks):
     n = stop - start
     for c in prange(chunks):
-        _column_range((data, indices, indptr, sq_norms, dense), (kind, gamma, coef0, degree),
-                      y, i, start + c * n // chunks, start + (c + 1) * n // chunks, out)
+        _column_range(((data, indices, indptr, sq_norms, dense), (Xd, dots, scale)),
+                      (kind, gamma, coef0, degree), y, i, start + c * n // chunks,
+                      start + (c + 1) * n // chunks, out)
 
 
 @njit(cache=True)
 def _fill_column(rows, kernel, positions, i, start, stop, out, parallel):
     """out[start:stop] = Q_{i, start:stop} (float32), in parallel when large."""
     positional = rows[0]
-    data, indices, indptr, _, dense = positional
+    data, indices, indptr, sq_norms, dense = positional
+    Xd, dots, scale = rows[2]
     y = positions[2]
     for k in range(indptr[i], indptr[i + 1]):
         dense[indices[k]] = data[k]
     chunks = parallel[0]
-    work = (stop - start) * (8 + (indptr[-1] // max(indptr.shape[0] - 1, 1)))
+    per_row = Xd.shape[1] if Xd.shape[0] > 0 else indptr[-1] // max(indptr.shape[0] - 1, 1)
+    work = (stop - start) * (8 + per_row)
     if chunks > 1 and work >= parallel[5]:
-        _column_parallel(data, indices, indptr, positional[3], dense, kernel[0], kernel[1],
-                         kernel[2], kernel[3], y, i, start, stop, out, chunks)
+        _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, kernel[0],
+                         kernel[1], kernel[2], kernel[3], y, i, start, stop, out, chunks)
     else:
-        _column_range(positional, kernel, y, i, start, stop, out)
+        _column_range((positional, rows[2]), kernel, y, i, start, stop, out)
     for k in range(indptr[i], indptr[i + 1]):
         dense[indices[k]] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather_positional_rows(rows, perm):
     """Row t of the positional CSR = row perm[t] of X (sequential memory in the kernel
     columns; rebuilt after shrinking permutes the positions)."""
     data, indices, indptr, sq_norms, _ = rows[0]
     x_data, x_indices, x_indptr, x_sq_norms = rows[1]
+    Xd = rows[2][0]
+    dense_rows = Xd.shape[0] > 0
     offset = 0
     indptr[0] = 0
     for t in range(perm.shape[0]):
         r = perm[t]
+        if dense_rows:
+            Xd[t, :] = 0.0
         for k in range(x_indptr[r], x_indptr[r + 1]):
             data[offset] = x_data[k]
             indices[offset] = x_indices[k]
+            if dense_rows:
+                Xd[t, x_indices[k]] = x_data[k]
             offset += 1
         indptr[t + 1] = offset
         sq_norms[t] = x_sq_norms[r]

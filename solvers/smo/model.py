@@ -31,8 +31,10 @@ class KernelProblem:
     negative: int  # class index of the -1 side, or -1 for "the rest"
     pair: tuple[float, float | None]  # the classes of the two sides (None: the rest)
     kernel: tuple[int, float, float, int]  # LIBSVM's kernel_type, gamma, coef0, degree
-    threads: int
+    threads: int  # Numba threads of the loops inside this problem (1 when grain = "pairs")
     fine_grained: bool  # parallel loops once per step (see _cores_busy)
+    grain: str = "none"  # the parallel grain of the fit: "pairs", "columns" or "none"
+    workers: int = 1  # binary problems trained at once (grain "pairs"), each on one thread
 
 
 class KernelAssembly:
@@ -46,14 +48,20 @@ class KernelAssembly:
         kernel = (KERNEL_CODES[applied["kernel"]], float(gamma), float(applied["coef0"]),
                   int(applied["degree"]))
         threads = max(1, min(int(applied["threads"]), max_threads()))
-        fine_grained = threads > 1 and not _cores_busy(threads)
         sq_norms = row_sq_norms(X.data, X.indptr)
         label_index = data.label_index.astype(np.int64)
+        sides = _sides(label_index, data.n_classes, _strategy(data, applied), data.class_cost)
+        grain, workers = parallel_grain(threads, [rows.shape[0] for rows, *_ in sides])
+        if grain == "pairs":
+            inner, fine_grained = 1, False
+        else:
+            inner = threads
+            fine_grained = threads > 1 and not _cores_busy(threads)
+            grain = "columns" if fine_grained else "none"
         return [KernelProblem(X, sq_norms, rows, y, cost, positive, negative,
-                              _pair(data.classes, positive, negative), kernel, threads,
-                              fine_grained)
-                for rows, y, cost, positive, negative in _sides(
-                    label_index, data.n_classes, _strategy(data, applied), data.class_cost)]
+                              _pair(data.classes, positive, negative), kernel, inner,
+                              fine_grained, grain, workers)
+                for rows, y, cost, positive, negative in sides]
 
     def untrained(self, problem: KernelProblem, applied: dict[str, Any],
                   reason: str) -> BinarySolution:
@@ -81,8 +89,10 @@ class KernelAssembly:
             iterations=int(sum(s.iterations for s in solutions)),
             exit_reason=worst_exit(s.exit_reason for s in solutions),
             train_seconds=timings["solve_s"],
-            params={**applied, "gamma": float(gamma), "threads_used": problems[0].threads,
-                    "fine_grained_parallel": problems[0].fine_grained},
+            params={**applied, "gamma": float(gamma),
+                    "threads_used": max(problems[0].threads, problems[0].workers),
+                    "fine_grained_parallel": problems[0].fine_grained,
+                    "parallel_grain": problems[0].grain, "pair_workers": problems[0].workers},
             timings=timings,
             per_output=[_output_summary(p, s) for p, s in zip(problems, solutions,
                                                                 strict=True)],
@@ -170,11 +180,13 @@ def _build_model(problems: list[KernelProblem], solutions: list[BinarySolution],
 
 
 def _gather_rows(X: CsrArrays, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    lengths = X.indptr[rows + 1] - X.indptr[rows]
-    indptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    take = np.concatenate([np.arange(X.indptr[r], X.indptr[r + 1]) for r in rows]) if (
-        rows.shape[0]) else np.zeros(0, dtype=np.int64)
-    return X.data[take].copy(), X.indices[take].copy(), indptr
+    starts = X.indptr[rows]
+    lengths = X.indptr[rows + 1] - starts
+    indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    # entry k of the gathered rows = entry k - indptr[s] + starts[s] of X (s: its row)
+    take = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1], dtype=np.int64)
+    return X.data[take], X.indices[take], indptr
 
 
 def _output_summary(problem: KernelProblem, solution: BinarySolution) -> dict[str, Any]:
@@ -193,6 +205,26 @@ def _output_summary(problem: KernelProblem, solution: BinarySolution) -> dict[st
     }
     summary.update(details)
     return summary
+
+
+# Below this many rows a binary problem's parallel loops do not pay (steps.PARALLEL_MIN_PASS
+# elements per pass): several problems then run at once, one thread each.
+PAIRS_BELOW_ROWS = 40_000
+
+
+def parallel_grain(threads: int, sizes: list[int]) -> tuple[str, int]:
+    """How a fit with these binary-problem sizes (rows) uses `threads`: ("pairs", workers)
+    trains up to `workers` problems at once, each on one thread (no fork/join per SMO
+    step; the problems are independent, so the results are those of one thread); else
+    ("columns", 1): one problem at a time, its loops split over the threads (when the
+    cores are free, see _cores_busy). Pairs when there are at least two problems and
+    either they are small (the per-step loops would not pay) or there are enough of them
+    to keep the threads busy (at least two per thread)."""
+    if threads < 2 or len(sizes) < 2:
+        return "columns", 1
+    if max(sizes) < PAIRS_BELOW_ROWS or len(sizes) >= 2 * threads:
+        return "pairs", min(threads, len(sizes))
+    return "columns", 1
 
 
 def _cores_busy(threads: int) -> bool:

@@ -8,9 +8,9 @@ import numpy as np
 from numba import njit, prange
 
 from solvers.smo.columns import (
+    _column_range,
     _gather_positional_rows,
     _get_column,
-    _kernel_from_dot,
     _swap_cached_entries,
     _swap_positions,
 )
@@ -26,7 +26,6 @@ from solvers.smo.layout import (
     _RECONSTRUCTS,
     _SHRINKS,
     _TAU,
-    _U1,
     _UNSHRINK,
     _UPPER,
 )
@@ -308,12 +307,11 @@ def _update_gradient_bar(i, scale, q_i, rows, kernel, positions, cache, counters
 
 
 @njit(cache=True, inline="always")
-def _gradient_bar_range(positional, kernel, y, pending_at, pending_scale, cover, n_pending,
-                        gradient_bar, lo, hi):
+def _gradient_bar_range(rows, kernel, y, pending_at, pending_scale, cover, n_pending,
+                        gradient_bar, column, lo, hi):
     """G_bar[t] += s_p Q_{i_p, t} for t in [max(lo, cover[p]), hi), p = 0, 1, ... in order
-    (fresh kernel values, rounded to float32 like every cached Q)."""
-    data, indices, indptr, sq_norms, dense = positional
-    kind, gamma, coef0, degree = kernel
+    (fresh kernel values computed as every kernel column, float32; `column` is scratch)."""
+    data, indices, indptr, _, dense = rows[0]
     for p in range(n_pending):
         i = pending_at[p]
         start = max(lo, cover[p])
@@ -321,30 +319,25 @@ def _gradient_bar_range(positional, kernel, y, pending_at, pending_scale, cover,
             continue
         for k in range(indptr[i], indptr[i + 1]):
             dense[indices[k]] = data[k]
+        _column_range(rows, kernel, y, i, start, hi, column)
         scale = pending_scale[p]
-        sq_i = sq_norms[i]
-        y_i = y[i]
         for t in range(start, hi):
-            r = np.uint64(t)
-            dot = 0.0
-            for k in range(np.uint64(indptr[r]), np.uint64(indptr[r + _U1])):
-                dot += data[k] * dense[np.uint32(indices[k])]
-            value = _kernel_from_dot(kind, dot, sq_i, sq_norms[r], gamma, coef0, degree)
-            gradient_bar[t] += scale * np.float32(value if y[t] == y_i else -value)
+            gradient_bar[t] += scale * column[t]
         for k in range(indptr[i], indptr[i + 1]):
             dense[indices[k]] = 0.0
 
 
 @njit(cache=True, parallel=True)
-def _gradient_bar_parallel(data, indices, indptr, sq_norms, n_features, kind, gamma, coef0,
-                           degree, y, pending_at, pending_scale, cover, n_pending,
-                           gradient_bar, blocks):
+def _gradient_bar_parallel(data, indices, indptr, sq_norms, n_features, Xd, dots, scale,
+                           kind, gamma, coef0, degree, y, pending_at, pending_scale, cover,
+                           n_pending, gradient_bar, column, blocks):
     n = gradient_bar.shape[0]
     for b in prange(blocks):
         dense = np.zeros(n_features)  # each block scatters into its own buffer
-        _gradient_bar_range((data, indices, indptr, sq_norms, dense),
+        _gradient_bar_range(((data, indices, indptr, sq_norms, dense), (Xd, dots, scale)),
                             (kind, gamma, coef0, degree), y, pending_at, pending_scale, cover,
-                            n_pending, gradient_bar, b * n // blocks, (b + 1) * n // blocks)
+                            n_pending, gradient_bar, column, b * n // blocks,
+                            (b + 1) * n // blocks)
 
 
 @njit(cache=True)
@@ -365,15 +358,18 @@ def _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, paral
     counters[_EVALS] += fresh
     positional = rows[0]
     data, indices, indptr, sq_norms, dense = positional
+    Xd, dots, scale = rows[2]
+    column = np.empty(l, dtype=np.float32)
     chunks = parallel[0]
     work = fresh * (8 + (indptr[-1] // max(indptr.shape[0] - 1, 1)))
     if chunks > 1 and work >= parallel[6]:
-        _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], kernel[0],
-                               kernel[1], kernel[2], kernel[3], y, pending_at, pending_scale,
-                               cover, n_pending, gradient_bar, chunks)
+        _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], Xd, dots,
+                               scale, kernel[0], kernel[1], kernel[2], kernel[3], y,
+                               pending_at, pending_scale, cover, n_pending, gradient_bar,
+                               column, chunks)
     else:
-        _gradient_bar_range(positional, kernel, y, pending_at, pending_scale, cover,
-                            n_pending, gradient_bar, 0, l)
+        _gradient_bar_range((positional, rows[2]), kernel, y, pending_at, pending_scale,
+                            cover, n_pending, gradient_bar, column, 0, l)
 
 
 @njit(cache=True, inline="always")

@@ -56,6 +56,17 @@ PARALLEL_MIN_KERNEL = 100_000
 PARALLEL_MIN_FLUSH = 100_000  # the deferred G_bar updates: one region per ~1000 steps
 
 
+# Kernel columns from a dense positional copy of the rows when at least this share of the
+# entries is nonzero and the copy stays below DENSE_MAX_ENTRIES float64.
+DENSE_MIN_DENSITY = 0.5
+DENSE_MAX_ENTRIES = 1 << 25
+
+
+def use_dense_rows(l: int, n_features: int, nnz: int) -> bool:
+    entries = l * max(n_features, 1)
+    return l > 0 and entries <= DENSE_MAX_ENTRIES and nnz >= DENSE_MIN_DENSITY * entries
+
+
 class SmoState:
     """The arrays the compiled kernels work on.
 
@@ -76,10 +87,13 @@ class SmoState:
         y = np.ascontiguousarray(y, dtype=np.int8).copy()
         cost = np.ascontiguousarray(cost, dtype=np.float64).copy()
         nnz = int(np.sum(X.indptr[perm + 1] - X.indptr[perm]))
+        dense_shape = (l, X.n_features) if use_dense_rows(l, X.n_features, nnz) else (0, 1)
+        self.dense_rows = dense_shape[0] > 0
         rows_arrays = ((np.empty(nnz), np.empty(nnz, dtype=np.int32),
                         np.empty(l + 1, dtype=np.int64), np.empty(l),
                         np.zeros(X.n_features + 1)),
-                       (X.data, X.indices, X.indptr, sq_norms))
+                       (X.data, X.indices, X.indptr, sq_norms),
+                       (np.empty(dense_shape), np.empty(l), np.empty(l)))
         _gather_positional_rows(rows_arrays, perm)
         diagonal = np.empty(l)
         _kernel_diagonal(rows_arrays[0][3], kernel, diagonal)
@@ -140,12 +154,14 @@ class SmoState:
         return alpha, float(out[0]), float(out[1])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _smo_steps(rows, kernel, positions, cache, state, settings):
     """Run SMO steps until convergence, max_iter, a non-finite step or the step budget.
 
     rows = ((data, indices, indptr, ||x||^2 of the rows in position order, a dense scatter
-    buffer), (the same four arrays of X: source of the positional rows)); kernel = (kind,
+    buffer), (the same four arrays of X: source of the positional rows), (the rows in
+    position order as a dense matrix - 0 rows when the data are sparse -, two float64
+    scratch columns)); kernel = (kind,
     gamma, coef0, degree); positions = (perm, local, y, C, K_tt, alpha, status, G, G_bar),
     permuted together by shrinking; cache = (columns, lengths, lru_prev, lru_next, empty);
     state = (counters, values, swap buffer, parallel scratch); settings = (eps, max_iter,
@@ -186,7 +202,7 @@ def _smo_steps(rows, kernel, positions, cache, state, settings):
             return _NON_FINITE
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _finish(rows, kernel, positions, cache, state, alpha_out, out):
     """Unshrink, then alpha_out (problem order), out[0] = rho, out[1] = f(a) =
     1/2 sum_t a_t (G_t + p_t) (LIBSVM's obj), out[2] = violation on the full set."""
@@ -225,13 +241,13 @@ def _finish(rows, kernel, positions, cache, state, alpha_out, out):
         alpha_out[local[t]] = alpha[t]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _flush_pending(rows, kernel, positions, cache, state):
     counters, _, _, pending, parallel = state
     _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _objective_from_bar(alpha, status, gradient, gradient_bar):
     """f(a) = 1/2 a'Qa - e'a with a'Qa = sum_{free} a_t (G_t + 1) + sum_t a_t G_bar_t
     (free variables are always active, so their G is exact; G_bar is kept on all)."""
@@ -253,10 +269,11 @@ def _warm_parallel(rows, kernel, positions, cache, state):
     n = y.shape[0]
     column = np.zeros(n, dtype=np.float32)
     data, indices, indptr, sq_norms, dense = rows[0]
+    Xd, dots, scale = rows[2]
     kind, gamma, coef0, degree = kernel
     chunks, values, best, values2, _, _, _ = parallel
-    _column_parallel(data, indices, indptr, sq_norms, dense, kind, gamma, coef0, degree, y,
-                     0, 0, n, column, chunks)
+    _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, kind, gamma,
+                     coef0, degree, y, 0, 0, n, column, chunks)
     _gmax_parallel(y, status, gradient, n, chunks, values, best)
     _select_j_parallel(y, status, gradient, diagonal, column, 0, 1.0, n, chunks, values, best,
                        values2)
@@ -267,6 +284,6 @@ def _warm_parallel(rows, kernel, positions, cache, state):
     pending_at[0] = 0
     pending_scale[0] = 0.0
     cover[0] = 0
-    _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], kind, gamma,
-                           coef0, degree, y, pending_at, pending_scale, cover, 1,
-                           positions[8].copy(), chunks)
+    _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], Xd, dots, scale,
+                           kind, gamma, coef0, degree, y, pending_at, pending_scale, cover, 1,
+                           positions[8].copy(), column, chunks)

@@ -71,10 +71,11 @@ def test_kernel_column_matches_dense(kernel: str) -> None:
                                reference[:, 7], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("density", [0.3, 0.9])  # scattered sparse rows / dense rows
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_training_columns_match_dense(kernel: str) -> None:
+def test_training_columns_match_dense(kernel: str, density: float) -> None:
     """smo keeps its own copy of the kernel code: Q_ij = y_i y_j K_ij, stored as float32."""
-    X = sparse_rows(50, 7, 0.5, seed=4)
+    X = sparse_rows(50, 7, density, seed=4)
     arrays = as_csr_arrays(X)
     settings: dict[str, Any] = {"gamma": 1.0, "coef0": 0.0, "degree": 3,
                                 **KERNEL_SETTINGS[kernel]}
@@ -84,6 +85,7 @@ def test_training_columns_match_dense(kernel: str) -> None:
     rows = np.arange(50, dtype=np.int64)[::-1].copy()  # positions != rows
     state = smo.SmoState(arrays, kernels.row_sq_norms(arrays.data, arrays.indptr), rows, y,
                           np.ones(50), params, 1.0, chunks=1)
+    assert state.dense_rows == (density > 0.5)
     K = kernel_matrix(X, X, kernel, **KERNEL_SETTINGS[kernel])
     Q = (y[:, None] * y[None, :]) * K[np.ix_(rows, rows)]
     np.testing.assert_allclose(state.positions[4], np.diag(K)[rows], rtol=1e-12)
@@ -92,6 +94,17 @@ def test_training_columns_match_dense(kernel: str) -> None:
         _fill_column(state.kernel_args[0], params, state.positions, i, 0, 50, column,
                          state.kernel_args[4][4])
         np.testing.assert_allclose(column, Q[:, i], rtol=2e-7, atol=1e-7)
+
+
+def test_vectorised_rbf_exp_matches_libm() -> None:
+    """The rbf columns' exp (range reduction + polynomial) against NumPy's, in float64,
+    over the whole range an rbf argument takes (and beyond: clamped to 0 in float32)."""
+    from solvers.smo.columns import _rbf_values_checked
+
+    arguments = np.concatenate([-np.geomspace(1e-12, 800.0, 20_000), [0.0, 1e-3, 0.5]])
+    exact = np.exp(np.maximum(arguments, -708.0))
+    ours = _rbf_values_checked(arguments)
+    np.testing.assert_allclose(ours, exact, rtol=5e-16, atol=0)
 
 
 # --------------------------------------------------------------------------------------

@@ -370,6 +370,66 @@ def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch) -> 
     np.testing.assert_array_equal(one.model.rho, two.model.rho)
 
 
+@functools.cache
+def letter_subset() -> tuple[sp.csr_matrix, np.ndarray]:
+    """8 classes of the letter-like set: 28 pairs of ~400 rows."""
+    from testkit.datagen import letter_like
+
+    return letter_like(rows_per_class=200, n_classes=8, seed=3)
+
+
+def test_pairs_in_parallel_give_the_result_of_one_thread() -> None:
+    X, y = letter_subset()
+    one = fit_smo(X, y, C=10.0, gamma=0.5, threads=1)
+    two = fit_smo(X, y, C=10.0, gamma=0.5, threads=2)
+    assert one.params["parallel_grain"] == "none" and one.params["pair_workers"] == 1
+    if smo.max_threads() >= 2:
+        assert two.params["parallel_grain"] == "pairs" and two.params["pair_workers"] == 2
+    assert one.dual_objective == two.dual_objective
+    assert one.iterations == two.iterations
+    np.testing.assert_array_equal(one.model.sv_rows, two.model.sv_rows)
+    np.testing.assert_array_equal(one.model.sv_coef, two.model.sv_coef)
+    np.testing.assert_array_equal(one.model.rho, two.model.rho)
+    for first, second in zip(one.per_output, two.per_output, strict=True):
+        assert (first["positive_class"], first["negative_class"], first["iterations"]) == (
+            second["positive_class"], second["negative_class"], second["iterations"])
+
+
+def test_parallel_grain_follows_the_problem_sizes() -> None:
+    assert smo_model.parallel_grain(1, [800] * 325) == ("columns", 1)
+    assert smo_model.parallel_grain(2, [5000]) == ("columns", 1)  # one problem
+    assert smo_model.parallel_grain(2, [800] * 325) == ("pairs", 2)
+    assert smo_model.parallel_grain(2, [2000] * 3) == ("pairs", 2)  # small: no step loops
+    assert smo_model.parallel_grain(2, [60_000] * 3) == ("columns", 1)  # few and large
+    assert smo_model.parallel_grain(2, [60_000] * 4) == ("pairs", 2)  # two per thread
+    assert smo_model.parallel_grain(4, [800] * 3) == ("pairs", 3)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_many_small_pairs_send_progress_and_stop_together(threads: int) -> None:
+    """Pairs solved within one compiled call still send events (at their end); a
+    cancellation stops the running pairs and leaves the rest untrained."""
+    from testkit.datagen import letter_like
+
+    X, y = letter_like()  # 325 pairs of ~800 rows: longer than one event interval
+    events: list[dict[str, Any]] = []
+
+    def cancel_at_first(event: dict[str, Any]) -> bool:
+        events.append(event)
+        return True
+
+    result = fit_smo(X, y, C=10.0, gamma=0.5, threads=threads, progress=cancel_at_first)
+    assert result.exit_reason == "cancelled" and len(events) == 1
+    assert events[0]["n_classes"] == 325 and 0 <= events[0]["class_index"] < 325
+    assert len(events[0]["pair"]) == 2 and events[0]["dual"] < 0
+    untrained = [o for o in result.per_output if o["iterations"] == 0]
+    assert untrained and all(o["exit_reason"] == "cancelled" for o in untrained)
+    assert np.all(np.isfinite(result.model.predict(X[:20])[1]))
+    late = fit_smo(X, y, C=10.0, gamma=0.5, threads=threads, max_seconds=0.001)
+    assert late.exit_reason == "max_seconds"
+    assert np.all(np.isfinite(late.model.predict(X[:20])[1]))
+
+
 def test_non_finite_kernel_values_are_reported() -> None:
     X = np.array([[1e30, 0.0], [0.0, 1e30], [1e30, 1e30], [-1e30, 1.0]])
     y = np.array([1.0, -1.0, 1.0, -1.0])
