@@ -2,7 +2,9 @@
 
 Training is long and must not be lost: late acknowledgement, rejection on worker loss,
 prefetch 1. The Redis visibility timeout (the redelivery clock) is derived from the hard
-time limit of a job so a long job is never delivered twice while it runs.
+time limit of a job so a long job is never delivered twice while it runs. The queue is
+durable and messages persistent; on RabbitMQ publishes wait for the broker's confirm
+(app.queue.broker_conf, shared with the API's producer).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from celery import Celery
 from celery.signals import worker_process_init
 
+from app.queue import broker_conf
 from app.settings import Settings, get_settings
 
 TRAIN_TASK = "hinge.train"
@@ -37,19 +40,17 @@ def make_celery(settings: Settings) -> Celery:
 
         sqla_transport.Transport.polling_interval = SQLA_POLLING_SECONDS
     app = Celery("hinge-worker", broker=settings.broker_url, set_as_current=True)
-    transport_options: dict[str, Any] = {}
+    conf = broker_conf(settings.broker_url, settings.queue)
     if settings.broker_url.startswith(("redis://", "rediss://")):
-        transport_options["visibility_timeout"] = int(hard_time_limit(settings) + 300)
+        conf["broker_transport_options"]["visibility_timeout"] = int(
+            hard_time_limit(settings) + 300)
     app.conf.update(
-        task_default_queue=settings.queue,
-        task_ignore_result=True,
+        conf,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        worker_concurrency=1,
+        worker_concurrency=settings.worker_concurrency,
         task_time_limit=hard_time_limit(settings),
-        broker_connection_retry_on_startup=True,
-        broker_transport_options=transport_options,
         worker_hijack_root_logger=False,
         include=["workers.tasks"],
     )
