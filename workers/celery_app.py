@@ -28,6 +28,7 @@ EVALUATE_TASK = "hinge.evaluate"
 # adds up to a second to every job's start. kombu passes transport options straight to
 # create_engine, so the interval can only be set on the transport class.
 SQLA_POLLING_SECONDS = 0.1
+WARM_UP_TIMEOUT_SECONDS = 300.0
 
 
 def hard_time_limit(settings: Settings) -> float:
@@ -51,6 +52,10 @@ def make_celery(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,
         worker_concurrency=settings.worker_concurrency,
         task_time_limit=hard_time_limit(settings),
+        # A new pool process loads every solver kernel before it says it is up
+        # (_warm_solvers); on a busy host that took longer than Celery's 4 s default, and
+        # the worker killed and replaced the process over and over (seen after a SIGKILL).
+        worker_proc_alive_timeout=WARM_UP_TIMEOUT_SECONDS,
         worker_hijack_root_logger=False,
         include=["workers.tasks"],
     )

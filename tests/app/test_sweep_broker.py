@@ -175,3 +175,19 @@ def _purge_one_amqp(settings: Settings) -> None:
         message = channel.basic_get(settings.queue, no_ack=True)
         assert message is not None
     assert _messages(settings) == WAITING - 1
+
+
+def test_rabbitmq_queue_is_durable_messages_persistent_and_publishes_confirmed() -> None:
+    from app.queue import producer
+    from workers.celery_app import WARM_UP_TIMEOUT_SECONDS, make_celery
+
+    settings = Settings(broker_url="amqp://guest:guest@127.0.0.1:5672//", queue="hinge.q")
+    for app in (make_celery(settings), producer(settings.broker_url, settings.queue)):
+        conf = app.conf
+        assert conf.broker_transport_options["confirm_publish"] is True
+        assert conf.task_default_delivery_mode == "persistent"
+        [queue] = conf.task_queues
+        assert queue.name == "hinge.q" and queue.durable and queue.exchange.durable
+    worker = make_celery(settings).conf
+    assert worker.task_acks_late and worker.task_reject_on_worker_lost
+    assert worker.worker_proc_alive_timeout == WARM_UP_TIMEOUT_SECONDS
