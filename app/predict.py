@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -37,31 +39,60 @@ def model_from_bytes(kind: str, payload: bytes) -> ServableModel:
     return solver_models.model_from_bytes(kind, payload)
 
 
-class ModelCache:
-    """A small LRU of deserialised models, keyed by model id (ids are never reused)."""
+@dataclass(frozen=True)
+class CachedModel:
+    """A model ready to predict, with what predict answers about it."""
 
-    def __init__(self, capacity: int = 32) -> None:
+    model_id: str
+    tenant_id: str
+    kind: str
+    model: ServableModel
+    classes: list[float]
+    size_bytes: int
+
+
+class ModelCache:
+    """A bounded LRU of deserialised models per API process, keyed by model id (ids are
+    never reused) and handed out only to the model's tenant. A cached model needs no
+    database round trip; a deleted model is dropped here at once by the process that
+    deletes it, and from the other API processes through the bus (app.bus) or, as a
+    backstop, by their periodic check of the cached ids (app.routes.models)."""
+
+    def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[str, ServableModel] = OrderedDict()
+        self._items: OrderedDict[str, CachedModel] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, model_id: str) -> ServableModel | None:
+    def get(self, model_id: str, tenant_id: str) -> CachedModel | None:
         with self._lock:
-            model = self._items.get(model_id)
-            if model is not None:
-                self._items.move_to_end(model_id)
-            return model
-
-    def put(self, model_id: str, model: ServableModel) -> None:
-        with self._lock:
-            self._items[model_id] = model
+            entry = self._items.get(model_id)
+            if entry is None or entry.tenant_id != tenant_id:
+                return None
             self._items.move_to_end(model_id)
+            return entry
+
+    def peek(self, model_id: str) -> CachedModel | None:
+        """The entry whoever the tenant (for callers that checked the tenant already)."""
+        with self._lock:
+            return self._items.get(model_id)
+
+    def put(self, entry: CachedModel) -> None:
+        with self._lock:
+            self._items[entry.model_id] = entry
+            self._items.move_to_end(entry.model_id)
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
 
     def drop(self, model_id: str) -> None:
         with self._lock:
             self._items.pop(model_id, None)
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def _too_many(rows: int, max_rows: int) -> ApiError:
@@ -71,9 +102,40 @@ def _too_many(rows: int, max_rows: int) -> ApiError:
 
 def rows_from_instances(instances: list[Instance], n_features: int,
                         max_rows: int) -> sp.csr_matrix:
-    """CSR from JSON instances; indices beyond the model's features are dropped."""
+    """CSR from JSON instances; indices beyond the model's features are dropped.
+
+    Vectorised for well-formed input; anything it refuses (or cannot hold in int64) goes
+    through the row-by-row check, which names the first offending row and value."""
     if len(instances) > max_rows:
         raise _too_many(len(instances), max_rows)
+    lengths = [len(instance.indices) for instance in instances]
+    if lengths != [len(instance.values) for instance in instances]:
+        return _rows_one_by_one(instances, n_features)
+    total = sum(lengths)
+    try:
+        indices = np.fromiter(chain.from_iterable(i.indices for i in instances),
+                              dtype=np.int64, count=total)
+    except OverflowError:  # an index beyond int64: dropped, row by row
+        return _rows_one_by_one(instances, n_features)
+    values = np.fromiter(chain.from_iterable(i.values for i in instances),
+                         dtype=np.float64, count=total)
+    if total and (int(indices.min()) < 1 or not np.isfinite(values).all()):
+        return _rows_one_by_one(instances, n_features)  # raises with the details
+    indptr = np.zeros(len(instances) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    keep = indices <= n_features
+    if not keep.all():
+        kept = np.zeros(total + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept[1:])
+        indptr = kept[indptr]
+        indices, values = indices[keep], values[keep]
+    X = sp.csr_matrix((values, (indices - 1).astype(np.int32), indptr),
+                      shape=(len(instances), n_features))
+    X.sum_duplicates()
+    return X
+
+
+def _rows_one_by_one(instances: list[Instance], n_features: int) -> sp.csr_matrix:
     indptr = np.zeros(len(instances) + 1, dtype=np.int64)
     all_indices: list[int] = []
     all_values: list[float] = []

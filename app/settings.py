@@ -55,9 +55,12 @@ class Settings(BaseSettings):
     api_workers: int = Field(1, ge=1)
     # Models kept deserialised per API process for predict (least recently used go first).
     model_cache_size: int = Field(64, ge=1)
-    # RabbitMQ: publisher confirms (a send returns once the broker has the persistent
-    # message on disk). Durable queues and persistent messages are always on.
-    broker_confirm_publish: bool = True
+    # How often each API process checks that its cached models still exist (the backstop
+    # of the bus's invalidations; the only check on the embedded broker).
+    model_cache_check_seconds: float = Field(1.0, gt=0)
+    # How long an API process trusts a key it verified without reading its row again (a
+    # key revoked elsewhere stops working within this long; 0: read it on every request).
+    key_cache_seconds: float = Field(1.0, ge=0)
 
     # -- security (README: "Keys, limits and the security model") --------------------
     # The key that hashes API keys (HMAC-SHA256) and signs dashboard sessions. Empty: a
