@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio.to_thread
 import numpy as np
+import scipy.sparse as sp
 from pydantic import ValidationError
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, defer
@@ -25,9 +26,11 @@ from app.predict import (
     LinearModel,
     ModelCache,
     ServableModel,
+    linear_few_rows,
     model_from_bytes,
     rows_from_instances,
     rows_from_svmlight,
+    too_many_rows,
 )
 from app.schemas import PredictRequest
 from app.settings import Settings
@@ -167,9 +170,10 @@ def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_ty
     """Labels and decision values for the rows in `body`: svmlight lines when the content
     type is text/plain, else JSON instances; the PredictResponse document as a dict."""
     model = entry.model
+    few: tuple[np.ndarray, np.ndarray] | None = None
     if content_type.split(";")[0].strip().lower() == "text/plain":
-        X = rows_from_svmlight(body, model.n_features, settings.max_predict_rows,
-                               settings.max_features)
+        X: sp.csr_matrix | None = rows_from_svmlight(
+            body, model.n_features, settings.max_predict_rows, settings.max_features)
     else:
         try:
             spec = PredictRequest.model_validate_json(body)
@@ -179,10 +183,17 @@ def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_ty
             raise ApiError(422, f"{where}: {first['msg']}" if where else first["msg"],
                            [{"loc": list(e["loc"]), "msg": e["msg"]}
                             for e in exc.errors()]) from None
-        X = rows_from_instances(spec.instances, model.n_features, settings.max_predict_rows)
+        if len(spec.instances) > settings.max_predict_rows:
+            raise too_many_rows(len(spec.instances), settings.max_predict_rows)
+        if type(model) is LinearModel:  # a few rows: no sparse matrix (bit-identical)
+            few = linear_few_rows(model, spec.instances)
+        X = None if few is not None else rows_from_instances(
+            spec.instances, model.n_features, settings.max_predict_rows)
     probabilities = None
     with np.errstate(over="ignore", invalid="ignore"):
-        if isinstance(model, Pipeline):
+        if few is not None:
+            labels, values = few
+        elif isinstance(model, Pipeline):
             labels, values, probabilities = model.predict_with_probabilities(X)
         else:
             labels, values = model.predict(X)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.predict import _rows_one_by_one, rows_from_instances
+from app.predict import _rows_one_by_one, linear_few_rows, rows_from_instances
 from app.run import api_command
 from app.schemas import Instance
 from app.services import models as model_service
@@ -109,3 +109,24 @@ def test_api_workers_run_that_many_uvicorn_processes() -> None:
     assert "--workers" not in api_command(Settings(api_workers=1))
     command = api_command(Settings(api_workers=3))
     assert command[command.index("--workers") + 1] == "3"
+
+
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_few_rows_on_a_linear_model_equal_the_sparse_product_bit_for_bit(outputs: int
+                                                                          ) -> None:
+    from solvers.models import LinearModel
+
+    rng = np.random.default_rng(outputs)
+    n_features = 12
+    classes = np.arange(max(2, outputs), dtype=np.float64)
+    for _ in range(200):
+        model = LinearModel(coef=rng.normal(size=(outputs, n_features)) * 10.0 ** float(
+            rng.integers(-3, 4)), intercept=rng.normal(size=outputs), classes=classes)
+        instances = _random_instances(rng, int(rng.integers(1, 17)), n_features)
+        few = linear_few_rows(model, instances)
+        assert few is not None
+        labels, values = model.predict(rows_from_instances(instances, n_features, 100))
+        assert np.array_equal(few[0], labels)
+        assert few[1].shape == values.shape and few[1].tobytes() == values.tobytes()
+    many = _random_instances(rng, 17, n_features)
+    assert linear_few_rows(model, many) is None  # more rows: the sparse product
