@@ -165,12 +165,14 @@ def linear_few_rows(model: LinearModel, instances: list[Instance]
         rows.append(sorted(summed.items()))
     coef = model.coef
     scores = np.zeros((len(rows), coef.shape[0]), dtype=np.float64)
-    for k in range(coef.shape[0]):
-        weights = coef[k]
-        for r, items in enumerate(rows):
+    for r, items in enumerate(rows):
+        if not items:
+            continue
+        weights = coef[:, [j for j, _ in items]].tolist()  # one gather per row
+        for k, row_weights in enumerate(weights):
             total = 0.0
-            for j, value in items:
-                total += value * float(weights[j])
+            for (_j, value), weight in zip(items, row_weights, strict=True):
+                total += value * weight
             scores[r, k] = total
     scores = scores + model.intercept
     if coef.shape[0] == 1:
