@@ -116,6 +116,8 @@ def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
 
 
 MODEL_ID = "b" * 32
+NEW_SETTINGS = ("HINGE_WORKER_CONCURRENCY", "HINGE_SOLVER_THREADS", "HINGE_KEY_CACHE_SECONDS",
+                "HINGE_MODEL_CACHE_CHECK_SECONDS")
 
 
 def one_row_body(X: Any) -> bytes:
@@ -155,7 +157,8 @@ def server(target: list[str], env: dict[str, str], cwd: Path, log: Path,
                 time.sleep(0.2)
             yield base
         finally:
-            os.killpg(process.pid, 15)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 15)
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -202,8 +205,9 @@ def http_rounds(X: Any, model: Any, rounds: int, seconds: float, before: Path | 
         ("Hinge predict, HINGE_API_WORKERS=2", [*hinge, "--workers", "2"], env, REPO,
          predict, auth),
     ]
-    if before is not None:
-        servers.insert(1, ("Hinge predict (before)", hinge, env, before, predict, auth))
+    if before is not None:  # an older tree knows only the settings it had
+        old_env = {k: v for k, v in env.items() if k not in NEW_SETTINGS}
+        servers.insert(1, ("Hinge predict (before)", hinge, old_env, before, predict, auth))
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in servers}
     for round_ in range(rounds):
         for name, target, server_env, cwd, path, headers in servers:

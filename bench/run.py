@@ -3,9 +3,10 @@
     python -m bench.run [--quick] [--only NAME ...]     (make bench / make bench-quick)
 
 Experiments run in a fixed order: parser, dcd, acf, ocas_alm, smo, certified, service,
-predict. Each is the module bench/<name>_bench.py exposing `main(quick: bool = False) -> list[dict]`, which
-writes its own table bench/results/<name>.md (bench/results/quick/ with --quick: see
-bench/paths.py) and returns summary rows
+predict. Each is the module bench/<name>_bench.py exposing
+`main(quick: bool = False) -> list[dict]`, which writes its own table
+bench/results/<name>.md (bench/results/quick/ with --quick: see bench/paths.py) and
+returns summary rows
 
     {"experiment", "metric", "hinge", "reference", "ratio", "target", "met"}
 
