@@ -1,5 +1,6 @@
-"""`make run`: migrate, make the first admin key (printed once), then start the API and one
-Celery worker and keep them running: a child that dies (a crash, an OOM kill, `kill -9`)
+"""`make run`: migrate, make the first admin key (printed once), then start the API
+(HINGE_API_WORKERS uvicorn processes) and a Celery worker (HINGE_WORKER_CONCURRENCY
+processes) and keep them running: a child that dies (a crash, an OOM kill, `kill -9`)
 is started again, so a lost worker never takes the API down with it. Ctrl-C or SIGTERM
 stops both."""
 
