@@ -16,7 +16,8 @@ import argparse
 import sys
 from datetime import timedelta
 
-from app.db import session_scope
+from app.bus import announce
+from app.db import after_commit, session_scope
 from app.errors import ApiError
 from app.services import tenants
 from app.settings import Settings
@@ -78,6 +79,7 @@ def run(argv: list[str], settings: Settings) -> str:
                 f"revoked={k.revoked_at or '-'}"
                 for k in tenants.list_keys(session, owner_id))
         revoked = tenants.revoke_key(session, args.key_id)
+        after_commit(session, lambda: announce(settings, "key", args.key_id))
         return f"revoked {revoked.id}"
 
 

@@ -89,7 +89,12 @@ def _lookup(settings: Settings, presented: str | None, session_key: str | None
             ) -> Principal | None:
     with read_sessionmaker_for(settings.database_url)() as session:
         if presented is not None:
-            return tenants.verify_key(session, settings.hmac_key(), presented)
+            principal, expires_at = tenants.verify_key_until(session, settings.hmac_key(),
+                                                             presented)
+            if principal is not None and settings.key_cache_seconds > 0:
+                tenants.verified_keys.put(presented, principal, settings.key_cache_seconds,
+                                          expires_at)
+            return principal
         if session_key is not None:
             return tenants.principal_for_key_id(session, session_key)
     return None
@@ -105,7 +110,9 @@ async def authenticate(request: Request, credentials: HTTPAuthorizationCredentia
     session_key = session_key_id(settings, cookie)
     if presented is None and session_key is None:
         raise unauthorized()
-    principal = await anyio.to_thread.run_sync(_lookup, settings, presented, session_key)
+    principal = tenants.verified_keys.get(presented) if presented is not None else None
+    if principal is None:  # not verified by this process in the last second: the database
+        principal = await anyio.to_thread.run_sync(_lookup, settings, presented, session_key)
     if principal is None:
         raise unauthorized()
     if (principal.via == "session" and request.method not in SAFE_METHODS

@@ -6,12 +6,13 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import Counter, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app import bus
 from app.auth import CSRF_HEADER, SignInRequired
 from app.docs import install_docs
 from app.errors import install_error_handlers
@@ -28,6 +29,8 @@ from app.routes import (
     status,
 )
 from app.security import SecurityMiddleware
+from app.services import models as model_service
+from app.services import tenants as tenant_service
 from app.settings import Settings, get_settings
 from app.storage import remove_temporary_blobs
 from app.sweep import sweep_forever
@@ -36,19 +39,61 @@ REQUESTS = Counter("hinge_http_requests_total", "HTTP requests", ["method", "rou
 LATENCY = Histogram("hinge_http_request_seconds", "HTTP request latency", ["method", "route"])
 
 
+class MetricsMiddleware:
+    """Counts requests and their latency by method, route template and status.
+
+    Pure ASGI: it only wraps `send` to see the status. (Starlette's BaseHTTPMiddleware,
+    what `@app.middleware("http")` builds, runs every request through a task group and
+    memory streams, which cost more than a whole predict.)"""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")  # set by the router on the same scope dict
+            path = getattr(route, "path", "unmatched")
+            method = scope["method"]
+            REQUESTS.labels(method, path, str(status)).inc()
+            LATENCY.labels(method, path).observe(time.perf_counter() - started)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     settings.ensure_dirs()
     settings.hmac_key()  # create the secret now, not in the middle of a request
     remove_temporary_blobs(settings.datasets_dir)
 
+    model_service.set_cache_capacity(settings.model_cache_size)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(sweep_forever(settings))
+        tasks = [
+            asyncio.create_task(sweep_forever(settings)),
+            asyncio.create_task(bus.listen(settings, {
+                "model": model_service.forget_model,
+                "key": tenant_service.verified_keys.forget})),
+            asyncio.create_task(model_service.check_cached_models_forever(settings)),
+        ]
         try:
             yield
         finally:
-            task.cancel()
+            for task in tasks:
+                task.cancel()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -66,7 +111,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _sign_in(request: Request, _exc: SignInRequired) -> Response:
         return signin.sign_in_redirect(request)
 
-    for router in (datasets.router, jobs.router, events.router, models.router,
+    # models first: the router tries routes in order, and predict is the hot path
+    for router in (models.router, datasets.router, jobs.router, events.router,
                    evaluations.router, meta.router, status.router, admin.router, dashboard.router,
                    signin.router):
         app.include_router(router)
@@ -80,16 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                            "Last-Event-ID", CSRF_HEADER],
             expose_headers=["Retry-After"], max_age=600)
 
-    @app.middleware("http")
-    async def _observe(request: Request, call_next: Any) -> Response:
-        started = time.perf_counter()
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        REQUESTS.labels(request.method, path, str(response.status_code)).inc()
-        LATENCY.labels(request.method, path).observe(time.perf_counter() - started)
-        return response
-
+    app.add_middleware(MetricsMiddleware)
     # outermost: the host, origin and NUL checks run before anything else
     app.add_middleware(SecurityMiddleware, allowed_hosts=settings.allowed_hosts,
                        cors_origins=settings.cors_origins)

@@ -1,26 +1,72 @@
-"""Enqueue training jobs and evaluations by task name. The API never imports the worker or
-the solvers."""
+"""Enqueue training jobs and evaluations by task name, and look at what the broker holds.
+The API never imports the worker or the solvers.
+
+Three brokers (README: "Brokers"):
+- the embedded default, kombu's SQLAlchemy transport on a SQLite file (on disk: a restart
+  loses nothing);
+- Redis (messages live in a list; a Redis without persistence loses them on restart);
+- RabbitMQ (`amqp://`), the production choice: the queue is durable, messages are
+  persistent, and a send waits for the broker's publisher confirm, so once
+  `enqueue_training` has returned, a broker restart loses nothing.
+
+`broker_holding` tells the recovery sweep (app.sweep) which messages are still there, so it
+re-sends only the jobs whose message is gone instead of every job that merely waits.
+"""
 
 from __future__ import annotations
 
+import ast
+import base64
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from celery import Celery
+from kombu import Exchange, Queue
+
+log = logging.getLogger("hinge.queue")
 
 TRAIN_TASK = "hinge.train"
 EVALUATE_TASK = "hinge.evaluate"
 
 
+def is_amqp(broker_url: str) -> bool:
+    return broker_url.startswith(("amqp://", "amqps://", "pyamqp://"))
+
+
+def is_redis(broker_url: str) -> bool:
+    return broker_url.startswith(("redis://", "rediss://"))
+
+
+def broker_conf(broker_url: str, queue: str) -> dict[str, Any]:
+    """Celery settings the API's producer and the workers share: the queue is declared
+    durable and messages are persistent on every broker; on RabbitMQ a publish also waits
+    for the broker's confirm (kombu's `confirm_publish`)."""
+    transport: dict[str, Any] = {}
+    if is_amqp(broker_url):
+        transport["confirm_publish"] = True
+    return {
+        "task_default_queue": queue,
+        "task_queues": [Queue(queue, Exchange(queue, type="direct", durable=True),
+                              routing_key=queue, durable=True)],
+        "task_default_delivery_mode": "persistent",
+        "task_ignore_result": True,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": transport,
+    }
+
+
 @lru_cache(maxsize=4)
 def producer(broker_url: str, queue: str) -> Celery:
     app = Celery("hinge-api", broker=broker_url, set_as_current=False)
-    app.conf.update(
-        task_default_queue=queue,
-        task_ignore_result=True,
-        broker_connection_retry_on_startup=True,
-        broker_transport_options={"max_retries": 3, "interval_start": 0.2,
-                                  "interval_step": 0.5, "interval_max": 2},
-    )
+    conf = broker_conf(broker_url, queue)
+    conf["broker_transport_options"] = {
+        **conf["broker_transport_options"],
+        "max_retries": 3, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2}
+    app.conf.update(conf)
     return app
 
 
@@ -32,3 +78,97 @@ def enqueue_training(broker_url: str, queue: str, job_id: str) -> None:
 def enqueue_evaluation(broker_url: str, queue: str, evaluation_id: str) -> None:
     producer(broker_url, queue).send_task(EVALUATE_TASK, args=[evaluation_id], queue=queue,
                                           retry=True)
+
+
+# -- what the broker holds -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class BrokerHolding:
+    """The messages the broker holds for a queue.
+
+    `ids`: the job or evaluation id of every message waiting in the queue, when the broker
+    lets us read them (Redis, the embedded SQLite broker); None when it does not
+    (RabbitMQ cannot peek at a queue cheaply). `ready`: how many messages wait in the
+    queue. Neither counts a message delivered to a worker and not yet acknowledged: that
+    is a running job (or one a worker took and died with, which must be sent again).
+    """
+
+    ids: frozenset[str] | None
+    ready: int
+
+
+def _task_id_of(payload: Any) -> str | None:
+    """The first argument (a job or evaluation id) of a kombu message as JSON."""
+    try:
+        message = json.loads(payload) if isinstance(payload, str | bytes) else payload
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        decoded = json.loads(body)
+        args = decoded[0] if isinstance(decoded, list) else decoded.get("args")
+        if args:
+            return str(args[0])
+    except (KeyError, TypeError, ValueError, IndexError):
+        pass
+    try:  # protocol 2 keeps a repr of the arguments in the headers too
+        args = ast.literal_eval(message["headers"]["argsrepr"])
+        return str(args[0]) if args else None
+    except Exception:
+        return None
+
+
+def _ids(payloads: Iterable[Any]) -> frozenset[str]:
+    return frozenset(i for i in map(_task_id_of, payloads) if i is not None)
+
+
+def _redis_holding(broker_url: str, queue: str) -> BrokerHolding:
+    import redis
+
+    client = redis.Redis.from_url(broker_url, socket_connect_timeout=2, socket_timeout=5)
+    try:
+        waiting = client.lrange(queue, 0, -1)
+    finally:
+        client.close()
+    return BrokerHolding(_ids(waiting), len(waiting))
+
+
+def _sqla_holding(broker_url: str, queue: str) -> BrokerHolding:
+    from sqlalchemy import create_engine, inspect, text
+
+    engine = create_engine(broker_url.removeprefix("sqla+"))
+    try:
+        if not inspect(engine).has_table("kombu_message"):
+            return BrokerHolding(frozenset(), 0)
+        with engine.connect() as connection:
+            # visible: waiting; delivered messages are kept invisible and never come back
+            payloads = connection.execute(text(
+                "SELECT m.payload FROM kombu_message m JOIN kombu_queue q "
+                "ON m.queue_id = q.id WHERE q.name = :queue AND m.visible"),
+                {"queue": queue}).scalars().all()
+    finally:
+        engine.dispose()
+    return BrokerHolding(_ids(payloads), len(payloads))
+
+
+def _amqp_holding(broker_url: str, queue: str) -> BrokerHolding:
+    from amqp.exceptions import NotFound
+    from kombu import Connection
+
+    with Connection(broker_url, connect_timeout=3) as connection:
+        channel = connection.channel()
+        try:
+            _name, ready, _consumers = channel.queue_declare(queue=queue, passive=True)
+        except NotFound:  # no queue, no message
+            return BrokerHolding(None, 0)
+    return BrokerHolding(None, int(ready))
+
+
+def broker_holding(broker_url: str, queue: str) -> BrokerHolding:
+    """What the broker holds for `queue` (raises if the broker cannot be reached)."""
+    if is_redis(broker_url):
+        return _redis_holding(broker_url, queue)
+    if is_amqp(broker_url):
+        return _amqp_holding(broker_url, queue)
+    if broker_url.startswith("sqla+"):
+        return _sqla_holding(broker_url, queue)
+    raise ValueError(f"unsupported broker {broker_url.split(':', 1)[0]!r}")

@@ -1,5 +1,6 @@
-"""`make run`: migrate, make the first admin key (printed once), then start the API and one
-Celery worker and keep them running: a child that dies (a crash, an OOM kill, `kill -9`)
+"""`make run`: migrate, make the first admin key (printed once), then start the API
+(HINGE_API_WORKERS uvicorn processes) and a Celery worker (HINGE_WORKER_CONCURRENCY
+processes) and keep them running: a child that dies (a crash, an OOM kill, `kill -9`)
 is started again, so a lost worker never takes the API down with it. Ctrl-C or SIGTERM
 stops both.
 
@@ -81,6 +82,16 @@ class Child:
             self.process.wait()
 
 
+def api_command(settings: Settings, python: str = sys.executable) -> list[str]:
+    """uvicorn serving the API; with HINGE_API_WORKERS > 1 its own supervisor runs that
+    many processes on one listening socket (and replaces one that dies)."""
+    command = [python, "-m", "uvicorn", "--factory", "app.main:create_app",
+               "--host", settings.host, "--port", str(settings.port)]
+    if settings.api_workers > 1:
+        command += ["--workers", str(settings.api_workers)]
+    return command
+
+
 def main() -> int:
     try:
         return serve()
@@ -116,14 +127,13 @@ def serve() -> int:
     announce_key(settings)
 
     def api() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [python, "-m", "uvicorn", "--factory", "app.main:create_app",
-             "--host", settings.host, "--port", str(settings.port)], env=env)
+        return subprocess.Popen(api_command(settings, python), env=env)
 
     def worker() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [python, "-m", "celery", "-A", "workers.celery_app", "worker",
-             "--loglevel", "INFO", "--concurrency", "1", "--queues", settings.queue], env=env)
+             "--loglevel", "INFO", "--concurrency", str(settings.worker_concurrency),
+             "--queues", settings.queue], env=env)
 
     children = [Child("API", api), Child("worker", worker)]
     print(f"\nHinge is starting at http://{settings.host}:{settings.port}/  "

@@ -33,7 +33,6 @@ class Settings(BaseSettings):
     max_predict_bytes: int = Field(32 << 20, gt=0)
     job_max_seconds: float = Field(3600.0, gt=0)
     max_queued_jobs: int = Field(1000, gt=0)
-    solver_threads: int = Field(1, ge=1)
     # Crash recovery: a running job whose heartbeat is older than the lease is re-queued
     # (or failed with "worker lost" after max_attempts); the API sweeps every interval.
     job_lease_seconds: float = Field(60.0, gt=0)
@@ -46,6 +45,25 @@ class Settings(BaseSettings):
     # Evaluations of datasets up to this many rows run inside the request; larger ones on
     # a worker (POST /v1/models/{id}/evaluations answers 202 and the record is queued).
     evaluate_inline_rows: int = Field(20_000, ge=0)
+
+    # -- broker, thread budget and API processes (README: "Brokers", "Thread budget") --
+    # Celery worker processes per worker host (`--concurrency`; `make run` and compose).
+    worker_concurrency: int = Field(1, ge=1)
+    # Numba threads per worker process, and the cap on a job's `threads`. 0 (the default)
+    # means the budget: cores // worker_concurrency (at least 1), so processes x threads
+    # never exceed the cores unless you set it higher yourself.
+    solver_threads: int = Field(0, ge=0)
+    # uvicorn processes of the API (`make run`, `python -m app.run`); each keeps its own
+    # model cache, invalidated across processes through the bus.
+    api_workers: int = Field(1, ge=1)
+    # Models kept deserialised per API process for predict (least recently used go first).
+    model_cache_size: int = Field(64, ge=1)
+    # How often each API process checks that its cached models still exist (the backstop
+    # of the bus's invalidations; the only check on the embedded broker).
+    model_cache_check_seconds: float = Field(1.0, gt=0)
+    # How long an API process trusts a key it verified without reading its row again (a
+    # key revoked elsewhere stops working within this long; 0: read it on every request).
+    key_cache_seconds: float = Field(1.0, ge=0)
 
     # -- security (README: "Keys, limits and the security model") --------------------
     # The key that hashes API keys (HMAC-SHA256) and signs dashboard sessions. Empty: a
@@ -114,6 +132,13 @@ class Settings(BaseSettings):
             self.broker_url = f"sqla+sqlite:///{self.home / 'broker.sqlite'}"
         return self
 
+    def solver_thread_budget(self, cores: int | None = None) -> int:
+        """Numba threads per worker process: HINGE_SOLVER_THREADS, or by default the
+        host's cores shared among the worker processes (at least 1)."""
+        if self.solver_threads:
+            return self.solver_threads
+        return max(1, (cores or available_cores()) // self.worker_concurrency)
+
     def hmac_key(self) -> bytes:
         """The secret behind key hashes and session signatures (see `secret_key`)."""
         configured = self.secret_key.get_secret_value()
@@ -127,6 +152,14 @@ class Settings(BaseSettings):
 
     def ensure_dirs(self) -> None:
         self.datasets_dir.mkdir(parents=True, exist_ok=True)
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _home_secret(path: Path) -> bytes:

@@ -4,8 +4,15 @@
   a machine gone): it goes back to `queued` and is enqueued again, or, once it has used
   `max_attempts`, it fails with "worker lost".
 - A `queued` job that no worker claimed for `requeue_after_seconds` may have lost its
-  message (a broker that keeps nothing on disk was restarted): it is enqueued again. A
-  duplicate message is harmless: the claim is a conditional update.
+  message (a Redis that keeps nothing on disk was restarted): it is enqueued again, but
+  only if the broker no longer holds its message (app.queue.broker_holding). Redis and the
+  embedded broker show their messages, so the sweep matches job ids; RabbitMQ shows only a
+  count, so the sweep re-sends as many of the longest-waiting jobs as messages are missing
+  (queued jobs and evaluations minus messages ready). A job that merely waits behind a
+  long one is never sent twice (it used to be: 200 waiting jobs became 400 messages after
+  120 s). A duplicate message would still be harmless: the claim is a conditional update.
+- A stale job put back to `queued` is sent again unless its message is visibly back in
+  the queue (a worker process killed mid-job has its message rejected back to it).
 - Evaluations run by workers get the same two rules (app/services/evaluations.py).
 - Blobs with no dataset (or model) row, and temporary blob files, older than
   `orphan_blob_grace_seconds` (a process died between the blob and the commit) are
@@ -26,12 +33,12 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 import anyio.to_thread
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 
 from app.db import read_sessionmaker_for, session_scope
 from app.job_status import JobStatus
-from app.orm import Dataset, IdempotencyRecord, Job, Model, utcnow
-from app.queue import enqueue_evaluation, enqueue_training
+from app.orm import Dataset, Evaluation, IdempotencyRecord, Job, Model, utcnow
+from app.queue import broker_holding, enqueue_evaluation, enqueue_training
 from app.services import workers
 from app.services.evaluations import sweep_evaluations
 from app.services.jobs import transition
@@ -47,7 +54,7 @@ def sweep(settings: Settings) -> dict[str, int]:
     now = utcnow()
     stale_before = now - timedelta(seconds=settings.job_lease_seconds)
     counts = {"requeued": 0, "failed": 0, "cancelled": 0, "reenqueued": 0}
-    to_enqueue: list[str] = []
+    stale_requeued: list[str] = []
     with session_scope(settings.database_url) as session:
         stale = session.scalars(
             select(Job).where(Job.status == RUNNING, Job.heartbeat_at < stale_before)
@@ -66,17 +73,24 @@ def sweep(settings: Settings) -> dict[str, int]:
             elif transition(session, job.id, (RUNNING,), QUEUED, expect_attempt=job.attempt,
                             queued_at=now):
                 counts["requeued"] += 1
-                to_enqueue.append(job.id)
+                stale_requeued.append(job.id)
         waiting_since = now - timedelta(seconds=settings.requeue_after_seconds)
-        waiting = session.scalars(
+        waiting = list(session.scalars(
             select(Job.id).where(Job.status == QUEUED, Job.queued_at < waiting_since)
-        ).all()
-        for job_id in waiting:
-            session.execute(update(Job).where(Job.id == job_id, Job.status == QUEUED)
-                            .values(queued_at=now))
-            counts["reenqueued"] += 1
-            to_enqueue.append(job_id)
+            .order_by(Job.queued_at, Job.id)))
         evaluations_to_enqueue = sweep_evaluations(session, settings, now)
+    to_enqueue, evaluations_to_enqueue = _without_held(
+        settings, stale_requeued, waiting, evaluations_to_enqueue)
+    if waiting:
+        resent = set(to_enqueue) - set(stale_requeued)
+        with session_scope(settings.database_url) as session:
+            for job_id in waiting:
+                if job_id in resent and session.execute(
+                        update(Job).where(Job.id == job_id, Job.status == QUEUED)
+                        .values(queued_at=now)).rowcount:  # type: ignore[attr-defined]
+                    counts["reenqueued"] += 1
+                elif job_id in resent:
+                    to_enqueue.remove(job_id)  # claimed meanwhile: its message arrived
     counts["evaluations_enqueued"] = len(evaluations_to_enqueue)
     for evaluation_id in evaluations_to_enqueue:
         try:
@@ -96,6 +110,33 @@ def sweep(settings: Settings) -> dict[str, int]:
     if any(counts.values()):
         log.info("sweep: %s", counts)
     return counts
+
+
+def _without_held(settings: Settings, stale: list[str], waiting: list[str],
+                  evaluations: list[str]) -> tuple[list[str], list[str]]:
+    """The jobs and evaluations to send again: those whose message the broker no longer
+    holds (see the module doc). `waiting` is oldest first."""
+    if not (stale or waiting or evaluations):
+        return [], []
+    try:
+        held = broker_holding(settings.broker_url, settings.queue)
+    except Exception as exc:  # sending would fail too; the next sweep looks again
+        log.warning("the broker cannot be read (%s); nothing is re-sent this time", exc)
+        return list(stale), list(evaluations)
+    if held.ids is not None:  # the broker shows its messages: match them by id
+        return ([i for i in [*stale, *waiting] if i not in held.ids],
+                [i for i in evaluations if i not in held.ids])
+    # RabbitMQ shows only a count. Every queued job and queued evaluation should have a
+    # message waiting; fewer messages than that means some are gone: send that many of
+    # the longest-waiting jobs again. (If duplicates hide a loss, it shows once the queue
+    # has drained below the number of queued jobs.)
+    with read_sessionmaker_for(settings.database_url)() as session:
+        expected = (session.scalar(select(func.count()).select_from(Job)
+                                   .where(Job.status == QUEUED)) or 0) + \
+            (session.scalar(select(func.count()).select_from(Evaluation)
+                            .where(Evaluation.status == QUEUED)) or 0)
+    missing = max(0, expected - held.ready - len(stale))
+    return [*stale, *waiting[:missing]], list(evaluations)
 
 
 def sweep_storage(settings: Settings) -> list[str]:

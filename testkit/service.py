@@ -78,6 +78,10 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_ALLOWED_HOSTS": ",".join(settings.allowed_hosts),
         "HINGE_RATE_PER_SECOND": str(settings.rate_per_second),
         "HINGE_RATE_BURST": str(settings.rate_burst),
+        "HINGE_WORKER_CONCURRENCY": str(settings.worker_concurrency),
+        "HINGE_SOLVER_THREADS": str(settings.solver_threads),
+        "HINGE_KEY_CACHE_SECONDS": str(settings.key_cache_seconds),
+        "HINGE_MODEL_CACHE_CHECK_SECONDS": str(settings.model_cache_check_seconds),
         "PYTHONUNBUFFERED": "1",
     })
     if settings.secret_key.get_secret_value():

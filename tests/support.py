@@ -39,12 +39,13 @@ from testkit.service import (
 )
 
 __all__ = [
-    "BACKENDS", "BLOB_BACKENDS", "IN_CI", "POSTGRES_URL", "REDIS_URL", "REPO", "SHARED_DATA",
-    "ServiceProcess", "bearer", "blob_env", "blob_exists", "child_pids", "data_file",
-    "downgrade", "embedded_settings", "free_port", "make_key", "migrate", "migrated_settings",
-    "moto_server", "postgres_schema", "require_redis", "running_service", "s3_overrides",
-    "settings_env", "sqlite_write_lock_error", "start_api", "start_worker", "unavailable",
-    "wait_for_job",
+    "BACKENDS", "BLOB_BACKENDS", "BROKERS", "IN_CI", "POSTGRES_URL", "RABBITMQ_URL",
+    "REDIS_URL", "REPO", "SHARED_DATA", "ServiceProcess", "bearer", "blob_env", "blob_exists",
+    "broker_url_for", "child_pids", "data_file", "downgrade", "drop_queue",
+    "embedded_settings", "free_port", "make_key", "migrate", "migrated_settings",
+    "moto_server", "postgres_schema", "require_rabbitmq", "require_redis", "running_service",
+    "s3_overrides", "settings_env", "sqlite_write_lock_error", "start_api", "start_worker",
+    "unavailable", "wait_for_job",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -52,6 +53,7 @@ POSTGRES_URL = os.environ.get(
     "HINGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 REDIS_URL = os.environ.get("HINGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+RABBITMQ_URL = os.environ.get("HINGE_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
 
 
 def data_file(name: str) -> Path:
@@ -101,6 +103,47 @@ def require_redis() -> str:
         unavailable(f"Redis at {REDIS_URL}", exc)
     return REDIS_URL
 
+
+def require_rabbitmq() -> str:
+    from kombu import Connection
+
+    try:
+        with Connection(RABBITMQ_URL, connect_timeout=2) as connection:
+            connection.ensure_connection(max_retries=1)
+    except Exception as exc:
+        unavailable(f"RabbitMQ at {RABBITMQ_URL}", exc)
+    return RABBITMQ_URL
+
+
+def broker_url_for(broker: str) -> str:
+    """A broker URL for a test parameter: "sqla" (the embedded default: ""), "redis" or
+    "rabbitmq" (the shared servers; tests use a unique queue name each, see
+    embedded_settings, and drop it with drop_queue)."""
+    if broker == "redis":
+        return require_redis()
+    if broker == "rabbitmq":
+        return require_rabbitmq()
+    return ""
+
+
+def drop_queue(broker_url: str, queue: str) -> None:
+    """Remove a test's queue from a shared broker (RabbitMQ queues are durable)."""
+    if broker_url.startswith("redis"):
+        import redis
+
+        redis.Redis.from_url(broker_url).delete(queue)
+    elif broker_url.startswith("amqp"):
+        from kombu import Connection
+
+        with Connection(broker_url, connect_timeout=2) as connection:
+            channel = connection.channel()
+            channel.queue_delete(queue)
+            channel.exchange_delete(queue)
+
+
+# the three brokers of the tests, as a fixture parameter list
+BROKERS = ["sqla", pytest.param("redis", marks=pytest.mark.redis),
+           pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)]
 
 # the two database backends of the tests, as a fixture parameter list
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -2,7 +2,9 @@
 
 Training is long and must not be lost: late acknowledgement, rejection on worker loss,
 prefetch 1. The Redis visibility timeout (the redelivery clock) is derived from the hard
-time limit of a job so a long job is never delivered twice while it runs.
+time limit of a job so a long job is never delivered twice while it runs. The queue is
+durable and messages persistent; on RabbitMQ publishes wait for the broker's confirm
+(app.queue.broker_conf, shared with the API's producer).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from app.queue import broker_conf
 from app.settings import Settings, get_settings
 
 TRAIN_TASK = "hinge.train"
@@ -31,6 +34,7 @@ EVALUATE_TASK = "hinge.evaluate"
 # adds up to a second to every job's start. kombu passes transport options straight to
 # create_engine, so the interval can only be set on the transport class.
 SQLA_POLLING_SECONDS = 0.1
+WARM_UP_TIMEOUT_SECONDS = 300.0
 
 
 def hard_time_limit(settings: Settings) -> float:
@@ -43,19 +47,21 @@ def make_celery(settings: Settings) -> Celery:
 
         sqla_transport.Transport.polling_interval = SQLA_POLLING_SECONDS
     app = Celery("hinge-worker", broker=settings.broker_url, set_as_current=True)
-    transport_options: dict[str, Any] = {}
+    conf = broker_conf(settings.broker_url, settings.queue)
     if settings.broker_url.startswith(("redis://", "rediss://")):
-        transport_options["visibility_timeout"] = int(hard_time_limit(settings) + 300)
+        conf["broker_transport_options"]["visibility_timeout"] = int(
+            hard_time_limit(settings) + 300)
     app.conf.update(
-        task_default_queue=settings.queue,
-        task_ignore_result=True,
+        conf,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        worker_concurrency=1,
+        worker_concurrency=settings.worker_concurrency,
         task_time_limit=hard_time_limit(settings),
-        broker_connection_retry_on_startup=True,
-        broker_transport_options=transport_options,
+        # A new pool process loads every solver kernel before it says it is up
+        # (_warm_solvers); on a busy host that took longer than Celery's 4 s default, and
+        # the worker killed and replaced the process over and over (seen after a SIGKILL).
+        worker_proc_alive_timeout=WARM_UP_TIMEOUT_SECONDS,
         worker_hijack_root_logger=False,
         include=["workers.tasks"],
     )

@@ -38,7 +38,8 @@ def warm_up(settings: Settings) -> None:
 
     from solvers.train import warmup
 
-    numba.set_num_threads(min(settings.solver_threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
+    budget = settings.solver_thread_budget()
+    numba.set_num_threads(min(budget, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     started = time.perf_counter()
     warmup()
     log.info("solver kernels ready in %.2f s", time.perf_counter() - started)
@@ -149,6 +150,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def job_threads(settings: Settings, params: dict[str, Any]) -> int:
+    """The Numba threads a job gets: what it asked for (`threads`, default 1), capped by
+    this worker's budget (HINGE_SOLVER_THREADS, by default cores // concurrency), so a job
+    never oversubscribes the host's cores, whatever its spec says."""
+    asked = params.get("threads")
+    wanted = int(asked) if isinstance(asked, int | float) and asked >= 1 else 1
+    return min(wanted, settings.solver_thread_budget())
+
+
 def worker_name(hostname: str) -> str:
     """How a job names the process that runs it: `celery@host pid 4242`."""
     return f"{hostname} pid {os.getpid()}"
@@ -215,6 +225,8 @@ def _train(settings: Settings, claimed: Claim) -> str:
         with Heartbeat(settings, claimed.job_id, claimed.attempt):
             X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
             params = dict(claimed.params)
+            if "threads" in params:
+                params["threads"] = job_threads(settings, params)
             if params.get("max_seconds") is None:
                 params["max_seconds"] = settings.job_max_seconds
             from solvers import fit
@@ -290,6 +302,9 @@ def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
                      for step in result.path],
             "auto": result.auto,
         })
+    threads = [int(o["threads"]) for o in result.per_output if "threads" in o]
+    if threads:  # what the solver ran with (a job's `threads`, capped by the worker)
+        summary["threads"] = max(threads)
     if result.n_support is not None:  # kernel models
         summary["n_support"] = int(result.n_support)
     if result.warnings:  # e.g. unscaled features for a scale-sensitive solver

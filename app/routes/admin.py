@@ -8,6 +8,8 @@ from datetime import timedelta
 from fastapi import APIRouter
 
 from app.auth import AdminAuth
+from app.bus import announce
+from app.db import after_commit
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.orm import ApiKey, Tenant
 from app.schemas import (
@@ -62,6 +64,9 @@ def list_keys(session: SessionDep, _admin: AdminAuth, tenant_id: str | None = No
 
 
 @router.post("/keys/{key_id}/revoke", response_model=KeyPublic)
-def revoke_key(key_id: str, session: WriteSessionDep, _admin: AdminAuth) -> ApiKey:
+def revoke_key(key_id: str, session: WriteSessionDep, settings: SettingsDep,
+               _admin: AdminAuth) -> ApiKey:
     """Revoke a key at once (its dashboard sessions end too); revoking twice is harmless."""
-    return service.revoke_key(session, key_id)
+    key = service.revoke_key(session, key_id)
+    after_commit(session, lambda: announce(settings, "key", key_id))
+    return key

@@ -6,33 +6,42 @@ are read only to build the servable model, which a small cache keeps.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 import time
+from typing import Any
 
+import anyio.to_thread
 import numpy as np
+import scipy.sparse as sp
 from pydantic import ValidationError
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, defer
 
-from app.db import after_commit
+from app.db import after_commit, read_sessionmaker_for
 from app.errors import ApiError, not_found
 from app.export import liblinear_model_text
 from app.metrics import PREDICT_SECONDS
 from app.orm import Model
 from app.predict import (
+    CachedModel,
     LinearModel,
     ModelCache,
     ServableModel,
+    linear_few_rows,
     model_from_bytes,
     rows_from_instances,
     rows_from_svmlight,
+    too_many_rows,
 )
-from app.schemas import PredictRequest, PredictResponse
+from app.schemas import PredictRequest
 from app.settings import Settings
 from app.storage import blob_store, model_arrays, model_key
 from solvers.models import Pipeline
 from solvers.scaling import ScalingError, scaler_to_range_text
 
+log = logging.getLogger("hinge.models")
 _cache = ModelCache()
 
 
@@ -74,24 +83,90 @@ def delete_model(session: Session, settings: Settings, tenant_id: str, model_id:
     store = blob_store(settings)
 
     def forget() -> None:
-        _cache.drop(model_id)
+        forget_model(model_id)
         store.delete(model_key(model_id))
 
     after_commit(session, forget)
 
 
-def servable_model(session: Session, settings: Settings, model_id: str) -> ServableModel:
-    """The model ready to predict, from the cache or the database (callers have checked
-    that the model is the tenant's: get_model)."""
-    cached = _cache.get(model_id)
-    if cached is not None:
-        return cached
-    row = session.execute(select(Model.kind, Model.arrays).where(Model.id == model_id)).first()
+def forget_model(model_id: str) -> None:
+    """Drop a deleted model from this process's cache (the bus calls it for the others)."""
+    _cache.drop(model_id)
+
+
+def cached_model(tenant_id: str, model_id: str) -> CachedModel | None:
+    """The tenant's model from this process's cache, without touching the database."""
+    return _cache.get(model_id, tenant_id)
+
+
+def cached_ids() -> list[str]:
+    return _cache.ids()
+
+
+def set_cache_capacity(capacity: int) -> None:
+    _cache.capacity = capacity
+
+
+def drop_deleted_models(database_url: str) -> list[str]:
+    """Drop cached models whose row is gone (deleted through another API process while
+    the bus was down, or on the embedded broker, which has no bus); the dropped ids."""
+    cached = _cache.ids()
+    if not cached:
+        return []
+    with read_sessionmaker_for(database_url)() as session:
+        present = set(session.scalars(select(Model.id).where(Model.id.in_(cached))))
+    gone = [model_id for model_id in cached if model_id not in present]
+    for model_id in gone:
+        _cache.drop(model_id)
+    return gone
+
+
+async def check_cached_models_forever(settings: Settings) -> None:
+    """drop_deleted_models every HINGE_MODEL_CACHE_CHECK_SECONDS (one indexed query per
+    API process, whatever the request rate; nothing while the cache is empty)."""
+    while True:
+        await asyncio.sleep(settings.model_cache_check_seconds)
+        if cached_ids():
+            try:
+                await anyio.to_thread.run_sync(drop_deleted_models, settings.database_url)
+            except Exception:
+                log.warning("checking the cached models failed; trying again",
+                            exc_info=True)
+
+
+def _load(session: Session, settings: Settings, model_id: str, tenant_id: str | None
+          ) -> CachedModel | None:
+    query = select(Model.tenant_id, Model.kind, Model.arrays).where(Model.id == model_id)
+    if tenant_id is not None:
+        query = query.where(Model.tenant_id == tenant_id)
+    row = session.execute(query).first()
     if row is None:
+        return None
+    arrays = model_arrays(blob_store(settings), row.arrays)  # inline or behind a blob
+    model = model_from_bytes(row.kind, arrays)
+    entry = CachedModel(model_id=model_id, tenant_id=row.tenant_id, kind=row.kind,
+                        model=model, classes=[float(v) for v in model.classes],
+                        size_bytes=len(arrays))
+    _cache.put(entry)
+    return entry
+
+
+def load_model(session: Session, settings: Settings, tenant_id: str, model_id: str
+               ) -> CachedModel:
+    """The tenant's model ready to predict, from the cache or the database; 404 if the
+    tenant has no such model."""
+    entry = _cache.get(model_id, tenant_id) or _load(session, settings, model_id, tenant_id)
+    if entry is None:
         raise not_found("model", model_id)
-    model = model_from_bytes(row.kind, model_arrays(blob_store(settings), row.arrays))
-    _cache.put(model_id, model)
-    return model
+    return entry
+
+
+def servable_model(session: Session, settings: Settings, model_id: str) -> ServableModel:
+    """The model ready to predict (callers have checked that it is the tenant's)."""
+    entry = _cache.peek(model_id) or _load(session, settings, model_id, None)
+    if entry is None:
+        raise not_found("model", model_id)
+    return entry.model
 
 
 # What predict takes, said the way a curl user fixes it.
@@ -129,26 +204,44 @@ def _invalid_json(exc: ValidationError, body: bytes) -> ApiError:
                                    for e in exc.errors()])
 
 
-def predict(session: Session, settings: Settings, tenant_id: str, model_id: str, body: bytes,
-            content_type: str) -> PredictResponse:
+def predict(settings: Settings, database_url: str, tenant_id: str, model_id: str,
+            body: bytes, content_type: str) -> dict[str, Any]:
+    """predict_with the tenant's model, loaded from the database if this process has not
+    cached it (blocking: run it in a thread)."""
+    entry = _cache.get(model_id, tenant_id)
+    if entry is None:
+        with read_sessionmaker_for(database_url)() as session:
+            entry = load_model(session, settings, tenant_id, model_id)
+    return predict_with(entry, settings, body, content_type)
+
+
+def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_type: str
+                 ) -> dict[str, Any]:
     """Labels and decision values for the rows in `body`: svmlight lines when the content
-    type is text/plain, else JSON instances (blocking: run it in a thread)."""
+    type is text/plain, else JSON instances; the PredictResponse document as a dict."""
     started = time.perf_counter()
-    metadata = get_model(session, tenant_id, model_id)
     media = predict_media_type(content_type)
-    model = servable_model(session, settings, model_id)
+    model = entry.model
+    few: tuple[np.ndarray, np.ndarray] | None = None
     if media == "text/plain":
-        X = rows_from_svmlight(body, model.n_features, settings.max_predict_rows,
-                               settings.max_features)
+        X: sp.csr_matrix | None = rows_from_svmlight(
+            body, model.n_features, settings.max_predict_rows, settings.max_features)
     else:
         try:
             spec = PredictRequest.model_validate_json(body)
         except ValidationError as exc:
             raise _invalid_json(exc, body) from None
-        X = rows_from_instances(spec.instances, model.n_features, settings.max_predict_rows)
+        if len(spec.instances) > settings.max_predict_rows:
+            raise too_many_rows(len(spec.instances), settings.max_predict_rows)
+        if type(model) is LinearModel:  # a few rows: no sparse matrix (bit-identical)
+            few = linear_few_rows(model, spec.instances)
+        X = None if few is not None else rows_from_instances(
+            spec.instances, model.n_features, settings.max_predict_rows)
     probabilities = None
     with np.errstate(over="ignore", invalid="ignore"):
-        if isinstance(model, Pipeline):
+        if few is not None:
+            labels, values = few
+        elif isinstance(model, Pipeline):
             labels, values, probabilities = model.predict_with_probabilities(X)
         else:
             labels, values = model.predict(X)
@@ -158,14 +251,14 @@ def predict(session: Session, settings: Settings, tenant_id: str, model_id: str,
         raise ApiError(422, f"row {bad + 1}: the decision value overflows (feature values too "
                             "large for this model's weights); scale the input",
                        {"row": bad + 1})
-    PREDICT_SECONDS.labels(metadata.kind).observe(time.perf_counter() - started)
-    return PredictResponse(
-        model_id=metadata.id,
-        labels=[float(v) for v in labels],
-        decision_values=values.tolist(),
-        classes=[float(v) for v in model.classes],
-        probabilities=None if probabilities is None else probabilities.tolist(),
-    )
+    PREDICT_SECONDS.labels(entry.kind).observe(time.perf_counter() - started)
+    return {
+        "model_id": entry.model_id,
+        "labels": np.asarray(labels, dtype=np.float64).tolist(),
+        "decision_values": values.tolist(),
+        "classes": entry.classes,
+        "probabilities": None if probabilities is None else probabilities.tolist(),
+    }
 
 
 def export_model(session: Session, settings: Settings, tenant_id: str, model_id: str,
@@ -178,7 +271,7 @@ def export_model(session: Session, settings: Settings, tenant_id: str, model_id:
     range file (`svm-scale -r`) before LIBSVM's or LIBLINEAR's predict."""
     metadata = get_model(session, tenant_id, model_id)
     wanted = format or ("libsvm" if metadata.kind == "kernel" else "liblinear")
-    served = servable_model(session, settings, model_id)
+    served = load_model(session, settings, tenant_id, model_id).model
     pipeline = served if isinstance(served, Pipeline) else None
     if wanted == "scale":
         return _range_file(pipeline)

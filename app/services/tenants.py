@@ -15,12 +15,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.db import after_commit
 from app.errors import ApiError, not_found
 from app.orm import ApiKey, Tenant, new_id, utcnow
 
@@ -77,16 +80,68 @@ def usable_key(key: ApiKey | None, now: datetime) -> bool:
 
 def verify_key(session: Session, secret_key: bytes, presented: str) -> Principal | None:
     """The principal of a valid, unrevoked, unexpired key; None for anything else."""
+    return verify_key_until(session, secret_key, presented)[0]
+
+
+def verify_key_until(session: Session, secret_key: bytes, presented: str
+                     ) -> tuple[Principal | None, datetime | None]:
+    """verify_key, and when the key expires (None: never)."""
     parts = split_key(presented)
     if parts is None:
-        return None
+        return None, None
     key_id, secret = parts
     key = session.get(ApiKey, key_id)
     expected = key.key_hash if key is not None else _DUMMY_HASH
     matches = hmac.compare_digest(key_hash(secret_key, key_id, secret), expected)
     if not matches or key is None or not usable_key(key, utcnow()):
-        return None
-    return Principal(key.tenant_id, key.id, implied_scopes(key.scopes))
+        return None, None
+    return Principal(key.tenant_id, key.id, implied_scopes(key.scopes)), key.expires_at
+
+
+class VerifiedKeys:
+    """Keys this API process verified in the last `seconds` (HINGE_KEY_CACHE_SECONDS), so
+    a busy client's requests (predict) do not each read the key's row. A key revoked
+    through this process is dropped when the revocation commits; other API processes drop
+    it when the bus announces it (app.bus), and at the latest after `seconds`. Only
+    successful verifications are kept, never past the key's own expiry."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self.capacity = capacity
+        self._items: dict[str, tuple[Principal, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, presented: str) -> Principal | None:
+        found = self._items.get(presented)
+        if found is None:
+            return None
+        if found[1] <= time.monotonic():
+            with self._lock:
+                self._items.pop(presented, None)
+            return None
+        return found[0]
+
+    def put(self, presented: str, principal: Principal, seconds: float,
+            expires_at: datetime | None) -> None:
+        if expires_at is not None:
+            seconds = min(seconds, (expires_at - utcnow()).total_seconds())
+        if seconds <= 0:
+            return
+        with self._lock:
+            if len(self._items) >= self.capacity:
+                self._items.pop(next(iter(self._items)))
+            self._items[presented] = (principal, time.monotonic() + seconds)
+
+    def forget(self, key_id: str) -> None:
+        with self._lock:
+            for presented in [p for p, (who, _) in self._items.items() if who.key_id == key_id]:
+                del self._items[presented]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+verified_keys = VerifiedKeys()
 
 
 def principal_for_key_id(session: Session, key_id: str) -> Principal | None:
@@ -180,6 +235,7 @@ def revoke_key(session: Session, key_id: str) -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = utcnow()
         session.flush()
+    after_commit(session, lambda: verified_keys.forget(key_id))
     return key
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import create_engine, text, update
 
 from app.db import session_scope
 from app.job_status import JobStatus
@@ -60,10 +60,15 @@ def test_stale_job_with_cancel_requested_ends_cancelled(
     assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
 
 
-def test_long_queued_job_is_enqueued_again(client: TestClient, settings: Settings,
-                                           heart_id: str) -> None:
+def test_long_queued_job_whose_message_is_gone_is_enqueued_again(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
     job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
     assert sweep(settings)["reenqueued"] == 0
+    engine = create_engine(settings.broker_url.removeprefix("sqla+"))
+    with engine.begin() as connection:  # the message is lost (tests/app/test_sweep_broker)
+        assert connection.execute(text("DELETE FROM kombu_message")).rowcount == 1
+    engine.dispose()
     with session_scope(settings.database_url) as session:
         session.execute(update(Job).where(Job.id == job_id).values(
             queued_at=utcnow() - timedelta(seconds=settings.requeue_after_seconds + 1)))

@@ -1,7 +1,8 @@
 """Jobs you can watch, stop and trust: SSE progress, cancellation and crash recovery.
 
 Real API server and Celery worker processes on the embedded default (SQLite + SQLite
-broker), and a private Redis server for the restart test.
+broker), a private Redis server for the Redis restart test, and the shared RabbitMQ server
+(a queue of its own per test) for the same scenarios on RabbitMQ.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.queue import broker_holding
 from app.settings import Settings
 from tests.support import (
     IN_CI,
     child_pids,
     data_file,
+    drop_queue,
     embedded_settings,
     free_port,
     postgres_schema,
+    require_rabbitmq,
     require_redis,
     running_service,
     wait_for_job,
@@ -166,9 +170,34 @@ def test_sse_on_postgres_and_redis_wakes_on_pubsub(tmp_path: Path, ijcnn1_bytes:
             assert _median_event_lag(client, ijcnn1_bytes) < 0.25
 
 
+@pytest.fixture
+def rabbitmq_settings(tmp_path: Path) -> Iterator[Settings]:
+    """The lifecycle settings on the shared RabbitMQ (a queue of its own, dropped after)."""
+    settings = _settings(tmp_path / "home", broker_url=require_rabbitmq())
+    try:
+        yield settings
+    finally:
+        drop_queue(settings.broker_url, settings.queue)
+
+
 def test_cancel_running_job_within_two_seconds_and_no_model(
     service: httpx.Client, ijcnn1_bytes: bytes
 ) -> None:
+    _cancel_running_job(service, ijcnn1_bytes)
+
+
+@pytest.mark.rabbitmq
+def test_cancel_running_job_on_rabbitmq(rabbitmq_settings: Settings, tmp_path: Path,
+                                        ijcnn1_bytes: bytes) -> None:
+    with running_service(rabbitmq_settings, tmp_path) as (client, _workers):
+        _cancel_running_job(client, ijcnn1_bytes)
+        queued = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)
+        _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)  # keeps the worker busy
+        assert client.post(f"/v1/jobs/{queued}/cancel").status_code == 202
+        assert wait_for_job(client.get, queued, timeout=10)["status"] == "cancelled"
+
+
+def _cancel_running_job(service: httpx.Client, ijcnn1_bytes: bytes) -> None:
     job_id = _submit(service, _upload(service, ijcnn1_bytes), LONG_JOB)
     _wait_running_with_progress(service, job_id)
     asked = time.monotonic()
@@ -183,10 +212,14 @@ def test_cancel_running_job_within_two_seconds_and_no_model(
     assert service.post(f"/v1/jobs/{job_id}/cancel").status_code == 409
 
 
+@pytest.mark.parametrize("broker", ["sqla", pytest.param("rabbitmq",
+                                                          marks=pytest.mark.rabbitmq)])
 def test_sigkilled_worker_job_completes_on_a_new_attempt(
-    tmp_path: Path, ijcnn1_bytes: bytes
+    tmp_path: Path, ijcnn1_bytes: bytes, broker: str, request: pytest.FixtureRequest
 ) -> None:
-    with running_service(_settings(tmp_path / "home"), tmp_path) as (client, workers):
+    settings = (request.getfixturevalue("rabbitmq_settings") if broker == "rabbitmq"
+                else _settings(tmp_path / "home"))
+    with running_service(settings, tmp_path) as (client, workers):
         job_id = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)
         job = _wait_running_with_progress(client, job_id)
         pid = int(job["worker"].rsplit(" ", 1)[1])
@@ -268,6 +301,47 @@ def test_redis_restart_with_jobs_queued_and_running(
         for job_id in [running, *queued]:
             job = wait_for_job(client.get, job_id, timeout=180)
             assert job["status"] == "succeeded", job
+
+
+def _restart_rabbitmq() -> None:
+    """Stop and start the RabbitMQ application (the Erlang node stays up): every
+    connection drops, and only what is on disk survives. Quick, since the server is
+    shared with other tests."""
+    rabbitmqctl = shutil.which("rabbitmqctl")
+    if rabbitmqctl is None:
+        if IN_CI:
+            pytest.fail("rabbitmqctl is not installed (CI=true)")
+        pytest.skip("rabbitmqctl is not installed")
+    subprocess.run([rabbitmqctl, "stop_app"], check=True, capture_output=True, timeout=60)
+    subprocess.run([rabbitmqctl, "start_app"], check=True, capture_output=True, timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.rabbitmq
+def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
+    tmp_path: Path, ijcnn1_bytes: bytes, heart_bytes: bytes
+) -> None:
+    """Durable queue, persistent messages, publisher confirms: a broker restart with jobs
+    running and queued loses nothing, and the sweep (turned off here) is not needed."""
+    no_sweep = {"sweep_interval_seconds": 1e6, "requeue_after_seconds": 1e6,
+                "job_lease_seconds": 600.0}
+    settings = _settings(tmp_path / "home", broker_url=require_rabbitmq(), **no_sweep)
+    try:
+        with running_service(settings, tmp_path) as (client, workers):
+            running = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)
+            heart = _upload(client, heart_bytes, "heart")
+            queued = [_submit(client, heart, {"C": c}) for c in (0.5, 1.0, 2.0, 4.0, 8.0)]
+            _wait_running_with_progress(client, running)
+            assert broker_holding(settings.broker_url, settings.queue).ready == len(queued)
+            _restart_rabbitmq()
+            for job_id in [running, *queued]:
+                job = wait_for_job(client.get, job_id, timeout=180)
+                assert job["status"] == "succeeded", job
+            assert "Connection to broker lost" in workers[0].log()  # it did restart
+            models = client.get("/v1/models").json()["data"]
+            assert sorted(m["job_id"] for m in models) == sorted([running, *queued])
+    finally:
+        drop_queue(settings.broker_url, settings.queue)
 
 
 def test_twenty_concurrent_writers_on_sqlite_never_see_a_lock(

@@ -1,0 +1,340 @@
+"""Predict throughput: Hinge's single-row predict against a bare FastAPI JSON route.
+
+1. `wrk` on loopback, 8 connections, a POST of one JSON row: Hinge's
+   POST /v1/models/{id}/predict (a linear model trained on a9a, SQLite database, one
+   uvicorn process; the per-tenant rate limit turned off, HINGE_RATE_PER_SECOND=0, since
+   it would answer 429 by design) against `bench.bare_app` (a bare FastAPI route that
+   parses a JSON body and returns a JSON document), both started by the same uvicorn from
+   the same virtualenv with the same flags (`--no-access-log`). The servers are measured
+   in turns (bare, Hinge, bare, Hinge, ...) and each figure is the median over the rounds.
+   Also Hinge with HINGE_API_WORKERS=2 (uvicorn --workers 2).
+   Targets: Hinge >= half the bare route's requests/s; Hinge's p99 < 10 ms.
+2. Batch linear predict in-process: the servable model's labels and decision values for
+   a9a's test rows (CSR, 100,000 rows per call), rows/s. Target >= 1,000,000 rows/s.
+
+`--before PATH` also serves Hinge from another source tree (e.g. `git archive` of an
+older commit) in the same rounds, for a side-by-side before/after table.
+
+wrk is required for part 1: without it the benchmark says so in its table and in a
+failed row (install: `apt-get install -y wrk`).
+
+    python -m bench.predict_bench [--quick] [--before PATH]   (python -m bench.run --only predict)
+Writes bench/results/predict.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench.paths import DATA_DIR, results_dir  # noqa: E402
+
+CONNECTIONS = 8
+THROUGHPUT_SHARE = 0.5  # Hinge >= half the bare route
+P99_TARGET_MS = 10.0
+BATCH_TARGET = 1_000_000.0  # rows/s in-process
+BATCH_ROWS = 100_000
+UVICORN_FLAGS = ["--no-access-log", "--log-level", "warning"]
+
+
+def row(metric: str, hinge: float, reference: float = math.nan, target: str = "—",
+        met: bool | None = None) -> dict[str, Any]:
+    ratio = hinge / reference if reference and math.isfinite(reference) else math.nan
+    return {"experiment": "predict", "metric": metric, "hinge": float(hinge),
+            "reference": float(reference), "ratio": float(ratio), "target": target,
+            "met": bool(met) if met is not None else True}
+
+
+# -- the model ------------------------------------------------------------------------
+
+def a9a(name: str) -> Any:
+    from solvers.svmlight import load_svmlight
+
+    path = DATA_DIR / f"{name}.xz"
+    if not path.exists():
+        path = DATA_DIR / name
+    return load_svmlight(path)
+
+
+def trained_model() -> tuple[Any, Any]:
+    """A linear model of a9a (dcd, C=1) and a9a's test rows as CSR."""
+    from solvers import fit
+
+    train = a9a("a9a")
+    result = fit(train.to_csr(), train.y, solver="dcd", C=1.0)
+    test = a9a("a9a.t")
+    return result.model, test.to_csr(result.model.n_features)
+
+
+def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
+    """A migrated SQLite HINGE_HOME holding `model` for tenant "default"; the environment
+    of a server on it and an API key."""
+    from app.db import session_scope
+    from app.orm import Model
+    from app.services import tenants
+    from solvers.models import model_to_bytes
+    from testkit.service import embedded_settings, make_key, migrate, settings_env
+
+    settings = embedded_settings(home, rate_per_second=0.0, sweep_interval_seconds=3600.0)
+    settings.ensure_dirs()
+    migrate(settings.database_url)
+    key = make_key(settings, scopes=("read",))
+    payload = model_to_bytes(model)
+    with session_scope(settings.database_url) as session:
+        tenant = tenants.tenant_by_name(session, "default")
+        assert tenant is not None
+        session.add(Model(id=MODEL_ID, tenant_id=tenant.id, job_id=None, dataset_id=None,
+                          kind=model.kind, solver="dcd", params={"C": 1.0},
+                          labels=[float(v) for v in model.classes],
+                          n_features=int(model.n_features), result={}, converged=True,
+                          arrays=payload, size_bytes=len(payload), train_accuracy=None))
+    env = settings_env(settings)
+    env["HINGE_RATE_PER_SECOND"] = "0"
+    return env, key
+
+
+MODEL_ID = "b" * 32
+NEW_SETTINGS = ("HINGE_WORKER_CONCURRENCY", "HINGE_SOLVER_THREADS", "HINGE_KEY_CACHE_SECONDS",
+                "HINGE_MODEL_CACHE_CHECK_SECONDS")
+
+
+def one_row_body(X: Any) -> bytes:
+    start, end = X.indptr[0], X.indptr[1]
+    instance = {"indices": [int(i) + 1 for i in X.indices[start:end]],
+                "values": [float(v) for v in X.data[start:end]]}
+    return json.dumps({"instances": [instance]}).encode()
+
+
+# -- servers and wrk --------------------------------------------------------------------
+
+@contextlib.contextmanager
+def server(target: list[str], env: dict[str, str], cwd: Path, log: Path,
+           probe: tuple[str, dict[str, str], bytes]) -> Iterator[str]:
+    """A uvicorn process; yields its base URL once `probe` (path, headers, body) gets 200."""
+    from testkit.service import free_port
+
+    port = free_port()
+    env = dict(env, PYTHONPATH=str(cwd))
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", *target, "--host", "127.0.0.1",
+             "--port", str(port), *UVICORN_FLAGS], env=env, cwd=cwd, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    path, headers, body = probe
+                    answer = httpx.post(base + path, content=body, headers=headers, timeout=5)
+                    if answer.status_code == 200:
+                        break
+                    raise RuntimeError(f"{target}: {answer.status_code} {answer.text[:300]}")
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{target} did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.2)
+            yield base
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 15)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, 9)
+                process.wait()
+
+
+LATENCY_LINE = re.compile(r"^\s*(50|75|90|99)%\s+([0-9.]+)(us|ms|s)\s*$", re.M)
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def wrk(url: str, headers: dict[str, str], body: bytes, seconds: float, work: Path
+        ) -> dict[str, float]:
+    """One wrk run of POSTs: requests/s, latency percentiles (ms) and error counts."""
+    script = work / "post.lua"
+    lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(body.decode())}"]
+    lines += [f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items()]
+    script.write_text("\n".join(lines) + "\n")
+    out = subprocess.run(
+        ["wrk", "-t", "2", "-c", str(CONNECTIONS), "-d", f"{seconds:g}s", "--latency",
+         "-s", str(script), url], capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1))  # type: ignore[union-attr]
+    found = {f"p{q}": float(v) * UNITS[u] for q, v, u in LATENCY_LINE.findall(out)}
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
+                       out)
+    return {"rps": rps, **found, "non_2xx": float(bad.group(1)) if bad else 0.0,
+            "socket_errors": float(sum(map(int, errors.groups()))) if errors else 0.0}
+
+
+def http_rounds(X: Any, model: Any, rounds: int, seconds: float, before: Path | None,
+                work: Path) -> dict[str, list[dict[str, float]]]:
+    """wrk on each server in turns; every server's runs."""
+    env, key = seed_database(work / "home", model)
+    body = one_row_body(X)
+    auth = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    plain = {"Content-Type": "application/json"}
+    predict = f"/v1/models/{MODEL_ID}/predict"
+    hinge = ["--factory", "app.main:create_app"]
+    servers: list[tuple[str, list[str], dict[str, str], Path, str, dict[str, str]]] = [
+        ("bare FastAPI route", ["bench.bare_app:app"], dict(os.environ), REPO, "/predict",
+         plain),
+        ("Hinge predict", hinge, env, REPO, predict, auth),
+        ("Hinge predict, HINGE_API_WORKERS=2", [*hinge, "--workers", "2"], env, REPO,
+         predict, auth),
+    ]
+    if before is not None:  # an older tree knows only the settings it had
+        old_env = {k: v for k, v in env.items() if k not in NEW_SETTINGS}
+        servers.insert(1, ("Hinge predict (before)", hinge, old_env, before, predict, auth))
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in servers}
+    for round_ in range(rounds):
+        for name, target, server_env, cwd, path, headers in servers:
+            log = work / f"{re.sub(r'[^a-z0-9]+', '-', name.lower())}-{round_}.log"
+            with server(target, server_env, cwd, log, (path, headers, body)) as base:
+                wrk(base + path, headers, body, 1.0, work)  # warm up
+                measured = wrk(base + path, headers, body, seconds, work)
+            runs[name].append(measured)
+            print(f"  round {round_ + 1}: {name}: {measured['rps']:.0f} req/s, "
+                  f"p99 {measured.get('p99', math.nan):.2f} ms", flush=True)
+    return runs
+
+
+def median(runs: list[dict[str, float]], key: str) -> float:
+    values = [r[key] for r in runs if key in r]
+    return statistics.median(values) if values else math.nan
+
+
+# -- batch predict in-process -------------------------------------------------------------
+
+def batch_rows_per_second(model: Any, X: Any, reps: int) -> float:
+    import scipy.sparse as sp
+
+    from app.predict import ModelCache  # noqa: F401  (the API's own import path)
+
+    repeats = max(1, math.ceil(BATCH_ROWS / X.shape[0]))
+    big = sp.vstack([X] * repeats, format="csr")[:BATCH_ROWS]
+    model.predict(big)  # warm
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        labels, values = model.predict(big)
+        times.append(time.perf_counter() - started)
+        assert len(labels) == BATCH_ROWS and np.all(np.isfinite(values))
+    return BATCH_ROWS / statistics.median(times)
+
+
+# -- report -----------------------------------------------------------------------------
+
+def main(quick: bool = False, before: Path | None = None) -> list[dict[str, Any]]:
+    rounds, seconds, reps = (1, 3.0, 5) if quick else (3, 10.0, 15)
+    print("training the a9a model...", flush=True)
+    model, X = trained_model()
+    rows_per_s = batch_rows_per_second(model, X, reps)
+    facts: dict[str, Any] = {"rows_per_s": rows_per_s, "rounds": rounds, "seconds": seconds,
+                             "runs": {}, "wrk": shutil.which("wrk")}
+    rows = [row(f"predict in-process, linear, {BATCH_ROWS:,} rows per call (rows/s)",
+                rows_per_s, target=f">= {BATCH_TARGET:,.0f}",
+                met=rows_per_s >= BATCH_TARGET)]
+    if facts["wrk"] is None:
+        print("wrk is NOT installed: the HTTP part of the predict benchmark did not run "
+              "(apt-get install -y wrk)", flush=True)
+        rows.append(row("predict over HTTP: NOT MEASURED, wrk is not installed "
+                        "(apt-get install -y wrk)", math.nan, target="wrk installed",
+                        met=False))
+    else:
+        with tempfile.TemporaryDirectory(prefix="hinge-predict-bench-") as tmp:
+            facts["runs"] = http_rounds(X, model, rounds, seconds, before, Path(tmp))
+        runs = facts["runs"]
+        bare = median(runs["bare FastAPI route"], "rps")
+        hinge = median(runs["Hinge predict"], "rps")
+        p99 = median(runs["Hinge predict"], "p99")
+        errors = sum(r["non_2xx"] + r["socket_errors"] for rs in runs.values() for r in rs)
+        rows += [
+            row(f"predict, 1 row, {CONNECTIONS} connections (req/s; reference: bare FastAPI "
+                "route)", hinge, bare, target=f">= {THROUGHPUT_SHARE:g} x bare",
+                met=hinge >= THROUGHPUT_SHARE * bare),
+            row(f"predict, 1 row, {CONNECTIONS} connections: p99 latency (ms; reference: "
+                "bare route)", p99, median(runs["bare FastAPI route"], "p99"),
+                target=f"< {P99_TARGET_MS:g}", met=p99 < P99_TARGET_MS),
+            row("predict, 1 row, HINGE_API_WORKERS=2 (req/s; reference: bare route)",
+                median(runs["Hinge predict, HINGE_API_WORKERS=2"], "rps"), bare),
+            row("predict over HTTP: non-2xx answers and socket errors", errors,
+                target="0", met=errors == 0),
+        ]
+    write_report(facts, rows)
+    return rows
+
+
+def write_report(facts: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    out = results_dir() / "predict.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# Predict throughput",
+        "",
+        f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} "
+        f"({os.cpu_count()} cores, Python {platform.python_version()}); "
+        "`python -m bench.predict_bench` (see its docstring for the method).",
+        "",
+    ]
+    if facts["wrk"] is None:
+        lines += ["**wrk is not installed: the HTTP figures were NOT measured** "
+                  "(`apt-get install -y wrk`).", ""]
+    else:
+        lines += [
+            f"wrk, {CONNECTIONS} connections, {facts['seconds']:g} s per run, "
+            f"{facts['rounds']} round(s), servers in turns; one uvicorn process each "
+            "unless stated; medians over the rounds. Body: one a9a row as JSON.",
+            "",
+            "| server | requests/s | p50 (ms) | p90 (ms) | p99 (ms) | runs (req/s) |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+        for name, runs in facts["runs"].items():
+            lines.append(
+                f"| {name} | {median(runs, 'rps'):,.0f} | {median(runs, 'p50'):.2f} | "
+                f"{median(runs, 'p90'):.2f} | {median(runs, 'p99'):.2f} | "
+                f"{', '.join(format(r['rps'], ',.0f') for r in runs)} |")
+        lines.append("")
+    lines += [f"In-process batch linear predict: {facts['rows_per_s']:,.0f} rows/s "
+              f"({BATCH_ROWS:,} a9a test rows per call, median).", "",
+              "| metric | Hinge | reference | target | met |", "|---|---:|---:|---|---|"]
+    for r in rows:
+        ref = "" if math.isnan(r["reference"]) else f"{r['reference']:,.2f}"
+        lines.append(f"| {r['metric']} | {r['hinge']:,.2f} | {ref} | {r['target']} | "
+                     f"{'yes' if r['met'] else 'NO'} |")
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out}", flush=True)
+
+
+def _cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="also serve Hinge from this source tree (before/after table)")
+    args = parser.parse_args()
+    main(quick=args.quick, before=args.before)
+
+
+if __name__ == "__main__":
+    _cli()

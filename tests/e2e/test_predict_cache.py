@@ -1,0 +1,101 @@
+"""Two real API processes on one database and one broker: both serve a model from their
+own cache with identical answers, and a delete (or a key revocation) through one of them
+reaches the other's cache: through the bus on Redis and RabbitMQ (the backstops turned
+off, so only the bus can do it), through the one-second backstops on the embedded broker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.settings import Settings
+from tests.support import (
+    BROKERS,
+    bearer,
+    broker_url_for,
+    drop_queue,
+    embedded_settings,
+    make_key,
+    migrate,
+    start_api,
+)
+from workers.training import run_job
+
+ROWS = "1:0.7 2:1 3:1 5:-0.2\n1:-0.2 3:0.1 9:1 10:-0.5 13:0.3\n"
+
+
+@pytest.fixture(params=BROKERS)
+def two_apis(request: pytest.FixtureRequest, tmp_path: Path
+             ) -> Iterator[tuple[Settings, str, httpx.Client, httpx.Client]]:
+    broker_url = broker_url_for(request.param)
+    backstops = ({} if request.param == "sqla" else
+                 {"model_cache_check_seconds": 1e6, "key_cache_seconds": 1e6})
+    settings = embedded_settings(tmp_path / "home", broker_url=broker_url,
+                                 sweep_interval_seconds=1e6, **backstops)
+    settings.ensure_dirs()
+    migrate(settings.database_url)
+    key = make_key(settings)
+    first, first_base = start_api(settings, tmp_path)
+    second, second_base = start_api(settings, tmp_path)
+    try:
+        with httpx.Client(base_url=first_base, headers=bearer(key), timeout=30) as one, \
+                httpx.Client(base_url=second_base, headers=bearer(key), timeout=30) as two:
+            yield settings, key, one, two
+    finally:
+        first.stop()
+        second.stop()
+        drop_queue(settings.broker_url, settings.queue)
+
+
+def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _predict(client: httpx.Client, model_id: str, **headers: str) -> httpx.Response:
+    return client.post(f"/v1/models/{model_id}/predict", content=ROWS,
+                       headers={"Content-Type": "text/plain", **headers})
+
+
+def test_a_model_deleted_through_one_api_process_is_gone_from_the_other(
+    two_apis: tuple[Settings, str, httpx.Client, httpx.Client], heart_bytes: bytes
+) -> None:
+    settings, _key, one, two = two_apis
+    uploaded = one.post("/v1/datasets?name=heart", content=heart_bytes)
+    assert uploaded.status_code == 201, uploaded.text
+    submitted = one.post("/v1/jobs", json={"dataset_id": uploaded.json()["id"], "solver": "dcd",
+                                           "params": {"eps": 0.01}})
+    assert submitted.status_code == 202, submitted.text
+    job = submitted.json()
+    assert run_job(settings, job["id"], "test-worker") == "succeeded"
+    model_id = one.get(f"/v1/jobs/{job['id']}").json()["model_id"]
+    answers = [_predict(client, model_id) for client in (one, two, one, two)]
+    assert {a.status_code for a in answers} == {200}
+    assert answers[0].json() == answers[1].json() == answers[2].json()  # cached = stored
+    assert answers[0].headers["x-content-type-options"] == "nosniff"  # headers stay
+
+    assert two.delete(f"/v1/models/{model_id}").status_code == 204
+    assert _eventually(lambda: _predict(one, model_id).status_code == 404)
+    assert _predict(two, model_id).status_code == 404
+
+
+def test_a_key_revoked_through_one_api_process_stops_working_on_the_other(
+    two_apis: tuple[Settings, str, httpx.Client, httpx.Client]
+) -> None:
+    settings, _key, one, two = two_apis
+    reader = make_key(settings, scopes=("read",))
+    assert one.get("/v1/models", headers=bearer(reader)).status_code == 200  # verified
+    key_id = reader[3:15]
+    assert two.post(f"/v1/admin/keys/{key_id}/revoke").status_code == 200
+    assert two.get("/v1/models", headers=bearer(reader)).status_code == 401
+    assert _eventually(lambda: one.get("/v1/models", headers=bearer(reader)
+                                       ).status_code == 401)
