@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solvers import fit
-from solvers.auto import DataShape, choose
+from solvers.auto import DUAL_CD_SWEEPS, DataShape, choose
+from solvers.auto import settings as auto_settings
 from testkit.certified import certified_optimum, primal_value
 from testkit.datasets import load_dataset
 from testkit.linear_fits import LINEAR_FITS
@@ -126,10 +127,17 @@ def test_auto_rule() -> None:
     assert choose(text, "l1", 1000.0, "augment")[0] == "ocas"
     assert choose(dense, "l2", 1.0, "augment")[0] == "tron"
     assert choose(dense, "l1", 1.0, None)[0] == "ocas"
-    assert choose(raw, "l2", 1.0, "augment")[0] == "newton"
+    assert choose(raw, "l2", 1.0, "augment")[0] == "gram"
     assert choose(raw, "l1", 1.0, "augment")[0] == "gram"
+    narrow_raw = DataShape(n=683, d=10, nnz=6830, max_abs=900.0)
+    assert choose(narrow_raw, "l2", 1.0, "augment")[0] == "newton"
+    assert choose(narrow_raw, "l1", 1.0, "augment")[0] == "ocas"
     big_raw = DataShape(n=8124, d=112, nnz=170_000, max_abs=900.0)
     assert choose(big_raw, "l1", 1.0, "augment")[0] == "dcd"
+    assert auto_settings(big_raw, "dcd") == {"max_iter": DUAL_CD_SWEEPS}
+    assert auto_settings(text, "dcd") == {}
+    wide_raw = DataShape(n=20_000, d=1_000_000, nnz=2_000_000, max_abs=50.0)
+    assert choose(wide_raw, "l2", 1.0, "augment")[0] == "tron"
     assert "unscaled" in choose(raw, "l1", 1.0, "augment")[1]
 
 
