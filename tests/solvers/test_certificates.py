@@ -187,3 +187,44 @@ def test_progress_of_a_path_counts_iterations_from_its_start() -> None:
     iterations = [e["iteration"] for e in events]
     assert iterations == sorted(iterations)
     assert all(e["iteration"] > 1000 for e in events if e["solver"] == "ocas")
+
+
+# --------------------------------------------------------------------------------------
+# Handover on unscaled madelon (600 x 500, values 37..822): dcd, acf and ocas crawl there;
+# gram, the interior point on the dual, does not.
+
+
+@pytest.mark.parametrize("label", ["acf l1", "ocas"])
+def test_time_share_hands_a_crawling_solver_over_to_gram(label: str) -> None:
+    """With max_seconds, a step that has a follow-up gets half the time left: acf / ocas
+    crawl on madelon until their share is spent, then gram certifies the fit (before the
+    share, the whole budget went to the crawling solver and the fit ended uncertified)."""
+    X, y = load_case("madelon.t")
+    subopt, result = suboptimality(X, y, label, max_seconds=3.0)
+    check_honest(label, subopt, result)
+    first, last = result.path[0], result.path[-1]
+    assert first["solver"] == label.split()[0] and first["exit"] == "max_seconds"
+    assert last["solver"] == "gram" and "share" in last["reason"]
+    assert result.converged and subopt <= TOL, result.path
+
+
+def test_uncertified_end_says_converged_false_with_the_relative_gap() -> None:
+    X, y = load_case("madelon.t")
+    subopt, result = suboptimality(X, y, "dcd l1", fallback=False, max_iter=50)
+    check_honest("dcd l1", subopt, result)
+    assert not result.converged and result.exit_reason == "max_iter"
+    assert [s["solver"] for s in result.path] == ["dcd"]
+    (warning,) = [w for w in result.warnings if "certified lower bound" in w]
+    assert f"relative gap {result.relative_gap:.2e}" in warning
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", ["dcd l1", "acf l1", "dcd l2"])
+def test_dual_cd_at_defaults_on_madelon_ends_certified_through_gram(label: str) -> None:
+    """No time limit: the dual CD's 1000 sweeps, then straight to gram (few wide examples),
+    not ocas / tron, which crawl from its w (they ended 60 s later uncertified)."""
+    X, y = load_case("madelon.t")
+    subopt, result = suboptimality(X, y, label)
+    check_honest(label, subopt, result)
+    assert [s["solver"] for s in result.path] == [label.split()[0], "gram"]
+    assert result.converged and subopt <= TOL
