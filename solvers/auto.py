@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 # thresholds of the rule (checked against the benchmark: bench/auto_bench.py)
 LOW_DIMENSIONAL = 1000  # features
-DENSE = 0.05  # fraction of nonzeros
 LARGE_C = 100.0
 UNSCALED = 10.0  # largest |x_ij| over the data; LIBSVM-scaled sets have <= 1
 NEWTON_MAX_WEIGHTS = 2000  # solvers.dense_newton.MAX_WEIGHTS
@@ -30,10 +29,11 @@ RULE = (
     f"crawls on some unscaled sets), larger l2 tron; l1 with at most {GRAM_MAX_ROWS} "
     f"examples ocas, more examples dcd for at most {DUAL_CD_SWEEPS} sweeps, whose w then "
     f"warm-starts ocas. Scaled data: C >= {LARGE_C:g} (the dual CD needs many sweeps) or "
-    f"dense (density >= {DENSE:g}) and low-dimensional (d <= {LOW_DIMENSIONAL}) with n >= "
-    "d: the primal methods tron (l2) or ocas (l1); otherwise (sparse or high-dimensional) "
-    "dcd, LIBLINEAR's default dual coordinate descent. The choice and its reason are "
-    "recorded in the result's 'auto'."
+    f"low-dimensional (d <= {LOW_DIMENSIONAL}) with n >= d, dense or sparse (a9a, w8a, "
+    "ijcnn1: a Newton step or a cutting plane costs one pass, and few are needed): the "
+    "primal methods tron (l2) or ocas (l1); otherwise (high-dimensional, as text) dcd, "
+    "LIBLINEAR's default dual coordinate descent. The choice and its reason are recorded "
+    "in the result's 'auto'."
 )
 
 
@@ -74,9 +74,9 @@ def choose(shape: DataShape, loss: str, C: float, bias: str | None) -> tuple[str
     primal = "tron" if loss == "l2" else "ocas"
     if C >= LARGE_C:
         return primal, f"large C ({facts}): the dual CD needs many sweeps"
-    if shape.density >= DENSE and shape.d <= LOW_DIMENSIONAL and shape.n >= shape.d:
-        return primal, f"dense and low-dimensional ({facts})"
-    return "dcd", f"sparse or high-dimensional, scaled ({facts})"
+    if shape.d <= LOW_DIMENSIONAL and shape.n >= shape.d:
+        return primal, f"low-dimensional, more examples than features ({facts})"
+    return "dcd", f"high-dimensional, scaled ({facts})"
 
 
 def settings(shape: DataShape, chosen: str) -> dict[str, int]:

@@ -127,6 +127,11 @@ def test_auto_rule() -> None:
     assert choose(text, "l1", 1000.0, "augment")[0] == "ocas"
     assert choose(dense, "l2", 1.0, "augment")[0] == "tron"
     assert choose(dense, "l1", 1.0, None)[0] == "ocas"
+    w8a = DataShape(n=49_749, d=300, nnz=579_586, max_abs=1.0)  # sparse (3.9%), 300 features
+    assert choose(w8a, "l2", 1.0, "augment")[0] == "tron"
+    assert choose(w8a, "l1", 1.0, "augment")[0] == "ocas"
+    assert choose(DataShape(n=15_935, d=62_061, nnz=1_272_569, max_abs=1.0), "l2", 1.0,
+                  "augment")[0] == "dcd"  # news20: text
     assert choose(raw, "l2", 1.0, "augment")[0] == "gram"
     assert choose(raw, "l1", 1.0, "augment")[0] == "gram"
     narrow_raw = DataShape(n=683, d=10, nnz=6830, max_abs=900.0)
