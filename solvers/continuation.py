@@ -11,14 +11,17 @@ solver stopped; a solver's own "converged" that the certificate does not confirm
 may still be hit by a model that is certified: converged true, exit "max_iter").
 
 The rule (`next_step`), as LIBLINEAR switches -s 1 to -s 2 at its sweep limit:
-- dcd / acf, not certified, on few wide examples (solvers.auto.gram_suits: n <= 2000 and
-  n <= 4 d, as unscaled madelon, where tron and ocas crawl from the dual CD's w): gram;
-- dcd / acf, loss l2, not certified (sweep limit, or its stop rule held too early):
+- dcd / acf whose own stop rule held without a certificate: the same solver again from
+  its dual point a with eps / 10 (the cheap way on scaled data: a few more sweeps);
+- dcd / acf, not certified (sweep limit), on few wide examples (solvers.auto.gram_suits:
+  n <= 2000 and n <= 4 d, as unscaled madelon, where tron and ocas crawl from the dual
+  CD's w): gram;
+- dcd / acf, loss l2, not certified (sweep limit):
   tron warm-started from w (Newton on the primal: indifferent to feature scaling);
   every follow-up starts from w = 0 instead when P(w) >= P(0) (a stalled dual CD on
   unscaled data can end there, and Newton then crawls from it);
-- dcd / acf, loss l1: ocas warm-started from w (its cutting-plane model starts at w);
-  its eps is the fit's tol, the same relative gap;
+- dcd / acf, loss l1, not certified (sweep limit): ocas warm-started from w (its
+  cutting-plane model starts at w); its eps is the fit's tol, the same relative gap;
 - tron at max_iter or stalled, with at most 2000 weights: newton (exact Newton steps,
   solvers/dense_newton.py), which TRON's conjugate gradient cannot match on unscaled data;
 - ocas at max_iter or stalled, with at most GRAM_MAX_ROWS examples: gram (an interior-
@@ -64,6 +67,11 @@ def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str
     exit_reason = solution.exit_reason
     if exit_reason in _FINAL:
         return None
+    if solver in ("dcd", "acf") and exit_reason == "converged" and params.get(
+            "fallback", True) and float(params["eps"]) / 10.0 >= MIN_EPS:
+        return solver, {"eps": float(params["eps"]) / 10.0}, (
+            f"{solver}'s stop rule held at eps {params['eps']:g} without a certificate: "
+            "continued from its dual point with eps / 10")
     if solver in ("dcd", "acf") and params.get("fallback", True):
         why = (f"{solver} stopped at {exit_reason} without a certificate "
                f"(relative gap above tol {tol:g})")
@@ -148,6 +156,8 @@ def solve_certified(
         # on unscaled data a stalled dual CD can end above it, a bad start for Newton
         better = solution.primal is not None and solution.primal < float(problem.cost.sum())
         params["w0"] = solution.w if better else None
+        if following == solver and solver in ("dcd", "acf"):
+            params["alpha0"] = solution.alpha  # the dual CD continues from its dual point
         solver = following
     monitor.solver, monitor.iteration_offset = None, 0
     return _finish(solution, certificate, tol, path, total_iterations)

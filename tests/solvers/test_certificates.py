@@ -208,9 +208,11 @@ def test_time_share_hands_a_crawling_solver_over_to_gram(label: str) -> None:
     # 6 s: the crawling solver gets 3 s, gram (0.5 s on an idle machine) the other 3 s
     subopt, result = suboptimality(X, y, label, max_seconds=6.0)
     check_honest(label, subopt, result)
-    first, last = result.path[0], result.path[-1]
-    assert first["solver"] == label.split()[0] and first["exit"] == "max_seconds"
-    assert last["solver"] == "gram" and "share" in last["reason"]
+    steps, last = result.path[:-1], result.path[-1]
+    assert {step["solver"] for step in steps} == {label.split()[0]}
+    assert last["solver"] == "gram"
+    if label == "ocas":  # (acf's own rule may hold first: acf with eps / 10 to max_iter)
+        assert steps[-1]["exit"] == "max_seconds" and "share" in last["reason"]
     assert result.converged and subopt <= TOL, result.path
 
 
