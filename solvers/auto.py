@@ -10,27 +10,30 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-# thresholds of the rule (checked against the benchmark: bench/certified_bench.py)
+# thresholds of the rule (checked against the benchmark: bench/auto_bench.py)
 LOW_DIMENSIONAL = 1000  # features
-DENSE = 0.05  # fraction of nonzeros
 LARGE_C = 100.0
 UNSCALED = 10.0  # largest |x_ij| over the data; LIBSVM-scaled sets have <= 1
 NEWTON_MAX_WEIGHTS = 2000  # solvers.dense_newton.MAX_WEIGHTS
 GRAM_MAX_ROWS = 2000  # gram's Cholesky of n x n: ~0.3 s per iteration at 2000 (one core)
+WIDE = 4  # "wide": n <= WIDE * d (few examples per feature: gram's n x n system is cheap)
+DUAL_CD_SWEEPS = 300  # auto's sweep limit of dcd on unscaled data before ocas takes over
 
 RULE = (
     "auto picks a solver from the data's shape, the loss and C, then the fallback rule "
-    "applies (dual CD -> tron for l2 / ocas for l1 when not certified). Primal methods "
-    "(tron for l2, ocas for l1), indifferent to feature scaling, when: C >= "
-    f"{LARGE_C:g} (the dual CD needs many sweeps), or the largest |x_ij| exceeds "
-    f"{UNSCALED:g} (unscaled features: the dual CD stalls; l2 with at most "
-    f"{NEWTON_MAX_WEIGHTS} weights: newton, exact Newton steps; l1 with at most "
-    f"{GRAM_MAX_ROWS} examples: gram, an interior-point method on the dual's Gram "
-    "matrix; other l1: dcd, whose w then warm-starts ocas), or the data are dense "
-    f"(density >= {DENSE:g}) and low-dimensional (d <= {LOW_DIMENSIONAL}) with n >= d "
-    "(few features and many examples: a Newton step or a cutting plane costs one pass). "
-    "Otherwise (sparse or high-dimensional, scaled) dcd, LIBLINEAR's default dual "
-    "coordinate descent. The choice and its reason are recorded in the result's 'auto'."
+    "applies (dual CD -> tron for l2 / ocas for l1 when not certified). Unscaled features "
+    f"(largest |x_ij| > {UNSCALED:g}): with at most {GRAM_MAX_ROWS} examples and n <= "
+    f"{WIDE} d (wide, as madelon) gram, an interior-point method on the dual's Gram "
+    "matrix, for both losses; otherwise l2 with at most "
+    f"{NEWTON_MAX_WEIGHTS} weights newton (exact Newton steps; tron's conjugate gradient "
+    f"crawls on some unscaled sets), larger l2 tron; l1 with at most {GRAM_MAX_ROWS} "
+    f"examples ocas, more examples dcd for at most {DUAL_CD_SWEEPS} sweeps, whose w then "
+    f"warm-starts ocas. Scaled data: C >= {LARGE_C:g} (the dual CD needs many sweeps) or "
+    f"low-dimensional (d <= {LOW_DIMENSIONAL}) with n >= d, dense or sparse (a9a, w8a, "
+    "ijcnn1: a Newton step or a cutting plane costs one pass, and few are needed): the "
+    "primal methods tron (l2) or ocas (l1); otherwise (high-dimensional, as text) dcd, "
+    "LIBLINEAR's default dual coordinate descent. The choice and its reason are recorded "
+    "in the result's 'auto'."
 )
 
 
@@ -45,23 +48,41 @@ class DataShape(NamedTuple):
         return self.nnz / max(self.n * self.d, 1)
 
 
+def gram_suits(n: int, d: int) -> bool:
+    """Few examples, wide (madelon: 600 x 500): gram's n x n Cholesky costs less than
+    Newton's (d + 1)^2 systems or cutting planes, which crawl there on unscaled data."""
+    return n <= GRAM_MAX_ROWS and n <= WIDE * d
+
+
 def choose(shape: DataShape, loss: str, C: float, bias: str | None) -> tuple[str, str]:
     """(solver, reason) for one linear fit; `bias` does not change the choice today."""
-    primal = "tron" if loss == "l2" else "ocas"
-    if loss == "l2" and shape.d + 1 <= NEWTON_MAX_WEIGHTS and shape.max_abs > UNSCALED:
-        primal = "newton"
     facts = (f"n={shape.n}, d={shape.d}, density={shape.density:.3g}, "
              f"max|x|={shape.max_abs:.3g}, loss={loss}, C={C:g}")
+    if shape.max_abs > UNSCALED:
+        if gram_suits(shape.n, shape.d):
+            return "gram", (f"unscaled features, few examples and wide ({facts}): gram, an "
+                            "interior-point method on the dual, indifferent to scaling")
+        if loss == "l2" and shape.d + 1 <= NEWTON_MAX_WEIGHTS:
+            return "newton", (f"unscaled features, few weights ({facts}): exact Newton "
+                              "steps, indifferent to scaling")
+        if loss == "l2":
+            return "tron", f"unscaled features ({facts}): the dual CD stalls, tron does not"
+        if shape.n <= GRAM_MAX_ROWS:
+            return "ocas", f"unscaled features, few examples ({facts}): cutting planes"
+        return "dcd", (f"unscaled features ({facts}): dcd for at most {DUAL_CD_SWEEPS} "
+                       "sweeps, then ocas from its w")
+    primal = "tron" if loss == "l2" else "ocas"
     if C >= LARGE_C:
         return primal, f"large C ({facts}): the dual CD needs many sweeps"
-    if shape.max_abs > UNSCALED:
-        if loss == "l1" and shape.n <= GRAM_MAX_ROWS:  # madelon.t: dcd -> ocas crawls
-            return "gram", (f"unscaled features, few examples ({facts}): gram, an "
-                            "interior-point method on the dual, indifferent to scaling")
-        if loss == "l1":  # ocas from a stalled dual CD's w beats a cold ocas (mushrooms-x5)
-            return "dcd", (f"unscaled features ({facts}): dcd, then ocas from its w when "
-                           "it stalls")
-        return primal, f"unscaled features ({facts}): the dual CD stalls, {primal} does not"
-    if shape.density >= DENSE and shape.d <= LOW_DIMENSIONAL and shape.n >= shape.d:
-        return primal, f"dense and low-dimensional ({facts})"
-    return "dcd", f"sparse or high-dimensional, scaled ({facts})"
+    if shape.d <= LOW_DIMENSIONAL and shape.n >= shape.d:
+        return primal, f"low-dimensional, more examples than features ({facts})"
+    return "dcd", f"high-dimensional, scaled ({facts})"
+
+
+def settings(shape: DataShape, chosen: str) -> dict[str, int]:
+    """Parameters auto sets for its choice unless the fit gives them: the sweep limit of
+    dcd on unscaled data (its w only warm-starts ocas there; 1000 sweeps cost more than
+    they save)."""
+    if chosen == "dcd" and shape.max_abs > UNSCALED:
+        return {"max_iter": DUAL_CD_SWEEPS}
+    return {}

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from solvers.backbone import BinarySolution, LinearProblem
+from solvers.objectives import margins, transpose_times
 
 DEFAULT_TOL = 1e-3
 
@@ -89,48 +89,23 @@ def certify(problem: LinearProblem, solution: BinarySolution, loss: str,
     return Certificate(primal, bounds[source], source)
 
 
-def _design(problem: LinearProblem) -> sp.csr_matrix:
-    """Z = [X, B 1] (or X without the bias feature) as a SciPy matrix over the same arrays."""
-    X = problem.X
-    matrix = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.n_rows, X.n_features),
-                           copy=False)
-    return matrix
-
-
-def _products(problem: LinearProblem, w: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
-    Z = _design(problem)
-    d = problem.X.n_features
-    margins = Z @ w[:d]
-    if problem.bias_scale > 0:
-        margins = margins + problem.bias_scale * w[d]
-    return Z, problem.y * margins
-
-
-def _transpose_times(problem: LinearProblem, Z: sp.csr_matrix, u: np.ndarray) -> np.ndarray:
-    """Z' u with the bias feature's entry last (when there is one)."""
-    out = np.asarray(Z.T @ u, dtype=np.float64)
-    if problem.bias_scale > 0:
-        out = np.append(out, problem.bias_scale * float(u.sum()))
-    return out
-
-
 def bounds_at(problem: LinearProblem, w: np.ndarray, loss: str
               ) -> tuple[float, dict[str, float]]:
     """(P(w), {name: lower bound on P*}) from w alone."""
     w = np.asarray(w, dtype=np.float64)
-    Z, m = _products(problem, w)
+    m = margins(problem, w)
     cost, y = problem.cost, problem.y
     half_norm = 0.5 * float(w @ w)
     if loss == "logistic":
         primal = half_norm + float(np.sum(cost * np.logaddexp(0.0, -m)))
         # grad = w - Z'(C y sigma(-m))
-        grad = w - _transpose_times(problem, Z, cost * y * _sigmoid(-m))
+        grad = w - transpose_times(problem, cost * y * _sigmoid(-m))
         return primal, {"gradient": primal - 0.5 * float(grad @ grad)}
     slack = np.maximum(0.0, 1.0 - m)
     if loss == "l2":
         primal = half_norm + float(np.sum(cost * slack * slack))
         alpha = 2.0 * cost * slack
-        v = _transpose_times(problem, Z, alpha * y)
+        v = transpose_times(problem, alpha * y)
         grad = w - v  # grad P(w) = w - Z'(2 C y slack)
         total = float(alpha.sum())
         # D(t a) = t S - t^2 (||v||^2 / 2 + sum a^2 / (4 C)), maximal at t = S / (2 q)
@@ -142,7 +117,7 @@ def bounds_at(problem: LinearProblem, w: np.ndarray, loss: str
         raise ValueError(f"no certificate for loss {loss!r}")
     primal = half_norm + float(np.sum(cost * slack))
     alpha = np.where(m < 1.0, cost, 0.0)
-    v = _transpose_times(problem, Z, alpha * y)
+    v = transpose_times(problem, alpha * y)
     total, vv = float(alpha.sum()), float(v @ v)
     # D(t a) = t S - t^2 ||v||^2 / 2 over 0 <= t <= 1
     t = min(1.0, total / vv) if vv > 0.0 else 1.0

@@ -11,12 +11,17 @@ solver stopped; a solver's own "converged" that the certificate does not confirm
 may still be hit by a model that is certified: converged true, exit "max_iter").
 
 The rule (`next_step`), as LIBLINEAR switches -s 1 to -s 2 at its sweep limit:
-- dcd / acf, loss l2, not certified (sweep limit, or its stop rule held too early):
+- dcd / acf whose own stop rule held without a certificate: the same solver again from
+  its dual point a with eps / 10 (the cheap way on scaled data: a few more sweeps);
+- dcd / acf, not certified (sweep limit), on few wide examples (solvers.auto.gram_suits:
+  n <= 2000 and n <= 4 d, as unscaled madelon, where tron and ocas crawl from the dual
+  CD's w): gram;
+- dcd / acf, loss l2, not certified (sweep limit):
   tron warm-started from w (Newton on the primal: indifferent to feature scaling);
   every follow-up starts from w = 0 instead when P(w) >= P(0) (a stalled dual CD on
   unscaled data can end there, and Newton then crawls from it);
-- dcd / acf, loss l1: ocas warm-started from w (its cutting-plane model starts at w);
-  its eps is the fit's tol, the same relative gap;
+- dcd / acf, loss l1, not certified (sweep limit): ocas warm-started from w (its
+  cutting-plane model starts at w); its eps is the fit's tol, the same relative gap;
 - tron at max_iter or stalled, with at most 2000 weights: newton (exact Newton steps,
   solvers/dense_newton.py), which TRON's conjugate gradient cannot match on unscaled data;
 - ocas at max_iter or stalled, with at most GRAM_MAX_ROWS examples: gram (an interior-
@@ -27,9 +32,15 @@ The rule (`next_step`), as LIBLINEAR switches -s 1 to -s 2 at its sweep limit:
   the gap of its reduced problem);
 - nothing after alm, pegasos, a limit (max_iter of the follow-up, max_seconds),
   cancellation or a numerical error; at most MAX_STEPS steps.
-`fallback=False` (dcd / acf) turns the switches off. max_seconds covers the whole path
-(one ProgressMonitor); max_iter bounds the first solver in its own unit, and a follow-up
-solver of another kind runs with its own default limit, the steps of one solver sharing it.
+`fallback=False` (dcd / acf) turns the switches off.
+Time share: with a wall-clock limit (max_seconds; jobs always have one), a step that has a
+follow-up in the rule above gets at most SHARE of the time left; when it runs out of its
+share, the follow-up runs (the path records the step's exit as "max_seconds" and the
+reason of the next step says so), so a solver that crawls does not use the whole budget
+and end uncertified while a method that suits the data was never tried. max_seconds
+covers the whole path (one ProgressMonitor); max_iter bounds the first solver in its own
+unit, and a follow-up solver of another kind runs with its own default limit, the steps
+of one solver sharing it.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from solvers.auto import GRAM_MAX_ROWS, NEWTON_MAX_WEIGHTS, gram_suits
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, SolverModule
 from solvers.certificate import Certificate, certify, problem_loss
 from solvers.params import SOLVERS, validate_params
@@ -46,8 +58,7 @@ MAX_STEPS = 8
 MIN_EPS = 1e-12  # continuation stops tightening below this
 _FINAL = ("max_seconds", "cancelled", "numerical_error")
 _WARM = ("tron", "ocas")  # solvers continued with a smaller eps
-NEWTON_MAX_WEIGHTS = 2000  # solvers.dense_newton.MAX_WEIGHTS
-GRAM_MAX_ROWS = 2000  # solvers.auto.GRAM_MAX_ROWS (gram takes up to solvers.gram.MAX_ROWS)
+SHARE = 0.5  # of the time left, for a step that has a follow-up
 
 
 def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str, Any],
@@ -56,9 +67,17 @@ def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str
     exit_reason = solution.exit_reason
     if exit_reason in _FINAL:
         return None
+    if solver in ("dcd", "acf") and exit_reason == "converged" and params.get(
+            "fallback", True) and float(params["eps"]) / 10.0 >= MIN_EPS:
+        return solver, {"eps": float(params["eps"]) / 10.0}, (
+            f"{solver}'s stop rule held at eps {params['eps']:g} without a certificate: "
+            "continued from its dual point with eps / 10")
     if solver in ("dcd", "acf") and params.get("fallback", True):
         why = (f"{solver} stopped at {exit_reason} without a certificate "
                f"(relative gap above tol {tol:g})")
+        if loss in ("l1", "l2") and gram_suits(params.get("n_rows", GRAM_MAX_ROWS + 1),
+                                               params.get("n_weights", 1) - 1):
+            return "gram", {"loss": loss}, why + "; few wide examples: interior point"
         if loss == "l2":
             return "tron", {"eps": 0.01}, why
         if loss == "l1":
@@ -97,7 +116,15 @@ def solve_certified(
     while True:
         started = time.perf_counter()
         monitor.solver, monitor.iteration_offset = solver, total_iterations
-        solution = module_for(solver).solve(problem, params, monitor)
+        deadline = monitor.deadline
+        if deadline is not None and _has_follow_up(solver, loss, params, problem):
+            monitor.deadline = started + SHARE * max(deadline - started, 0.0)
+        try:
+            solution = module_for(solver).solve(problem, params, monitor)
+        finally:
+            monitor.deadline = deadline
+        shared_out = (solution.exit_reason == "max_seconds" and deadline is not None
+                      and time.perf_counter() < deadline)
         certificate = certify(problem, solution, loss, free_bias)
         iterations[solver] = iterations.get(solver, 0) + solution.iterations
         total_iterations += solution.iterations
@@ -107,11 +134,19 @@ def solve_certified(
                      "relative_gap": certificate.relative_gap, "reason": reason})
         if certificate.holds(tol) or len(path) >= MAX_STEPS:
             break
-        step = next_step(solver, loss, solution, {**params, "n_weights": problem.n_weights,
-                                                  "n_rows": problem.X.n_rows}, tol)
+        context = {**params, "n_weights": problem.n_weights, "n_rows": problem.X.n_rows}
+        if shared_out:  # out of its share of the time: as if at its iteration limit
+            solution.exit_reason = "max_iter"
+            step = next_step(solver, loss, solution, context, tol)
+            solution.exit_reason = "max_seconds"
+        else:
+            step = next_step(solver, loss, solution, context, tol)
         if step is None:
             break
         following, overrides, reason = step
+        if shared_out:
+            reason = reason.replace(f"{solver} stopped at max_iter",
+                                    f"{solver} used its share ({SHARE:g}) of the time left")
         params = _follow_up_params(following, applied, overrides)
         limits.setdefault(following, int(params["max_iter"]))
         params["max_iter"] = limits[following] - iterations.get(following, 0)
@@ -121,9 +156,23 @@ def solve_certified(
         # on unscaled data a stalled dual CD can end above it, a bad start for Newton
         better = solution.primal is not None and solution.primal < float(problem.cost.sum())
         params["w0"] = solution.w if better else None
+        if following == solver and solver in ("dcd", "acf"):
+            params["alpha0"] = solution.alpha  # the dual CD continues from its dual point
         solver = following
     monitor.solver, monitor.iteration_offset = None, 0
     return _finish(solution, certificate, tol, path, total_iterations)
+
+
+def _has_follow_up(solver: str, loss: str, params: dict[str, Any], problem: LinearProblem
+                   ) -> bool:
+    """Whether the rule has a next step for `solver` when it stops at a limit."""
+    if solver in ("dcd", "acf"):
+        return bool(params.get("fallback", True)) and loss in ("l1", "l2")
+    if solver == "tron":
+        return problem.n_weights <= NEWTON_MAX_WEIGHTS
+    if solver == "ocas":
+        return problem.X.n_rows <= GRAM_MAX_ROWS
+    return False
 
 
 def _follow_up_params(solver: str, applied: dict[str, Any], overrides: dict[str, Any]

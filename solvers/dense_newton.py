@@ -31,12 +31,16 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
+from solvers import parallel
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 
 MAX_WEIGHTS = 2000  # (d + 1)^2 doubles for H: 32 MB
 ARMIJO = 1e-4
 DENSE_ROWS_LIMIT = 1 << 24  # active rows x weights up to this: H by a dense product
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({"loss": "l2"}, {"loss": "logistic"})
+
+
+DENSE_DESIGN_LIMIT = 1 << 22  # rows x weights up to this (32 MB): Z y as a dense array
 
 
 def _design(problem: LinearProblem) -> sp.csr_matrix:
@@ -47,14 +51,51 @@ def _design(problem: LinearProblem) -> sp.csr_matrix:
     return Z
 
 
-def _objective(Zy: sp.csr_matrix, cost: np.ndarray, w: np.ndarray, loss: str
-               ) -> tuple[float, np.ndarray]:
-    """f(w) and the margins m = y * (Z w)."""
-    m = Zy @ w
+def _signed_design(problem: LinearProblem) -> sp.csr_matrix | np.ndarray:
+    """diag(y) Z: dense (BLAS products, no SciPy sparse overhead per Newton step, which
+    dominated the small sets) when it has at most DENSE_DESIGN_LIMIT entries, else CSR."""
+    X = problem.X
+    if X.n_rows * problem.n_weights <= DENSE_DESIGN_LIMIT:
+        dense = np.zeros((X.n_rows, problem.n_weights))
+        rows = np.repeat(np.arange(X.n_rows), np.diff(X.indptr))
+        dense[rows, X.indices] = X.data
+        if problem.bias_scale > 0:
+            dense[:, -1] = problem.bias_scale
+        dense *= problem.y[:, None]
+        return dense
+    return sp.csr_matrix(_design(problem).multiply(problem.y[:, None]))
+
+
+def _value(cost: np.ndarray, w: np.ndarray, m: np.ndarray, loss: str) -> float:
+    """f(w) from w and its margins m = y * (Z w)."""
     if loss == "l2":
         slack = np.maximum(0.0, 1.0 - m)
-        return 0.5 * float(w @ w) + float(cost @ (slack * slack)), m
-    return 0.5 * float(w @ w) + float(cost @ np.logaddexp(0.0, -m)), m
+        return 0.5 * float(w @ w) + float(cost @ (slack * slack))
+    return 0.5 * float(w @ w) + float(cost @ np.logaddexp(0.0, -m))
+
+
+def _objective(Zy: sp.csr_matrix | np.ndarray, cost: np.ndarray, w: np.ndarray, loss: str
+               ) -> tuple[float, np.ndarray]:
+    """f(w) and the margins m = y * (Z w)."""
+    m = np.asarray(Zy @ w)
+    return _value(cost, w, m, loss), m
+
+
+def _hessian(Zy: sp.csr_matrix | np.ndarray, h: np.ndarray) -> np.ndarray:
+    """H = I + Zy_A' diag(h_A) Zy_A over the active rows A = {h_i > 0}."""
+    active = np.flatnonzero(h)
+    if isinstance(Zy, np.ndarray):
+        Za = Zy[active]
+        H = Za.T @ (h[active, None] * Za)
+    else:
+        Za = Zy[active]
+        if Za.shape[0] * Za.shape[1] <= DENSE_ROWS_LIMIT:  # BLAS on the dense rows
+            dense = Za.toarray()
+            H = dense.T @ (h[active, None] * dense)
+        else:
+            H = np.asarray((Za.T @ sp.diags(h[active]) @ Za).todense())
+    H[np.diag_indices_from(H)] += 1.0
+    return H
 
 
 def _derivatives(m: np.ndarray, cost: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
@@ -68,14 +109,24 @@ def _derivatives(m: np.ndarray, cost: np.ndarray, loss: str) -> tuple[np.ndarray
 
 def solve(problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
           ) -> BinarySolution:
-    """Solve one binary problem; params: loss, tol, max_iter, optionally w0."""
+    """Solve one binary problem; params: loss, tol, max_iter, optionally w0.
+
+    BLAS runs single-threaded (as in solvers/gram.py): on a loaded two-core machine
+    OpenBLAS's spinning threads made each 501 x 501 Cholesky of madelon take 0.4 s
+    instead of a few ms (76 Newton steps: 31 s instead of 2 s)."""
+    with parallel.single_threaded_blas():
+        return _solve(problem, params, monitor)
+
+
+def _solve(problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
+           ) -> BinarySolution:
     started = time.perf_counter()
     loss = str(params.get("loss", "l2"))
     if problem.n_weights > MAX_WEIGHTS:
         raise ValueError(f"newton forms the {problem.n_weights}^2 Hessian; it takes at most "
                          f"{MAX_WEIGHTS} weights (features + bias): use tron")
     tol, max_iter = float(params["tol"]), int(params["max_iter"])
-    Zy = sp.csr_matrix(_design(problem).multiply(problem.y[:, None]))
+    Zy = _signed_design(problem)
     cost = problem.cost
     w0 = params.get("w0")
     w = np.zeros(problem.n_weights) if w0 is None else np.array(w0, dtype=np.float64)
@@ -99,19 +150,16 @@ def solve(problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonit
         if stop is not None:
             exit_reason = stop
             break
-        active = np.flatnonzero(h)
-        Za = Zy[active]
-        if Za.shape[0] * Za.shape[1] <= DENSE_ROWS_LIMIT:  # BLAS on the dense rows
-            dense = Za.toarray()
-            H = dense.T @ (h[active, None] * dense)
-        else:
-            H = np.asarray((Za.T @ sp.diags(h[active]) @ Za).todense())
-        H[np.diag_indices_from(H)] += 1.0
-        step = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(H), grad)
+        step = -scipy.linalg.cho_solve(
+            scipy.linalg.cho_factor(_hessian(Zy, h), overwrite_a=True, check_finite=False),
+            grad, check_finite=False)
         slope = float(grad @ step)
+        # backtracking on the margins of the step (one product, then O(n) per trial, as
+        # LIBLINEAR's line search); the accepted point's margins are recomputed exactly
+        step_margins = np.asarray(Zy @ step)
         t, improved = 1.0, False
         while t > 1e-20:
-            f_new, m_new = _objective(Zy, cost, w + t * step, loss)
+            f_new = _value(cost, w + t * step, m + t * step_margins, loss)
             if f_new <= f + ARMIJO * t * slope:
                 improved = f_new < f
                 break
@@ -120,7 +168,8 @@ def solve(problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonit
         if not improved:
             exit_reason = "stalled"
             break
-        w, f, m = w + t * step, f_new, m_new
+        w = w + t * step
+        f, m = _objective(Zy, cost, w, loss)
     return BinarySolution(
         w=w, iterations=iteration, exit_reason=exit_reason, primal=f, violation=grad_norm,
         details={"active_size": int(np.count_nonzero(m < 1.0)), "grad_norm": grad_norm,

@@ -27,6 +27,7 @@ from solvers.objectives import (
     dual_objective,
     primal_objective,
     qbar_diagonal,
+    transpose_times,
 )
 
 STATUS_EXIT = {1: "converged", 2: "max_iter", 3: "numerical_error"}
@@ -47,6 +48,13 @@ class DualState:
         self.w = np.zeros(X.n_features + 1)  # last slot: the bias feature (stays 0 if none)
         self.w_view = self.w[: problem.n_weights]
         self.rng = np.array([seed_state(params["seed"])], dtype=np.uint64)
+        start = params.get("alpha0")
+        if start is not None:  # warm start (solvers/continuation.py): a, then w(a)
+            start = np.asarray(start, dtype=np.float64)
+            if start.shape != (X.n_rows,) or not np.all(np.isfinite(start)):
+                raise ValueError(f"alpha0 must be {X.n_rows} finite dual values")
+            self.alpha[:] = np.clip(start, 0.0, self.upper)
+            self.w_view[:] = transpose_times(problem, problem.y * self.alpha)
 
     @property
     def iteration(self) -> int:

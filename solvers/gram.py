@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
+from solvers import parallel
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.objectives import check_loss, dual_box, dual_objective, primal_objective
 
@@ -162,7 +162,7 @@ def solve(problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonit
 
     BLAS runs single-threaded here: on a loaded machine OpenBLAS's spinning threads made
     a 600 x 600 Cholesky take 0.9 s instead of 0.005 s (madelon, two cores)."""
-    with threadpool_limits(limits=1, user_api="blas"):
+    with parallel.single_threaded_blas():
         return _solve(problem, params, monitor)
 
 

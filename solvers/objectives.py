@@ -42,6 +42,16 @@ def margins(problem: LinearProblem, w: np.ndarray) -> np.ndarray:
     return out
 
 
+def transpose_times(problem: LinearProblem, u: np.ndarray) -> np.ndarray:
+    """Z'u = sum_i u_i z_i (z_i: x_i with the bias feature B last, if any), a new array of
+    problem.n_weights entries."""
+    X = problem.X
+    out = np.zeros(X.n_features + 1)
+    _transpose_kernel(X.data, X.indices, X.indptr, np.ascontiguousarray(u, dtype=np.float64),
+                      problem.bias_scale, out)
+    return out[: problem.n_weights]
+
+
 def primal_objective(problem: LinearProblem, w: np.ndarray, loss: str) -> float:
     """P(w) = 1/2 ||w||^2 + sum_i C_i loss(1 - y_i w.x_i)."""
     check_loss(loss)
@@ -110,6 +120,16 @@ def _margins_kernel(data, indices, indptr, y, w, bias_scale, out):
         if bias_scale > 0.0:
             dot += w[n_features] * bias_scale
         out[i] = y[i] * dot
+
+
+@njit(cache=True)
+def _transpose_kernel(data, indices, indptr, u, bias_scale, out):
+    bias_slot = out.shape[0] - 1
+    for i in range(indptr.shape[0] - 1):
+        # out[:d] += u_i x_i;  out[d] += u_i B
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            out[np.uint32(indices[k])] += u[i] * data[k]
+        out[bias_slot] += u[i] * bias_scale
 
 
 @njit(cache=True)

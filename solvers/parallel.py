@@ -7,7 +7,9 @@ the thread count, so results are bit-identical whatever `threads` is.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
+from typing import Any
 
 import numba
 import numpy as np
@@ -27,6 +29,21 @@ def numba_threads(requested: int) -> Iterator[int]:
         yield used
     finally:
         numba.set_num_threads(previous)
+
+
+@functools.cache
+def _blas_controller() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
+    """BLAS limited to one thread for the block (gram, newton: on a loaded machine
+    OpenBLAS's spinning threads slow a small Cholesky down a hundredfold). The controller
+    is inspected once per process: `threadpool_limits` inspects the loaded libraries on
+    every call (about 4 ms, more than a whole fit of heart_scale)."""
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 def chunk_bounds(indptr: np.ndarray, n_weights: int, accumulators: int = 1) -> np.ndarray:

@@ -175,6 +175,7 @@ def _job_id_from_url(view: Page) -> str:
 def _start_long_job(view: Page, dataset_id: str) -> str:
     _open_job_form(view, dataset_id)
     page = view.page
+    page.select_option("#job-solver", "dcd")  # the form preselects auto, which has no eps
     page.fill("#param-C", LONG_JOB["C"])
     page.select_option("#param-loss", label=LONG_JOB["loss"])
     page.fill("#param-eps", LONG_JOB["eps"])
@@ -216,8 +217,9 @@ def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Clie
     page.get_by_role("link", name="Train a model on it").click()
     page.wait_for_selector("#job-form[data-ready='true']")
     solvers = service.get("/v1/solvers").json()["data"]
-    dcd = next(s for s in solvers if s["name"] == "dcd")
-    for param in dcd["params"]:
+    assert page.locator("#job-solver").input_value() == "auto"  # the default for jobs
+    auto = next(s for s in solvers if s["name"] == "auto")
+    for param in auto["params"]:
         assert page.locator(f"#param-{param['name']}").count() == 1, param["name"]
     assert page.locator("#param-C").input_value() == "1"
     assert page.locator("#param-C").get_attribute("min") == "0"

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solvers import fit
-from solvers.auto import DataShape, choose
+from solvers.auto import DUAL_CD_SWEEPS, DataShape, choose
+from solvers.auto import settings as auto_settings
 from testkit.certified import certified_optimum, primal_value
 from testkit.datasets import load_dataset
 from testkit.linear_fits import LINEAR_FITS
@@ -126,10 +127,22 @@ def test_auto_rule() -> None:
     assert choose(text, "l1", 1000.0, "augment")[0] == "ocas"
     assert choose(dense, "l2", 1.0, "augment")[0] == "tron"
     assert choose(dense, "l1", 1.0, None)[0] == "ocas"
-    assert choose(raw, "l2", 1.0, "augment")[0] == "newton"
+    w8a = DataShape(n=49_749, d=300, nnz=579_586, max_abs=1.0)  # sparse (3.9%), 300 features
+    assert choose(w8a, "l2", 1.0, "augment")[0] == "tron"
+    assert choose(w8a, "l1", 1.0, "augment")[0] == "ocas"
+    assert choose(DataShape(n=15_935, d=62_061, nnz=1_272_569, max_abs=1.0), "l2", 1.0,
+                  "augment")[0] == "dcd"  # news20: text
+    assert choose(raw, "l2", 1.0, "augment")[0] == "gram"
     assert choose(raw, "l1", 1.0, "augment")[0] == "gram"
+    narrow_raw = DataShape(n=683, d=10, nnz=6830, max_abs=900.0)
+    assert choose(narrow_raw, "l2", 1.0, "augment")[0] == "newton"
+    assert choose(narrow_raw, "l1", 1.0, "augment")[0] == "ocas"
     big_raw = DataShape(n=8124, d=112, nnz=170_000, max_abs=900.0)
     assert choose(big_raw, "l1", 1.0, "augment")[0] == "dcd"
+    assert auto_settings(big_raw, "dcd") == {"max_iter": DUAL_CD_SWEEPS}
+    assert auto_settings(text, "dcd") == {}
+    wide_raw = DataShape(n=20_000, d=1_000_000, nnz=2_000_000, max_abs=50.0)
+    assert choose(wide_raw, "l2", 1.0, "augment")[0] == "tron"
     assert "unscaled" in choose(raw, "l1", 1.0, "augment")[1]
 
 
@@ -179,3 +192,47 @@ def test_progress_of_a_path_counts_iterations_from_its_start() -> None:
     iterations = [e["iteration"] for e in events]
     assert iterations == sorted(iterations)
     assert all(e["iteration"] > 1000 for e in events if e["solver"] == "ocas")
+
+
+# --------------------------------------------------------------------------------------
+# Handover on unscaled madelon (600 x 500, values 37..822): dcd, acf and ocas crawl there;
+# gram, the interior point on the dual, does not.
+
+
+@pytest.mark.parametrize("label", ["acf l1", "ocas"])
+def test_time_share_hands_a_crawling_solver_over_to_gram(label: str) -> None:
+    """With max_seconds, a step that has a follow-up gets half the time left: acf / ocas
+    crawl on madelon until their share is spent, then gram certifies the fit (before the
+    share, the whole budget went to the crawling solver and the fit ended uncertified)."""
+    X, y = load_case("madelon.t")
+    # 6 s: the crawling solver gets 3 s, gram (0.5 s on an idle machine) the other 3 s
+    subopt, result = suboptimality(X, y, label, max_seconds=6.0)
+    check_honest(label, subopt, result)
+    steps, last = result.path[:-1], result.path[-1]
+    assert {step["solver"] for step in steps} == {label.split()[0]}
+    assert last["solver"] == "gram"
+    if label == "ocas":  # (acf's own rule may hold first: acf with eps / 10 to max_iter)
+        assert steps[-1]["exit"] == "max_seconds" and "share" in last["reason"]
+    assert result.converged and subopt <= TOL, result.path
+
+
+def test_uncertified_end_says_converged_false_with_the_relative_gap() -> None:
+    X, y = load_case("madelon.t")
+    subopt, result = suboptimality(X, y, "dcd l1", fallback=False, max_iter=50)
+    check_honest("dcd l1", subopt, result)
+    assert not result.converged and result.exit_reason == "max_iter"
+    assert [s["solver"] for s in result.path] == ["dcd"]
+    (warning,) = [w for w in result.warnings if "certified lower bound" in w]
+    assert f"relative gap {result.relative_gap:.2e}" in warning
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", ["dcd l1", "acf l1", "dcd l2"])
+def test_dual_cd_at_defaults_on_madelon_ends_certified_through_gram(label: str) -> None:
+    """No time limit: the dual CD's 1000 sweeps, then straight to gram (few wide examples),
+    not ocas / tron, which crawl from its w (they ended 60 s later uncertified)."""
+    X, y = load_case("madelon.t")
+    subopt, result = suboptimality(X, y, label)
+    check_honest(label, subopt, result)
+    assert [s["solver"] for s in result.path] == [label.split()[0], "gram"]
+    assert result.converged and subopt <= TOL

@@ -190,7 +190,8 @@ async function load() {
   solverSelect.disabled = false;
   submit.disabled = false;
   reset.disabled = false;
-  selectSolver(solvers.some((s) => s.name === "dcd") ? "dcd" : solvers[0].name);
+  // "auto" is the service's default for linear jobs (it picks the solver from the data)
+  selectSolver(solvers.some((s) => s.name === "auto") ? "auto" : solvers[0].name);
   solverSelect.value = current.name;
   form.dataset.ready = "true";
 }
