@@ -24,6 +24,7 @@ from app.routes import (
     jobs,
     meta,
     models,
+    searches,
     signin,
 )
 from app.security import SecurityMiddleware
@@ -67,7 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     for router in (datasets.router, jobs.router, events.router, models.router,
                    evaluations.router, meta.router, admin.router, dashboard.router,
-                   signin.router):
+                   signin.router, searches.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)

@@ -1,5 +1,5 @@
-"""Enqueue training jobs and evaluations by task name. The API never imports the worker or
-the solvers."""
+"""Enqueue training jobs, evaluations and search tasks by task name. The API never imports
+the worker or the solvers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from celery import Celery
 
 TRAIN_TASK = "hinge.train"
 EVALUATE_TASK = "hinge.evaluate"
+SEARCH_TASK = "hinge.search_task"
 
 
 @lru_cache(maxsize=4)
@@ -31,4 +32,9 @@ def enqueue_training(broker_url: str, queue: str, job_id: str) -> None:
 
 def enqueue_evaluation(broker_url: str, queue: str, evaluation_id: str) -> None:
     producer(broker_url, queue).send_task(EVALUATE_TASK, args=[evaluation_id], queue=queue,
+                                          retry=True)
+
+
+def enqueue_search_task(broker_url: str, queue: str, task_id: str) -> None:
+    producer(broker_url, queue).send_task(SEARCH_TASK, args=[task_id], queue=queue,
                                           retry=True)

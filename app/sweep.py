@@ -6,7 +6,8 @@
 - A `queued` job that no worker claimed for `requeue_after_seconds` may have lost its
   message (a broker that keeps nothing on disk was restarted): it is enqueued again. A
   duplicate message is harmless: the claim is a conditional update.
-- Evaluations run by workers get the same two rules (app/services/evaluations.py).
+- Evaluations run by workers get the same two rules (app/services/evaluations.py), and so
+  do search tasks (app/leases.py; a task failed after the cap fails its search).
 - Blob files with no dataset row, and temporary blob files, older than
   `orphan_blob_grace_seconds` (an API process died between the file and the commit) are
   removed; stored idempotent answers older than `idempotency_hours` are dropped.
@@ -28,9 +29,10 @@ from sqlalchemy import delete, select, update
 from app.db import read_sessionmaker_for, session_scope
 from app.job_status import JobStatus
 from app.orm import Dataset, IdempotencyRecord, Job, utcnow
-from app.queue import enqueue_evaluation, enqueue_training
+from app.queue import enqueue_evaluation, enqueue_search_task, enqueue_training
 from app.services.evaluations import sweep_evaluations
 from app.services.jobs import transition
+from app.services.searches import sweep_search_tasks
 from app.settings import Settings
 from app.storage import remove_orphan_blobs
 
@@ -73,7 +75,15 @@ def sweep(settings: Settings) -> dict[str, int]:
             counts["reenqueued"] += 1
             to_enqueue.append(job_id)
         evaluations_to_enqueue = sweep_evaluations(session, settings, now)
+        search_tasks_to_enqueue = sweep_search_tasks(session, settings, now)
     counts["evaluations_enqueued"] = len(evaluations_to_enqueue)
+    counts["search_tasks_enqueued"] = len(search_tasks_to_enqueue)
+    for task_id in search_tasks_to_enqueue:
+        try:
+            enqueue_search_task(settings.broker_url, settings.queue, task_id)
+        except Exception:
+            log.warning("could not enqueue search task %s; the next sweep tries again",
+                        task_id, exc_info=True)
     for evaluation_id in evaluations_to_enqueue:
         try:
             enqueue_evaluation(settings.broker_url, settings.queue, evaluation_id)
