@@ -7,11 +7,12 @@ codes 0 paused, 1 converged, 2 max_iter, 3 non-finite gradient.
 
 Warm start (`params["alpha0"]`, set by `solvers.train.fit(warm_start=...)` for a C path,
 as LIBLINEAR -C): the dual solution `a0` of the same rows at a smaller C. The start is the
-best multiple of it, a = clip(t a0, 0, U) with t >= 0 minimising D(t a0) = t^2 A - t B,
-A = 1/2 ||w(a0)||^2 + 1/2 sum_i D_ii a0_i^2, B = sum_i a0_i, so t = B / (2A): at small C,
-where every a_i sits at its bound C_i, t follows C (t = C_new / C_old); at large C, where
-the solution stops changing, t stays near 1. Any feasible start is valid for the
-coordinate descent, so the stop rule and the certificate are the cold start's.
+best feasible multiple of it, a = t a0 with t in [0, t_max] (t_max = min_i U_i / a0_i, so
+t a0 stays in the box) minimising D(t a0) = t^2 A - t B, A = 1/2 ||w(a0)||^2 + 1/2 sum_i
+D_ii a0_i^2, B = sum_i a0_i: t = min(B / (2A), t_max). At small C, where every a_i sits at
+its bound C_i, t follows C (t = C_new / C_old); at large C, where the solution stops
+changing, t stays near 1. Any feasible start is valid for the coordinate descent, so the
+stop rule and the certificate are the cold start's.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class DualState:
             self._warm_start(np.asarray(alpha0, dtype=np.float64))
 
     def _warm_start(self, alpha0: np.ndarray) -> None:
-        """alpha = clip(t alpha0, 0, U) with the best t (module docstring); w = w(alpha)."""
+        """alpha = t alpha0 with the best feasible t (module docstring); w = w(alpha)."""
         if alpha0.shape != self.alpha.shape or not np.all(np.isfinite(alpha0)):
             raise ValueError(f"alpha0 must be {self.alpha.shape[0]} finite values")
         start = np.maximum(alpha0, 0.0)
@@ -69,8 +70,11 @@ class DualState:
         linear = float(start.sum())
         if quadratic <= 0.0 or linear <= 0.0:
             return  # a zero start: the cold start
-        # a = clip(t a0, 0, U); w(a) = sum_i y_i a_i x_i (+ the bias feature's weight)
-        self.alpha[:] = np.minimum(start * (linear / (2.0 * quadratic)), self.upper)
+        positive = start > 0
+        t_max = float(np.min(self.upper[positive] / start[positive]))
+        t = min(linear / (2.0 * quadratic), t_max)
+        # a = t a0; w(a) = t w(a0) = sum_i y_i a_i x_i (+ the bias feature's weight)
+        self.alpha[:] = np.minimum(t * start, self.upper)  # (rounding: stay in the box)
         self.w[:] = 0.0
         self.w_view[:] = self._w_of(self.alpha)
 
