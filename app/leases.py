@@ -79,9 +79,11 @@ class Swept:
     failed: list[str] = field(default_factory=list)
 
 
-def sweep(session: Session, table: Any, settings: Settings, now: datetime) -> Swept:
+def sweep(session: Session, table: Any, settings: Settings, now: datetime,
+          requeue_waiting: bool = True) -> Swept:
     """Re-queue (or fail after max_attempts) running items whose heartbeat is older than the
-    lease; re-enqueue queued ones nobody claimed for requeue_after_seconds."""
+    lease; re-enqueue queued ones nobody claimed for requeue_after_seconds (unless
+    `requeue_waiting` is False: the caller has its own rule)."""
     swept = Swept()
     stale_before = now - timedelta(seconds=settings.job_lease_seconds)
     stale = session.execute(select(table.id, table.attempt).where(
@@ -98,6 +100,8 @@ def sweep(session: Session, table: Any, settings: Settings, now: datetime) -> Sw
             .execution_options(synchronize_session=False))
         if requeued.rowcount:  # type: ignore[attr-defined]
             swept.to_enqueue.append(item_id)
+    if not requeue_waiting:
+        return swept
     waiting_since = now - timedelta(seconds=settings.requeue_after_seconds)
     waiting = session.scalars(select(table.id).where(
         table.status == QUEUED, table.queued_at < waiting_since)).all()

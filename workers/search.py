@@ -40,6 +40,7 @@ from workers.training import Heartbeat, public_error, worker_name
 log = logging.getLogger("hinge.worker")
 
 CHECK_SECONDS = 0.5  # how often a fit's progress callback checks the lease
+RECORD_SECONDS = 0.5  # how often finished fits are written
 
 
 def fold_of_rows(y: np.ndarray, folds: int, stratified: bool, seed: int) -> np.ndarray:
@@ -111,7 +112,7 @@ class LeaseCheck:
         self.checked = time.monotonic()
         return not self.heartbeat.held
 
-    def __call__(self, _event: dict[str, Any]) -> bool:
+    def __call__(self, _event: dict[str, Any] | None) -> bool:
         if not self.heartbeat.held:
             return True
         return time.monotonic() - self.checked >= CHECK_SECONDS and self.lost()
@@ -119,6 +120,39 @@ class LeaseCheck:
 
 class _Lost(Exception):
     """This attempt no longer holds the task."""
+
+
+class Recorder:
+    """Writes the task's fits in batches: at most every RECORD_SECONDS (and at the end),
+    so that fits of milliseconds do not each wait for a commit; a killed worker loses at
+    most that much work, which its task's next attempt redoes."""
+
+    def __init__(self, settings: Settings, claim: TaskClaim) -> None:
+        self.settings = settings
+        self.claim = claim
+        self.pending: list[FitOutcome] = []
+        self.flushed = time.monotonic()
+
+    def add(self, outcome: FitOutcome) -> None:
+        self.pending.append(outcome)
+        if time.monotonic() - self.flushed >= RECORD_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.flushed = time.monotonic()
+        if not self.pending:
+            return
+        with session_scope(self.settings.database_url) as session:
+            held, refit_job_id = searches.record(session, self.claim, self.pending)
+        self.pending = []
+        if not held:
+            raise _Lost
+        notify(self.settings, self.claim.search_id)
+        if refit_job_id is not None:
+            try:
+                enqueue_training(self.settings.broker_url, self.settings.queue, refit_job_id)
+            except Exception:  # the jobs' sweep re-enqueues a queued job
+                log.warning("could not enqueue refit job %s", refit_job_id, exc_info=True)
 
 
 def run_search_task(settings: Settings, task_id: str, hostname: str) -> str:
@@ -167,17 +201,20 @@ def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
         rows = fold_of_rows(y, claim.folds, bool(claim.cv.get("stratified", True)),
                             int(claim.cv.get("seed", 0)))
     folds = range(claim.folds) if claim.fold is None else [claim.fold]
+    recorder = Recorder(settings, claim)
     for fold in folds:
         todo = [(i, p) for i, p in claim.points if (i, fold) not in claim.done]
         if todo:
-            _fit_fold(settings, claim, check, _split(claim, X, y, fold, rows), fold, todo)
+            _fit_fold(settings, claim, check, recorder, _split(claim, X, y, fold, rows), fold,
+                      todo)
+    recorder.flush()
 
 
 def _warm_path(claim: TaskClaim, params: dict[str, Any]) -> bool:
     return claim.solver in (*searches.WARM_SOLVERS, "auto") and not params.get("probability")
 
 
-def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck,
+def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder: Recorder,
               parts: tuple[Any, np.ndarray, Any, np.ndarray], fold: int,
               todo: list[tuple[int, dict[str, Any]]]) -> None:
     from solvers import fit
@@ -192,7 +229,7 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck,
         X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
     previous = None
     for index, params in todo:
-        if check.lost():
+        if check(None):  # the lease (seen by the heartbeat, or checked if not lately)
             raise _Lost
         params = dict(params)
         if params.get("max_seconds") is None:
@@ -212,14 +249,5 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck,
                              iterations=int(result.iterations),
                              warm_start=warm and previous is not None
                              and any(a is not None for a in previous.dual_solutions))
-        with session_scope(settings.database_url) as session:
-            held, refit_job_id = searches.record(session, claim, outcome)
-        if not held:
-            raise _Lost
-        notify(settings, claim.search_id)
-        if refit_job_id is not None:
-            try:
-                enqueue_training(settings.broker_url, settings.queue, refit_job_id)
-            except Exception:  # the jobs' sweep re-enqueues a queued job
-                log.warning("could not enqueue refit job %s", refit_job_id, exc_info=True)
+        recorder.add(outcome)
         previous = result if warm else None

@@ -35,7 +35,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from typing import Any
 
@@ -420,8 +420,9 @@ class FitOutcome:
     warm_start: bool
 
 
-def record(session: Session, claim: TaskClaim, outcome: FitOutcome) -> tuple[bool, str | None]:
-    """Store one fit's result (under the search's row lock) while this attempt holds the
+def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]
+           ) -> tuple[bool, str | None]:
+    """Store fits' results (under the search's row lock) while this attempt holds the
     task; (held, refit job id to enqueue once committed). The last result ends the
     search."""
     search = session.scalar(select(Search).where(Search.id == claim.search_id)
@@ -431,17 +432,21 @@ def record(session: Session, claim: TaskClaim, outcome: FitOutcome) -> tuple[boo
     if not session.scalar(select(func.count()).select_from(SearchTask).where(
             *leases.leased(SearchTask, claim.task_id, claim.attempt))):
         return False, None
-    exists = session.scalar(select(SearchResult.id).where(
-        SearchResult.search_id == search.id, SearchResult.point == outcome.point,
-        SearchResult.fold == outcome.fold))
-    if exists is not None:
-        return True, None  # recorded by an earlier attempt: never counted twice
-    search.done += 1
-    session.add(SearchResult(
-        search_id=search.id, point=outcome.point, fold=outcome.fold, seq=search.done,
-        score=outcome.score, fit_seconds=outcome.fit_seconds, converged=outcome.converged,
-        exit_reason=outcome.exit_reason[:32], iterations=outcome.iterations,
-        warm_start=outcome.warm_start, created_at=utcnow()))
+    recorded = set(session.execute(
+        select(SearchResult.point, SearchResult.fold).where(
+            SearchResult.search_id == search.id,
+            SearchResult.point.in_({o.point for o in outcomes}))).tuples())
+    for outcome in outcomes:
+        if (outcome.point, outcome.fold) in recorded:
+            continue  # recorded by an earlier attempt: never counted twice
+        recorded.add((outcome.point, outcome.fold))
+        search.done += 1
+        session.add(SearchResult(
+            search_id=search.id, point=outcome.point, fold=outcome.fold, seq=search.done,
+            score=outcome.score, fit_seconds=outcome.fit_seconds,
+            converged=outcome.converged, exit_reason=outcome.exit_reason[:32],
+            iterations=outcome.iterations, warm_start=outcome.warm_start,
+            created_at=utcnow()))
     session.flush()
     if search.done < search.total:
         return True, None
@@ -491,7 +496,8 @@ def finish_task(session: Session, claim: TaskClaim, error: str | None = None) ->
 def sweep_search_tasks(session: Session, settings: Settings, now: datetime) -> list[str]:
     """app/leases.sweep over the search tasks; a task failed for lost workers fails its
     search. Returns the task ids to enqueue (after the caller commits)."""
-    swept = leases.sweep(session, SearchTask, settings, now)
+    swept = leases.sweep(session, SearchTask, settings, now, requeue_waiting=False)
+    swept.to_enqueue += _idle_searches_tasks(session, settings, now)
     for task_id in swept.failed:
         search_id = session.scalar(select(SearchTask.search_id).where(SearchTask.id == task_id))
         if search_id is not None:
@@ -499,3 +505,35 @@ def sweep_search_tasks(session: Session, settings: Settings, now: datetime) -> l
                         error=f"task {task_id}: the worker was lost {settings.max_attempts} "
                               "times")
     return swept.to_enqueue
+
+
+def _idle_searches_tasks(session: Session, settings: Settings, now: datetime) -> list[str]:
+    """Queued tasks of searches that made no progress for requeue_after_seconds (no task
+    claimed, beating or finished): their messages may be lost. (A search's queued tasks
+    normally wait behind its running ones; re-enqueueing them on their age alone, as for
+    jobs, would flood the queue with duplicates.)"""
+    idle_before = now - timedelta(seconds=settings.requeue_after_seconds)
+    waiting = session.execute(
+        select(SearchTask.search_id, func.min(SearchTask.queued_at))
+        .where(SearchTask.status == QUEUED).group_by(SearchTask.search_id)).all()
+    to_enqueue: list[str] = []
+    for search_id, oldest in waiting:
+        if oldest is None or _as_utc(oldest) >= idle_before:
+            continue
+        latest = session.execute(
+            select(func.max(SearchTask.heartbeat_at), func.max(SearchTask.finished_at))
+            .where(SearchTask.search_id == search_id)).one()
+        if any(t is not None and _as_utc(t) >= idle_before for t in latest):
+            continue
+        ids = list(session.scalars(select(SearchTask.id).where(
+            SearchTask.search_id == search_id, SearchTask.status == QUEUED)))
+        session.execute(update(SearchTask).where(SearchTask.id.in_(ids),
+                                                 SearchTask.status == QUEUED)
+                        .values(queued_at=now).execution_options(synchronize_session=False))
+        to_enqueue += ids
+    return to_enqueue
+
+
+def _as_utc(value: datetime) -> datetime:
+    """Aggregates (max, min) bypass the column type: SQLite gives naive UTC datetimes."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
