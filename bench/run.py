@@ -2,10 +2,10 @@
 
     python -m bench.run [--quick] [--only NAME ...]     (make bench / make bench-quick)
 
-Experiments run in a fixed order: parser, dcd, acf, ocas_alm, smo, certified, service. Each is the
-module bench/<name>_bench.py exposing `main(quick: bool = False) -> list[dict]`, which
-writes its own table bench/results/<name>.md (bench/results/quick/ with --quick: see
-bench/paths.py) and returns summary rows
+Experiments run in a fixed order: parser, dcd, acf, ocas_alm, smo, certified, service,
+search. Each is the module bench/<name>_bench.py exposing `main(quick: bool = False) ->
+list[dict]`, which writes its own table bench/results/<name>.md (bench/results/quick/
+with --quick: see bench/paths.py) and returns summary rows
 
     {"experiment", "metric", "hinge", "reference", "ratio", "target", "met"}
 
@@ -38,7 +38,7 @@ from typing import Any
 from bench.paths import QUICK_RESULTS, REPO, results_dir
 
 MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
-EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "certified", "service")
+EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "certified", "service", "search")
 ROW_KEYS = ("experiment", "metric", "hinge", "reference", "ratio", "target", "met")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "HINGE_SOLVER_THREADS")

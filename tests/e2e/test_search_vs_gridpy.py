@@ -24,6 +24,7 @@ GRID = {"C": {"log2": [-5, 15, 2]}, "gamma": {"log2": [3, -15, -2]}}
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_refit_test_accuracy_is_within_0_3_points_of_grid_py(
         client: TestClient, settings: Settings) -> None:
     train = lzma.decompress(data_file("dna.scale.xz").read_bytes())
