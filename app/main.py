@@ -24,6 +24,7 @@ from app.routes import (
     jobs,
     meta,
     models,
+    search_pages,
     searches,
     signin,
 )
@@ -68,7 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     for router in (datasets.router, jobs.router, events.router, models.router,
                    evaluations.router, meta.router, admin.router, dashboard.router,
-                   signin.router, searches.router):
+                   signin.router, searches.router, search_pages.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)
