@@ -87,6 +87,12 @@ def hinge_search(X: sp.csr_matrix, y: np.ndarray, body: dict[str, Any], workers:
     return {"seconds": seconds, "cv": 100.0 * best["mean"], "values": best["values"]}
 
 
+def _int32(X: sp.csr_matrix) -> sp.csr_matrix:
+    """scikit-learn's SVMs take CSR with 32-bit indices only."""
+    return sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                         shape=X.shape)
+
+
 def sklearn_svc(X: sp.csr_matrix, y: np.ndarray, c_exps: range, g_exps: range
                 ) -> dict[str, Any]:
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -97,7 +103,7 @@ def sklearn_svc(X: sp.csr_matrix, y: np.ndarray, c_exps: range, g_exps: range
                                                                       random_state=0),
                           n_jobs=2)
     started = time.perf_counter()
-    search.fit(X, y)
+    search.fit(_int32(X), y)
     return {"seconds": time.perf_counter() - started, "cv": 100 * search.best_score_,
             "values": search.best_params_}
 
@@ -110,7 +116,7 @@ def sklearn_linear(X: sp.csr_matrix, y: np.ndarray) -> dict[str, Any]:
     search = GridSearchCV(LinearSVC(loss="squared_hinge", dual=True, max_iter=1000), grid,
                           cv=StratifiedKFold(5, shuffle=True, random_state=0), n_jobs=2)
     started = time.perf_counter()
-    search.fit(X, y)
+    search.fit(_int32(X), y)
     return {"seconds": time.perf_counter() - started, "cv": 100 * search.best_score_,
             "values": search.best_params_}
 

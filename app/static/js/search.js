@@ -184,7 +184,7 @@ function listen() {
   });
   source.addEventListener("status", async () => {
     source.close();
-    await refresh();
+    watchRefit(await refresh());
   });
 }
 
@@ -200,9 +200,15 @@ cancelButton.addEventListener("click", async () => {
   }
 });
 
+/** The refit model appears when its job succeeds, after the search: look every 2 s (for
+ * at most 10 minutes). */
+function watchRefit(search, tries = 300) {
+  if (!search || !search.refit_job_id || search.model_id || tries <= 0) return;
+  setTimeout(async () => watchRefit(await refresh(), tries - 1), 2000);
+}
+
 (async () => {
   const search = await refresh();
   if (search && !TERMINAL.has(search.status)) listen();
-  // the refit model appears after the search ends: look once more a little later
-  if (search && search.refit_job_id && !search.model_id) setTimeout(refresh, 3000);
+  else watchRefit(search);
 })();
