@@ -11,6 +11,7 @@ from typing import Any
 from app.search_schemas import Log2Range, SpaceDimension, Strategy
 
 MAX_VALUES = 1000  # per dimension
+MAX_EXPONENT = 1000  # 2**1000 is still a float
 
 
 class SpaceError(ValueError):
@@ -23,6 +24,10 @@ def dimension_values(name: str, dimension: SpaceDimension) -> list[Any]:
     """The values of one dimension, in the order given."""
     if isinstance(dimension, Log2Range):
         start, stop, step = dimension.log2
+        if not all(math.isfinite(v) and abs(v) <= MAX_EXPONENT for v in (start, stop, step)):
+            raise SpaceError(f"space.{name}: log2 [start, stop, step] must be finite exponents "
+                             f"within +-{MAX_EXPONENT}, got {list(dimension.log2)}",
+                             f"space.{name}")
         if step == 0 or (stop - start) * step < 0:
             raise SpaceError(f"space.{name}: log2 [start, stop, step] needs a step that goes "
                              f"from start toward stop, got {list(dimension.log2)}",

@@ -57,6 +57,8 @@ def _error(response: Any, status: int) -> dict[str, Any]:
     ({"space": {"C": {"log2": [-5, 15, -2]}}}, "space.C", "step"),
     ({"space": {"C": {"log2": [-5, 15, 0]}}}, "space.C", "step"),
     ({"space": {"C": []}}, "space.C", "empty"),
+    ({"space": {"C": {"log2": [-5, 1e308, 1e-300]}}}, "space.C", "finite exponents"),
+    ({"space": {"C": {"log2": [0, 5000, 1]}}}, "space.C", "finite exponents"),
     ({"space": {"C": [1, 1]}}, "space.C", "repeat"),
     ({"space": {"C": [1, -2]}}, "params.C", "point 1"),
     ({"space": {"kernel": ["rbf"]}, "solver": "dcd"}, "params.kernel", "point 0"),
