@@ -432,10 +432,10 @@ def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]
     if not session.scalar(select(func.count()).select_from(SearchTask).where(
             *leases.leased(SearchTask, claim.task_id, claim.attempt))):
         return False, None
-    recorded = set(session.execute(
+    recorded = {(point, fold) for point, fold in session.execute(
         select(SearchResult.point, SearchResult.fold).where(
             SearchResult.search_id == search.id,
-            SearchResult.point.in_({o.point for o in outcomes}))).tuples())
+            SearchResult.point.in_(sorted({o.point for o in outcomes}))))}
     for outcome in outcomes:
         if (outcome.point, outcome.fold) in recorded:
             continue  # recorded by an earlier attempt: never counted twice
