@@ -48,7 +48,9 @@ def grid_search(X: Any, y: np.ndarray, processes: int = 2, folds: int = 5,
                 gamma_exponents: tuple[int, ...] = GAMMA_EXPONENTS) -> GridResult:
     points = [(2.0 ** c, 2.0 ** g, folds) for c in c_exponents for g in gamma_exponents]
     started = time.perf_counter()
-    context = multiprocessing.get_context("fork")
+    # spawn, not fork: a fork of a process whose OpenMP threads have run (Numba's, or
+    # LIBSVM's) can deadlock in the child
+    context = multiprocessing.get_context("spawn")
     with context.Pool(processes, initializer=_init, initargs=(y, X)) as pool:
         rates = pool.map(_cv_rate, points, chunksize=1)
     seconds = time.perf_counter() - started
