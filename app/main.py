@@ -25,6 +25,8 @@ from app.routes import (
     jobs,
     meta,
     models,
+    search_pages,
+    searches,
     signin,
     status,
 )
@@ -113,8 +115,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # models first: the router tries routes in order, and predict is the hot path
     for router in (models.router, datasets.router, jobs.router, events.router,
-                   evaluations.router, meta.router, status.router, admin.router, dashboard.router,
-                   signin.router):
+                   evaluations.router, meta.router, status.router, admin.router,
+                   dashboard.router,
+                   signin.router, searches.router, search_pages.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)

@@ -1,5 +1,6 @@
 """ORM models: tenants and their API keys; datasets, jobs (with their progress events),
-models and evaluations, each owned by a tenant; stored answers of idempotent requests."""
+models, evaluations and searches (their tasks and results), each owned by a tenant; stored
+answers of idempotent requests."""
 
 from __future__ import annotations
 
@@ -256,3 +257,84 @@ class WorkerProcess(Base):
     state_since: Mapped[datetime] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+class Search(Base):
+    """A cross-validated parameter search (POST /v1/searches): its points, its tasks'
+    progress, the best point and the refit job (app/services/searches.py)."""
+
+    __tablename__ = "searches"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()
+    dataset_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    holdout_dataset_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("datasets.id", ondelete="SET NULL"))
+    solver: Mapped[str] = mapped_column(String(32))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request as validated
+    point_specs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # [{"values", "params"}]
+    folds: Mapped[int] = mapped_column(Integer)  # 1 with a holdout dataset
+    total: Mapped[int] = mapped_column(Integer)  # fits: points x folds
+    done: Mapped[int] = mapped_column(Integer, default=0)  # results recorded
+    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
+                                              default=JobStatus.QUEUED)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    best: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    refit_job_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="SET NULL"))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class SearchTask(Base):
+    """One unit of a search's work that a worker claims: a C path within one fold (linear
+    solvers) or one point's folds; leased like a job (`attempt`, `heartbeat_at`)."""
+
+    __tablename__ = "search_tasks"
+    __table_args__ = (UniqueConstraint("search_id", "number",
+                                       name="uq_search_tasks_search_number"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    search_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("searches.id", ondelete="CASCADE"), index=True)
+    tenant_id: Mapped[str] = _tenant_column()
+    number: Mapped[int] = mapped_column(Integer)
+    point_indices: Mapped[list[int]] = mapped_column(JSON)  # in the order they are fitted
+    fold: Mapped[int | None] = mapped_column(Integer)  # None: every fold
+    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
+                                              default=JobStatus.QUEUED)
+    error: Mapped[str | None] = mapped_column(Text)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class SearchResult(Base):
+    """One fit of a search: a point on one fold. Unique per (search, point, fold), so a
+    retried task never counts a fit twice; `seq` orders them as they were committed."""
+
+    __tablename__ = "search_results"
+    __table_args__ = (
+        UniqueConstraint("search_id", "point", "fold", name="uq_search_results_point_fold"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    search_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("searches.id", ondelete="CASCADE"), index=True)
+    point: Mapped[int] = mapped_column(Integer)
+    fold: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(Integer)
+    score: Mapped[float | None] = mapped_column(Float)  # None: the fit failed numerically
+    fit_seconds: Mapped[float] = mapped_column(Float)
+    converged: Mapped[bool] = mapped_column(Boolean)
+    exit_reason: Mapped[str] = mapped_column(String(32))
+    iterations: Mapped[int] = mapped_column(Integer)
+    warm_start: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

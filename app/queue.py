@@ -31,6 +31,7 @@ log = logging.getLogger("hinge.queue")
 
 TRAIN_TASK = "hinge.train"
 EVALUATE_TASK = "hinge.evaluate"
+SEARCH_TASK = "hinge.search_task"
 
 
 def is_amqp(broker_url: str) -> bool:
@@ -77,6 +78,11 @@ def enqueue_training(broker_url: str, queue: str, job_id: str) -> None:
 
 def enqueue_evaluation(broker_url: str, queue: str, evaluation_id: str) -> None:
     producer(broker_url, queue).send_task(EVALUATE_TASK, args=[evaluation_id], queue=queue,
+                                          retry=True)
+
+
+def enqueue_search_task(broker_url: str, queue: str, task_id: str) -> None:
+    producer(broker_url, queue).send_task(SEARCH_TASK, args=[task_id], queue=queue,
                                           retry=True)
 
 

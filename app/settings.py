@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     # Evaluations of datasets up to this many rows run inside the request; larger ones on
     # a worker (POST /v1/models/{id}/evaluations answers 202 and the record is queued).
     evaluate_inline_rows: int = Field(20_000, ge=0)
+    # A search (POST /v1/searches) of more fits (points x folds) than this is a 413.
+    max_search_fits: int = Field(20_000, gt=0)
 
     # -- broker, thread budget and API processes (README: "Brokers", "Thread budget") --
     # Celery worker processes per worker host (`--concurrency`; `make run` and compose).

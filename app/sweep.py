@@ -13,7 +13,9 @@
   120 s). A duplicate message would still be harmless: the claim is a conditional update.
 - A stale job put back to `queued` is sent again unless its message is visibly back in
   the queue (a worker process killed mid-job has its message rejected back to it).
-- Evaluations run by workers get the same two rules (app/services/evaluations.py).
+- Evaluations run by workers get the same two rules (app/services/evaluations.py), and so
+  do search tasks (app/leases.py; a task failed after the cap fails its search; a queued
+  task is re-sent only when its search shows no activity for `requeue_after_seconds`).
 - Blobs with no dataset (or model) row, and temporary blob files, older than
   `orphan_blob_grace_seconds` (a process died between the blob and the commit) are
   removed, in whichever blob store is configured; stored idempotent answers older than
@@ -38,10 +40,11 @@ from sqlalchemy import delete, func, select, update
 from app.db import read_sessionmaker_for, session_scope
 from app.job_status import JobStatus
 from app.orm import Dataset, Evaluation, IdempotencyRecord, Job, Model, utcnow
-from app.queue import broker_holding, enqueue_evaluation, enqueue_training
+from app.queue import broker_holding, enqueue_evaluation, enqueue_search_task, enqueue_training
 from app.services import workers
 from app.services.evaluations import sweep_evaluations
 from app.services.jobs import transition
+from app.services.searches import sweep_search_tasks
 from app.settings import Settings
 from app.storage import DATASETS, MODELS, blob_store, remove_orphan_blobs
 
@@ -79,6 +82,7 @@ def sweep(settings: Settings) -> dict[str, int]:
             select(Job.id).where(Job.status == QUEUED, Job.queued_at < waiting_since)
             .order_by(Job.queued_at, Job.id)))
         evaluations_to_enqueue = sweep_evaluations(session, settings, now)
+        search_tasks_to_enqueue = sweep_search_tasks(session, settings, now)
     to_enqueue, evaluations_to_enqueue = _without_held(
         settings, stale_requeued, waiting, evaluations_to_enqueue)
     if waiting:
@@ -92,6 +96,13 @@ def sweep(settings: Settings) -> dict[str, int]:
                 elif job_id in resent:
                     to_enqueue.remove(job_id)  # claimed meanwhile: its message arrived
     counts["evaluations_enqueued"] = len(evaluations_to_enqueue)
+    counts["search_tasks_enqueued"] = len(search_tasks_to_enqueue)
+    for task_id in search_tasks_to_enqueue:
+        try:
+            enqueue_search_task(settings.broker_url, settings.queue, task_id)
+        except Exception:
+            log.warning("could not enqueue search task %s; the next sweep tries again",
+                        task_id, exc_info=True)
     for evaluation_id in evaluations_to_enqueue:
         try:
             enqueue_evaluation(settings.broker_url, settings.queue, evaluation_id)

@@ -3,7 +3,7 @@
     python -m bench.run [--quick] [--only NAME ...]     (make bench / make bench-quick)
 
 Experiments run in a fixed order: parser, dcd, acf, ocas_alm, smo, kernel_peers, certified,
-auto, service, predict. Each is the module bench/<name>_bench.py exposing
+auto, service, predict, search. Each is the module bench/<name>_bench.py exposing
 `main(quick: bool = False) -> list[dict]`, which writes its own table
 bench/results/<name>.md (bench/results/quick/ with --quick: see bench/paths.py) and
 returns summary rows
@@ -40,7 +40,8 @@ from bench.paths import QUICK_RESULTS, REPO, results_dir
 
 MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
 EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "kernel_peers", "certified",
-               "auto", "service", "predict")
+               "auto", "service", "predict",
+               "search")
 ROW_KEYS = ("experiment", "metric", "hinge", "reference", "ratio", "target", "met")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "HINGE_SOLVER_THREADS")

@@ -4,6 +4,15 @@ w(a), the objectives of the current iterate, and the wrapper around their kernel
 Both solve the dual of solvers/objectives.py (0 <= a_i <= U_i, Qbar = Q + diag(D_ii)) one
 variable at a time, keeping w(a) = sum_i y_i a_i x_i; both kernels return the status
 codes 0 paused, 1 converged, 2 max_iter, 3 non-finite gradient.
+
+Warm start (`params["alpha0"]`, set by `solvers.train.fit(warm_start=...)` for a C path,
+as LIBLINEAR -C): the dual solution `a0` of the same rows at a smaller C. The start is the
+best feasible multiple of it, a = t a0 with t in [0, t_max] (t_max = min_i U_i / a0_i, so
+t a0 stays in the box) minimising D(t a0) = t^2 A - t B, A = 1/2 ||w(a0)||^2 + 1/2 sum_i
+D_ii a0_i^2, B = sum_i a0_i: t = min(B / (2A), t_max). At small C, where every a_i sits at
+its bound C_i, t follows C (t = C_new / C_old); at large C, where the solution stops
+changing, t stays near 1. Any feasible start is valid for the coordinate descent, so the
+stop rule and the certificate are the cold start's.
 """
 
 from __future__ import annotations
@@ -27,7 +36,6 @@ from solvers.objectives import (
     dual_objective,
     primal_objective,
     qbar_diagonal,
-    transpose_times,
 )
 
 STATUS_EXIT = {1: "converged", 2: "max_iter", 3: "numerical_error"}
@@ -48,13 +56,37 @@ class DualState:
         self.w = np.zeros(X.n_features + 1)  # last slot: the bias feature (stays 0 if none)
         self.w_view = self.w[: problem.n_weights]
         self.rng = np.array([seed_state(params["seed"])], dtype=np.uint64)
-        start = params.get("alpha0")
-        if start is not None:  # warm start (solvers/continuation.py): a, then w(a)
-            start = np.asarray(start, dtype=np.float64)
-            if start.shape != (X.n_rows,) or not np.all(np.isfinite(start)):
-                raise ValueError(f"alpha0 must be {X.n_rows} finite dual values")
-            self.alpha[:] = np.clip(start, 0.0, self.upper)
-            self.w_view[:] = transpose_times(problem, problem.y * self.alpha)
+        alpha0 = params.get("alpha0")
+        if alpha0 is not None:
+            self._warm_start(np.asarray(alpha0, dtype=np.float64))
+
+    def _warm_start(self, alpha0: np.ndarray) -> None:
+        """alpha = t alpha0 with the best feasible t (module docstring); w = w(alpha)."""
+        if alpha0.shape != self.alpha.shape or not np.all(np.isfinite(alpha0)):
+            raise ValueError(f"alpha0 must be {self.alpha.shape[0]} finite values")
+        start = np.maximum(alpha0, 0.0)
+        w_start = self._w_of(start)
+        quadratic = 0.5 * float(w_start @ w_start) + 0.5 * float(self.diag @ (start * start))
+        linear = float(start.sum())
+        if quadratic <= 0.0 or linear <= 0.0:
+            return  # a zero start: the cold start
+        positive = start > 0
+        t_max = float(np.min(self.upper[positive] / start[positive]))
+        t = min(linear / (2.0 * quadratic), t_max)
+        # a = t a0; w(a) = t w(a0) = sum_i y_i a_i x_i (+ the bias feature's weight)
+        self.alpha[:] = np.minimum(t * start, self.upper)  # (rounding: stay in the box)
+        self.w[:] = 0.0
+        self.w_view[:] = self._w_of(self.alpha)
+
+    def _w_of(self, alpha: np.ndarray) -> np.ndarray:
+        """w(a) = X' (y * a), with the bias feature B * sum_i y_i a_i last if there is one."""
+        X, problem = self.problem.X, self.problem
+        coefficients = problem.y * alpha
+        rows = np.repeat(coefficients, np.diff(X.indptr))
+        w = np.bincount(X.indices, weights=rows * X.data, minlength=X.n_features)
+        if problem.bias_scale > 0:
+            w = np.append(w, problem.bias_scale * coefficients.sum())
+        return w[: problem.n_weights]
 
     @property
     def iteration(self) -> int:

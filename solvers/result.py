@@ -52,6 +52,9 @@ class FitResult:
     # "reason"} (and "output" for several outputs); see solvers/continuation.py
     path: list[dict[str, Any]] = field(default_factory=list)
     auto: dict[str, str] | None = None  # solver "auto": {"chosen", "reason"}
+    # linear models: each output's dual solution when a dual CD solver (dcd, acf) gave
+    # the returned model, else None; what fit(warm_start=...) starts from
+    dual_solutions: list[np.ndarray | None] = field(default_factory=list)
 
     @property
     def classes(self) -> np.ndarray:

@@ -65,7 +65,7 @@ def solver_module(name: str) -> SolverModule:
 
 def fit(
     X: Any, y: Any, solver: str = "dcd", progress: ProgressCallback | None = None,
-    **params: Any,
+    warm_start: FitResult | None = None, **params: Any,
 ) -> FitResult:
     """Train an SVM with `solver`; binary, or several binary problems for more classes.
 
@@ -75,6 +75,13 @@ def fit(
     service's default for jobs; this function keeps "dcd" for its callers) picks a linear
     solver from the data (solvers/auto.py). SMO: one-vs-one (or one-vs-rest) kernel
     problems. C_i = C * class_weight[label of row i].
+
+    `warm_start`: an earlier fit of the same rows and classes by a dual CD solver (dcd,
+    acf; typically at a smaller C, as along a C path): each output's dual CD starts from a
+    multiple of that fit's dual solution (solvers/dual_cd.py). Outputs without one (the
+    earlier fit ended in another solver of the fallback path) start cold; the result is
+    certified exactly as a cold fit's. No effect with other solvers or with scale /
+    probability (the workflow's fits start cold).
     """
     t0 = time.perf_counter()
     applied = validate_params(solver, params)
@@ -104,7 +111,8 @@ def fit(
         else:
             monitor.class_index = k
             if assembly is LINEAR:
-                solution = solve_certified(solver, solver_module, problem, applied, monitor)
+                solution = solve_certified(solver, solver_module, problem,
+                                           _warm_params(applied, warm_start, k), monitor)
             else:
                 solution = module.solve(problem, applied, monitor)
         solution.details["train_seconds"] = time.perf_counter() - started
@@ -118,9 +126,27 @@ def fit(
     result = assembly.result(solver, data, problems, solutions, applied, timings)
     result.warnings.extend(workflow.fit_warnings(data.X, solver, applied, result))
     result.auto = auto
-    if assembly is not LINEAR:
+    if assembly is LINEAR:
+        result.dual_solutions = [s.alpha if s.details.get("solver") in _DUAL_CD else None
+                                 for s in solutions]
+    else:
         result.converged = result.exit_reason == "converged"
     return result
+
+
+_DUAL_CD = ("dcd", "acf")  # solvers whose dual solution can warm-start another fit
+
+
+def _warm_params(applied: dict[str, Any], warm_start: FitResult | None, output: int
+                 ) -> dict[str, Any]:
+    """The output's parameters, with `alpha0` from the earlier fit when it has one."""
+    if warm_start is None or not warm_start.dual_solutions:
+        return applied
+    if len(warm_start.dual_solutions) <= output:
+        raise ValueError("warm_start has fewer outputs than this fit; it must come from "
+                         "the same rows and classes")
+    alpha0 = warm_start.dual_solutions[output]
+    return applied if alpha0 is None else {**applied, "alpha0": alpha0}
 
 
 def _resolve_auto(data: TrainingSet, applied: dict[str, Any]

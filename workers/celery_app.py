@@ -30,6 +30,7 @@ from app.settings import Settings, get_settings
 
 TRAIN_TASK = "hinge.train"
 EVALUATE_TASK = "hinge.evaluate"
+SEARCH_TASK = "hinge.search_task"
 # The embedded broker (kombu's SQLAlchemy transport) polls its table; its default of 1 s
 # adds up to a second to every job's start. kombu passes transport options straight to
 # create_engine, so the interval can only be set on the transport class.

@@ -1,13 +1,14 @@
 """Celery tasks: thin, they take an id and hand over to workers.training (jobs) or
-workers.evaluation (evaluations)."""
+workers.evaluation (evaluations) or workers.search (search tasks)."""
 
 from __future__ import annotations
 
 import socket
 
 from app.settings import get_settings
-from workers.celery_app import EVALUATE_TASK, TRAIN_TASK, celery_app
+from workers.celery_app import EVALUATE_TASK, SEARCH_TASK, TRAIN_TASK, celery_app
 from workers.evaluation import run_evaluation
+from workers.search import run_search_task
 from workers.training import run_job
 
 
@@ -21,3 +22,9 @@ def train(self, job_id: str) -> str:
 def evaluate(self, evaluation_id: str) -> str:
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
     return run_evaluation(get_settings(), evaluation_id, hostname)
+
+
+@celery_app.task(name=SEARCH_TASK, bind=True)
+def search_task(self, task_id: str) -> str:
+    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    return run_search_task(get_settings(), task_id, hostname)

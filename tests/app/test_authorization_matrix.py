@@ -7,9 +7,10 @@ public); the expected statuses come from that declaration, so a new route is cov
 moment it is in the schema, and a route that declares no scope, or has a path parameter
 this test cannot fill, fails here.
 
-Tenant "owner" has a dataset, a succeeded job, its model and an evaluation of the model on
-the dataset; their ids fill the paths. A POST whose body names an object gets a valid body
-(BODIES), so the answer comes from the route's object checks, not from validation.
+Tenant "owner" has a dataset, a succeeded job, its model, an evaluation of the model on
+the dataset and a (cancelled) search; their ids fill the paths. A POST whose body names an
+object gets a valid body (BODIES), so the answer comes from the route's object checks, not
+from validation.
 Callers:
 - no key, a malformed key, a well-formed key nobody issued, a revoked key: 401;
 - the owner's read-only key: allowed on `read` routes (and finds the object: not 404),
@@ -145,9 +146,16 @@ class World:
                                      json={"dataset_id": self.dataset_id})
             assert evaluation.status_code == 201, evaluation.text
             self.evaluation_id = evaluation.json()["id"]
+            search = client.post("/v1/searches", json={"dataset_id": self.dataset_id,
+                                                       "space": {"C": [1.0]}})
+            assert search.status_code == 202, search.text
+            self.search_id = search.json()["id"]
+            # cancelled, so that its event stream ends (as the succeeded job's does)
+            assert client.post(f"/v1/searches/{self.search_id}/cancel").status_code == 202
         self.ids = {"dataset_id": self.dataset_id, "job_id": self.job_id,
                     "model_id": self.model_id, "evaluation_id": self.evaluation_id,
-                    "tenant_id": self.tenant_id, "key_id": self.read_only[3:15]}
+                    "tenant_id": self.tenant_id, "key_id": self.read_only[3:15],
+                    "search_id": self.search_id}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

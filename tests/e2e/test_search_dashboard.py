@@ -1,0 +1,132 @@
+"""The search pages in headless Chromium (Playwright) against a real API and two workers:
+the list, a live heatmap over (log2 C, log2 gamma) filled from the SSE stream with the
+best point ringed at the end, a line plot for a one-dimensional space, cancelling from
+the page, and the phone layout. No script error or CSP violation on any of them."""
+
+from __future__ import annotations
+
+import lzma
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.test_dashboard import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DESKTOP,
+    PHONE,
+    Page,
+    _key,
+    _log_tails,
+    _require_browser,
+)
+from tests.support import data_file, embedded_settings, running_service
+
+GRID = {"C": {"log2": [-5, 15, 4]}, "gamma": {"log2": [3, -15, -4]}}  # 6 x 5 points
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_playwright = _require_browser()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("search-dashboard")
+
+
+@pytest.fixture(scope="module")
+def service(logs: Path, browser: Any) -> Iterator[httpx.Client]:
+    settings = embedded_settings(logs / "home", rate_per_second=0)
+    with running_service(settings, logs, workers=2) as (client, _workers):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def heart_id(service: httpx.Client) -> str:
+    content = lzma.decompress(data_file("heart_scale.xz").read_bytes())
+    return str(service.post("/v1/datasets?name=heart", content=content).json()["id"])
+
+
+def _search(service: httpx.Client, heart_id: str, **body: Any) -> str:
+    response = service.post("/v1/searches", json={"dataset_id": heart_id, **body})
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+def test_live_heatmap_fills_and_rings_the_best_point(
+        browser: Any, service: httpx.Client, heart_id: str, logs: Path) -> None:
+    view = Page(browser, str(service.base_url), DESKTOP, _key(service))
+    try:
+        search_id = _search(service, heart_id, solver="smo", space=GRID)
+        view.page.goto(f"/searches/{search_id}")
+        # points arrive while the search runs (the page is open before it ends)
+        view.page.wait_for_function(
+            "() => Number(document.getElementById('search-chart').dataset.points) > 0")
+        view.page.wait_for_function(
+            "() => document.getElementById('search-chart').dataset.best !== ''",
+            timeout=180_000)
+        body = service.get(f"/v1/searches/{search_id}").json()
+        chart = view.page.locator("#search-chart")
+        assert chart.get_attribute("data-kind") == "heatmap"
+        assert chart.get_attribute("data-points") == "30"
+        assert chart.get_attribute("data-best") == str(body["best"]["index"])
+        assert view.page.locator("#search-status").text_content() == "succeeded"
+        assert view.page.locator("#search-progress-label").text_content() == "150 / 150 fits"
+        assert view.page.locator("#cancel-search").is_hidden()
+        view.page.wait_for_selector("#model-link:not([hidden])", timeout=60_000)
+        view.shot("search-heatmap")
+        view.page.goto("/searches")
+        assert view.page.locator(f"tr[data-search-id='{search_id}']").count() == 1
+        view.shot("searches")
+        assert view.errors == [], f"{view.errors}\n{_log_tails(logs)}"
+    finally:
+        view.close()
+
+
+def test_one_dimension_is_a_line_and_cancel_works_from_the_page(
+        browser: Any, service: httpx.Client, heart_id: str, logs: Path) -> None:
+    view = Page(browser, str(service.base_url), DESKTOP, _key(service))
+    try:
+        line_id = _search(service, heart_id, solver="dcd", space={"C": {"log2": [-5, 5, 1]}})
+        view.page.goto(f"/searches/{line_id}")
+        view.page.wait_for_function(
+            "() => document.getElementById('search-chart').dataset.best !== ''",
+            timeout=180_000)
+        assert view.page.locator("#search-chart").get_attribute("data-kind") == "line"
+        assert view.page.locator("#search-chart .uplot").count() == 1
+        view.shot("search-line")
+        big = {"C": {"log2": [-5, 15, 1]}, "gamma": {"log2": [3, -15, -1]}}  # 399 points
+        cancel_id = _search(service, heart_id, solver="smo", space=big, refit=False)
+        view.page.goto(f"/searches/{cancel_id}")
+        view.page.get_by_role("button", name="Cancel search").click()
+        view.page.wait_for_function(
+            "() => document.getElementById('search-status').textContent === 'cancelled'")
+        assert service.get(f"/v1/searches/{cancel_id}").json()["status"] == "cancelled"
+        assert view.errors == [], f"{view.errors}\n{_log_tails(logs)}"
+    finally:
+        view.close()
+
+
+def test_search_pages_fit_a_phone_screen(browser: Any, service: httpx.Client,
+                                         heart_id: str) -> None:
+    search_id = service.get("/v1/searches").json()["data"][-1]["id"]
+    view = Page(browser, str(service.base_url), PHONE, _key(service))
+    try:
+        for name, url in (("searches", "/searches"), ("search", f"/searches/{search_id}")):
+            view.page.goto(url)
+            view.shot(f"phone-{name}")
+        assert view.errors == [], view.errors
+    finally:
+        view.close()

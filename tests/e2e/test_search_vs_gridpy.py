@@ -1,0 +1,57 @@
+"""Done-when of the search issue: on a shared set with a test split, following LIBSVM's
+guide (scaled data, grid.py's default grid, 5-fold CV), a search through the API finds a
+best point whose refit model's test accuracy is within 0.3 points of what grid.py +
+LIBSVM give (testkit/gridpy.py). Slow: two full grids of 550 fits each."""
+
+from __future__ import annotations
+
+import lzma
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.db import session_scope
+from app.orm import SearchTask
+from app.settings import Settings
+from testkit.datasets import load_dataset
+from testkit.gridpy import grid_search, refit_test_accuracy
+from tests.support import data_file
+from workers.search import run_search_task
+from workers.training import run_job
+
+GRID = {"C": {"log2": [-5, 15, 2]}, "gamma": {"log2": [3, -15, -2]}}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_refit_test_accuracy_is_within_0_3_points_of_grid_py(
+        client: TestClient, settings: Settings) -> None:
+    train = lzma.decompress(data_file("dna.scale.xz").read_bytes())
+    test = lzma.decompress(data_file("dna.scale.t.xz").read_bytes())
+    train_id = client.post("/v1/datasets?name=dna", content=train).json()["id"]
+    test_id = client.post("/v1/datasets?name=dna.t", content=test).json()["id"]
+    created = client.post("/v1/searches", json={"dataset_id": train_id, "solver": "smo",
+                                                "space": GRID})
+    assert created.status_code == 202, created.text
+    search_id = created.json()["id"]
+    with session_scope(settings.database_url) as session:
+        tasks = list(session.scalars(select(SearchTask.id)
+                                     .where(SearchTask.search_id == search_id)))
+    assert [run_search_task(settings, task, "test") for task in tasks] == ["succeeded"] * 110
+    search = client.get(f"/v1/searches/{search_id}").json()
+    assert search["status"] == "succeeded"
+    assert run_job(settings, search["refit_job_id"], "test") == "succeeded"
+    model_id = client.get(f"/v1/searches/{search_id}").json()["model_id"]
+    evaluation = client.post(f"/v1/models/{model_id}/evaluations",
+                             json={"dataset_id": test_id}).json()
+    ours = 100.0 * evaluation["report"]["accuracy"]
+
+    X, y = load_dataset("dna.scale")
+    X_test, y_test = load_dataset("dna.scale.t", X.shape[1])
+    reference = grid_search(X, y, processes=2)
+    theirs = refit_test_accuracy(X, y, X_test, y_test, reference.C, reference.gamma)
+    print(f"hinge best {search['best']['values']} CV {100 * search['best']['mean']:.2f}% "
+          f"test {ours:.2f}%; grid.py best C={reference.C:g} gamma={reference.gamma:g} "
+          f"CV {reference.cv_rate:.2f}% test {theirs:.2f}%")
+    assert abs(ours - theirs) <= 0.3

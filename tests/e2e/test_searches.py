@@ -1,0 +1,212 @@
+"""Searches on real worker processes: fan-out over two workers with a live SSE stream and
+a refit model, a SIGKILLed worker mid-search (every fit counted exactly once), cancel;
+on the embedded default (SQLite + SQLite broker) and on PostgreSQL + Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from app.db import session_scope
+from app.orm import SearchResult, SearchTask
+from app.settings import Settings
+from tests.support import (
+    child_pids,
+    data_file,
+    embedded_settings,
+    postgres_schema,
+    require_redis,
+    running_service,
+    wait_for_job,
+)
+
+# grid.py's default grid (110 points x 5 folds) at half its density: 6 x 5 points x 5
+# folds on heart_scale. Each SMO fit takes milliseconds, the search some seconds: long
+# enough to watch, kill or cancel. The full grid runs in the slow Done-when test.
+GRID = {"C": {"log2": [-5, 15, 4]}, "gamma": {"log2": [3, -15, -4]}}
+N_POINTS = 30
+
+
+def _settings(home: Path, **overrides: Any) -> Settings:
+    defaults = {"job_lease_seconds": 2.0, "sweep_interval_seconds": 0.5, "max_attempts": 3,
+                "requeue_after_seconds": 3.0, "rate_per_second": 0}
+    return embedded_settings(home, **(defaults | overrides))
+
+
+@pytest.fixture(scope="module")
+def ijcnn1_bytes() -> bytes:
+    return data_file("ijcnn1.xz").read_bytes()
+
+
+def _upload(client: httpx.Client, heart_bytes: bytes) -> str:
+    response = client.post("/v1/datasets?name=heart", content=heart_bytes)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def _submit(client: httpx.Client, dataset_id: str, **body: Any) -> dict[str, Any]:
+    response = client.post("/v1/searches", json={"dataset_id": dataset_id, **body})
+    assert response.status_code == 202, response.text
+    return dict(response.json())
+
+
+def _wait(client: httpx.Client, search_id: str, timeout: float = 300,
+          until: Any = lambda s: s["status"] in ("succeeded", "failed", "cancelled")
+          ) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    body: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        body = client.get(f"/v1/searches/{search_id}").json()
+        if until(body):
+            return body
+        time.sleep(0.1)
+    raise TimeoutError(f"search {search_id}: {body.get('status')} {body.get('done')}")
+
+
+def _read_sse(client: httpx.Client, search_id: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    with client.stream("GET", f"/v1/searches/{search_id}/events", timeout=300) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                continue
+            if not line:
+                if "data" in current:
+                    current["data"] = json.loads(current["data"])
+                    current["received"] = time.monotonic()
+                    events.append(current)
+                current = {}
+                continue
+            key, _, value = line.partition(":")
+            current[key] = value[1:] if value.startswith(" ") else value
+    return events
+
+
+def _check_complete(body: dict[str, Any]) -> None:
+    """Every point has every fold exactly once; the best point follows the tie rule."""
+    assert body["status"] == "succeeded", body.get("error")
+    assert body["done"] == body["total"] == len(body["points"]) * body["folds"]
+    assert all(p["folds_done"] == body["folds"] for p in body["points"])
+    top = max(p["mean"] for p in body["points"])
+    tied = [p for p in body["points"] if p["mean"] == top]
+    chosen = min(tied, key=lambda p: (p["values"]["C"], p["values"].get("gamma", 0)))
+    assert body["best"]["index"] == chosen["index"]
+
+
+def _search_with_refit_over_two_workers(client: httpx.Client, heart_bytes: bytes) -> None:
+    dataset_id = _upload(client, heart_bytes)
+    created = _submit(client, dataset_id, solver="smo", space=GRID)
+    assert created["total"] == N_POINTS * 5
+    events = _read_sse(client, created["id"])
+    points = [e for e in events if e["event"] == "point"]
+    assert sorted(e["data"]["index"] for e in points) == list(range(N_POINTS))
+    # streamed live: the first point arrived well before the last
+    assert points[-1]["received"] - points[0]["received"] > 0.5
+    assert events[-1]["event"] == "status" and events[-1]["data"]["status"] == "succeeded"
+    body = client.get(f"/v1/searches/{created['id']}").json()
+    _check_complete(body)
+    job = wait_for_job(client.get, body["refit_job_id"])
+    assert job["status"] == "succeeded", job
+    assert job["params"]["C"] == body["best"]["values"]["C"]
+    assert job["params"]["gamma"] == body["best"]["values"]["gamma"]
+    body = client.get(f"/v1/searches/{created['id']}").json()
+    assert body["model_id"] == job["model_id"] is not None
+    # the best point's CV accuracy on heart_scale is what grid.py finds there (~0.85)
+    assert body["best"]["mean"] > 0.8
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    home = tmp_path_factory.mktemp("searches")
+    with running_service(_settings(home / "home"), home, workers=2) as (client, _workers):
+        yield client
+
+
+def test_a_grid_search_over_two_workers_streams_points_and_refits(
+        service: httpx.Client, heart_bytes: bytes) -> None:
+    _search_with_refit_over_two_workers(service, heart_bytes)
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_grid_search_on_postgres_and_redis(tmp_path: Path, heart_bytes: bytes) -> None:
+    redis_url = require_redis()
+    with postgres_schema() as database_url:
+        settings = _settings(tmp_path / "home", database_url=database_url,
+                             broker_url=redis_url)
+        with running_service(settings, tmp_path, workers=2) as (client, _workers):
+            _search_with_refit_over_two_workers(client, heart_bytes)
+
+
+def _running_task(settings: Settings, search_id: str) -> tuple[int, int] | None:
+    """(pid of the worker process, attempt) of the search's running task, if any."""
+    with session_scope(settings.database_url) as session:
+        task = session.scalar(select(SearchTask).where(SearchTask.search_id == search_id,
+                                                       SearchTask.status == "running"))
+        if task is None or task.worker is None:
+            return None
+        return int(task.worker.rsplit(" ", 1)[1]), task.attempt
+
+
+def test_a_sigkilled_worker_loses_no_task_and_counts_no_fit_twice(
+        tmp_path: Path, ijcnn1_bytes: bytes) -> None:
+    # a C path on ijcnn1 per fold: seconds per fit, so the kill lands inside a task that
+    # has already recorded a fit, which its next attempt must not fit or count again
+    settings = _settings(tmp_path / "home")
+    with running_service(settings, tmp_path) as (client, workers):
+        response = client.post("/v1/datasets?name=ijcnn1", content=ijcnn1_bytes)
+        assert response.status_code == 201, response.text
+        created = _submit(client, response.json()["id"], solver="dcd",
+                          space={"C": [100.0, 1000.0]}, cv={"folds": 2}, refit=False,
+                          params={"loss": "l1", "eps": 1e-4, "max_iter": 3000})
+        deadline = time.monotonic() + 180
+        running = None
+        while time.monotonic() < deadline:
+            body = client.get(f"/v1/searches/{created['id']}").json()
+            running = _running_task(settings, created["id"])
+            if body["done"] >= 1 and running is not None:
+                break
+            time.sleep(0.05)
+        assert running is not None, body
+        pid, attempt = running
+        assert attempt == 1 and pid in child_pids(workers[0].process.pid)
+        done_before = body["done"]
+        os.kill(pid, signal.SIGKILL)
+        body = _wait(client, created["id"], timeout=300)
+        assert body["status"] == "succeeded", body
+        assert body["done"] == body["total"] == 4
+        with session_scope(settings.database_url) as session:
+            results = session.execute(select(SearchResult.point, SearchResult.fold,
+                                             SearchResult.seq)
+                                      .where(SearchResult.search_id == created["id"])).all()
+            attempts = sorted(session.scalars(select(SearchTask.attempt).where(
+                SearchTask.search_id == created["id"])))
+        assert sorted(r.seq for r in results) == [1, 2, 3, 4]
+        assert len({(r.point, r.fold) for r in results}) == 4
+        assert done_before >= 1 and attempts == [1, 2]  # the killed task ran once more
+
+
+def test_cancel_stops_every_task(service: httpx.Client, heart_bytes: bytes) -> None:
+    dataset_id = _upload(service, heart_bytes)
+    created = _submit(service, dataset_id, solver="smo", space=GRID)
+    _wait(service, created["id"], timeout=120, until=lambda s: s["done"] >= 10)
+    response = service.post(f"/v1/searches/{created['id']}/cancel")
+    assert response.status_code == 202 and response.json()["status"] == "cancelled"
+    time.sleep(2.0)  # a running task stops at its next check (0.5 s) or write
+    settled = service.get(f"/v1/searches/{created['id']}").json()
+    time.sleep(2.0)
+    later = service.get(f"/v1/searches/{created['id']}").json()
+    assert later["status"] == "cancelled"
+    assert later["done"] == settled["done"] < later["total"]
+    assert later["refit_job_id"] is None
+    assert service.post(f"/v1/searches/{created['id']}/cancel").status_code == 409

@@ -1,0 +1,256 @@
+"""One task of a search on a worker: claim, fit its points on its folds, record each fit.
+
+A task is a C path within one fold (linear solvers: its points in increasing C, each fit
+warm-started from the previous one's dual solution, as LIBLINEAR -C; scaling is fitted
+once on the fold's training rows), or one point on every fold (smo: a kernel problem per
+fold; the kernel cache lives inside one SMO fit, so nothing is shared across the C values
+of one gamma - solvers/smo keeps its cache private to a fit).
+
+Guarantees as for jobs (app/services/searches.py, app/leases.py): the claim is a
+conditional update, a heartbeat thread renews the lease, every fit's result is recorded
+only while this attempt holds the task and at most once per (point, fold), and the fit's
+progress callback stops the solver within a progress interval once the lease is lost (the
+search was cancelled, or the sweep re-queued the task).
+
+Folds (`fold_of_rows`): rows shuffled with the search's seed; stratified folds deal each
+class's shuffled rows round-robin over the folds (every fold gets its share of every
+class), plain folds cut the shuffled rows into contiguous parts of sizes differing by at
+most one. Scores: solvers.metrics.evaluate on the held-out rows (roc_auc from the decision
+values of a two-class model, log_loss from its probabilities).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from app.bus import notify
+from app.db import session_scope
+from app.queue import enqueue_training
+from app.services import searches
+from app.services.searches import FitOutcome, TaskClaim
+from app.settings import Settings
+from app.storage import blob_store, load_dataset
+from workers.training import Heartbeat, job_threads, public_error, worker_name
+
+log = logging.getLogger("hinge.worker")
+
+CHECK_SECONDS = 0.5  # how often a fit's progress callback checks the lease
+RECORD_SECONDS = 0.5  # how often finished fits are written
+
+
+def fold_of_rows(y: np.ndarray, folds: int, stratified: bool, seed: int) -> np.ndarray:
+    """The fold (0..folds-1) of every row (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    fold = np.empty(y.shape[0], dtype=np.int64)
+    if not stratified:
+        order = rng.permutation(y.shape[0])
+        for k, part in enumerate(np.array_split(order, folds)):
+            fold[part] = k
+        return fold
+    offset = 0
+    for label in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == label))
+        fold[rows] = (offset + np.arange(rows.shape[0])) % folds
+        offset += rows.shape[0]  # the next class continues the deal where this one ended
+    return fold
+
+
+def score(model: Any, X: Any, y: np.ndarray, metric: str) -> float | None:
+    """The metric of `model` on (X, y); None when it is not finite."""
+    from solvers.metrics import evaluate
+    from solvers.models import Pipeline
+
+    probabilities = None
+    if isinstance(model, Pipeline):
+        labels, values, probabilities = model.predict_with_probabilities(X)
+    else:
+        labels, values = model.predict(X)
+    classes = np.asarray(model.classes)
+    if metric == "accuracy":
+        value = float(np.mean(labels == y))
+    elif metric == "roc_auc":
+        value = evaluate(y, labels, classes, scores=np.asarray(values).reshape(-1))["roc_auc"]
+    elif metric == "log_loss":
+        value = evaluate(y, labels, classes, probabilities=probabilities)["log_loss"]
+    else:
+        value = evaluate(y, labels, classes)[metric]
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
+class TaskHeartbeat(Heartbeat):
+    """Renews a search task's lease (not a job's) from a thread."""
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                with session_scope(self.settings.database_url) as session:
+                    self.held = searches.holds(session, self.claim)
+            except Exception:  # a database blip: the next beat tries again
+                log.warning("search task %s: heartbeat failed", self.job_id, exc_info=True)
+
+    def __init__(self, settings: Settings, claim: TaskClaim) -> None:
+        super().__init__(settings, claim.task_id, claim.attempt)
+        self.claim = claim
+        self.held = True
+
+
+class LeaseCheck:
+    """A fit's progress callback: True (stop) once the task's lease is lost."""
+
+    def __init__(self, heartbeat: TaskHeartbeat) -> None:
+        self.heartbeat = heartbeat
+        self.checked = time.monotonic()
+
+    def lost(self) -> bool:
+        with session_scope(self.heartbeat.settings.database_url) as session:
+            self.heartbeat.held = searches.holds(session, self.heartbeat.claim)
+        self.checked = time.monotonic()
+        return not self.heartbeat.held
+
+    def __call__(self, _event: dict[str, Any] | None) -> bool:
+        if not self.heartbeat.held:
+            return True
+        return time.monotonic() - self.checked >= CHECK_SECONDS and self.lost()
+
+
+class _Lost(Exception):
+    """This attempt no longer holds the task."""
+
+
+class Recorder:
+    """Writes the task's fits in batches: at most every RECORD_SECONDS (and at the end),
+    so that fits of milliseconds do not each wait for a commit; a killed worker loses at
+    most that much work, which its task's next attempt redoes."""
+
+    def __init__(self, settings: Settings, claim: TaskClaim) -> None:
+        self.settings = settings
+        self.claim = claim
+        self.pending: list[FitOutcome] = []
+        self.flushed = time.monotonic()
+
+    def add(self, outcome: FitOutcome) -> None:
+        self.pending.append(outcome)
+        if time.monotonic() - self.flushed >= RECORD_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.flushed = time.monotonic()
+        if not self.pending:
+            return
+        with session_scope(self.settings.database_url) as session:
+            held, refit_job_id = searches.record(session, self.claim, self.pending)
+        self.pending = []
+        if not held:
+            raise _Lost
+        notify(self.settings, self.claim.search_id)
+        if refit_job_id is not None:
+            try:
+                enqueue_training(self.settings.broker_url, self.settings.queue, refit_job_id)
+            except Exception:  # the jobs' sweep re-enqueues a queued job
+                log.warning("could not enqueue refit job %s", refit_job_id, exc_info=True)
+
+
+def run_search_task(settings: Settings, task_id: str, hostname: str) -> str:
+    """Run one delivery of a search task: succeeded, failed, lost or skipped."""
+    with session_scope(settings.database_url) as session:
+        claim = searches.claim_task(session, task_id, worker_name(hostname))
+    if claim is None:
+        log.info("search task %s: not queued any more, nothing to do", task_id)
+        return "skipped"
+    notify(settings, claim.search_id)
+    try:
+        heartbeat = TaskHeartbeat(settings, claim)
+        with heartbeat:
+            _run(settings, claim, LeaseCheck(heartbeat))
+    except _Lost:
+        return "lost"
+    except Exception as exc:
+        log.exception("search task %s failed", task_id)
+        with session_scope(settings.database_url) as session:
+            done = searches.finish_task(session, claim, public_error(exc))
+        notify(settings, claim.search_id)
+        return "failed" if done else "lost"
+    with session_scope(settings.database_url) as session:
+        done = searches.finish_task(session, claim)
+    return "succeeded" if done else "lost"
+
+
+def _split(settings: Settings, claim: TaskClaim, X: sp.csr_matrix, y: np.ndarray, fold: int,
+           rows: np.ndarray | None) -> tuple[Any, np.ndarray, Any, np.ndarray]:
+    if claim.holdout:
+        if claim.holdout_blob_path is None:
+            raise ValueError("the holdout dataset was deleted before the task ran")
+        X_test, y_test = load_dataset(blob_store(settings), claim.holdout_blob_path,
+                                      X.shape[1])
+        return X, y, X_test, y_test
+    assert rows is not None
+    test = rows == fold
+    return X[~test], y[~test], X[test], y[test]
+
+
+def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
+    if claim.blob_path is None:
+        raise ValueError("the dataset was deleted before the task ran")
+    X, y = load_dataset(blob_store(settings), claim.blob_path, claim.features)
+    rows = None
+    if not claim.holdout:
+        rows = fold_of_rows(y, claim.folds, bool(claim.cv.get("stratified", True)),
+                            int(claim.cv.get("seed", 0)))
+    folds = range(claim.folds) if claim.fold is None else [claim.fold]
+    recorder = Recorder(settings, claim)
+    for fold in folds:
+        todo = [(i, p) for i, p in claim.points if (i, fold) not in claim.done]
+        if todo:
+            parts = _split(settings, claim, X, y, fold, rows)
+            _fit_fold(settings, claim, check, recorder, parts, fold, todo)
+    recorder.flush()
+
+
+def _warm_path(claim: TaskClaim, params: dict[str, Any]) -> bool:
+    return claim.solver in (*searches.WARM_SOLVERS, "auto") and not params.get("probability")
+
+
+def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder: Recorder,
+              parts: tuple[Any, np.ndarray, Any, np.ndarray], fold: int,
+              todo: list[tuple[int, dict[str, Any]]]) -> None:
+    from solvers import fit
+    from solvers.scaling import fit_scaler
+
+    X_train, y_train, X_test, y_test = parts
+    warm = _warm_path(claim, todo[0][1])
+    if warm and todo[0][1].get("scale", "none") != "none":  # one scaler for the whole path
+        method = todo[0][1]["scale"]
+        lower = float(todo[0][1].get("scale_lower", -1.0)) if method == "minmax" else -1.0
+        scaler = fit_scaler(X_train, method, lower=lower)
+        X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+    previous = None
+    for index, params in todo:
+        if check(None):  # the lease (seen by the heartbeat, or checked if not lately)
+            raise _Lost
+        params = dict(params)
+        if params.get("max_seconds") is None:
+            params["max_seconds"] = settings.job_max_seconds
+        if "threads" in params:  # capped by this worker's budget, as for jobs
+            params["threads"] = job_threads(settings, params)
+        if warm:
+            params["scale"] = "none"
+        started = time.perf_counter()
+        result = fit(X_train, y_train, solver=claim.solver, progress=check,
+                     warm_start=previous if warm else None, **params)
+        seconds = time.perf_counter() - started
+        if result.exit_reason == "cancelled":
+            raise _Lost
+        value = None if result.exit_reason == "numerical_error" else score(
+            result.model, X_test, y_test, claim.metric)
+        outcome = FitOutcome(point=index, fold=fold, score=value, fit_seconds=seconds,
+                             converged=bool(result.converged), exit_reason=result.exit_reason,
+                             iterations=int(result.iterations),
+                             warm_start=warm and previous is not None
+                             and any(a is not None for a in previous.dual_solutions))
+        recorder.add(outcome)
+        previous = result if warm else None
