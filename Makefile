@@ -32,10 +32,13 @@ migrate: $(RUN_STAMP)
 run: $(RUN_STAMP)
 	$(PY) -m app.run
 
-# The dashboard tests drive Debian's Chromium (never a downloaded browser build).
+# The dashboard tests drive Debian's Chromium (never a downloaded browser build); the
+# export tests compare against LIBSVM's own svm-scale (Debian's libsvm-tools).
 browser:
 	@test -x /usr/bin/chromium || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@command -v svm-scale >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsvm-tools >/dev/null)
 
 test: $(DEV_STAMP) lint browser
 	$(PY) -m pytest

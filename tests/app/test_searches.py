@@ -20,7 +20,7 @@ from app.db import session_scope
 from app.orm import SearchResult, SearchTask, utcnow
 from app.services import searches
 from app.settings import Settings
-from app.storage import load_dataset
+from app.storage import blob_store, load_dataset
 from app.sweep import sweep
 from workers.search import fold_of_rows, run_search_task, score
 from workers.training import run_job
@@ -363,7 +363,7 @@ def _heart(settings: Settings, dataset_id: str) -> tuple[Any, np.ndarray]:
     with session_scope(settings.database_url) as session:
         dataset = session.get(Dataset, dataset_id)
         assert dataset is not None
-        return load_dataset(dataset.blob_path, dataset.features)
+        return load_dataset(blob_store(settings), dataset.blob_path, dataset.features)
 
 
 def _sse(client: TestClient, search_id: str, last_event_id: str | None = None

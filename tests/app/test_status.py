@@ -63,7 +63,7 @@ def test_status_without_workers_and_a_job_that_waits_for_one(
 def test_a_warming_worker_then_a_ready_one_then_a_busy_one(
         client: TestClient, settings: Settings, heart_bytes: bytes) -> None:
     job_id = _queued_job(client, heart_bytes)
-    worker_id = _worker(settings, "warming", age=0.3, warming_for=11.5)
+    worker_id = _worker(settings, "warming", age=0.3, warming_for=12.0)
     assert re.fullmatch(r"a worker \(warming up, 1[23] s\)", _waiting_for(client, job_id))
     [shown] = client.get("/v1/status").json()["workers"]
     assert shown["state"] == "warming" and shown["hostname"] == "celery@test"
