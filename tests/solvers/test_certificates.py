@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solvers import fit
-from solvers.auto import DUAL_CD_SWEEPS, DataShape, choose
+from solvers.auto import DUAL_CD_SWEEPS, SPARSE_L1_SWEEPS, DataShape, choose
 from solvers.auto import settings as auto_settings
 from testkit.certified import certified_optimum, primal_value
 from testkit.datagen import text_like
@@ -140,16 +140,17 @@ def test_auto_rule() -> None:
     assert choose(narrow_raw, "l1", 1.0, "augment")[0] == "ocas"
     big_raw = DataShape(n=8124, d=112, nnz=170_000, max_abs=900.0)
     assert choose(big_raw, "l1", 1.0, "augment")[0] == "dcd"
-    assert auto_settings(big_raw, "dcd") == {"max_iter": DUAL_CD_SWEEPS}
-    assert auto_settings(text, "dcd") == {}
+    assert auto_settings(big_raw, "dcd", "l1") == {"max_iter": DUAL_CD_SWEEPS}
+    assert auto_settings(text, "dcd", "l1") == {}
     # unscaled, high-dimensional and sparse (word counts): dcd, then tron from its w;
-    # or ocas, with dcd's own 1000 sweeps (no cap of DUAL_CD_SWEEPS there)
+    # or ocas; l2 with dcd's own 1000 sweeps, l1 with SPARSE_L1_SWEEPS
     news20 = DataShape(n=15_935, d=62_061, nnz=1_272_569, max_abs=549.0)
     assert choose(news20, "l2", 1.0, "augment")[0] == "dcd"
     assert "sparse" in choose(news20, "l2", 1.0, "augment")[1]
     assert choose(news20, "l1", 1.0, "augment")[0] == "dcd"
     assert "ocas" in choose(news20, "l1", 1.0, "augment")[1]
-    assert auto_settings(news20, "dcd") == {}
+    assert auto_settings(news20, "dcd", "l2") == {}
+    assert auto_settings(news20, "dcd", "l1") == {"max_iter": SPARSE_L1_SWEEPS}
     wide_raw = DataShape(n=20_000, d=1_000_000, nnz=2_000_000, max_abs=50.0)
     assert choose(wide_raw, "l2", 1.0, "augment")[0] == "dcd"
     dense_wide_raw = DataShape(n=20_000, d=3_000, nnz=30_000_000, max_abs=50.0)  # 50%
