@@ -160,7 +160,7 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
     accepted = {p.name for p in SOLVERS[chosen].params}
     given = {key: value for key, value in applied.items()
              if key in accepted and not (key == "max_iter" and value is None)}
-    given = {**settings(shape, chosen), **given}
+    given = {**settings(shape, chosen, applied["loss"]), **given}
     return chosen, validate_params(chosen, given), {"chosen": chosen, "reason": reason}
 
 

@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solvers import fit
-from solvers.auto import DUAL_CD_SWEEPS, DataShape, choose
+from solvers.auto import DUAL_CD_SWEEPS, SPARSE_L1_SWEEPS, DataShape, choose
 from solvers.auto import settings as auto_settings
 from testkit.certified import certified_optimum, primal_value
+from testkit.datagen import text_like
 from testkit.datasets import load_dataset
 from testkit.linear_fits import LINEAR_FITS
 from testkit.unscaled import binary_labels, load_case
@@ -139,10 +140,22 @@ def test_auto_rule() -> None:
     assert choose(narrow_raw, "l1", 1.0, "augment")[0] == "ocas"
     big_raw = DataShape(n=8124, d=112, nnz=170_000, max_abs=900.0)
     assert choose(big_raw, "l1", 1.0, "augment")[0] == "dcd"
-    assert auto_settings(big_raw, "dcd") == {"max_iter": DUAL_CD_SWEEPS}
-    assert auto_settings(text, "dcd") == {}
+    assert auto_settings(big_raw, "dcd", "l1") == {"max_iter": DUAL_CD_SWEEPS}
+    assert auto_settings(text, "dcd", "l1") == {}
+    # unscaled, high-dimensional and sparse (word counts): dcd, then tron from its w;
+    # or ocas; l2 with dcd's own 1000 sweeps, l1 with SPARSE_L1_SWEEPS
+    news20 = DataShape(n=15_935, d=62_061, nnz=1_272_569, max_abs=549.0)
+    assert choose(news20, "l2", 1.0, "augment")[0] == "dcd"
+    assert "sparse" in choose(news20, "l2", 1.0, "augment")[1]
+    assert choose(news20, "l1", 1.0, "augment")[0] == "dcd"
+    assert "ocas" in choose(news20, "l1", 1.0, "augment")[1]
+    assert auto_settings(news20, "dcd", "l2") == {}
+    assert auto_settings(news20, "dcd", "l1") == {"max_iter": SPARSE_L1_SWEEPS}
     wide_raw = DataShape(n=20_000, d=1_000_000, nnz=2_000_000, max_abs=50.0)
-    assert choose(wide_raw, "l2", 1.0, "augment")[0] == "tron"
+    assert choose(wide_raw, "l2", 1.0, "augment")[0] == "dcd"
+    dense_wide_raw = DataShape(n=20_000, d=3_000, nnz=30_000_000, max_abs=50.0)  # 50%
+    assert choose(dense_wide_raw, "l2", 1.0, "augment")[0] == "tron"
+    assert choose(news20, "l2", 1000.0, "augment")[0] == "dcd"  # unscaled: not by C
     assert "unscaled" in choose(raw, "l1", 1.0, "augment")[1]
 
 
@@ -236,3 +249,55 @@ def test_dual_cd_at_defaults_on_madelon_ends_certified_through_gram(label: str) 
     check_honest(label, subopt, result)
     assert [s["solver"] for s in result.path] == [label.split()[0], "gram"]
     assert result.converged and subopt <= TOL
+
+
+# --------------------------------------------------------------------------------------
+# Unscaled word counts, high-dimensional and sparse (news20: 15,935 x 62,061, counts up
+# to 549): tron alone ends at max_iter 0.3%..37% above the optimum on every output (its
+# trust region shrinks to tiny steps: about 3 CG steps per iteration, a third rejected);
+# dcd's 1000 sweeps, then tron from its w, certify every output.
+
+
+def word_counts(n_rows: int = 4000, n_features: int = 20_000) -> tuple[sp.csr_matrix,
+                                                                          np.ndarray]:
+    """testkit.datagen.text_like's documents as counts 1..18 instead of tf-idf rows."""
+    X, y = text_like(n_rows, n_features, seed=1)
+    X = X.copy()
+    X.data = np.ceil(X.data * 20.0)
+    return X, y
+
+
+def test_auto_l2_on_unscaled_word_counts_ends_certified() -> None:
+    X, y = word_counts()
+    assert X.data.max() > 10.0  # unscaled for the rule
+    best = certified_optimum(X, y, 1.0, "l2", "augment", bias_scale=1.0,
+                             method="liblinear").primal
+    result = fit(X, y, solver="auto", loss="l2")
+    assert result.auto is not None and result.auto["chosen"] == "dcd", result.auto
+    assert result.path[0]["solver"] == "dcd"
+    primal = primal_value(X, y, result.coef[0], float(result.intercept[0]), C=1.0,
+                          loss="l2", bias="augment", bias_scale=1.0)
+    subopt = (primal - best) / best
+    check_honest("auto l2", subopt, result)
+    assert result.relative_gap is not None
+    assert result.converged and result.relative_gap <= TOL and subopt <= TOL, result.path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["l1", "l2"])
+def test_auto_on_news20_certifies_every_output(loss: str) -> None:
+    """All 20 one-vs-rest outputs certified at default settings (before: auto l2 = tron,
+    every output at max_iter, relative gap 0.85); l2's first output against LIBLINEAR."""
+    X, y = load_dataset("news20")
+    result = fit(X, y, solver="auto", loss=loss)
+    assert result.auto is not None and result.auto["chosen"] == "dcd"
+    assert result.relative_gap is not None
+    assert result.converged and result.relative_gap <= TOL, result.warnings
+    assert all(row["converged"] and row["relative_gap"] <= TOL for row in result.per_output)
+    if loss == "l2":
+        first = binary_labels(y, float(np.unique(y)[0]))
+        best = certified_optimum(X, first, 1.0, "l2", "augment", bias_scale=1.0,
+                                 method="liblinear").primal
+        primal = primal_value(X, first, result.coef[0], float(result.intercept[0]), C=1.0,
+                              loss="l2", bias="augment", bias_scale=1.0)
+        assert (primal - best) / best <= TOL
