@@ -226,7 +226,8 @@ def check_sse(real_text: str, shown: list[str]) -> None:
             # as the README says: progress comes at most every PROGRESS_INTERVAL_S, so a job
             # that trains for less than that may end before its first progress event
             result = real[-1][2].get("result") or {}
-            assert result.get("train_seconds", math.inf) < 2 * PROGRESS_INTERVAL_S, real_text[-2000:]
+            seconds = result.get("train_seconds", math.inf)
+            assert seconds < 2 * PROGRESS_INTERVAL_S, real_text[-2000:]
             continue
         assert candidates, f"no {kind} event like {data} in:\n{real_text[-2000:]}"
         errors = []
