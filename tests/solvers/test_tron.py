@@ -192,6 +192,63 @@ def test_wide_products_reduce_in_parallel_identically() -> None:
     np.testing.assert_allclose(out, v + Xa.T @ (h * (Xa @ v)), rtol=1e-12, atol=1e-12)
 
 
+def newton_cpp_pcg(H: np.ndarray, g: np.ndarray, M: np.ndarray, eps_cg: float
+                   ) -> tuple[np.ndarray, int]:
+    """LIBLINEAR 2.50's newton.cpp pcg, literally (dense): its quadratic-model stop rule
+    with Q = -(s'r - s'g) / 2 recomputed from s, r, g at every step."""
+    s = np.zeros_like(g)
+    r = -g
+    z = r / M
+    d = z.copy()
+    ztr = float(z @ r)
+    cgtol = min(eps_cg, np.sqrt(np.sqrt(ztr)))
+    q = 0.0
+    for i in range(1, max(g.shape[0], 5) + 1):
+        hd = H @ d
+        alpha = ztr / float(d @ hd)
+        s = s + alpha * d
+        r = r - alpha * hd
+        q_new = -0.5 * (float(s @ r) - float(s @ g))
+        q_diff = q_new - q
+        assert q_new <= 0 and q_diff <= 0
+        if i * q_diff >= cgtol * q_new:
+            return s, i
+        q = q_new
+        z = r / M
+        znew = float(z @ r)
+        d = z + (znew / ztr) * d
+        ztr = znew
+    raise AssertionError("no stop within the CG cap")
+
+
+@pytest.mark.parametrize("eps_cg", [tron.EPS_CG, 0.05])
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_cg_stops_where_newton_cpp_does(seed: int, eps_cg: float) -> None:
+    """The CG of one Newton step (no trust-region cut) takes as many steps as newton.cpp's
+    pcg and ends at its s; the model value kept by recurrence is g's + s'Hs / 2."""
+    X, y = random_problem(200, 30, seed=seed)
+    X = X @ (np.eye(30) + 0.3 * np.random.default_rng(seed).normal(size=(30, 30)))  # correlated
+    problem = make_problem(X, y, 1.0, bias_scale=1.0)
+    state = tron._TronState(problem.X, problem.y, problem.cost, 1.0, kernels.L2)
+    state.evaluate()
+    Xa = augmented(problem)
+    h = np.where(y * (Xa @ state.w) < 1.0, 2.0, 0.0)
+    H = np.eye(31) + (Xa.T @ sp.diags(h) @ Xa).toarray()
+    expected, steps = newton_cpp_pcg(H, state.grad.copy(), state.precond.copy(), eps_cg)
+    assert steps >= (2 if eps_cg == tron.EPS_CG else 9)  # the rule is exercised
+    kernels.cg_start(state.grad, state.precond, eps_cg, np.inf, state.cg_vectors,
+                     state.cg_scalars, state.cg_counters)
+    status = kernels.cg_steps(state.rows, 1.0, state.bounds, state.active, state.n_groups,
+                              state.chunk_acc, state.chunk_sums, state.precond,
+                              state.cg_vectors, state.cg_scalars, state.cg_counters, 1000)
+    assert status == kernels.CG_CONVERGED
+    assert state.cg_counters[0] == steps
+    s = state.cg_vectors[0]
+    assert np.linalg.norm(s - expected) <= 1e-10 * np.linalg.norm(expected)  # CG rounding
+    model = float(state.grad @ s + 0.5 * s @ H @ s)
+    assert state.cg_scalars[kernels._Q] == pytest.approx(model, rel=1e-9)
+
+
 @pytest.mark.parametrize("step", [1e-9, 1e-4, 0.5, 3.0, 40.0, -40.0])
 @pytest.mark.parametrize("margin", [-800.0, -30.0, -1.0, 0.0, 0.3, 0.999, 1.0, 2.0, 30.0, 800.0])
 @pytest.mark.parametrize("loss", LOSSES)
