@@ -289,6 +289,7 @@ class _TronState:
         self.cg_scalars = np.zeros(kernels.N_CG_SCALARS)
         self.cg_counters = np.array([0, max(size, 5), CG_RULE], dtype=np.int64)
         self.f = 0.0
+        self.exact = False  # f and margins computed from w itself (not carried over)
         self.grad_norm = 0.0
         self.timings = {"function_s": 0.0, "gradient_s": 0.0, "cg_s": 0.0}
 
@@ -302,6 +303,7 @@ class _TronState:
         self.f = float(kernels.margins_and_loss(self.rows, self.y, self.cost, self.w,
                                                 self.bias_scale, self.loss_kind, self.bounds,
                                                 self.margins, self.chunk_sums))
+        self.exact = True
         self.timings["function_s"] += time.perf_counter() - started
         self.gradient()
 
@@ -323,6 +325,7 @@ class _TronState:
         saved_w = self.w.copy()
         self.w[:] = 0.0
         self.margins[:] = 0.0
+        self.exact = False
         self.gradient()
         norm = self.grad_norm
         self.w[:] = saved_w
@@ -341,6 +344,7 @@ class _TronState:
     def accept(self, actred: float) -> None:
         kernels.add_step(self.w, self.cg_vectors[0])
         self.margins, self.new_margins = self.new_margins, self.margins
+        self.exact = False
         self.f -= actred
         self.gradient()
 
@@ -376,9 +380,10 @@ def _iterate(state: _TronState, stop: tuple[float, float | None], max_iter: int,
 
     def finish(reason: str) -> TronOutcome:
         t_final = time.perf_counter()
-        primal = float(kernels.margins_and_loss(state.rows, state.y, state.cost, state.w,
-                                                state.bias_scale, state.loss_kind,
-                                                state.bounds, state.margins, state.chunk_sums))
+        # exact f(w): the confirmed convergence test has just computed it from w itself
+        primal = state.f if state.exact else float(kernels.margins_and_loss(
+            state.rows, state.y, state.cost, state.w, state.bias_scale, state.loss_kind,
+            state.bounds, state.margins, state.chunk_sums))
         if not (math.isfinite(primal) and np.all(np.isfinite(state.w))):
             reason = "numerical_error"
         timings = dict(state.timings)
