@@ -401,8 +401,9 @@ def cg_steps(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_sums, 
              vectors, cg_scalars, cg_counters, max_steps):
     """Up to max_steps CG iterations on H s = -g inside ||s||_M <= delta; returns a status.
 
-    CG_CONVERGED: the stop rule of cg_counters[_CG_RULE] holds (see `cg_start`); CG_BOUNDARY: the step was cut at the trust-region
-    boundary (tron.cpp's positive root tau of ||s + tau d||_M = delta); CG_BREAKDOWN:
+    CG_CONVERGED: the stop rule of cg_counters[_CG_RULE] holds (see `cg_start`);
+    CG_BOUNDARY: the step was cut at the trust-region boundary (tron.cpp's positive root
+    tau of ||s + tau d||_M = delta); CG_BREAKDOWN:
     d'Hd <= 0 (cannot happen with H >= I unless d = 0) or the iteration cap; CG_RUNNING:
     budget used up, call again. Two passes over the weights per step besides H d: the
     M-products s'Ms, s'Md, d'Md and d'd are accumulated in the update loops (s'Ms by
