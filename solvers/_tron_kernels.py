@@ -523,3 +523,47 @@ def add_step(w, s):
     """w += s."""
     for j in range(w.shape[0]):
         w[j] += s[j]
+
+
+# Line search (newton.cpp's linesearch_and_update, with the margins of the direction kept)
+
+
+@njit(cache=True, parallel=True)
+def direction_margins(rows, y, s, bias_scale, bounds, steps):
+    """steps_i = y_i (x_i.s[:d] + B s[d]): the margin change of a unit step along s."""
+    data, indices, indptr = rows
+    bias_term = s[s.shape[0] - 1] * bias_scale
+    for c in prange(bounds.shape[0] - 1):
+        for i in range(bounds[c], bounds[c + 1]):
+            dot = _row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+            steps[i] = y[i] * (dot + bias_term)
+
+
+@njit(cache=True, parallel=True)
+def line_loss_change(cost, margins, steps, alpha, loss_kind, bounds, chunk_sums):
+    """sum_i C_i (loss(m_i + alpha steps_i) - loss(m_i)), each term from the margin change
+    itself (as `trial_margins`), summed per chunk in chunk order."""
+    n_chunks = bounds.shape[0] - 1
+    for c in prange(n_chunks):
+        total = 0.0
+        for i in range(bounds[c], bounds[c + 1]):
+            total += cost[i] * _loss_change(margins[i], alpha * steps[i], loss_kind)
+        chunk_sums[c] = total
+    change = 0.0
+    for c in range(n_chunks):
+        change += chunk_sums[c]
+    return change
+
+
+@njit(cache=True)
+def take_step(w, s, margins, steps, alpha):
+    """w += alpha s; margins += alpha steps. Returns whether w changed in float64."""
+    changed = False
+    for j in range(w.shape[0]):
+        new = w[j] + alpha * s[j]
+        if new != w[j]:
+            changed = True
+        w[j] = new
+    for i in range(margins.shape[0]):
+        margins[i] += alpha * steps[i]
+    return changed

@@ -8,6 +8,7 @@ a reference (L-BFGS, LIBLINEAR) is trusted only as far as its own gradient says.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numba
@@ -294,10 +295,12 @@ def lbfgs_optimum(problem: LinearProblem, loss: str) -> np.ndarray:
     return np.asarray(result.x)
 
 
+@pytest.mark.parametrize("method", tron.METHODS)
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize(("seed", "bias_scale", "C"), [(3, 1.0, 1.0), (4, 0.0, 10.0),
                                                        (5, 2.0, 0.1), (6, 1.0, 1000.0)])
-def test_matches_a_certified_optimum(loss: str, seed: int, bias_scale: float, C: float) -> None:
+def test_matches_a_certified_optimum(loss: str, seed: int, bias_scale: float, C: float,
+                                     method: str) -> None:
     X, y = random_problem(80, 6, seed)
     cost = C * np.random.default_rng(seed).uniform(0.5, 2.0, size=80)
     problem = make_problem(X, y, cost, bias_scale)
@@ -305,7 +308,7 @@ def test_matches_a_certified_optimum(loss: str, seed: int, bias_scale: float, C:
     f_ref = objective(problem, reference, loss)
     g_ref = np.linalg.norm(gradient(problem, reference, loss))
     assert g_ref**2 / 2 <= 1e-10 * f_ref  # the reference is within 1e-10 of f*
-    result = run(problem, loss=loss, eps=1e-10)
+    result = run(problem, loss=loss, eps=1e-10, method=method)
     assert_converged_claim(problem, result, loss, 1e-10)
     assert result.primal == pytest.approx(objective(problem, result.w, loss), rel=1e-12)
     assert relative(result.primal, f_ref) <= 1e-8
@@ -530,14 +533,43 @@ def test_warm_start_of_the_wrong_shape_is_refused() -> None:
         run(problem, w0=np.array([0.0, np.nan, 0.0, 0.0]))
 
 
-def test_tiny_eps_ends_honestly() -> None:
+@pytest.mark.parametrize("method", tron.METHODS)
+def test_tiny_eps_ends_honestly(method: str) -> None:
     """An eps beyond float64 precision ends stalled (no further progress in float64) or max_iter
     with the violation reported, never a false claim, and within the iteration limit."""
     X, y = unscaled_heart()
     problem = make_problem(X, binary_labels(y), 10.0, bias_scale=1.0)
-    result = run(problem, eps=1e-300, max_iter=500)
+    result = run(problem, eps=1e-300, max_iter=500, method=method)
     assert result.exit_reason in ("stalled", "max_iter")
     assert result.details["stall"] is not None or result.exit_reason == "max_iter"
     g = np.linalg.norm(gradient(problem, result.w, "l2"))
     g0 = np.linalg.norm(gradient(problem, np.zeros(problem.n_weights), "l2"))
     assert g / g0 < 1e-9  # it got as far as float64 allows
+
+
+def test_unknown_method_is_refused() -> None:
+    X, y = random_problem(20, 3, seed=1)
+    with pytest.raises(ValueError, match="method must be one of"):
+        run(make_problem(X, y), method="dogleg")
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_line_search_takes_newton_cpp_steps(loss: str) -> None:
+    """Each line-search iteration is one accepted step whose length passed newton.cpp's
+    Armijo test f(w + a s) - f(w) <= 0.01 a g's: the objective never increases, and on
+    unscaled data both methods reach the same optimum."""
+    X, y = unscaled_heart()
+    problem = make_problem(X, binary_labels(y), 1.0, bias_scale=1.0)
+    primals: list[float] = []
+    monitor = ProgressMonitor(lambda e: bool(primals.append(e["primal"])), None, interval=0.0)
+    line = run(problem, monitor, loss=loss, eps=1e-8, method="line_search")
+    region = run(problem, loss=loss, eps=1e-8, method="trust_region")
+    assert_converged_claim(problem, line, loss, 1e-8)
+    assert_converged_claim(problem, region, loss, 1e-8)
+    assert line.iterations == line.details["newton_steps"] > 1
+    # (events also come from within a long CG solve, at the same w)
+    assert len(primals) > 1 and primals[-1] < primals[0]
+    assert all(b <= a for a, b in itertools.pairwise(primals))
+    g = np.linalg.norm(gradient(problem, line.w, loss))
+    g_region = np.linalg.norm(gradient(problem, region.w, loss))
+    assert np.linalg.norm(line.w - region.w) <= g + g_region
