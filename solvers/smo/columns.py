@@ -250,6 +250,19 @@ def _lru_insert(lru_prev, lru_next, h):
     lru_prev[head] = h
 
 
+@njit(cache=True, inline="always")
+def _column_if_cached(i, length, cache, counters):
+    """Q_{i, 0:length} if the cache holds it (a hit, as in `_get_column`), else an empty
+    array: then `_get_column` computes it. The hot path: it touches only the cache."""
+    columns, col_len, lru_prev, lru_next, empty = cache
+    if col_len[i] < length or length == 0:
+        return empty
+    _lru_delete(lru_prev, lru_next, i)
+    _lru_insert(lru_prev, lru_next, i)
+    counters[_HITS] += 1
+    return columns[i]
+
+
 @njit(cache=True)
 def _get_column(i, length, rows, kernel, positions, cache, counters, parallel):
     """Q_{i, 0:length} (float32; the array may be longer): cached, extended or computed."""
