@@ -12,10 +12,10 @@ from numba import njit
 
 from solvers.backbone import CsrArrays
 from solvers.smo.columns import (
+    _column,
     _column_if_cached,
     _column_parallel,
     _gather_positional_rows,
-    _get_column,
     _kernel_diagonal,
     _new_column_list,
 )
@@ -189,6 +189,7 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
     counters, values, swaps, pending, parallel = state
     eps, max_iter, budget = settings
     _, _, y, cost, diagonal, alpha, status, gradient, _ = positions
+    positional, dense_rows = rows[0], rows[2]
     l = y.shape[0]
     steps = 0
     while True:
@@ -213,7 +214,8 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
         if i >= 0:
             q_i = _column_if_cached(i, active, cache, counters)
             if q_i.shape[0] == 0:
-                q_i = _get_column(i, active, rows, kernel, positions, cache, counters, parallel)
+                q_i = _column(i, active, positional, dense_rows, kernel, y, cache, counters,
+                              parallel)
             j, gmax2 = _select_j(y, status, gradient, diagonal, q_i, i, gmax, active,
                                  parallel)
         values[_VIOLATION] = gmax + gmax2
@@ -233,7 +235,8 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
         steps += 1
         q_j = _column_if_cached(j, active, cache, counters)
         if q_j.shape[0] == 0:
-            q_j = _get_column(j, active, rows, kernel, positions, cache, counters, parallel)
+            q_j = _column(j, active, positional, dense_rows, kernel, y, cache, counters,
+                          parallel)
         crossed = _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient,
                              counters, values, parallel)
         if crossed == 0:
