@@ -238,6 +238,8 @@ def test_a_job_stopped_at_max_iter_shows_a_warning_not_a_success(
     assert "status-succeeded" not in (status.get_attribute("class") or "")
     color = status.evaluate("node => getComputedStyle(node).color")
     assert color != "rgb(26, 127, 55)"  # not the green of success
+    last_entry = page.locator("#job-history li").last.locator(".status")
+    assert last_entry.inner_text() == "stopped: max_iter"  # the history says so too
     page.wait_for_function("() => document.getElementById('chart').dataset.final")
     bar = page.locator("#job-progress")
     assert bar.evaluate("bar => bar.value") < 1.0

@@ -78,6 +78,13 @@ function showUnconverged(job) {
     ...reasons.map((reason) => el("span", { class: "note" }, reason)),
   );
   box.hidden = false;
+  // the history's last entry says the same (not a green "succeeded")
+  const last = history.lastElementChild;
+  const lastBadge = last && last.dataset.key.startsWith("succeeded@") ? last.querySelector(".status") : null;
+  if (lastBadge) {
+    lastBadge.className = "status status-unconverged";
+    lastBadge.textContent = `stopped: ${result.exit_reason || "not converged"}`;
+  }
   if (typeof job.progress_fraction === "number") {
     progressLabel.textContent = `${Math.round(job.progress_fraction * 100)}% · stopped`;
   } else {
