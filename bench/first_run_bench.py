@@ -14,85 +14,28 @@ Writes bench/results/first_run.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import os
 import platform
-import re
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
+from bench.paths import DATA_DIR, results_dir
+from testkit.first_run import first_job
 
-from bench.paths import DATA_DIR, REPO, results_dir
-
-KEY = re.compile(rb"hk_[0-9a-f]{12}_[A-Za-z0-9_\-]{20,}")
 TARGET_S = 10.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def one_run(a9a: bytes, work: Path) -> dict[str, Any]:
-    """Times of one fresh start: to /healthz, and from /healthz to the job's success."""
-    port = _free_port()
-    env = dict(os.environ, HINGE_HOME=str(work / "home"), HINGE_PORT=str(port),
-               HINGE_QUEUE=f"hinge.bench.{uuid.uuid4().hex[:8]}", PYTHONUNBUFFERED="1")
-    log_path = work / "run.log"
-    base = f"http://127.0.0.1:{port}"
-    with open(log_path, "wb") as log:
-        run = subprocess.Popen([sys.executable, "-m", "app.run"], cwd=REPO, env=env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    started = time.monotonic()
-    try:
-        healthy_at = None
-        while time.monotonic() - started < 180 and run.poll() is None:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    healthy_at = time.monotonic()
-                    break
-            time.sleep(0.05)
-        if healthy_at is None:
-            raise RuntimeError(f"/healthz never answered: {log_path.read_text()[-2000:]}")
-        match = KEY.search(log_path.read_bytes())
-        if match is None:
-            raise RuntimeError(f"no admin key printed: {log_path.read_text()[-2000:]}")
-        headers = {"Authorization": f"Bearer {match.group(0).decode()}"}
-        with httpx.Client(base_url=base, timeout=120, headers=headers) as client:
-            upload = client.post("/v1/datasets?name=a9a", content=a9a)
-            upload.raise_for_status()
-            uploaded_at = time.monotonic()
-            job = client.post("/v1/jobs", json={"dataset_id": upload.json()["id"]}).json()
-            while time.monotonic() - healthy_at < 300:
-                job = client.get(f"/v1/jobs/{job['id']}").json()
-                if job["status"] in ("succeeded", "failed", "cancelled"):
-                    break
-                time.sleep(0.05)
-            done_at = time.monotonic()
-        if job["status"] != "succeeded":
-            raise RuntimeError(f"the first job ended {job['status']}: {job.get('error')}")
-        return {"to_healthz": healthy_at - started, "upload": uploaded_at - healthy_at,
-                "to_model": done_at - healthy_at, "train": job["result"]["train_seconds"],
-                "solver": (job["result"].get("path") or [{}])[0].get("solver", "?")}
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(run.pid, signal.SIGINT)
-        try:
-            run.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
+def one_run(content: bytes, work: Path) -> dict[str, Any]:
+    run = first_job(content, work)
+    job = run["job"]
+    if job["status"] != "succeeded":
+        raise RuntimeError(f"the first job ended {job['status']}: {job.get('error')}")
+    return {"to_healthz": run["to_healthz"], "upload": run["upload"],
+            "to_model": run["to_model"], "train": job["result"]["train_seconds"],
+            "solver": (job["result"].get("path") or [{}])[0].get("solver", "?")}
 
 
 def main(quick: bool = False) -> list[dict[str, Any]]:
