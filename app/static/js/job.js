@@ -197,7 +197,9 @@ function onStatus(event) {
     if (event.attempt) $("job-attempt").textContent = String(event.attempt);
     if (event.worker) $("job-worker").textContent = event.worker;
   }
-  if (event.status !== status) {
+  // a page opened on a finished job hears the stream replay its history: the badge (which
+  // may say "stopped: max_iter", rendered by the server) stays as it is
+  if (event.status !== status && !TERMINAL.has(status)) {
     status = event.status;
     root.dataset.status = status;
     setStatusBadge($("job-status"), status);
