@@ -74,3 +74,42 @@ def client(settings: Settings, admin_key: str) -> Iterator[TestClient]:
     """The app on the embedded default, called with `admin_key`."""
     with TestClient(create_app(settings), headers=bearer(admin_key)) as test_client:
         yield test_client
+
+
+# --------------------------------------------------------------------------------------
+# With pytest-xdist (make test runs `-n 3`): a worker process that dies or is interrupted
+# takes the tests it had not run yet with it, and xdist may not say so. The controller
+# compares what the workers collected with what reported back, and fails the session
+# when a test never ran.
+
+class _EveryTestRan:
+    def __init__(self) -> None:
+        self.collected: set[str] = set()
+        self.finished: set[str] = set()
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected.update(ids)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self.finished.add(report.nodeid)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        missing = sorted(self.collected - self.finished)
+        if missing:
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"\n{len(missing)} collected test(s) never ran "
+                                    "(a pytest-xdist worker died or was interrupted):",
+                                    red=True)
+                for nodeid in missing[:50]:
+                    reporter.write_line(f"  {nodeid}", red=True)
+            if exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses",
+                                                           None):
+        if not hasattr(config, "workerinput"):  # the controller, not a worker
+            config.pluginmanager.register(_EveryTestRan(), "hinge-every-test-ran")
