@@ -109,7 +109,7 @@ class _EveryTestRan:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses",
-                                                           None):
-        if not hasattr(config, "workerinput"):  # the controller, not a worker
-            config.pluginmanager.register(_EveryTestRan(), "hinge-every-test-ran")
+    parallel = bool(getattr(config.option, "numprocesses", None))
+    controller = not hasattr(config, "workerinput")  # not one of the xdist workers
+    if config.pluginmanager.hasplugin("xdist") and parallel and controller:
+        config.pluginmanager.register(_EveryTestRan(), "hinge-every-test-ran")
