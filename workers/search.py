@@ -12,6 +12,9 @@ only while this attempt holds the task and at most once per (point, fold), and t
 progress callback stops the solver within a progress interval once the lease is lost (the
 search was cancelled, or the sweep re-queued the task).
 
+A halving round's task first takes the round's subsample of the rows (`subsample_rows`),
+then cuts it into folds as below.
+
 Folds (`fold_of_rows`): rows shuffled with the search's seed; stratified folds deal each
 class's shuffled rows round-robin over the folds (every fold gets its share of every
 class), plain folds cut the shuffled rows into contiguous parts of sizes differing by at
@@ -30,7 +33,8 @@ import scipy.sparse as sp
 
 from app.bus import notify
 from app.db import session_scope
-from app.queue import enqueue_training
+from app.queue import enqueue_search_task, enqueue_training
+from app.search_space import stratified_counts
 from app.services import searches
 from app.services.searches import FitOutcome, TaskClaim
 from app.settings import Settings
@@ -58,6 +62,19 @@ def fold_of_rows(y: np.ndarray, folds: int, stratified: bool, seed: int) -> np.n
         fold[rows] = (offset + np.arange(rows.shape[0])) % folds
         offset += rows.shape[0]  # the next class continues the deal where this one ended
     return fold
+
+
+def subsample_rows(y: np.ndarray, n_rows: int, folds: int, seed: int) -> np.ndarray:
+    """A halving round's rows (ascending): from each class (in label order) the first
+    app.search_space.stratified_counts of its rows shuffled by `seed`. The shuffles do not
+    depend on n_rows, so a larger subsample contains a smaller one; n_rows >= every row
+    takes them all, in order."""
+    labels, counts = np.unique(y, return_counts=True)
+    take = stratified_counts([int(c) for c in counts], n_rows, folds)
+    rng = np.random.default_rng(seed)
+    parts = [rng.permutation(np.flatnonzero(y == label))[:k]
+             for label, k in zip(labels, take, strict=True)]
+    return np.sort(np.concatenate(parts))
 
 
 def score(model: Any, X: Any, y: np.ndarray, metric: str) -> float | None:
@@ -143,16 +160,24 @@ class Recorder:
         if not self.pending:
             return
         with session_scope(self.settings.database_url) as session:
-            held, refit_job_id = searches.record(session, self.claim, self.pending)
+            recorded = searches.record(session, self.claim, self.pending)
         self.pending = []
-        if not held:
+        if not recorded.held:
             raise _Lost
         notify(self.settings, self.claim.search_id)
-        if refit_job_id is not None:
+        try:  # a halving search's next round
+            for task_id in recorded.task_ids:
+                enqueue_search_task(self.settings.broker_url, self.settings.queue, task_id)
+        except Exception:  # the sweep re-enqueues the queued tasks of an idle search
+            log.warning("could not enqueue the next round of search %s",
+                        self.claim.search_id, exc_info=True)
+        if recorded.refit_job_id is not None:
             try:
-                enqueue_training(self.settings.broker_url, self.settings.queue, refit_job_id)
+                enqueue_training(self.settings.broker_url, self.settings.queue,
+                                 recorded.refit_job_id)
             except Exception:  # the jobs' sweep re-enqueues a queued job
-                log.warning("could not enqueue refit job %s", refit_job_id, exc_info=True)
+                log.warning("could not enqueue refit job %s", recorded.refit_job_id,
+                            exc_info=True)
 
 
 def run_search_task(settings: Settings, task_id: str, hostname: str) -> str:
@@ -197,6 +222,9 @@ def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
     if claim.blob_path is None:
         raise ValueError("the dataset was deleted before the task ran")
     X, y = load_dataset(blob_store(settings), claim.blob_path, claim.features)
+    if claim.n_rows is not None and claim.n_rows < y.shape[0]:  # a halving round
+        keep = subsample_rows(y, claim.n_rows, claim.folds, claim.subsample_seed)
+        X, y = X[keep], y[keep]
     rows = None
     if not claim.holdout:
         rows = fold_of_rows(y, claim.folds, bool(claim.cv.get("stratified", True)),

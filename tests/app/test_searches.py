@@ -63,7 +63,8 @@ def _error(response: Any, status: int) -> dict[str, Any]:
     ({"space": {"C": [1, -2]}}, "params.C", "point 1"),
     ({"space": {"kernel": ["rbf"]}, "solver": "dcd"}, "params.kernel", "point 0"),
     ({"space": {"C": [1]}, "params": {"C": 2}}, "space.C", "both"),
-    ({"space": {"C": [1]}, "strategy": "halving"}, "strategy.type", "not implemented"),
+    ({"space": {"C": [1]}, "strategy": {"type": "halving", "min_resources": 271}},
+     "strategy.min_resources", "270"),
     ({"space": {"C": [1]}, "strategy": {"type": "random"}}, "strategy.n", "n"),
     ({"space": {"C": [1]}, "metric": "log_loss"}, "metric", "probability"),
     ({"space": {"C": [1]}, "solver": "nope"}, "solver", "unknown solver"),
@@ -267,16 +268,16 @@ def test_a_duplicate_delivery_does_nothing_and_a_retry_counts_no_fit_twice(
     assert claim is not None
     for index, _params in claim.points[:2]:
         with session_scope(settings.database_url) as session:
-            held, _ = searches.record(session, claim, [searches.FitOutcome(
-                index, 1, 0.5, 0.01, True, "converged", 1, False)])
+            held = searches.record(session, claim, [searches.FitOutcome(
+                index, 1, 0.5, 0.01, True, "converged", 1, False)]).held
             assert held
     with session_scope(settings.database_url) as session:
         session.execute(update(SearchTask).where(SearchTask.id == second.id)
                         .values(heartbeat_at=utcnow() - timedelta(hours=1)))
     assert sweep(settings)["search_tasks_enqueued"] == 1
     with session_scope(settings.database_url) as session:  # the old attempt is out
-        held, _ = searches.record(session, claim, [searches.FitOutcome(
-            claim.points[2][0], 1, 0.5, 0.01, True, "converged", 1, False)])
+        held = searches.record(session, claim, [searches.FitOutcome(
+            claim.points[2][0], 1, 0.5, 0.01, True, "converged", 1, False)]).held
         assert not held
     assert run_search_task(settings, second.id, "test") == "succeeded"
     body = client.get(f"/v1/searches/{created['id']}").json()
