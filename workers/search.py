@@ -1,10 +1,11 @@
 """One task of a search on a worker: claim, fit its points on its folds, record each fit.
 
-A task is a C path within one fold (linear solvers: its points in increasing C, each fit
-warm-started from the previous one's dual solution, as LIBLINEAR -C; scaling is fitted
-once on the fold's training rows), or one point on every fold (smo: a kernel problem per
-fold; the kernel cache lives inside one SMO fit, so nothing is shared across the C values
-of one gamma - solvers/smo keeps its cache private to a fit).
+A task is a C path within one fold: its points in increasing C, each fit warm-started
+from the previous one's solution (linear solvers: the dual solution, as LIBLINEAR -C;
+smo: the points of one gamma, each binary problem continuing from the previous fit's
+alphas, kernel-column cache and row layout - fit(keep_solver_state=True)); scaling is
+fitted once on the fold's training rows. Probabilities (a workflow with its own inner
+folds) start every fit cold.
 
 Guarantees as for jobs (app/services/searches.py, app/leases.py): the claim is a
 conditional update, a heartbeat thread renews the lease, every fit's result is recorded
@@ -243,6 +244,14 @@ def _warm_path(claim: TaskClaim, params: dict[str, Any]) -> bool:
     return claim.solver in (*searches.WARM_SOLVERS, "auto") and not params.get("probability")
 
 
+def _warm_started(result: Any, previous: Any) -> bool:
+    if previous is None:
+        return False
+    if result.kernel_states or previous.kernel_states:  # smo: per binary problem
+        return any(o.get("warm_start") for o in result.per_output)
+    return any(a is not None for a in previous.dual_solutions)
+
+
 def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder: Recorder,
               parts: tuple[Any, np.ndarray, Any, np.ndarray], fold: int,
               todo: list[tuple[int, dict[str, Any]]]) -> None:
@@ -268,6 +277,8 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
         if warm:
             params["scale"] = "none"
         started = time.perf_counter()
+        if warm and claim.solver == "smo":
+            params["keep_solver_state"] = True
         result = fit(X_train, y_train, solver=claim.solver, progress=check,
                      warm_start=previous if warm else None, **params)
         seconds = time.perf_counter() - started
@@ -278,7 +289,6 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
         outcome = FitOutcome(point=index, fold=fold, score=value, fit_seconds=seconds,
                              converged=bool(result.converged), exit_reason=result.exit_reason,
                              iterations=int(result.iterations),
-                             warm_start=warm and previous is not None
-                             and any(a is not None for a in previous.dual_solutions))
+                             warm_start=_warm_started(result, previous))
         recorder.add(outcome)
         previous = result if warm else None

@@ -6,9 +6,10 @@ HINGE_MAX_SEARCH_FITS fits (413 with the number of fits), applies the queue caps
 and at most HINGE_TENANT_MAX_QUEUED_JOBS active searches per tenant (429), commits the
 search with its tasks, then enqueues the tasks' ids (task `hinge.search_task`).
 
-Tasks: for a linear solver, one task per fold and per combination of the non-C values,
-fitting its points in increasing C, each fit warm-started from the previous one's dual
-solution (as LIBLINEAR -C); for a kernel solver (smo), one task per point, all folds.
+Tasks: one task per fold and per combination of the non-C values, fitting its points in
+increasing C, each fit warm-started from the previous one's dual solution (linear
+solvers: as LIBLINEAR -C; smo: one gamma's C values, each fit continuing from the
+previous one's alphas and kernel-column cache, solvers/smo/steps.SmoState.restart).
 Tasks are claimed, leased, finished and swept by app/leases.py, with the rules of jobs
 (a SIGKILLed worker's task is re-queued, capped attempts); a task that fails (or runs out
 of attempts) fails its search. Each fit's result is written as it is done, under a lock of
@@ -79,14 +80,14 @@ from app.services.jobs import (
 )
 from app.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.settings import Settings
-from solvers.params import SOLVERS, label_key
+from solvers.params import label_key
 
 log = logging.getLogger("hinge.searches")
 
 QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
 SUCCEEDED, FAILED, CANCELLED = JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
 LOWER_IS_BETTER = {"log_loss"}
-WARM_SOLVERS = ("dcd", "acf")  # their dual solution warm-starts the next C
+WARM_SOLVERS = ("dcd", "acf", "smo")  # their dual solution warm-starts the next C
 
 
 # -- submit ------------------------------------------------------------------------------
@@ -190,9 +191,9 @@ def _check_holdout(session: Session, tenant_id: str, spec: SearchCreate,
 
 def plan_tasks(solver: str, points: list[dict[str, Any]], folds: int
                ) -> list[tuple[list[int], int | None]]:
-    """(point indices in fitting order, fold or None for every fold) of each task."""
-    if SOLVERS[solver].kind != "linear":
-        return [([index], None) for index in range(len(points))]
+    """(point indices in fitting order, fold) of each task: one per fold and per
+    combination of the values other than C, its points in increasing C (linear solvers
+    and smo alike: each fit starts from the previous one's solution)."""
 
     def rest(index: int) -> str:
         params = dict(points[index]["params"])
