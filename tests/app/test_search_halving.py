@@ -232,6 +232,26 @@ def test_cancel_between_rounds_stops_the_next_round(
     assert body["best"] is None and body["refit_job_id"] is None
 
 
+def test_halving_draws_n_candidates_and_works_with_a_holdout(
+        client: TestClient, heart_id: str, settings: Settings) -> None:
+    drawn = _submit(client, heart_id, solver="smo", space=GRID, refit=False,
+                    strategy={"type": "halving", "n": 7, "seed": 3})
+    assert [r["candidates"] for r in drawn["rounds"]] == [7, 3]
+    assert len(client.get(f"/v1/searches/{drawn['id']}").json()["points"]) == 7
+    parts = client.post(f"/v1/datasets/{heart_id}/split", json={"test_fraction": 0.3}).json()
+    train_rows = parts["train"]["rows"]
+    created = _submit(client, parts["train"]["id"], solver="dcd", refit=False,
+                      space={"C": {"log2": [-7, 9, 2]}}, strategy={"type": "halving"},
+                      cv={"dataset_id": parts["test"]["id"]})
+    # 2 x 2 classes x max(1 fold, 2) = 8 rows first; rows / 3^2 is more
+    assert [(r["candidates"], r["n_rows"]) for r in created["rounds"]] == [
+        (9, train_rows // 9), (3, 3 * (train_rows // 9)), (1, train_rows)]
+    _run_rounds(settings, created["id"])
+    body = client.get(f"/v1/searches/{created['id']}").json()
+    assert body["status"] == "succeeded" and body["done"] == body["total"] == 13
+    assert body["best"]["round"] == 2 and 0.5 < body["best"]["mean"] <= 1.0
+
+
 def _sse(client: TestClient, search_id: str) -> list[dict[str, Any]]:
     import json
 
