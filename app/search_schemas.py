@@ -63,7 +63,7 @@ class Strategy(BaseModel):
                           "halving: draw this many candidates (default: every grid point)")
     seed: int = Field(0, ge=0, le=2**63 - 1, description="random: seed of the draw; "
                       "halving: also of the rows' subsamples")
-    factor: float = Field(3.0, gt=1.0, le=100.0,
+    factor: float = Field(3.0, ge=1.5, le=100.0,
                           description="halving: each round keeps the best 1/factor of its "
                           "candidates and multiplies the rows by factor")
     min_resources: Literal["exhaust", "smallest"] | StrictInt = Field(

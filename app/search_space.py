@@ -119,9 +119,11 @@ def stratified_counts(class_counts: list[int], n_rows: int, folds: int) -> list[
 
 def _log(value: float, base: float) -> int:
     """floor(log_base(value)) for value >= 1, robust to rounding (3^5 gives 5)."""
-    power = 0
+    power = max(0, math.floor(math.log(max(value, 1.0)) / math.log(base)))
     while base ** (power + 1) <= value * (1 + 1e-12):
         power += 1
+    while power > 0 and base ** power > value * (1 + 1e-12):
+        power -= 1
     return power
 
 
