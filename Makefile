@@ -40,8 +40,12 @@ browser:
 	@command -v svm-scale >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsvm-tools >/dev/null)
 
+# Three pytest processes (pytest-xdist, one test file per process at a time): most of the
+# suite waits on real servers and worker processes, not on the CPU. A worker process that
+# dies fails the run ("worker 'gw1' crashed while running ..."). The schemathesis test
+# counts as its 30 operations when collected and as one test when it reports.
 test: $(DEV_STAMP) lint browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n 3 --dist loadfile
 
 test-slow: $(DEV_STAMP)
 	$(PY) -m pytest -m slow

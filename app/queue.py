@@ -1,5 +1,11 @@
-"""Enqueue training jobs and evaluations by task name, and look at what the broker holds.
-The API never imports the worker or the solvers.
+"""Enqueue training jobs, evaluations and search tasks by task name, and look at what the
+broker holds. The API never imports the worker or the solvers.
+
+Two queues: `HINGE_QUEUE` carries training jobs and evaluations, and `search_queue` of it
+(`<HINGE_QUEUE>.search`) a search's tasks, so that what the broker holds in the first one
+compares with the queued jobs and evaluations alone (RabbitMQ only tells a queue's count: a
+search's waiting tasks used to hide that many lost jobs). Workers consume both whatever
+their `--queues` (workers.celery_app).
 
 Three brokers (README: "Brokers"):
 - the embedded default, kombu's SQLAlchemy transport on a SQLite file (on disk: a restart
@@ -42,17 +48,26 @@ def is_redis(broker_url: str) -> bool:
     return broker_url.startswith(("redis://", "rediss://"))
 
 
+def search_queue(queue: str) -> str:
+    """The queue of search tasks beside the queue of jobs and evaluations."""
+    return f"{queue}.search"
+
+
+def _durable_queue(name: str) -> Queue:
+    return Queue(name, Exchange(name, type="direct", durable=True), routing_key=name,
+                 durable=True)
+
+
 def broker_conf(broker_url: str, queue: str) -> dict[str, Any]:
-    """Celery settings the API's producer and the workers share: the queue is declared
-    durable and messages are persistent on every broker; on RabbitMQ a publish also waits
-    for the broker's confirm (kombu's `confirm_publish`)."""
+    """Celery settings the API's producer and the workers share: the queues (`queue` and
+    its search queue) are declared durable and messages are persistent on every broker; on
+    RabbitMQ a publish also waits for the broker's confirm (kombu's `confirm_publish`)."""
     transport: dict[str, Any] = {}
     if is_amqp(broker_url):
         transport["confirm_publish"] = True
     return {
         "task_default_queue": queue,
-        "task_queues": [Queue(queue, Exchange(queue, type="direct", durable=True),
-                              routing_key=queue, durable=True)],
+        "task_queues": [_durable_queue(queue), _durable_queue(search_queue(queue))],
         "task_default_delivery_mode": "persistent",
         "task_ignore_result": True,
         "broker_connection_retry_on_startup": True,
@@ -82,15 +97,17 @@ def enqueue_evaluation(broker_url: str, queue: str, evaluation_id: str) -> None:
 
 
 def enqueue_search_task(broker_url: str, queue: str, task_id: str) -> None:
-    producer(broker_url, queue).send_task(SEARCH_TASK, args=[task_id], queue=queue,
-                                          retry=True)
+    """Send a search task to the search queue of `queue` (the jobs' queue)."""
+    producer(broker_url, queue).send_task(SEARCH_TASK, args=[task_id],
+                                          queue=search_queue(queue), retry=True)
 
 
 # -- what the broker holds -----------------------------------------------------------
 
 @dataclass(frozen=True)
 class BrokerHolding:
-    """The messages the broker holds for a queue.
+    """The messages the broker holds for a queue (the jobs' queue holds jobs and
+    evaluations only; search tasks wait in `search_queue`).
 
     `ids`: the job or evaluation id of every message waiting in the queue, when the broker
     lets us read them (Redis, the embedded SQLite broker); None when it does not

@@ -91,6 +91,12 @@ class JobResult(BaseModel):
         default_factory=list, description="What ran, in order: solver, exit, iterations, "
         "seconds, relative_gap, reason (and output for one-vs-rest)")
     auto: dict[str, str] | None = Field(None, description="solver 'auto': chosen, reason")
+    problems: list[dict[str, Any]] | None = Field(
+        None, description="Kernel jobs with several binary problems (one-vs-one pairs, "
+        "one-vs-rest classes; up to 2,000 listed): per problem its pair (negative_class "
+        "null for one-vs-rest), exit_reason, iterations, final KKT violation, "
+        "dual_objective and end_s (seconds since the solver started, the progress "
+        "events' clock)")
 
 
 class JobPublic(BaseModel):

@@ -8,9 +8,11 @@
   only if the broker no longer holds its message (app.queue.broker_holding). Redis and the
   embedded broker show their messages, so the sweep matches job ids; RabbitMQ shows only a
   count, so the sweep re-sends as many of the longest-waiting jobs as messages are missing
-  (queued jobs and evaluations minus messages ready). A job that merely waits behind a
-  long one is never sent twice (it used to be: 200 waiting jobs became 400 messages after
-  120 s). A duplicate message would still be harmless: the claim is a conditional update.
+  (queued jobs and evaluations minus messages ready in the jobs' queue; search tasks wait
+  in a queue of their own, app.queue.search_queue, so they are not counted). A job that
+  merely waits behind a long one is never sent twice (it used to be: 200 waiting jobs
+  became 400 messages after 120 s). A duplicate message would still be harmless: the
+  claim is a conditional update.
 - A stale job put back to `queued` is sent again unless its message is visibly back in
   the queue (a worker process killed mid-job has its message rejected back to it).
 - Evaluations run by workers get the same two rules (app/services/evaluations.py), and so
@@ -138,7 +140,8 @@ def _without_held(settings: Settings, stale: list[str], waiting: list[str],
         return ([i for i in [*stale, *waiting] if i not in held.ids],
                 [i for i in evaluations if i not in held.ids])
     # RabbitMQ shows only a count. Every queued job and queued evaluation should have a
-    # message waiting; fewer messages than that means some are gone: send that many of
+    # message waiting in this queue (search tasks wait in their own, so they are not
+    # counted); fewer messages than that means some are gone: send that many of
     # the longest-waiting jobs again. (If duplicates hide a loss, it shows once the queue
     # has drained below the number of queued jobs.)
     with read_sessionmaker_for(settings.database_url)() as session:

@@ -40,7 +40,7 @@ from bench.paths import QUICK_RESULTS, REPO, results_dir
 
 MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
 EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "kernel_peers", "certified",
-               "auto", "service", "predict",
+               "auto", "service", "predict", "first_run",
                "search")
 ROW_KEYS = ("experiment", "metric", "hinge", "reference", "ratio", "target", "met")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",

@@ -29,9 +29,12 @@ L2, LOGISTIC = 0, 1
 # CG status codes
 CG_RUNNING, CG_CONVERGED, CG_BOUNDARY, CG_BREAKDOWN = 0, 1, 2, 3
 # cg_scalars[] slots (float64) and cg_counters[] slots (int64)
-_ZTR, _CG_TOL, _DELTA, _SMS, _SMD, _DMD, _DD = 0, 1, 2, 3, 4, 5, 6
-N_CG_SCALARS = 7
-_CG_ITER, _CG_MAX = 0, 1
+_ZTR, _CG_TOL, _DELTA, _SMS, _SMD, _DMD, _DD, _Q = 0, 1, 2, 3, 4, 5, 6, 7
+N_CG_SCALARS = 8
+_CG_ITER, _CG_MAX, _CG_RULE = 0, 1, 2
+N_CG_COUNTERS = 3
+# CG stop rules (cg_counters[_CG_RULE])
+RESIDUAL_RULE, QUADRATIC_RULE = 0, 1
 
 
 # Row loops (a copy per module: see the note in solvers/objectives.py about Numba's cache).
@@ -343,8 +346,10 @@ def cg_start(grad, precond, eps_cg, delta, vectors, cg_scalars, cg_counters):
     trust-region radius delta (in the M-norm).
 
     vectors = (s, r, z, d, Hd, M^-1) (M^-1 is filled here); cg_scalars = (z'r, CG
-    tolerance, delta, s'Ms, s'Md, d'Md, d'd); cg_counters = (CG iterations, CG iteration
-    cap). Stop rule (tron.cpp): sqrt(z'r) <= eps_cg sqrt(z0'r0).
+    tolerance, delta, s'Ms, s'Md, d'Md, d'd, Q); cg_counters = (CG iterations, CG iteration
+    cap, stop rule). Stop rules: RESIDUAL_RULE (tron.cpp) sqrt(z'r) <= eps_cg sqrt(z0'r0);
+    QUADRATIC_RULE (newton.cpp, Nash & Sofer) i (Q_i - Q_{i-1}) >= cgtol Q_i with the
+    model value Q_i = g's_i + s_i'Hs_i / 2 and cgtol = min(eps_cg, sqrt(||g||_{M^-1})).
     """
     s, r, z, d, _, inverse = vectors
     ztr = 0.0
@@ -361,7 +366,11 @@ def cg_start(grad, precond, eps_cg, delta, vectors, cg_scalars, cg_counters):
         dmd += d[j] * precond[j] * d[j]
         dd += d[j] * d[j]
     cg_scalars[_ZTR] = ztr
-    cg_scalars[_CG_TOL] = eps_cg * math.sqrt(ztr)
+    if cg_counters[_CG_RULE] == QUADRATIC_RULE:
+        cg_scalars[_CG_TOL] = min(eps_cg, math.sqrt(math.sqrt(ztr)))
+    else:
+        cg_scalars[_CG_TOL] = eps_cg * math.sqrt(ztr)
+    cg_scalars[_Q] = 0.0
     cg_scalars[_DELTA] = delta
     cg_scalars[_SMS] = 0.0
     cg_scalars[_SMD] = 0.0
@@ -392,8 +401,9 @@ def cg_steps(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_sums, 
              vectors, cg_scalars, cg_counters, max_steps):
     """Up to max_steps CG iterations on H s = -g inside ||s||_M <= delta; returns a status.
 
-    CG_CONVERGED: sqrt(z'r) <= tolerance; CG_BOUNDARY: the step was cut at the trust-region
-    boundary (tron.cpp's positive root tau of ||s + tau d||_M = delta); CG_BREAKDOWN:
+    CG_CONVERGED: the stop rule of cg_counters[_CG_RULE] holds (see `cg_start`);
+    CG_BOUNDARY: the step was cut at the trust-region boundary (tron.cpp's positive root
+    tau of ||s + tau d||_M = delta); CG_BREAKDOWN:
     d'Hd <= 0 (cannot happen with H >= I unless d = 0) or the iteration cap; CG_RUNNING:
     budget used up, call again. Two passes over the weights per step besides H d: the
     M-products s'Ms, s'Md, d'Md and d'd are accumulated in the update loops (s'Ms by
@@ -404,9 +414,10 @@ def cg_steps(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_sums, 
     n = s.shape[0]
     n4 = n - n % 4
     delta = cg_scalars[_DELTA]
+    quadratic_rule = cg_counters[_CG_RULE] == QUADRATIC_RULE
     for _ in range(max_steps):
         ztr = cg_scalars[_ZTR]
-        if math.sqrt(ztr) <= cg_scalars[_CG_TOL]:
+        if not quadratic_rule and math.sqrt(ztr) <= cg_scalars[_CG_TOL]:
             return CG_CONVERGED
         if cg_counters[_CG_ITER] >= cg_counters[_CG_MAX]:
             return CG_BREAKDOWN
@@ -440,6 +451,16 @@ def cg_steps(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_sums, 
         for j in range(n4, n):
             p0 += _residual_update(j, alpha, s, r, z, d, hd, inverse)
         znew_r = (p0 + p1) + (p2 + p3)
+        if quadratic_rule:
+            # Q(s + alpha d) - Q(s) = -alpha d'r + alpha^2 d'Hd / 2 = -alpha z'r / 2 (d'r =
+            # z'r in CG); newton.cpp: stop when i (Q_i - Q_{i-1}) >= cgtol Q_i
+            q_diff = -0.5 * alpha * ztr
+            q_new = cg_scalars[_Q] + q_diff
+            cg_scalars[_Q] = q_new
+            if cg_counters[_CG_ITER] * q_diff >= cg_scalars[_CG_TOL] * q_new:
+                cg_scalars[_ZTR] = znew_r
+                cg_scalars[_SMS] = sms_next
+                return CG_CONVERGED
         beta = znew_r / ztr
         # d = z + beta d;  s'Md, d'Md, d'd
         a0 = a1 = b0 = b1 = c0 = c1 = 0.0
@@ -502,3 +523,47 @@ def add_step(w, s):
     """w += s."""
     for j in range(w.shape[0]):
         w[j] += s[j]
+
+
+# Line search (newton.cpp's linesearch_and_update, with the margins of the direction kept)
+
+
+@njit(cache=True, parallel=True)
+def direction_margins(rows, y, s, bias_scale, bounds, steps):
+    """steps_i = y_i (x_i.s[:d] + B s[d]): the margin change of a unit step along s."""
+    data, indices, indptr = rows
+    bias_term = s[s.shape[0] - 1] * bias_scale
+    for c in prange(bounds.shape[0] - 1):
+        for i in range(bounds[c], bounds[c + 1]):
+            dot = _row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+            steps[i] = y[i] * (dot + bias_term)
+
+
+@njit(cache=True, parallel=True)
+def line_loss_change(cost, margins, steps, alpha, loss_kind, bounds, chunk_sums):
+    """sum_i C_i (loss(m_i + alpha steps_i) - loss(m_i)), each term from the margin change
+    itself (as `trial_margins`), summed per chunk in chunk order."""
+    n_chunks = bounds.shape[0] - 1
+    for c in prange(n_chunks):
+        total = 0.0
+        for i in range(bounds[c], bounds[c + 1]):
+            total += cost[i] * _loss_change(margins[i], alpha * steps[i], loss_kind)
+        chunk_sums[c] = total
+    change = 0.0
+    for c in range(n_chunks):
+        change += chunk_sums[c]
+    return change
+
+
+@njit(cache=True)
+def take_step(w, s, margins, steps, alpha):
+    """w += alpha s; margins += alpha steps. Returns whether w changed in float64."""
+    changed = False
+    for j in range(w.shape[0]):
+        new = w[j] + alpha * s[j]
+        if new != w[j]:
+            changed = True
+        w[j] = new
+    for i in range(margins.shape[0]):
+        margins[i] += alpha * steps[i]
+    return changed

@@ -255,8 +255,10 @@ SOLVERS: dict[str, SolverSpec] = {
         name="tron",
         module="solvers.tron",
         kind="linear",
-        description="Trust-region Newton method with preconditioned conjugate gradient on "
-        "the primal (Lin, Weng & Keerthi 2008; Hsia, Chiang & Lin 2018); LIBLINEAR -s 2. "
+        description="Truncated Newton method with preconditioned conjugate gradient on "
+        "the primal (Lin, Weng & Keerthi 2008; Hsia, Chiang & Lin 2018; Galli & Lin 2021): "
+        "a line search along the Newton direction as LIBLINEAR >= 2.40 -s 2, or the trust "
+        "region of LIBLINEAR <= 2.30 (method). "
         "Indifferent to feature scaling. With loss='logistic' it also fits L2-regularised "
         "logistic regression (LIBLINEAR -s 0), sharing the same Newton machinery.",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(y_i w.x_i), loss = squared hinge "
@@ -265,13 +267,20 @@ SOLVERS: dict[str, SolverSpec] = {
             _c_param(),
             Param("loss", "choice", "l2", "'l2' squared hinge loss (SVM) or 'logistic' "
                   "(logistic regression).", choices=("l2", "logistic")),
+            Param("method", "choice", "line_search", "How far to step along the Newton "
+                  "direction: 'line_search' (LIBLINEAR 2.40+, Galli & Lin 2021: the full CG "
+                  "solution, halved until the objective drops enough) or 'trust_region' "
+                  "(Lin, Weng & Keerthi 2008: CG cut at a trust-region radius; crawls in "
+                  "tiny steps on unscaled word counts such as news20).",
+                  choices=("line_search", "trust_region")),
             *_deterministic_tail(
                 _eps_param(0.01, "Inner stop rule (LIBLINEAR's): ||grad P(w)|| <= eps * "
                            "max(min(#pos, #neg), 1) / n * ||grad P(0)||, required together "
                            "with the gradient certificate ||grad P(w)||^2 <= 2 tol P(w): "
                            "LIBLINEAR's rule alone at eps 0.01 can leave P(w) 1e-3..0.7 "
                            "above the optimum (mushrooms)."),
-                ("augment", "none"), "augment", 1000, "trust-region (Newton) iterations"),
+                ("augment", "none"), "augment", 1000, "Newton iterations (line searches, or "
+                "trust-region steps accepted or not)"),
         ),
     ),
     "newton": SolverSpec(

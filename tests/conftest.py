@@ -74,3 +74,4 @@ def client(settings: Settings, admin_key: str) -> Iterator[TestClient]:
     """The app on the embedded default, called with `admin_key`."""
     with TestClient(create_app(settings), headers=bearer(admin_key)) as test_client:
         yield test_client
+

@@ -127,18 +127,23 @@ def broker_url_for(broker: str) -> str:
 
 
 def drop_queue(broker_url: str, queue: str) -> None:
-    """Remove a test's queue from a shared broker (RabbitMQ queues are durable)."""
+    """Remove a test's queue and its search queue from a shared broker (RabbitMQ queues
+    are durable)."""
+    from app.queue import search_queue
+
+    names = [queue, search_queue(queue)]
     if broker_url.startswith("redis"):
         import redis
 
-        redis.Redis.from_url(broker_url).delete(queue)
+        redis.Redis.from_url(broker_url).delete(*names)
     elif broker_url.startswith("amqp"):
         from kombu import Connection
 
         with Connection(broker_url, connect_timeout=2) as connection:
             channel = connection.channel()
-            channel.queue_delete(queue)
-            channel.exchange_delete(queue)
+            for name in names:
+                channel.queue_delete(name)
+                channel.exchange_delete(name)
 
 
 # the three brokers of the tests, as a fixture parameter list

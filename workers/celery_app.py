@@ -4,7 +4,8 @@ Training is long and must not be lost: late acknowledgement, rejection on worker
 prefetch 1. The Redis visibility timeout (the redelivery clock) is derived from the hard
 time limit of a job so a long job is never delivered twice while it runs. The queue is
 durable and messages persistent; on RabbitMQ publishes wait for the broker's confirm
-(app.queue.broker_conf, shared with the API's producer).
+(app.queue.broker_conf, shared with the API's producer). Search tasks wait in a queue of
+their own (app.queue.search_queue), which a worker consumes beside the queue it is given.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from celery import Celery
 from celery.signals import (
+    celeryd_after_setup,
     worker_init,
     worker_process_init,
     worker_process_shutdown,
     worker_shutdown,
 )
 
-from app.queue import broker_conf
+from app.queue import broker_conf, search_queue
 from app.settings import Settings, get_settings
 
 TRAIN_TASK = "hinge.train"
@@ -76,6 +78,14 @@ celery_app = make_celery(get_settings())
 # processes are forked, so each of them knows both.
 _NODE: dict[str, Any] = {"hostname": None, "concurrency": 1}
 _PRESENCE: list[Any] = []  # this pool process's workers.presence.Presence
+
+
+@celeryd_after_setup.connect
+def _consume_search_tasks(sender: Any = None, instance: Any = None, **_kwargs: Any) -> None:
+    """Consume the search queue too, even when `--queues` names only HINGE_QUEUE (as
+    `make run`, the tests and older deployments do)."""
+    queues = instance.app.amqp.queues
+    queues.select_add(queues[search_queue(instance.app.conf.task_default_queue)])
 
 
 @worker_init.connect

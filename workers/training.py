@@ -62,6 +62,7 @@ class ProgressRecorder:
         self.class_index = 0
         self.first_violation: float | None = None
         self.within = 0.0  # progress within the current binary problem, never backwards
+        self.first_violators = 0  # SMO: KKT violators at the problem's first event
         self.last_kept = -math.inf
         self.started = time.monotonic()
 
@@ -69,12 +70,15 @@ class ProgressRecorder:
         """(binary problems done + progress within the current one) / binary problems.
 
         Within a problem: how far the stop-rule violation has come down from the largest
-        value seen in this problem towards eps, on a log scale, and never backwards (SMO's
-        violation m - M stays near its start for most of a run, and may rise first)."""
+        value seen in this problem towards eps, on a log scale; for SMO, whose violation
+        m - M stays near its start for most of a run (and may rise first), also the share
+        of variables that no longer break the KKT conditions (kkt_violators); the larger
+        of the two, never backwards."""
         n_classes = int(event.get("n_classes") or 1)
         class_index = int(event.get("class_index") or 0)
         if class_index != self.class_index:  # the next binary problem
             self.class_index, self.first_violation, self.within = class_index, None, 0.0
+            self.first_violators = 0
         violation = event.get("violation")
         measured = False
         if isinstance(violation, int | float) and self.eps and violation > 0:
@@ -85,6 +89,15 @@ class ProgressRecorder:
             now = math.log(self.first_violation / violation) / span
             self.within = max(self.within, min(1.0, max(0.0, now)))
             measured = True
+        violators = event.get("kkt_violators")
+        if isinstance(violators, int) and violators >= 0:
+            # SMO: the share of variables that have come to satisfy the KKT conditions
+            # moves through the long stretch in which m - M barely falls
+            self.first_violators = max(self.first_violators, violators)
+            if self.first_violators:
+                share = 1.0 - violators / self.first_violators
+                self.within = max(self.within, min(1.0, share))
+                measured = True
         if not measured and n_classes == 1:
             return None
         return (class_index + self.within) / n_classes
@@ -281,6 +294,19 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.
     return "succeeded"
 
 
+MAX_PROBLEMS_LISTED = 2000  # a job's result lists its binary problems up to this many
+
+
+def _problem_summary(output: dict[str, Any]) -> dict[str, Any]:
+    """One binary problem of a kernel job: the pair, how it ended, and when (end_s, on the
+    progress events' clock, so that the dashboard ends each problem's line there)."""
+    return {"pair": [_plain(output["positive_class"]), _plain(output["negative_class"])],
+            "exit_reason": output["exit_reason"], "iterations": int(output["iterations"]),
+            "violation": _plain(output["violation"]),
+            "dual_objective": _plain(output["dual_objective"]),
+            "end_s": _plain(output.get("end_s"))}
+
+
 def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
     """The job's `result` and the model's: objectives, effort, exit reason, accuracy."""
     summary: dict[str, Any] = {
@@ -307,6 +333,8 @@ def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
         summary["threads"] = max(threads)
     if result.n_support is not None:  # kernel models
         summary["n_support"] = int(result.n_support)
+        if 1 < len(result.per_output) <= MAX_PROBLEMS_LISTED:
+            summary["problems"] = [_problem_summary(o) for o in result.per_output]
     if result.warnings:  # e.g. unscaled features for a scale-sensitive solver
         summary["warnings"] = list(result.warnings)
     return summary

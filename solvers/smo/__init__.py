@@ -46,8 +46,10 @@ model (rho as above).
 Dual objective: reported in LIBSVM's sign convention, the minimised value
 f(a) = 1/2 a'Qa - e'a (<= 0; LIBSVM's "obj = ..." line), summed over the binary problems.
 Progress events carry the same value as `dual` (primal and gap are None), the violation
-m - M of the active set, active_size and, for several binary problems, class_index (= index
-of the binary problem) / n_classes (= number of binary problems) and the pair's classes.
+m - M of the active set, active_size, kkt_violators (active variables that break the KKT
+conditions by more than eps / 2: all at the start, none at convergence; it falls while
+m - M barely does) and, for several binary problems, class_index (= index of the binary
+problem) / n_classes (= number of binary problems) and the pair's classes.
 
 Multi-class: one-vs-one (default; LIBSVM's pairs over the sorted classes, pair (i, j) with
 class i as +1, C_i = C * class_weight of the row's class) or one-vs-rest. Two classes are
@@ -221,6 +223,7 @@ def _solve_or_skip(k: int, problem: KernelProblem, params: dict[str, Any],
         if isinstance(monitor, ProgressMonitor):
             monitor.class_index = k
         solution = solve(problem, params, monitor)
+        solution.details["end_s"] = monitor.elapsed()  # on the progress events' clock
         if solution.exit_reason in _STOPPED:
             stop = solution.exit_reason
         elif monitor.event_due() and monitor.report(lambda: _final_event(problem, solution)):
@@ -232,7 +235,8 @@ def _solve_or_skip(k: int, problem: KernelProblem, params: dict[str, Any],
 def _final_event(problem: KernelProblem, solution: BinarySolution) -> dict[str, Any]:
     return {"iteration": solution.iterations, "primal": None, "dual": solution.dual,
             "gap": None, "violation": solution.violation,
-            "active_size": int(problem.rows.shape[0]), "pair": list(problem.pair)}
+            "active_size": int(problem.rows.shape[0]), "pair": list(problem.pair),
+            "kkt_violators": 0 if solution.exit_reason == "converged" else None}
 
 
 class _SharedMonitor:
@@ -246,6 +250,9 @@ class _SharedMonitor:
 
     def out_of_time(self) -> bool:
         return self.monitor.out_of_time()
+
+    def elapsed(self) -> float:
+        return self.monitor.elapsed()
 
     def event_due(self) -> bool:
         return bool(self.stops) or self.monitor.event_due()

@@ -189,10 +189,14 @@ def _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, ki
 @njit(cache=True)
 def _fill_column(rows, kernel, positions, i, start, stop, out, parallel):
     """out[start:stop] = Q_{i, start:stop} (float32), in parallel when large."""
-    positional = rows[0]
+    _fill_range(rows[0], rows[2], kernel, positions[2], i, start, stop, out, parallel)
+
+
+@njit(cache=True, inline="always")
+def _fill_range(positional, dense_rows, kernel, y, i, start, stop, out, parallel):
+    """`_fill_column` from the arrays it reads (rows[0], rows[2], y)."""
     data, indices, indptr, sq_norms, dense = positional
-    Xd, dots, scale = rows[2]
-    y = positions[2]
+    Xd, dots, scale = dense_rows
     for k in range(indptr[i], indptr[i + 1]):
         dense[indices[k]] = data[k]
     chunks = parallel[0]
@@ -202,7 +206,7 @@ def _fill_column(rows, kernel, positions, i, start, stop, out, parallel):
         _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, kernel[0],
                          kernel[1], kernel[2], kernel[3], y, i, start, stop, out, chunks)
     else:
-        _column_range((positional, rows[2]), kernel, y, i, start, stop, out)
+        _column_range((positional, dense_rows), kernel, y, i, start, stop, out)
     for k in range(indptr[i], indptr[i + 1]):
         dense[indices[k]] = 0.0
 
@@ -250,9 +254,30 @@ def _lru_insert(lru_prev, lru_next, h):
     lru_prev[head] = h
 
 
+@njit(cache=True, inline="always")
+def _column_if_cached(i, length, cache, counters):
+    """Q_{i, 0:length} if the cache holds it (a hit, as in `_get_column`), else an empty
+    array: then `_get_column` computes it. The hot path: it touches only the cache."""
+    columns, col_len, lru_prev, lru_next, empty = cache
+    if col_len[i] < length or length == 0:
+        return empty
+    _lru_delete(lru_prev, lru_next, i)
+    _lru_insert(lru_prev, lru_next, i)
+    counters[_HITS] += 1
+    return columns[i]
+
+
 @njit(cache=True)
 def _get_column(i, length, rows, kernel, positions, cache, counters, parallel):
     """Q_{i, 0:length} (float32; the array may be longer): cached, extended or computed."""
+    return _column(i, length, rows[0], rows[2], kernel, positions[2], cache, counters,
+                   parallel)
+
+
+@njit(cache=True)
+def _column(i, length, positional, dense_rows, kernel, y, cache, counters, parallel):
+    """`_get_column` from the arrays it reads (the hot path's cache misses: each array of
+    the arguments costs a reference per call)."""
     columns, col_len, lru_prev, lru_next, empty = cache
     head = col_len.shape[0]
     old_len = col_len[i]
@@ -274,7 +299,7 @@ def _get_column(i, length, rows, kernel, positions, cache, counters, parallel):
             column[:old_len] = columns[i][:old_len]
         counters[_CACHE_FREE] -= more
         col_len[i] = length
-        _fill_column(rows, kernel, positions, i, old_len, length, column, parallel)
+        _fill_range(positional, dense_rows, kernel, y, i, old_len, length, column, parallel)
         columns[i] = column
         counters[_MISSES] += 1
         counters[_EVALS] += more

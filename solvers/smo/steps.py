@@ -12,6 +12,8 @@ from numba import njit
 
 from solvers.backbone import CsrArrays
 from solvers.smo.columns import (
+    _column,
+    _column_if_cached,
     _column_parallel,
     _gather_positional_rows,
     _get_column,
@@ -24,6 +26,8 @@ from solvers.smo.layout import (
     _CONVERGED,
     _COUNTER,
     _FREE,
+    _GMAX,
+    _GMAX_IDX,
     _GMAX_VALID,
     _ITER,
     _LOWER,
@@ -39,12 +43,15 @@ from solvers.smo.layout import (
 from solvers.smo.selection import (
     _do_shrinking,
     _flush_gradient_bar,
+    _gmax,
     _gmax_parallel,
     _gradient_bar_parallel,
     _reconstruct_gradient,
     _reduce_max,
+    _select_j,
     _select_j_parallel,
     _select_working_set,
+    _step_gradient_bar,
     _take_step,
     _update_parallel,
     _update_status,
@@ -114,7 +121,10 @@ class SmoState:
         lru_prev = np.full(l + 1, l, dtype=np.int64)
         lru_next = np.full(l + 1, l, dtype=np.int64)
         self.positions = (perm, local, y, cost, diagonal, alpha, status, gradient, gradient_bar)
-        self.cache = (columns, np.zeros(l, dtype=np.int64), lru_prev, lru_next,
+        # The typed list of cached columns is a top-level argument of the compiled entry
+        # points: inside a tuple it makes Numba's dispatch type the tuple in Python (~50 us
+        # per call against ~1 us).
+        self.cache = (np.zeros(l, dtype=np.int64), lru_prev, lru_next,
                       np.zeros(0, dtype=np.float32))
         # (chunks, per-chunk scratch x 3, minimum work of a parallel loop: passes over the
         # active set and kernel columns (once per step), the deferred G_bar pass)
@@ -129,7 +139,8 @@ class SmoState:
         self.kernel_args = (rows_arrays, kernel, self.positions, self.cache,
                             (self.counters, self.values, np.empty((l, 2), dtype=np.int64),
                              pending,
-                             parallel))
+                             parallel),
+                            columns)
 
         self.rows = perm.copy()  # the problem's rows of X, in problem order
         self.y = y.copy()
@@ -186,7 +197,10 @@ class SmoState:
         return {"iteration": self.iteration, "primal": None,
                 "dual": float(_objective_from_bar(alpha, status, gradient, gradient_bar)),
                 "gap": None, "violation": float(self.values[_VIOLATION]),
-                "active_size": int(self.counters[_ACTIVE]), "pair": self.pair}
+                "active_size": int(self.counters[_ACTIVE]), "pair": self.pair,
+                "kkt_violators": int(_kkt_violators(self.positions[2], self.positions[6],
+                                                    gradient, int(self.counters[_ACTIVE]),
+                                                    float(self.eps)))}
 
     def finish(self) -> tuple[np.ndarray, float, float]:
         """Unshrink (reconstruct the gradient), then (alpha in problem order, rho, f(a))."""
@@ -196,8 +210,14 @@ class SmoState:
         return alpha, float(out[0]), float(out[1])
 
 
+@njit(cache=True, inline="always")
+def _with_columns(heads, columns):
+    """The cache tuple of the kernels: (columns, lengths, lru_prev, lru_next, empty)."""
+    return (columns, heads[0], heads[1], heads[2], heads[3])
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def _smo_steps(rows, kernel, positions, cache, state, settings):
+def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
     """Run SMO steps until convergence, max_iter, a non-finite step or the step budget.
 
     rows = ((data, indices, indptr, ||x||^2 of the rows in position order, a dense scatter
@@ -205,13 +225,17 @@ def _smo_steps(rows, kernel, positions, cache, state, settings):
     position order as a dense matrix - 0 rows when the data are sparse -, two float64
     scratch columns)); kernel = (kind,
     gamma, coef0, degree); positions = (perm, local, y, C, K_tt, alpha, status, G, G_bar),
-    permuted together by shrinking; cache = (columns, lengths, lru_prev, lru_next, empty);
-    state = (counters, values, swap buffer, parallel scratch); settings = (eps, max_iter,
-    step_budget). Returns a status code; everything else is kept in the arrays.
+    permuted together by shrinking; heads = (lengths, lru_prev, lru_next, empty) and
+    columns (the typed list of cached columns) make the cache; state = (counters, values,
+    swap buffer, parallel scratch); settings = (eps, max_iter, step_budget). Returns a
+    status code; everything else is kept in the arrays.
     """
+    cache = _with_columns(heads, columns)
     counters, values, swaps, pending, parallel = state
     eps, max_iter, budget = settings
-    l = positions[0].shape[0]
+    _, _, y, cost, diagonal, alpha, status, gradient, _ = positions
+    positional, dense_rows = rows[0], rows[2]
+    l = y.shape[0]
     steps = 0
     while True:
         if counters[_ITER] >= max_iter:
@@ -223,31 +247,55 @@ def _smo_steps(rows, kernel, positions, cache, state, settings):
             counters[_COUNTER] = min(l, _SHRINK_EVERY)
             _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel)
             counters[_GMAX_VALID] = 0
-        i, j, gmax, gmax2 = _select_working_set(rows, kernel, positions, cache, counters,
-                                                values, parallel)
+        # _select_working_set, inline: only a cache miss passes the whole state
+        active = counters[_ACTIVE]
+        if counters[_GMAX_VALID] == 1:
+            gmax = values[_GMAX]
+            i = counters[_GMAX_IDX]
+        else:
+            gmax, i = _gmax(positions, active, parallel)
+        j = -1
+        gmax2 = -np.inf
+        if i >= 0:
+            q_i = _column_if_cached(i, active, cache, counters)
+            if q_i.shape[0] == 0:
+                q_i = _column(i, active, positional, dense_rows, kernel, y, cache, counters,
+                              parallel)
+            j, gmax2 = _select_j(y, status, gradient, diagonal, q_i, i, gmax, active,
+                                 parallel)
         values[_VIOLATION] = gmax + gmax2
         if gmax + gmax2 < eps or j < 0:
             # converged on the active set: reconstruct the whole gradient and check again
             _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
             counters[_ACTIVE] = l
             counters[_GMAX_VALID] = 0
-            i, j, gmax, gmax2 = _select_working_set(rows, kernel, positions, cache,
-                                                    counters, values, parallel)
+            i, j, gmax, gmax2, q_i = _select_working_set(rows, kernel, positions, cache,
+                                                         counters, values, parallel)
             values[_VIOLATION] = gmax + gmax2
             if gmax + gmax2 < eps or j < 0:
                 return _CONVERGED
             counters[_COUNTER] = 1  # shrink at the next step
+            active = l
         counters[_ITER] += 1
         steps += 1
-        if not _take_step(i, j, rows, kernel, positions, cache, counters, values, pending,
-                          parallel):
+        q_j = _column_if_cached(j, active, cache, counters)
+        if q_j.shape[0] == 0:
+            q_j = _column(j, active, positional, dense_rows, kernel, y, cache, counters,
+                          parallel)
+        crossed = _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient,
+                             counters, values, parallel)
+        if crossed == 0:
             return _NON_FINITE
+        if crossed > 1:
+            _step_gradient_bar(i, j, crossed, q_i, q_j, rows, kernel, positions, cache,
+                               counters, pending, parallel)
 
 
 @njit(cache=True, nogil=True)
-def _finish(rows, kernel, positions, cache, state, alpha_out, out):
+def _finish(rows, kernel, positions, heads, state, columns, alpha_out, out):
     """Unshrink, then alpha_out (problem order), out[0] = rho, out[1] = f(a) =
     1/2 sum_t a_t (G_t + p_t) (LIBSVM's obj), out[2] = violation on the full set."""
+    cache = _with_columns(heads, columns)
     counters, _, _, pending, parallel = state
     _, local, y, _, _, alpha, status, gradient, _ = positions
     l = alpha.shape[0]
@@ -284,9 +332,10 @@ def _finish(rows, kernel, positions, cache, state, alpha_out, out):
 
 
 @njit(cache=True, nogil=True)
-def _warm_gradient(rows, kernel, positions, cache, state):
+def _warm_gradient(rows, kernel, positions, heads, state, columns):
     """status from a; G = -e + sum_{a_s > 0} a_s Q_:s; G_bar = sum_{a_s = C_s} C_s Q_:s
     (full columns, through the cache)."""
+    cache = _with_columns(heads, columns)
     counters, _, _, _, parallel = state
     _, _, _, cost, _, alpha, status, gradient, gradient_bar = positions
     l = alpha.shape[0]
@@ -307,9 +356,37 @@ def _warm_gradient(rows, kernel, positions, cache, state):
 
 
 @njit(cache=True, nogil=True)
-def _flush_pending(rows, kernel, positions, cache, state):
+def _flush_pending(rows, kernel, positions, heads, state, columns):
+    cache = _with_columns(heads, columns)
     counters, _, _, pending, parallel = state
     _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+
+
+@njit(cache=True, nogil=True)
+def _kkt_violators(y, status, gradient, active, eps):
+    """How many active variables break the KKT conditions by more than eps / 2 around the
+    midpoint b of m = max {-y_t G_t : t in I_up} and M = min {-y_t G_t : t in I_low}: all
+    of them at the start (a = 0), none once m - M <= eps. Shrunk variables count as
+    satisfied (they are shrunk because they are, with margin)."""
+    m = -np.inf
+    big_m = np.inf
+    for t in range(active):
+        v = -y[t] * gradient[t]
+        up = status[t] != _UPPER if y[t] > 0 else status[t] != _LOWER
+        low = status[t] != _LOWER if y[t] > 0 else status[t] != _UPPER
+        if up and v > m:
+            m = v
+        if low and v < big_m:
+            big_m = v
+    b = 0.5 * (m + big_m)
+    count = 0
+    for t in range(active):
+        v = -y[t] * gradient[t]
+        up = status[t] != _UPPER if y[t] > 0 else status[t] != _LOWER
+        low = status[t] != _LOWER if y[t] > 0 else status[t] != _UPPER
+        if (up and v > b + 0.5 * eps) or (low and v < b - 0.5 * eps):
+            count += 1
+    return count
 
 
 @njit(cache=True, nogil=True)
@@ -327,7 +404,7 @@ def _objective_from_bar(alpha, status, gradient, gradient_bar):
 
 
 @njit(cache=True)
-def _warm_parallel(rows, kernel, positions, cache, state):
+def _warm_parallel(rows, kernel, positions, heads, state, columns):
     """Run every parallel variant once (compilation / cache load)."""
     parallel = state[4]
     y, status, gradient, diagonal = positions[2], positions[6], positions[7], positions[4]

@@ -266,3 +266,19 @@ def test_solvers_list_documents_auto_and_tron(client: TestClient) -> None:
     for name in ("dcd", "acf", "ocas", "alm", "pegasos", "tron", "newton", "auto"):
         tol = next(p for p in solvers[name]["params"] if p["name"] == "tol")
         assert tol["default"] == 1e-3 and "relative duality gap" in tol["description"].lower()
+
+
+@pytest.mark.parametrize("method", ["line_search", "trust_region"])
+def test_tron_method_is_a_job_param(client: TestClient, settings: Settings, heart_id: str,
+                                    method: str) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "tron",
+                                           "params": {"method": method}}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["params"]["method"] == method
+    assert job["result"]["converged"] is True
+    assert job["result"]["path"][0]["solver"] == "tron"
+    response = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "tron",
+                                             "params": {"method": "dogleg"}})
+    assert response.status_code == 422 and response.json()["error"]["detail"]["field"] == (
+        "params.method"), response.text

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text, update
+from sqlalchemy import create_engine, func, select, text, update
 
 from app.db import session_scope
 from app.main import create_app
-from app.orm import Job, utcnow
-from app.queue import broker_holding
+from app.orm import Job, SearchTask, utcnow
+from app.queue import broker_holding, search_queue
 from app.settings import Settings
 from app.sweep import sweep
 from tests.support import (
@@ -186,8 +186,40 @@ def test_rabbitmq_queue_is_durable_messages_persistent_and_publishes_confirmed()
         conf = app.conf
         assert conf.broker_transport_options["confirm_publish"] is True
         assert conf.task_default_delivery_mode == "persistent"
-        [queue] = conf.task_queues
-        assert queue.name == "hinge.q" and queue.durable and queue.exchange.durable
+        assert [queue.name for queue in conf.task_queues] == ["hinge.q", "hinge.q.search"]
+        for queue in conf.task_queues:
+            assert queue.durable and queue.exchange.durable
     worker = make_celery(settings).conf
     assert worker.task_acks_late and worker.task_reject_on_worker_lost
     assert worker.worker_proc_alive_timeout == WARM_UP_TIMEOUT_SECONDS
+
+
+def test_search_tasks_waiting_in_the_broker_do_not_hide_lost_job_messages(
+    broker_settings: Settings, queued_jobs: list[str], heart_bytes: bytes
+) -> None:
+    """A search's queued tasks have messages too. On RabbitMQ, which shows only a count,
+    they were counted as the jobs' messages: a search with N tasks waiting hid N lost
+    jobs, which then waited for ever."""
+    _purge(broker_settings)  # every job's message is gone...
+    with TestClient(create_app(broker_settings),
+                    headers=bearer(make_key(broker_settings))) as client:
+        dataset = client.post("/v1/datasets?name=heart", content=heart_bytes)
+        assert dataset.status_code == 201, dataset.text
+        search = client.post("/v1/searches", json={  # ...and a search's tasks wait
+            "dataset_id": dataset.json()["id"], "space": {"C": [0.5, 1.0, 2.0, 4.0]}})
+        assert search.status_code == 202, search.text
+    with session_scope(broker_settings.database_url) as session:
+        tasks = session.scalar(select(func.count()).select_from(SearchTask)
+                               .where(SearchTask.status == "queued"))
+    assert tasks
+    # the tasks wait in a queue of their own
+    searching = broker_holding(broker_settings.broker_url, search_queue(broker_settings.queue))
+    assert searching.ready == tasks
+    _age(broker_settings, queued_jobs)
+    assert sweep(broker_settings)["reenqueued"] == WAITING  # was 12 - 5 on RabbitMQ
+    held = broker_holding(broker_settings.broker_url, broker_settings.queue)
+    assert held.ready == WAITING
+    if held.ids is not None:
+        assert held.ids == set(queued_jobs)
+    _age(broker_settings, queued_jobs)
+    assert sweep(broker_settings)["reenqueued"] == 0  # held again: not a third time

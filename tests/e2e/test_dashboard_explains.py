@@ -2,9 +2,11 @@
 
 - a 10-class one-vs-rest job: one series per binary problem, the current one named, and
   each problem's last point its certified relative gap from the result;
-- one-vs-one SMO: one series per class pair, positive quantities only (−dual, the KKT
-  violation), and a progress fraction that moves and never goes back;
-- a binary SMO job: −dual and the violation plotted, the last point the result's dual;
+- one-vs-one SMO: one series per class pair, positive quantities only (the KKT
+  violation), each ending at its pair's final violation from the result, and a progress
+  fraction that moves and never goes back;
+- a binary SMO job: −dual and the violation plotted, the last point the result's dual,
+  and a progress bar that moves during the run;
 - a job that stopped at max_iter: a warning badge with the reason, no green success and
   no 100% bar;
 - an upload of content uploaded before: the notice, and "use the existing dataset".
@@ -168,11 +170,17 @@ def test_one_vs_one_smo_plots_positive_series_per_pair_and_progress_moves(
     assert fractions == sorted(fractions) and 0 < fractions[-1] <= 1  # it moves, never back
     page = view.page
     page.goto(f"/jobs/{job_id}")
-    page.wait_for_function("() => Number(document.getElementById('chart').dataset.points)"
-                           f" >= {len(events)}", timeout=60_000)
-    chart = _chart(view)
+    chart = _wait_final(view)
     assert chart["layout"] == "multi-kernel" and chart["series"] == "45"
-    assert int(chart["drawn"]) == len({e["class_index"] for e in events})
+    # every pair has a line, ending at its final violation from the result, even the
+    # pairs solved between two progress events
+    problems = job["result"]["problems"]
+    assert len(problems) == 45 and all(p["exit_reason"] == "converged" for p in problems)
+    assert chart["drawn"] == "45"
+    assert int(chart["points"]) == len(events) + 45
+    assert chart["final"] == {f"{a:g} vs {b:g}": p["violation"]
+                              for p in problems for a, b in [p["pair"]]}
+    assert all(0 < p["violation"] <= 1e-5 for p in problems)
     assert page.locator("#chart-current").inner_text() == (
         "45 binary problems (one-vs-one), one line each; the thick line is the last one "
         "trained.")
@@ -191,12 +199,17 @@ def _a9a_head(rows: int) -> bytes:
 
 def test_binary_smo_plots_minus_dual_and_ends_at_the_result(
         view: Page, service: httpx.Client) -> None:
-    dataset = _upload(service, "a9a-8000", _a9a_head(8000))
+    dataset = _upload(service, "a9a-16000", _a9a_head(16000))
     job_id = _train(service, dataset, "smo")
     job = wait_for_job(service.get, job_id, timeout=180)
     assert job["status"] == "succeeded"
     events = _progress_events(service, job_id)
     assert events and all(e["dual"] < 0 and e["primal"] is None for e in events)
+    # the bar moves during the run (the share of variables meeting the KKT conditions),
+    # not only at the end, and never goes back
+    fractions = [e["fraction"] for e in events]
+    assert fractions == sorted(fractions)
+    assert len(events) >= 3 and 0 < fractions[-2] < 1, fractions
     page = view.page
     page.goto(f"/jobs/{job_id}")
     chart = _wait_final(view)
@@ -225,6 +238,8 @@ def test_a_job_stopped_at_max_iter_shows_a_warning_not_a_success(
     assert "status-succeeded" not in (status.get_attribute("class") or "")
     color = status.evaluate("node => getComputedStyle(node).color")
     assert color != "rgb(26, 127, 55)"  # not the green of success
+    last_entry = page.locator("#job-history li").last.locator(".status")
+    assert last_entry.inner_text() == "stopped: max_iter"  # the history says so too
     page.wait_for_function("() => document.getElementById('chart').dataset.final")
     bar = page.locator("#job-progress")
     assert bar.evaluate("bar => bar.value") < 1.0

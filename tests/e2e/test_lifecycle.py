@@ -322,7 +322,9 @@ def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
     tmp_path: Path, ijcnn1_bytes: bytes, heart_bytes: bytes
 ) -> None:
     """Durable queue, persistent messages, publisher confirms: a broker restart with jobs
-    running and queued loses nothing, and the sweep (turned off here) is not needed."""
+    running and queued loses nothing, and the sweep is not needed: it is turned off here
+    (its first run would be 10^6 s away, and neither a stale lease nor a long wait would
+    trigger it). With a non-durable queue this test fails: the queued jobs stay queued."""
     no_sweep = {"sweep_interval_seconds": 1e6, "requeue_after_seconds": 1e6,
                 "job_lease_seconds": 600.0}
     settings = _settings(tmp_path / "home", broker_url=require_rabbitmq(), **no_sweep)
@@ -337,6 +339,10 @@ def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
             for job_id in [running, *queued]:
                 job = wait_for_job(client.get, job_id, timeout=180)
                 assert job["status"] == "succeeded", job
+                # one attempt, never put back to queued: nothing but the broker kept it
+                assert job["attempt"] == 1, job
+                assert [h["status"] for h in job["status_history"]] == [
+                    "queued", "running", "succeeded"], job
             assert "Connection to broker lost" in workers[0].log()  # it did restart
             models = client.get("/v1/models").json()["data"]
             assert sorted(m["job_id"] for m in models) == sorted([running, *queued])

@@ -1,6 +1,7 @@
 """Searches on real worker processes: fan-out over two workers with a live SSE stream and
 a refit model, a SIGKILLed worker mid-search (every fit counted exactly once), cancel;
-on the embedded default (SQLite + SQLite broker) and on PostgreSQL + Redis."""
+on the embedded default (SQLite + SQLite broker) and on PostgreSQL + Redis or RabbitMQ
+(where a search's tasks wait in a queue of their own beside the jobs' queue)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ from app.db import session_scope
 from app.orm import SearchResult, SearchTask
 from app.settings import Settings
 from tests.support import (
+    broker_url_for,
     child_pids,
     data_file,
+    drop_queue,
     embedded_settings,
     postgres_schema,
-    require_redis,
     running_service,
     wait_for_job,
 )
@@ -138,14 +140,19 @@ def test_a_grid_search_over_two_workers_streams_points_and_refits(
 
 
 @pytest.mark.postgres
-@pytest.mark.redis
-def test_a_grid_search_on_postgres_and_redis(tmp_path: Path, heart_bytes: bytes) -> None:
-    redis_url = require_redis()
+@pytest.mark.parametrize("broker", [pytest.param("redis", marks=pytest.mark.redis),
+                                    pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+def test_a_grid_search_on_postgres_and_a_server_broker(tmp_path: Path, heart_bytes: bytes,
+                                                       broker: str) -> None:
+    broker_url = broker_url_for(broker)
     with postgres_schema() as database_url:
         settings = _settings(tmp_path / "home", database_url=database_url,
-                             broker_url=redis_url)
-        with running_service(settings, tmp_path, workers=2) as (client, _workers):
-            _search_with_refit_over_two_workers(client, heart_bytes)
+                             broker_url=broker_url)
+        try:
+            with running_service(settings, tmp_path, workers=2) as (client, _workers):
+                _search_with_refit_over_two_workers(client, heart_bytes)
+        finally:
+            drop_queue(broker_url, settings.queue)
 
 
 def _running_task(settings: Settings, search_id: str) -> tuple[int, int] | None:

@@ -1,14 +1,18 @@
 """Share-nothing scale-out: workers and API processes that share only PostgreSQL, the
-broker (Redis) and the object store (a moto S3 server), each with its own HINGE_HOME.
+broker (Redis or RabbitMQ) and the object store (a moto S3 server), each with its own
+HINGE_HOME.
 
 In the `netns` variant each worker runs in its own network namespace, a separate "host"
 that reaches the three servers only through a veth link (testkit/netns.py): nothing on
 this machine's loopback, no directory of the API. The `loopback` variant (default suite)
 runs the same processes on this machine's loopback, still with separate HINGE_HOMEs.
+Both run on each broker: Redis and RabbitMQ (the shared servers, a queue of the test's
+own, dropped after).
 
 Asserted: jobs land on both workers, each worker read the dataset from the object store
 into its own cache (no dataset file anywhere), two API processes give identical
-predictions, and (netns) a worker SIGKILLed mid-job is recovered by the other one.
+predictions, and a worker SIGKILLed mid-job (its whole process group, as a host that
+dies) is recovered by the other one.
 """
 
 from __future__ import annotations
@@ -30,15 +34,15 @@ from sqlalchemy.engine import make_url
 from app.settings import Settings
 from testkit.netns import Host, netns_unavailable_reason, separate_host
 from tests.support import (
-    REDIS_URL,
     ServiceProcess,
     bearer,
+    broker_url_for,
     data_file,
+    drop_queue,
     embedded_settings,
     make_key,
     migrate,
     postgres_schema,
-    require_redis,
     s3_overrides,
     start_api,
     start_worker,
@@ -72,32 +76,49 @@ def _through(host: Host | None, url: str, default_port: int) -> str:
         hide_password=False)
 
 
-def _cluster_settings(home: Path, database_url: str, s3_endpoint: str) -> Settings:
+def _cluster_settings(home: Path, database_url: str, broker_url: str, s3_endpoint: str
+                      ) -> Settings:
     return embedded_settings(
-        home, database_url=database_url, broker_url=REDIS_URL,
+        home, database_url=database_url, broker_url=broker_url,
         secret_key=f"share-nothing-{uuid.uuid4().hex}",
         job_lease_seconds=3.0, sweep_interval_seconds=0.5, requeue_after_seconds=5.0,
         **s3_overrides(s3_endpoint))
 
 
+BROKER_PORTS = {"redis": 6379, "rabbitmq": 5672}
+
+
 @pytest.fixture(params=["loopback", pytest.param("netns", marks=pytest.mark.slow)])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path, s3_endpoint: str
-            ) -> Iterator[Cluster]:
-    network = request.param
-    if network == "netns":
+def network(request: pytest.FixtureRequest) -> str:
+    if request.param == "netns":
         reason = netns_unavailable_reason()
         if reason:
             unavailable("network namespaces (ip netns, as root)", RuntimeError(reason))
-    require_redis()
+    return str(request.param)
+
+
+@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis),
+                        pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+def broker(request: pytest.FixtureRequest) -> str:
+    """The broker's name; its URL (the shared server) from broker_url_for, which fails
+    under CI=true when the server is not there."""
+    broker_url_for(request.param)
+    return str(request.param)
+
+
+@pytest.fixture
+def cluster(network: str, broker: str, tmp_path: Path, s3_endpoint: str
+            ) -> Iterator[Cluster]:
+    broker_url = broker_url_for(broker)
     with postgres_schema() as database_url:
-        base = _cluster_settings(tmp_path / "api-0", database_url, s3_endpoint)
+        base = _cluster_settings(tmp_path / "api-0", database_url, broker_url, s3_endpoint)
         migrate(base.database_url)
         key = make_key(base)
         s3_port = int(make_url(s3_endpoint).port or 80)
         pg_port = make_url(database_url).port or 5432
-        redis_port = make_url(REDIS_URL).port or 6379
+        broker_port = make_url(broker_url).port or BROKER_PORTS[broker]
         started: list[ServiceProcess] = []
-        with _hosts(network, tmp_path, [pg_port, redis_port, s3_port]) as hosts:
+        with _hosts(network, tmp_path, [pg_port, broker_port, s3_port]) as hosts:
             try:
                 workers: dict[str, ServiceProcess] = {}
                 homes: dict[str, Path] = {}
@@ -107,7 +128,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path, s3_endpoint: str
                     settings = base.model_copy(update={
                         "home": homes[name],
                         "database_url": _through(host, database_url, 5432),
-                        "broker_url": _through(host, REDIS_URL, 6379),
+                        "broker_url": _through(host, broker_url, BROKER_PORTS[broker]),
                         "s3_endpoint_url": _through(host, s3_endpoint, 80)})
                     worker = start_worker(settings, tmp_path, name=name, wait=False,
                                           prefix=tuple(host.run_prefix) if host else ())
@@ -127,6 +148,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path, s3_endpoint: str
             finally:
                 for process in started:
                     process.stop()
+                drop_queue(broker_url, base.queue)
 
 
 @contextlib.contextmanager
@@ -160,10 +182,9 @@ def _files(home: Path, pattern: str) -> list[Path]:
     return [p for p in home.rglob(pattern) if p.is_file()] if home.exists() else []
 
 
-def test_workers_and_apis_share_nothing_but_the_servers(
-    cluster: Cluster, request: pytest.FixtureRequest
-) -> None:
-    netns = request.node.callspec.params["cluster"] == "netns"
+def test_workers_and_apis_share_nothing_but_the_servers(cluster: Cluster, network: str
+                                                        ) -> None:
+    netns = network == "netns"
     first, second = cluster.apis
     dataset_id = _upload(first, data_file("ijcnn1.xz").read_bytes())
 
@@ -191,8 +212,6 @@ def test_workers_and_apis_share_nothing_but_the_servers(
     assert answers[0].json() == answers[1].json()
     assert len(_files(cluster.api_homes[1] / "blob-cache", "*.blob")) == 1  # the model's
 
-    if not netns:
-        return
     # a worker SIGKILLed mid-job (the whole process group, as a host that dies): the
     # sweep re-queues the job when its lease runs out, and the other worker finishes it
     job_id = _submit(first, dataset_id, LONG_JOB)

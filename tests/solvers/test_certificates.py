@@ -102,12 +102,16 @@ def test_stalled_dual_cd_falls_back_and_records_its_path() -> None:
 
 
 def test_tron_that_stalls_hands_over_to_newton() -> None:
-    """mushrooms-x5: TRON's CG makes no headway (max_iter 1000 far above the optimum);
-    the rule continues with exact Newton steps, whatever the fit's threads."""
+    """mushrooms-x5: the trust-region TRON makes no headway (max_iter 1000 far above the
+    optimum); the rule continues with exact Newton steps, whatever the fit's threads. The
+    line search (tron's default) certifies it by itself."""
     X, y = load_case("mushrooms-x5")
-    subopt, result = suboptimality(X, y, "tron", threads=2)
+    subopt, result = suboptimality(X, y, "tron", threads=2, method="trust_region")
     assert [(s["solver"], s["exit"]) for s in result.path] == [
         ("tron", "max_iter"), ("newton", "converged")]
+    assert result.converged and subopt <= TOL
+    subopt, result = suboptimality(X, y, "tron", threads=2)
+    assert [(s["solver"], s["exit"]) for s in result.path] == [("tron", "converged")]
     assert result.converged and subopt <= TOL
 
 

@@ -8,6 +8,7 @@ a reference (L-BFGS, LIBLINEAR) is trusted only as far as its own gradient says.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numba
@@ -192,6 +193,63 @@ def test_wide_products_reduce_in_parallel_identically() -> None:
     np.testing.assert_allclose(out, v + Xa.T @ (h * (Xa @ v)), rtol=1e-12, atol=1e-12)
 
 
+def newton_cpp_pcg(H: np.ndarray, g: np.ndarray, M: np.ndarray, eps_cg: float
+                   ) -> tuple[np.ndarray, int]:
+    """LIBLINEAR 2.50's newton.cpp pcg, literally (dense): its quadratic-model stop rule
+    with Q = -(s'r - s'g) / 2 recomputed from s, r, g at every step."""
+    s = np.zeros_like(g)
+    r = -g
+    z = r / M
+    d = z.copy()
+    ztr = float(z @ r)
+    cgtol = min(eps_cg, np.sqrt(np.sqrt(ztr)))
+    q = 0.0
+    for i in range(1, max(g.shape[0], 5) + 1):
+        hd = H @ d
+        alpha = ztr / float(d @ hd)
+        s = s + alpha * d
+        r = r - alpha * hd
+        q_new = -0.5 * (float(s @ r) - float(s @ g))
+        q_diff = q_new - q
+        assert q_new <= 0 and q_diff <= 0
+        if i * q_diff >= cgtol * q_new:
+            return s, i
+        q = q_new
+        z = r / M
+        znew = float(z @ r)
+        d = z + (znew / ztr) * d
+        ztr = znew
+    raise AssertionError("no stop within the CG cap")
+
+
+@pytest.mark.parametrize("eps_cg", [tron.EPS_CG, 0.05])
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_cg_stops_where_newton_cpp_does(seed: int, eps_cg: float) -> None:
+    """The CG of one Newton step (no trust-region cut) takes as many steps as newton.cpp's
+    pcg and ends at its s; the model value kept by recurrence is g's + s'Hs / 2."""
+    X, y = random_problem(200, 30, seed=seed)
+    X = X @ (np.eye(30) + 0.3 * np.random.default_rng(seed).normal(size=(30, 30)))  # correlated
+    problem = make_problem(X, y, 1.0, bias_scale=1.0)
+    state = tron._TronState(problem.X, problem.y, problem.cost, 1.0, kernels.L2)
+    state.evaluate()
+    Xa = augmented(problem)
+    h = np.where(y * (Xa @ state.w) < 1.0, 2.0, 0.0)
+    H = np.eye(31) + (Xa.T @ sp.diags(h) @ Xa).toarray()
+    expected, steps = newton_cpp_pcg(H, state.grad.copy(), state.precond.copy(), eps_cg)
+    assert steps >= (2 if eps_cg == tron.EPS_CG else 9)  # the rule is exercised
+    kernels.cg_start(state.grad, state.precond, eps_cg, np.inf, state.cg_vectors,
+                     state.cg_scalars, state.cg_counters)
+    status = kernels.cg_steps(state.rows, 1.0, state.bounds, state.active, state.n_groups,
+                              state.chunk_acc, state.chunk_sums, state.precond,
+                              state.cg_vectors, state.cg_scalars, state.cg_counters, 1000)
+    assert status == kernels.CG_CONVERGED
+    assert state.cg_counters[0] == steps
+    s = state.cg_vectors[0]
+    assert np.linalg.norm(s - expected) <= 1e-10 * np.linalg.norm(expected)  # CG rounding
+    model = float(state.grad @ s + 0.5 * s @ H @ s)
+    assert state.cg_scalars[kernels._Q] == pytest.approx(model, rel=1e-9)
+
+
 @pytest.mark.parametrize("step", [1e-9, 1e-4, 0.5, 3.0, 40.0, -40.0])
 @pytest.mark.parametrize("margin", [-800.0, -30.0, -1.0, 0.0, 0.3, 0.999, 1.0, 2.0, 30.0, 800.0])
 @pytest.mark.parametrize("loss", LOSSES)
@@ -237,10 +295,12 @@ def lbfgs_optimum(problem: LinearProblem, loss: str) -> np.ndarray:
     return np.asarray(result.x)
 
 
+@pytest.mark.parametrize("method", tron.METHODS)
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize(("seed", "bias_scale", "C"), [(3, 1.0, 1.0), (4, 0.0, 10.0),
                                                        (5, 2.0, 0.1), (6, 1.0, 1000.0)])
-def test_matches_a_certified_optimum(loss: str, seed: int, bias_scale: float, C: float) -> None:
+def test_matches_a_certified_optimum(loss: str, seed: int, bias_scale: float, C: float,
+                                     method: str) -> None:
     X, y = random_problem(80, 6, seed)
     cost = C * np.random.default_rng(seed).uniform(0.5, 2.0, size=80)
     problem = make_problem(X, y, cost, bias_scale)
@@ -248,7 +308,7 @@ def test_matches_a_certified_optimum(loss: str, seed: int, bias_scale: float, C:
     f_ref = objective(problem, reference, loss)
     g_ref = np.linalg.norm(gradient(problem, reference, loss))
     assert g_ref**2 / 2 <= 1e-10 * f_ref  # the reference is within 1e-10 of f*
-    result = run(problem, loss=loss, eps=1e-10)
+    result = run(problem, loss=loss, eps=1e-10, method=method)
     assert_converged_claim(problem, result, loss, 1e-10)
     assert result.primal == pytest.approx(objective(problem, result.w, loss), rel=1e-12)
     assert relative(result.primal, f_ref) <= 1e-8
@@ -473,14 +533,43 @@ def test_warm_start_of_the_wrong_shape_is_refused() -> None:
         run(problem, w0=np.array([0.0, np.nan, 0.0, 0.0]))
 
 
-def test_tiny_eps_ends_honestly() -> None:
+@pytest.mark.parametrize("method", tron.METHODS)
+def test_tiny_eps_ends_honestly(method: str) -> None:
     """An eps beyond float64 precision ends stalled (no further progress in float64) or max_iter
     with the violation reported, never a false claim, and within the iteration limit."""
     X, y = unscaled_heart()
     problem = make_problem(X, binary_labels(y), 10.0, bias_scale=1.0)
-    result = run(problem, eps=1e-300, max_iter=500)
+    result = run(problem, eps=1e-300, max_iter=500, method=method)
     assert result.exit_reason in ("stalled", "max_iter")
     assert result.details["stall"] is not None or result.exit_reason == "max_iter"
     g = np.linalg.norm(gradient(problem, result.w, "l2"))
     g0 = np.linalg.norm(gradient(problem, np.zeros(problem.n_weights), "l2"))
     assert g / g0 < 1e-9  # it got as far as float64 allows
+
+
+def test_unknown_method_is_refused() -> None:
+    X, y = random_problem(20, 3, seed=1)
+    with pytest.raises(ValueError, match="method must be one of"):
+        run(make_problem(X, y), method="dogleg")
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_line_search_takes_newton_cpp_steps(loss: str) -> None:
+    """Each line-search iteration is one accepted step whose length passed newton.cpp's
+    Armijo test f(w + a s) - f(w) <= 0.01 a g's: the objective never increases, and on
+    unscaled data both methods reach the same optimum."""
+    X, y = unscaled_heart()
+    problem = make_problem(X, binary_labels(y), 1.0, bias_scale=1.0)
+    primals: list[float] = []
+    monitor = ProgressMonitor(lambda e: bool(primals.append(e["primal"])), None, interval=0.0)
+    line = run(problem, monitor, loss=loss, eps=1e-8, method="line_search")
+    region = run(problem, loss=loss, eps=1e-8, method="trust_region")
+    assert_converged_claim(problem, line, loss, 1e-8)
+    assert_converged_claim(problem, region, loss, 1e-8)
+    assert line.iterations == line.details["newton_steps"] > 1
+    # (events also come from within a long CG solve, at the same w)
+    assert len(primals) > 1 and primals[-1] < primals[0]
+    assert all(b <= a for a, b in itertools.pairwise(primals))
+    g = np.linalg.norm(gradient(problem, line.w, loss))
+    g_region = np.linalg.norm(gradient(problem, region.w, loss))
+    assert np.linalg.norm(line.w - region.w) <= g + g_region

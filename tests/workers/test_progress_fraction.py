@@ -45,3 +45,20 @@ def test_several_problems_count_the_ones_done(recorder: ProgressRecorder) -> Non
 def test_without_a_violation(recorder: ProgressRecorder) -> None:
     assert recorder.fraction({"iteration": 3}) is None  # one problem: nothing to say
     assert recorder.fraction({"iteration": 3, "class_index": 2, "n_classes": 4}) == 0.5
+
+
+def test_smo_moves_with_the_kkt_violators_while_the_violation_stalls(
+        recorder: ProgressRecorder) -> None:
+    # the a9a trajectory: m - M stays near 2.2 while the violators fall from 31,285
+    events = [(2.16, 31285), (2.2, 28803), (2.6, 24919), (2.3, 22035), (1.8, 10607),
+              (0.06, 307), (0.0009, 0)]
+    fractions = [recorder.fraction({"iteration": 256 * (i + 1), "violation": v,
+                                    "kkt_violators": n})
+                 for i, (v, n) in enumerate(events)]
+    assert fractions == sorted(fractions)
+    assert fractions[1] == pytest.approx(1 - 28803 / 31285, rel=1e-3)  # moves early
+    assert fractions[3] == pytest.approx(1 - 22035 / 31285, rel=1e-3)
+    assert fractions[-1] == 1.0
+    # the next problem's count starts over
+    assert recorder.fraction({"iteration": 1, "violation": 2.0, "kkt_violators": 100,
+                              "class_index": 1, "n_classes": 2}) == 0.5

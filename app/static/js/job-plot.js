@@ -155,6 +155,12 @@ function legendValue(format) {
   };
 }
 
+function countValues(column, i0, i1) {
+  let count = 0;
+  for (let i = i0; i <= i1 && count < 40; i++) if (column[i] !== null && column[i] !== undefined) count++;
+  return count;
+}
+
 function makePlot(data) {
   const series = [{ label: "time", value: legendValue(fmtSeconds) }];
   layout.columns.forEach((column, c) => {
@@ -163,8 +169,11 @@ function makePlot(data) {
       label: column.label, stroke: column.stroke, dash: column.dash,
       width: layout.multi ? (focused ? 3 : 1.25) : 2,
       alpha: layout.multi && !focused ? 0.55 : 1,
-      value: legendValue((v) => fmtNum(v, 5)), spanGaps: false,
-      points: { show: (_u, _s, i0, i1) => i1 - i0 < 40 },
+      // several problems: a problem's points are joined across the other problems' times
+      // (pairs trained at once interleave), and marked while they are few (a pair solved
+      // between two progress events has one point: its end, from the result)
+      value: legendValue((v) => fmtNum(v, 5)), spanGaps: layout.multi,
+      points: { show: (u, s, i0, i1) => countValues(u.data[s], i0, i1) < 40, size: layout.multi ? 6 : 5 },
     });
   });
   const options = {
@@ -282,8 +291,13 @@ function describeChart() {
 /** The result's values as the last points: equal to what the result box shows. */
 export function addResult(job) {
   const result = job.result;
-  if (!result || !layout || !points.length) return;
-  const lastX = points[points.length - 1].x;
+  if (result && !layout && Array.isArray(result.problems) && result.problems.length > 1) {
+    // a job whose problems all ended before its first progress report: plot their ends
+    layout = makeLayout({ n_classes: result.problems.length, class_index: 0, pair: result.problems[0].pair });
+    describeChart();
+  }
+  if (!result || !layout || (!points.length && layout.name !== "multi-kernel")) return;
+  const lastX = points.length ? points[points.length - 1].x : 0;
   const after = (x) => x + Math.max(1e-6, x * 1e-6);
   const endX = typeof result.train_seconds === "number" && result.train_seconds > lastX ? result.train_seconds : after(lastX);
   finalValues = {};
@@ -306,6 +320,19 @@ export function addResult(job) {
       points.push({ x, values: [[k, positive(value)]] });
       finalValues[column.label] = value;
     });
+  } else if (layout.name === "multi-kernel" && Array.isArray(result.problems)) {
+    // each problem's final KKT violation where it ended (problems solved between two
+    // progress events have no point of their own until now)
+    result.problems.forEach((problem, k) => {
+      if (k >= layout.columns.length || typeof problem.end_s !== "number") return;
+      const value = positive(problem.violation);
+      if (value === null) return;
+      const own = points.filter((p) => p.values[0][0] === k);
+      const lastOwn = own.length ? own[own.length - 1].x : -Infinity;
+      points.push({ x: problem.end_s > lastOwn ? problem.end_s : after(lastOwn), values: [[k, value]] });
+      finalValues[layout.columns[k].label] = problem.violation;
+    });
+    points.sort((a, b) => a.x - b.x);
   }
   if (!Object.keys(finalValues).length) finalValues = null;
   if (layout.multi) {

@@ -78,6 +78,13 @@ function showUnconverged(job) {
     ...reasons.map((reason) => el("span", { class: "note" }, reason)),
   );
   box.hidden = false;
+  // the history's last entry says the same (not a green "succeeded")
+  const last = history.lastElementChild;
+  const lastBadge = last && last.dataset.key.startsWith("succeeded@") ? last.querySelector(".status") : null;
+  if (lastBadge) {
+    lastBadge.className = "status status-unconverged";
+    lastBadge.textContent = `stopped: ${result.exit_reason || "not converged"}`;
+  }
   if (typeof job.progress_fraction === "number") {
     progressLabel.textContent = `${Math.round(job.progress_fraction * 100)}% · stopped`;
   } else {
@@ -190,7 +197,9 @@ function onStatus(event) {
     if (event.attempt) $("job-attempt").textContent = String(event.attempt);
     if (event.worker) $("job-worker").textContent = event.worker;
   }
-  if (event.status !== status) {
+  // a page opened on a finished job hears the stream replay its history: the badge (which
+  // may say "stopped: max_iter", rendered by the server) stays as it is
+  if (event.status !== status && !TERMINAL.has(status)) {
     status = event.status;
     root.dataset.status = status;
     setStatusBadge($("job-status"), status);
