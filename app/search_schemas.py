@@ -59,8 +59,18 @@ class Strategy(BaseModel):
 
     type: Literal["grid", "random", "halving"] = "grid"
     n: int | None = Field(None, ge=1, le=100_000,
-                          description="random: how many points of the grid to draw")
-    seed: int = Field(0, ge=0, le=2**63 - 1, description="random: seed of the draw")
+                          description="random: how many points of the grid to draw; "
+                          "halving: draw this many candidates (default: every grid point)")
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="random: seed of the draw; "
+                      "halving: also of the rows' subsamples")
+    factor: float = Field(3.0, ge=1.5, le=100.0,
+                          description="halving: each round keeps the best 1/factor of its "
+                          "candidates and multiplies the rows by factor")
+    min_resources: Literal["exhaust", "smallest"] | StrictInt = Field(
+        "exhaust", description="halving: the rows of the first round: 'exhaust' (the "
+        "number that makes the last round use every row, as scikit-learn's "
+        "HalvingGridSearchCV), 'smallest' (2 x classes x folds) or a number of rows; "
+        "never below 'smallest'")
 
     @model_validator(mode="before")
     @classmethod
@@ -105,6 +115,21 @@ class SearchPoint(BaseModel):
     converged: bool | None = Field(None, description="Every fold's fit converged")
     exit_reasons: list[str]
     warm_started: int = Field(0, description="Folds fitted from the previous C's solution")
+    round: int = Field(0, description="halving: the round that evaluated this point "
+                       "(grid and random: 0)")
+    n_rows: int | None = Field(None, description="halving: the rows of the round's "
+                               "subsample (None: every row)")
+    candidate: int | None = Field(None, description="halving: the point's index in round "
+                                  "0 (the same values in every round)")
+
+
+class SearchRound(BaseModel):
+    round: int
+    candidates: int = Field(description="Points evaluated in this round")
+    n_rows: int = Field(description="Rows of the round's stratified subsample (the last "
+                        "round: every row)")
+    points: list[int] = Field(description="Indices of the round's points in `points` "
+                              "(empty until the round starts)")
 
 
 class SearchPublic(BaseModel):
@@ -128,6 +153,8 @@ class SearchPublic(BaseModel):
     finished_at: datetime | None = None
     points: list[SearchPoint] | None = Field(None, description="The table of points (GET "
                                              "/v1/searches/{id} only)")
+    rounds: list[SearchRound] | None = Field(None, description="halving: the rounds, "
+                                             "their candidates and rows")
 
 
 class SearchesPublic(BaseModel):

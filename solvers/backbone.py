@@ -105,6 +105,7 @@ class BinarySolution:
     alpha: np.ndarray | None = None  # dual variables, if any (tests, warm starts, SVs)
     details: dict[str, Any] = field(default_factory=dict)  # small solver-specific facts
     timings: dict[str, float] = field(default_factory=dict)
+    state: Any = None  # the solver's state, kept to warm-start another fit (SMO)
 
 
 class SolverModule(Protocol):

@@ -55,6 +55,9 @@ class FitResult:
     # linear models: each output's dual solution when a dual CD solver (dcd, acf) gave
     # the returned model, else None; what fit(warm_start=...) starts from
     dual_solutions: list[np.ndarray | None] = field(default_factory=list)
+    # SMO with keep_solver_state=True: each binary problem's solver state (alphas, kernel
+    # cache), what fit(warm_start=...) continues from (and consumes)
+    kernel_states: list[Any] = field(default_factory=list, repr=False)
 
     @property
     def classes(self) -> np.ndarray:

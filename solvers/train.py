@@ -12,6 +12,7 @@ ProgressMonitor per fit), and the summed result.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import time
@@ -65,7 +66,7 @@ def solver_module(name: str) -> SolverModule:
 
 def fit(
     X: Any, y: Any, solver: str = "dcd", progress: ProgressCallback | None = None,
-    warm_start: FitResult | None = None, **params: Any,
+    warm_start: FitResult | None = None, keep_solver_state: bool = False, **params: Any,
 ) -> FitResult:
     """Train an SVM with `solver`; binary, or several binary problems for more classes.
 
@@ -80,8 +81,15 @@ def fit(
     acf; typically at a smaller C, as along a C path): each output's dual CD starts from a
     multiple of that fit's dual solution (solvers/dual_cd.py). Outputs without one (the
     earlier fit ended in another solver of the fallback path) start cold; the result is
-    certified exactly as a cold fit's. No effect with other solvers or with scale /
-    probability (the workflow's fits start cold).
+    certified exactly as a cold fit's. SMO: an earlier SMO fit of the same rows, classes
+    and kernel made with `keep_solver_state=True` (typically at a smaller C, along the C
+    values of one gamma): each binary problem continues from that fit's solver state -
+    its alphas (feasible for a larger C; scaled into the box for a smaller one), its
+    kernel-column cache and row layout -, consumed by this fit; the stop rule is the cold
+    fit's. `keep_solver_state` keeps each problem's SMO state in `kernel_states` for the
+    next fit (the fit's cache_mb is then shared by its problems, all kept alive). No
+    effect with other solvers or with scale / probability (the workflow's fits start
+    cold).
     """
     t0 = time.perf_counter()
     applied = validate_params(solver, params)
@@ -94,6 +102,8 @@ def fit(
     module = solver_module(solver)
     assembly: Assembly = getattr(module, "ASSEMBLY", LINEAR)
     problems = assembly.problems(data, applied)
+    if assembly is not LINEAR and (keep_solver_state or warm_start is not None):
+        problems = _kernel_warm_problems(problems, warm_start, keep_solver_state)
     validate_s = time.perf_counter() - t0
 
     monitor = ProgressMonitor(progress, applied.get("max_seconds"), n_classes=len(problems))
@@ -131,7 +141,26 @@ def fit(
                                  for s in solutions]
     else:
         result.converged = result.exit_reason == "converged"
+        if keep_solver_state:
+            result.kernel_states = [s.state for s in solutions]
+    for solution in solutions:
+        solution.state = None
     return result
+
+
+def _kernel_warm_problems(problems: list[Any], warm_start: FitResult | None,
+                          keep: bool) -> list[Any]:
+    """The kernel problems with the earlier fit's solver states (an output whose state is
+    missing or not finite starts cold) and the keep flag."""
+    states: list[Any] = list(warm_start.kernel_states) if warm_start is not None else []
+    if warm_start is not None and len(states) != len(problems):
+        raise ValueError("warm_start has no solver state for every binary problem of "
+                         "this fit; it must be a fit of the same rows and classes made "
+                         "with keep_solver_state=True")
+    warm = [s if s is not None and s.finite() else None for s in states] or [None] * len(
+        problems)
+    return [dataclasses.replace(p, warm=w, keep_state=keep, cache_share=len(problems))
+            for p, w in zip(problems, warm, strict=True)]
 
 
 _DUAL_CD = ("dcd", "acf")  # solvers whose dual solution can warm-start another fit

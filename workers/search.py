@@ -1,16 +1,20 @@
 """One task of a search on a worker: claim, fit its points on its folds, record each fit.
 
-A task is a C path within one fold (linear solvers: its points in increasing C, each fit
-warm-started from the previous one's dual solution, as LIBLINEAR -C; scaling is fitted
-once on the fold's training rows), or one point on every fold (smo: a kernel problem per
-fold; the kernel cache lives inside one SMO fit, so nothing is shared across the C values
-of one gamma - solvers/smo keeps its cache private to a fit).
+A task is a C path within one fold: its points in increasing C, each fit warm-started
+from the previous one's solution (linear solvers: the dual solution, as LIBLINEAR -C;
+smo: the points of one gamma, each binary problem continuing from the previous fit's
+alphas, kernel-column cache and row layout - fit(keep_solver_state=True)); scaling is
+fitted once on the fold's training rows. Probabilities (a workflow with its own inner
+folds) start every fit cold.
 
 Guarantees as for jobs (app/services/searches.py, app/leases.py): the claim is a
 conditional update, a heartbeat thread renews the lease, every fit's result is recorded
 only while this attempt holds the task and at most once per (point, fold), and the fit's
 progress callback stops the solver within a progress interval once the lease is lost (the
 search was cancelled, or the sweep re-queued the task).
+
+A halving round's task first takes the round's subsample of the rows (`subsample_rows`),
+then cuts it into folds as below.
 
 Folds (`fold_of_rows`): rows shuffled with the search's seed; stratified folds deal each
 class's shuffled rows round-robin over the folds (every fold gets its share of every
@@ -30,7 +34,8 @@ import scipy.sparse as sp
 
 from app.bus import notify
 from app.db import session_scope
-from app.queue import enqueue_training
+from app.queue import enqueue_search_task, enqueue_training
+from app.search_space import stratified_counts
 from app.services import searches
 from app.services.searches import FitOutcome, TaskClaim
 from app.settings import Settings
@@ -58,6 +63,19 @@ def fold_of_rows(y: np.ndarray, folds: int, stratified: bool, seed: int) -> np.n
         fold[rows] = (offset + np.arange(rows.shape[0])) % folds
         offset += rows.shape[0]  # the next class continues the deal where this one ended
     return fold
+
+
+def subsample_rows(y: np.ndarray, n_rows: int, folds: int, seed: int) -> np.ndarray:
+    """A halving round's rows (ascending): from each class (in label order) the first
+    app.search_space.stratified_counts of its rows shuffled by `seed`. The shuffles do not
+    depend on n_rows, so a larger subsample contains a smaller one; n_rows >= every row
+    takes them all, in order."""
+    labels, counts = np.unique(y, return_counts=True)
+    take = stratified_counts([int(c) for c in counts], n_rows, folds)
+    rng = np.random.default_rng(seed)
+    parts = [rng.permutation(np.flatnonzero(y == label))[:k]
+             for label, k in zip(labels, take, strict=True)]
+    return np.sort(np.concatenate(parts))
 
 
 def score(model: Any, X: Any, y: np.ndarray, metric: str) -> float | None:
@@ -143,16 +161,24 @@ class Recorder:
         if not self.pending:
             return
         with session_scope(self.settings.database_url) as session:
-            held, refit_job_id = searches.record(session, self.claim, self.pending)
+            recorded = searches.record(session, self.claim, self.pending)
         self.pending = []
-        if not held:
+        if not recorded.held:
             raise _Lost
         notify(self.settings, self.claim.search_id)
-        if refit_job_id is not None:
+        try:  # a halving search's next round
+            for task_id in recorded.task_ids:
+                enqueue_search_task(self.settings.broker_url, self.settings.queue, task_id)
+        except Exception:  # the sweep re-enqueues the queued tasks of an idle search
+            log.warning("could not enqueue the next round of search %s",
+                        self.claim.search_id, exc_info=True)
+        if recorded.refit_job_id is not None:
             try:
-                enqueue_training(self.settings.broker_url, self.settings.queue, refit_job_id)
+                enqueue_training(self.settings.broker_url, self.settings.queue,
+                                 recorded.refit_job_id)
             except Exception:  # the jobs' sweep re-enqueues a queued job
-                log.warning("could not enqueue refit job %s", refit_job_id, exc_info=True)
+                log.warning("could not enqueue refit job %s", recorded.refit_job_id,
+                            exc_info=True)
 
 
 def run_search_task(settings: Settings, task_id: str, hostname: str) -> str:
@@ -197,6 +223,9 @@ def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
     if claim.blob_path is None:
         raise ValueError("the dataset was deleted before the task ran")
     X, y = load_dataset(blob_store(settings), claim.blob_path, claim.features)
+    if claim.n_rows is not None and claim.n_rows < y.shape[0]:  # a halving round
+        keep = subsample_rows(y, claim.n_rows, claim.folds, claim.subsample_seed)
+        X, y = X[keep], y[keep]
     rows = None
     if not claim.holdout:
         rows = fold_of_rows(y, claim.folds, bool(claim.cv.get("stratified", True)),
@@ -213,6 +242,14 @@ def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
 
 def _warm_path(claim: TaskClaim, params: dict[str, Any]) -> bool:
     return claim.solver in (*searches.WARM_SOLVERS, "auto") and not params.get("probability")
+
+
+def _warm_started(result: Any, previous: Any) -> bool:
+    if previous is None:
+        return False
+    if result.kernel_states or previous.kernel_states:  # smo: per binary problem
+        return any(o.get("warm_start") for o in result.per_output)
+    return any(a is not None for a in previous.dual_solutions)
 
 
 def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder: Recorder,
@@ -240,6 +277,8 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
         if warm:
             params["scale"] = "none"
         started = time.perf_counter()
+        if warm and claim.solver == "smo":
+            params["keep_solver_state"] = True
         result = fit(X_train, y_train, solver=claim.solver, progress=check,
                      warm_start=previous if warm else None, **params)
         seconds = time.perf_counter() - started
@@ -250,7 +289,6 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
         outcome = FitOutcome(point=index, fold=fold, score=value, fit_seconds=seconds,
                              converged=bool(result.converged), exit_reason=result.exit_reason,
                              iterations=int(result.iterations),
-                             warm_start=warm and previous is not None
-                             and any(a is not None for a in previous.dual_solutions))
+                             warm_start=_warm_started(result, previous))
         recorder.add(outcome)
         previous = result if warm else None

@@ -23,7 +23,13 @@ from app.errors import not_found
 from app.job_status import TERMINAL_STATUSES
 from app.orm import Search
 from app.routes.events import NUDGED_POLL_SECONDS, POLL_SECONDS, parse_last_event_id
-from app.search_schemas import SearchCreate, SearchesPublic, SearchPoint, SearchPublic
+from app.search_schemas import (
+    SearchCreate,
+    SearchesPublic,
+    SearchPoint,
+    SearchPublic,
+    SearchRound,
+)
 from app.services import searches as service
 
 router = APIRouter(prefix="/v1/searches", tags=["searches"])
@@ -35,6 +41,9 @@ def public(session: Session, search: Search, with_points: bool) -> SearchPublic:
     if with_points:
         body.points = [SearchPoint.model_validate(p)
                        for p in service.point_table(session, search)]
+    rounds = service.round_table(search)
+    if rounds is not None:
+        body.rounds = [SearchRound.model_validate(r) for r in rounds]
     return body
 
 
@@ -116,7 +125,8 @@ def _snapshot(database_url: str, search_id: str, known_done: int
 
 def _point_message(point: dict[str, Any]) -> dict[str, Any]:
     fields = {k: point[k] for k in ("index", "values", "mean", "std", "scores",
-                                    "fit_seconds", "converged", "exit_reasons")}
+                                    "fit_seconds", "converged", "exit_reasons", "round",
+                                    "n_rows")}
     return {"id": str(point["completed_seq"]), "event": "point",
             "data": json.dumps({"seq": point["completed_seq"], **fields})}
 

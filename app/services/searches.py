@@ -6,9 +6,10 @@ HINGE_MAX_SEARCH_FITS fits (413 with the number of fits), applies the queue caps
 and at most HINGE_TENANT_MAX_QUEUED_JOBS active searches per tenant (429), commits the
 search with its tasks, then enqueues the tasks' ids (task `hinge.search_task`).
 
-Tasks: for a linear solver, one task per fold and per combination of the non-C values,
-fitting its points in increasing C, each fit warm-started from the previous one's dual
-solution (as LIBLINEAR -C); for a kernel solver (smo), one task per point, all folds.
+Tasks: one task per fold and per combination of the non-C values, fitting its points in
+increasing C, each fit warm-started from the previous one's dual solution (linear
+solvers: as LIBLINEAR -C; smo: one gamma's C values, each fit continuing from the
+previous one's alphas and kernel-column cache, solvers/smo/steps.SmoState.restart).
 Tasks are claimed, leased, finished and swept by app/leases.py, with the rules of jobs
 (a SIGKILLed worker's task is re-queued, capped attempts); a task that fails (or runs out
 of attempts) fails its search. Each fit's result is written as it is done, under a lock of
@@ -21,6 +22,17 @@ and with `refit` a queued training job of the best point on every row of the dat
 normal job, its model a normal model: scale and probability as the search's params ask),
 linked as `refit_job_id` and enqueued after the commit (the jobs' sweep re-enqueues it if
 that message is lost).
+
+Successive halving (strategy "halving"; the rounds: app/search_space.halving_schedule):
+the submit plans every round (`spec.halving`, the 413 counts the fits of all of them) and
+creates round 0's points and tasks; each task fits its points on the round's stratified
+subsample of the rows (seeded by strategy.seed, nested: a round's rows include the
+previous round's) cut into the search's folds. The fit that completes a round, in the
+same transaction, appends the next round's points (the best ceil(candidates / factor)
+of the round by mean score, ties as for the best point; the same values, the next
+round's rows) and their tasks, enqueued after the commit (the sweep re-enqueues them if
+that message is lost). The last round uses every row: its points are scored exactly as
+a grid search's, and the best point is chosen among them.
 
 The best point (`best_point`): the largest mean score (the smallest for log_loss); ties
 go to the smallest C, then the smallest gamma, then the earliest point. With select
@@ -50,10 +62,12 @@ from app.queue import enqueue_search_task
 from app.schemas import JobCreate
 from app.search_schemas import Holdout, SearchCreate
 from app.search_space import (
+    Round,
     SpaceError,
     dimension_values,
     drawn_indices,
     grid_size,
+    halving_schedule,
     point_at,
     points_count,
 )
@@ -66,14 +80,14 @@ from app.services.jobs import (
 )
 from app.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.settings import Settings
-from solvers.params import SOLVERS
+from solvers.params import label_key
 
 log = logging.getLogger("hinge.searches")
 
 QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
 SUCCEEDED, FAILED, CANCELLED = JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
 LOWER_IS_BETTER = {"log_loss"}
-WARM_SOLVERS = ("dcd", "acf")  # their dual solution warm-starts the next C
+WARM_SOLVERS = ("dcd", "acf", "smo")  # their dual solution warm-starts the next C
 
 
 # -- submit ------------------------------------------------------------------------------
@@ -81,9 +95,6 @@ WARM_SOLVERS = ("dcd", "acf")  # their dual solution warm-starts the next C
 def _points(spec: SearchCreate, settings: Settings, folds: int) -> list[dict[str, Any]]:
     """The search's points ({"values", "params"}), each a valid job spec; 413 when the
     search needs more fits than HINGE_MAX_SEARCH_FITS."""
-    if spec.strategy.type == "halving":
-        raise ApiError(422, "strategy 'halving' is not implemented yet; use 'grid' or "
-                            "'random'", {"field": "strategy.type"})
     if spec.strategy.type == "random" and spec.strategy.n is None:
         raise ApiError(422, "strategy 'random' needs n, the number of points to draw",
                        {"field": "strategy.n"})
@@ -96,13 +107,7 @@ def _points(spec: SearchCreate, settings: Settings, folds: int) -> list[dict[str
     except SpaceError as exc:
         raise ApiError(422, str(exc), {"field": exc.field}) from None
     n_points = points_count(grid_size(values), spec.strategy)
-    fits = n_points * folds
-    if fits > settings.max_search_fits:
-        raise ApiError(413, f"the search needs {fits} fits ({n_points} points x {folds} "
-                            f"folds), more than this service's limit of "
-                            f"{settings.max_search_fits} (HINGE_MAX_SEARCH_FITS)",
-                       {"fits": fits, "points": n_points, "folds": folds,
-                        "limit": settings.max_search_fits})
+    _check_fits(settings, n_points * folds, n_points, folds)  # halving: its first round
     points = []
     for number, index in enumerate(drawn_indices(grid_size(values), spec.strategy)):
         point = point_at(values, index)
@@ -115,6 +120,45 @@ def _points(spec: SearchCreate, settings: Settings, folds: int) -> list[dict[str
                            {**(exc.detail or {}), "point": number, "values": point}) from None
         points.append({"values": point, "params": applied})
     return points
+
+
+def _check_fits(settings: Settings, fits: int, points: int, folds: int,
+                rounds: list[Round] | None = None) -> None:
+    if fits <= settings.max_search_fits:
+        return
+    detail: dict[str, Any] = {"fits": fits, "points": points, "folds": folds,
+                              "limit": settings.max_search_fits}
+    if rounds is None:
+        shape = f"{points} points x {folds} folds"
+    else:
+        shape = (f"{' + '.join(str(r.candidates) for r in rounds)} points in "
+                 f"{len(rounds)} halving rounds x {folds} folds")
+        detail["rounds"] = [r.candidates for r in rounds]
+    raise ApiError(413, f"the search needs {fits} fits ({shape}), more than this "
+                        f"service's limit of {settings.max_search_fits} "
+                        "(HINGE_MAX_SEARCH_FITS)", detail)
+
+
+def _halving(spec: SearchCreate, settings: Settings, points: list[dict[str, Any]],
+             dataset: Dataset, folds: int) -> dict[str, Any]:
+    """The rounds of a halving search (app/search_space.halving_schedule) on this dataset,
+    413 when all of them together need too many fits; round 0's points are marked."""
+    strategy = spec.strategy
+    if isinstance(strategy.min_resources, int) and not (
+            1 <= strategy.min_resources <= dataset.rows):
+        raise ApiError(422, f"strategy.min_resources: {strategy.min_resources} rows; the "
+                            f"dataset has {dataset.rows}",
+                       {"field": "strategy.min_resources"})
+    counts = [int(dataset.class_counts[label_key(v)]) for v in sorted(dataset.labels)]
+    first, rounds = halving_schedule(len(points), counts, folds, strategy.factor,
+                                     strategy.min_resources)
+    _check_fits(settings, sum(r.candidates for r in rounds) * folds, len(points), folds,
+                rounds)
+    for number, point in enumerate(points):
+        point.update(round=0, n_rows=rounds[0].n_rows, candidate=number)
+    return {"factor": strategy.factor, "min_resources": first,
+            "rounds": [{"round": r.round, "candidates": r.candidates, "n_rows": r.n_rows}
+                       for r in rounds]}
 
 
 def _check_metric(spec: SearchCreate, points: list[dict[str, Any]], dataset: Dataset) -> None:
@@ -147,9 +191,9 @@ def _check_holdout(session: Session, tenant_id: str, spec: SearchCreate,
 
 def plan_tasks(solver: str, points: list[dict[str, Any]], folds: int
                ) -> list[tuple[list[int], int | None]]:
-    """(point indices in fitting order, fold or None for every fold) of each task."""
-    if SOLVERS[solver].kind != "linear":
-        return [([index], None) for index in range(len(points))]
+    """(point indices in fitting order, fold) of each task: one per fold and per
+    combination of the values other than C, its points in increasing C (linear solvers
+    and smo alike: each fit starts from the previous one's solution)."""
 
     def rest(index: int) -> str:
         params = dict(points[index]["params"])
@@ -193,14 +237,17 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
     if not holdout and dataset.rows < folds:
         raise ApiError(422, f"cv.folds: {folds} folds need at least {folds} rows; the "
                             f"dataset has {dataset.rows}", {"field": "cv.folds"})
+    stored = spec.model_dump(mode="json")
+    total = len(points) * folds
+    if spec.strategy.type == "halving":
+        stored["halving"] = _halving(spec, settings, points, dataset, folds)
+        total = sum(r["candidates"] for r in stored["halving"]["rounds"]) * folds
     now = utcnow()
     search = Search(
         id=new_id(), tenant_id=tenant_id, dataset_id=dataset.id,
         holdout_dataset_id=holdout_dataset.id if holdout_dataset else None,
-        solver=spec.solver, spec=spec.model_dump(mode="json"), point_specs=points,
-        folds=folds,
-        total=len(points) * folds, done=0, status=QUEUED, cancel_requested=False,
-        created_at=now,
+        solver=spec.solver, spec=stored, point_specs=points, folds=folds,
+        total=total, done=0, status=QUEUED, cancel_requested=False, created_at=now,
     )
     session.add(search)
     session.flush()
@@ -287,7 +334,20 @@ def _summary(index: int, point: dict[str, Any], results: list[SearchResult], fol
         "exit_reasons": sorted({r.exit_reason for r in results}),
         "warm_started": sum(r.warm_start for r in results),
         "completed_seq": max(r.seq for r in results) if complete else None,
+        "round": point.get("round", 0), "n_rows": point.get("n_rows"),
+        "candidate": point.get("candidate"),
     }
+
+
+def round_table(search: Search) -> list[dict[str, Any]] | None:
+    """A halving search's rounds with the indices of their points (None: not halving)."""
+    rounds = _rounds(search)
+    if not rounds:
+        return None
+    members: dict[int, list[int]] = {}
+    for index, point in enumerate(search.point_specs):
+        members.setdefault(point.get("round", 0), []).append(index)
+    return [{**r, "points": members.get(r["round"], [])} for r in rounds]
 
 
 def best_point(table: list[dict[str, Any]], metric: str, select_rule: str
@@ -300,16 +360,16 @@ def best_point(table: list[dict[str, Any]], metric: str, select_rule: str
     top = max(scored, key=lambda p: (sign * p["mean"], -p["index"]))
     margin = top["std"] if select_rule == "one_std" else 0.0
     tied = [p for p in scored if sign * p["mean"] >= sign * top["mean"] - margin - 1e-12]
-
-    def simplicity(p: dict[str, Any]) -> tuple[float, float, int]:
-        gamma = p["params"].get("gamma")
-        return (float(p["params"].get("C", 0.0)),
-                float(gamma) if gamma is not None else 0.0, p["index"])
-
-    chosen = min(tied, key=simplicity)
+    chosen = min(tied, key=_simplicity)
     return {"index": chosen["index"], "values": chosen["values"], "mean": chosen["mean"],
             "std": chosen["std"], "params": chosen["params"], "metric": metric,
-            "rule": select_rule}
+            "rule": select_rule, "round": chosen["round"], "n_rows": chosen["n_rows"]}
+
+
+def _simplicity(point: dict[str, Any]) -> tuple[float, float, int]:
+    gamma = point["params"].get("gamma")
+    return (float(point["params"].get("C", 0.0)),
+            float(gamma) if gamma is not None else 0.0, point["index"])
 
 
 # -- cancel ------------------------------------------------------------------------------
@@ -366,6 +426,8 @@ class TaskClaim:
     holdout: bool  # scored on a holdout dataset (fold 0) instead of cross-validation
     holdout_blob_path: str | None  # None: no holdout, or it was deleted
     done: frozenset[tuple[int, int]]  # (point, fold) already recorded
+    n_rows: int | None = None  # halving: the round's stratified subsample of the rows
+    subsample_seed: int = 0  # halving: the seed of the subsamples (strategy.seed)
 
 
 def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
@@ -399,6 +461,8 @@ def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
         holdout="dataset_id" in search.spec["cv"],
         holdout_blob_path=holdout.blob_path if holdout else None,
         done=frozenset((p, f) for p, f in done),
+        n_rows=search.point_specs[task.point_indices[0]].get("n_rows"),
+        subsample_seed=int(search.spec.get("strategy", {}).get("seed", 0)),
     )
 
 
@@ -420,18 +484,27 @@ class FitOutcome:
     warm_start: bool
 
 
-def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]
-           ) -> tuple[bool, str | None]:
+@dataclass(frozen=True)
+class Recorded:
+    """What `record` did: `held` (False: this attempt lost the task, nothing written), and
+    what to enqueue once committed: the refit job, a halving search's next round."""
+
+    held: bool
+    refit_job_id: str | None = None
+    task_ids: tuple[str, ...] = ()
+
+
+def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]) -> Recorded:
     """Store fits' results (under the search's row lock) while this attempt holds the
-    task; (held, refit job id to enqueue once committed). The last result ends the
-    search."""
+    task. The last result of a halving round starts the next round; the last result of
+    the search ends it."""
     search = session.scalar(select(Search).where(Search.id == claim.search_id)
                             .with_for_update().execution_options(populate_existing=True))
     if search is None or search.status != RUNNING:
-        return False, None
+        return Recorded(False)
     if not session.scalar(select(func.count()).select_from(SearchTask).where(
             *leases.leased(SearchTask, claim.task_id, claim.attempt))):
-        return False, None
+        return Recorded(False)
     recorded = {(point, fold) for point, fold in session.execute(
         select(SearchResult.point, SearchResult.fold).where(
             SearchResult.search_id == search.id,
@@ -449,15 +522,68 @@ def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]
             created_at=utcnow()))
     session.flush()
     if search.done < search.total:
-        return True, None
-    return True, _complete(session, search, claim.task_id)
+        return Recorded(True, None, tuple(_next_round(session, search)))
+    return Recorded(True, _complete(session, search, claim.task_id))
+
+
+def _rounds(search: Search) -> list[dict[str, Any]]:
+    """A halving search's rounds ({"round", "candidates", "n_rows"}); [] otherwise."""
+    halving = search.spec.get("halving")
+    return list(halving["rounds"]) if halving else []
+
+
+def _final_round(search: Search) -> int:
+    return max(0, len(_rounds(search)) - 1)
+
+
+def _rank_key(point: dict[str, Any], metric: str) -> tuple[Any, ...]:
+    """Best first: a mean before none, the better mean, then the simpler point (smallest
+    C, then gamma, then the earliest)."""
+    sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
+    mean = point["mean"]
+    return (mean is None, -sign * mean if mean is not None else 0.0, *_simplicity(point))
+
+
+def _next_round(session: Session, search: Search) -> list[str]:
+    """When the fits of a halving round are all in (done reaches the round's cumulative
+    fits: earlier rounds are complete), its best `candidates of the next round` points
+    (`_rank_key`) are evaluated again on the next round's rows: new points and tasks,
+    committed with the last fit; the task ids to enqueue."""
+    rounds = _rounds(search)
+    current = max((p.get("round", 0) for p in search.point_specs), default=0)
+    if current + 1 >= len(rounds):
+        return []
+    through = sum(r["candidates"] for r in rounds[:current + 1]) * search.folds
+    if search.done != through:
+        return []
+    table = [p for p in point_table(session, search) if p["round"] == current]
+    keep = rounds[current + 1]["candidates"]
+    survivors = sorted(sorted(table, key=lambda p: _rank_key(p, search.spec["metric"]))[:keep],
+                       key=lambda p: p["index"])
+    start = len(search.point_specs)
+    added = [{"values": p["values"], "params": p["params"], "round": current + 1,
+              "n_rows": rounds[current + 1]["n_rows"], "candidate": p["candidate"]}
+             for p in survivors]
+    search.point_specs = [*search.point_specs, *added]
+    numbered = session.scalar(select(func.count()).select_from(SearchTask)
+                              .where(SearchTask.search_id == search.id)) or 0
+    now = utcnow()
+    tasks = [SearchTask(id=new_id(), search_id=search.id, tenant_id=search.tenant_id,
+                        number=numbered + k, point_indices=[start + i for i in indices],
+                        fold=fold, status=QUEUED, attempt=0, queued_at=now, created_at=now)
+             for k, (indices, fold) in enumerate(plan_tasks(search.solver, added,
+                                                             search.folds))]
+    session.add_all(tasks)
+    session.flush()
+    return [task.id for task in tasks]
 
 
 def _complete(session: Session, search: Search, task_id: str) -> str | None:
     """Every fit is in: the best point, the search succeeded, and the refit job queued in
     the same transaction (its id returned, to enqueue after the commit)."""
-    best = best_point(point_table(session, search), search.spec["metric"],
-                      search.spec.get("select", "best"))
+    final = _final_round(search)
+    best = best_point([p for p in point_table(session, search) if p["round"] == final],
+                      search.spec["metric"], search.spec.get("select", "best"))
     if best is None:
         _end_search(session, search.id, FAILED, except_task=task_id,
                     error="no point gave a finite score on every fold")

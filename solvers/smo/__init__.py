@@ -71,6 +71,14 @@ events (also at the end of each binary problem) and honours cancellation; the wh
 state lives in arrays (and the typed list of cached columns), so splitting the work into
 calls changes nothing.
 
+Warm start (solvers.train.fit(warm_start=..., keep_solver_state=True); a search's C
+path of one gamma): a binary problem continues from the previous fit's SmoState - the
+same rows in the same positions, its kernel-column cache, and its alphas, which stay
+feasible for a larger C (0 <= a_i <= C_old <= C_new, y'a unchanged; a smaller C scales
+them into the box) -; G and G_bar are rebuilt from the support vectors' columns as
+LIBSVM's Solver::Solve does for an initial alpha (`SmoState.restart`), and the stop rule
+is the cold fit's.
+
 Layout of this package: layout.py (constants of the state arrays), columns.py (kernel
 values, kernel columns, the column cache), selection.py (working-set selection, the
 two-variable step, G_bar, shrinking), steps.py (the solver state and the compiled step
@@ -123,19 +131,29 @@ _STOPPED = ("cancelled", "max_seconds")  # the fit was stopped: later problems a
 def solve(problem: KernelProblem, params: dict[str, Any],
           monitor: ProgressMonitor) -> BinarySolution:
     """Solve one binary kernel problem with SMO; params as filled by validate_params("smo")."""
+    share = problem.cache_share if problem.keep_state else 1
     if problem.grain == "pairs":  # one thread of several: no Numba parallel region here
-        return _solve(problem, params, monitor, float(params["cache_mb"]) / problem.workers)
+        return _solve(problem, params, monitor,
+                      float(params["cache_mb"]) / max(problem.workers, share))
     with parallel.numba_threads(problem.threads):
-        return _solve(problem, params, monitor, float(params["cache_mb"]))
+        return _solve(problem, params, monitor, float(params["cache_mb"]) / share)
 
 
 def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMonitor,
            cache_mb: float) -> BinarySolution:
     t_start = time.perf_counter()
     l = int(problem.rows.shape[0])
-    state = SmoState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
-                     problem.kernel, cache_mb, chunks=problem.threads,
-                     fine_grained=problem.fine_grained)
+    state = problem.warm
+    warm = isinstance(state, SmoState)
+    if warm:  # the same problem at another C: its alphas and kernel columns
+        if not state.continues(problem.rows, problem.y, problem.kernel):
+            raise ValueError("warm_start must come from a fit of the same rows, classes "
+                             "and kernel")
+        state.restart(problem.cost)
+    else:
+        state = SmoState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
+                         problem.kernel, cache_mb, chunks=problem.threads,
+                         fine_grained=problem.fine_grained)
     state.eps, state.max_iter = float(params["eps"]), int(params["max_iter"])
     state.pair = list(problem.pair)
     first = min(max(FIRST_CALL_WORK // max(l, 1), BUDGET.initial), BUDGET.maximum)
@@ -163,8 +181,10 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
             "kernel_evaluations": int(counters[_EVALS]),
             "shrinkings": int(counters[_SHRINKS]),
             "gradient_reconstructions": int(counters[_RECONSTRUCTS]),
+            "warm_start": warm,
         },
         timings={"kernel_s": t_finish - t_start, "finish_s": time.perf_counter() - t_finish},
+        state=state if problem.keep_state else None,
     )
 
 
@@ -289,10 +309,12 @@ def _solve_concurrently(problems: list[KernelProblem], params: dict[str, Any],
 
 def warm_rare_kernels() -> None:
     """Compile (or load) what the small warm-up fits do not reach: the parallel loops
-    (large problems only) and the progress snapshot (at most one event per 0.2 s)."""
+    (large problems only), the progress snapshot (at most one event per 0.2 s) and the
+    restart of a warm start."""
     X = as_csr_arrays(np.round(np.random.default_rng(0).normal(size=(12, 3)), 2))
     state = SmoState(X, np.zeros(12) + 1.0, np.arange(12, dtype=np.int64),
                      np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (_RBF, 0.5, 0.0, 3),
                      1.0, chunks=2)
     _warm_parallel(*state.kernel_args)
     state.snapshot()
+    state.restart(np.full(12, 2.0))  # a search's C path: the warm-started gradient

@@ -35,6 +35,12 @@ class KernelProblem:
     fine_grained: bool  # parallel loops once per step (see _cores_busy)
     grain: str = "none"  # the parallel grain of the fit: "pairs", "columns" or "none"
     workers: int = 1  # binary problems trained at once (grain "pairs"), each on one thread
+    # fit(warm_start=..., keep_solver_state=True): the earlier fit's solver state of this
+    # problem to continue from (SmoState), and whether to hand this fit's state on (then
+    # the fit's cache_mb is shared by its `cache_share` problems, all kept alive)
+    warm: Any = None
+    keep_state: bool = False
+    cache_share: int = 1
 
 
 class KernelAssembly:

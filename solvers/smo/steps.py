@@ -16,6 +16,7 @@ from solvers.smo.columns import (
     _column_if_cached,
     _column_parallel,
     _gather_positional_rows,
+    _get_column,
     _kernel_diagonal,
     _new_column_list,
 )
@@ -53,6 +54,7 @@ from solvers.smo.selection import (
     _step_gradient_bar,
     _take_step,
     _update_parallel,
+    _update_status,
 )
 
 # Parallel loops only above this much work (elements, or rows x (nnz + 8) for kernel
@@ -139,6 +141,46 @@ class SmoState:
                              pending,
                              parallel),
                             columns)
+
+        self.rows = perm.copy()  # the problem's rows of X, in problem order
+        self.y = y.copy()
+        self.kernel = kernel
+
+    def continues(self, rows: np.ndarray, y: np.ndarray,
+                  kernel: tuple[int, float, float, int]) -> bool:
+        """True when this state belongs to the same binary problem (rows, labels, kernel):
+        its kernel columns and alphas can start a fit at another C."""
+        return (self.kernel == kernel and self.rows.shape == rows.shape
+                and bool(np.array_equal(self.rows, rows))
+                and bool(np.array_equal(self.y, np.asarray(y, dtype=np.int8))))
+
+    def finite(self) -> bool:
+        return bool(np.all(np.isfinite(self.positions[5])))
+
+    def restart(self, cost: np.ndarray) -> None:
+        """Start again from this state's alphas (its last solution) under new costs C_i
+        (problem order), keeping the positions, the rows and the kernel-column cache.
+
+        The alphas stay feasible: y'a is unchanged, and 0 <= a_i <= C_i holds when no cost
+        decreased (along increasing C); otherwise they are scaled by the largest factor
+        <= 1 that fits them in the new box (a multiple keeps y'a = 0). The status of every
+        variable follows from a, and G = Qa - e and G_bar = sum_{a_j = C_j} C_j Q_:j are
+        rebuilt from the kernel columns of the support vectors (LIBSVM's Solver::Solve
+        with an initial alpha); the columns come from the cache when the last fit left
+        them there. Counters start again (iterations, shrinking, statistics)."""
+        local, cost_now, alpha = self.positions[1], self.positions[3], self.positions[5]
+        new = np.ascontiguousarray(cost, dtype=np.float64)[local]
+        support = alpha > 0
+        if np.any(alpha[support] > new[support]):
+            alpha *= float(np.min(new[support] / alpha[support]))
+        cost_now[:] = new
+        cache_free = self.counters[_CACHE_FREE]
+        self.counters[:] = 0
+        self.counters[_CACHE_FREE] = cache_free
+        self.counters[_ACTIVE] = self.l
+        self.counters[_COUNTER] = min(self.l, _SHRINK_EVERY) + 1
+        self.values[:] = (-math.inf, math.inf)
+        _warm_gradient(*self.kernel_args)
 
     @property
     def iteration(self) -> int:
@@ -287,6 +329,30 @@ def _finish(rows, kernel, positions, heads, state, columns, alpha_out, out):
     out[1] = objective / 2
     for t in range(l):
         alpha_out[local[t]] = alpha[t]
+
+
+@njit(cache=True, nogil=True)
+def _warm_gradient(rows, kernel, positions, heads, state, columns):
+    """status from a; G = -e + sum_{a_s > 0} a_s Q_:s; G_bar = sum_{a_s = C_s} C_s Q_:s
+    (full columns, through the cache)."""
+    cache = _with_columns(heads, columns)
+    counters, _, _, _, parallel = state
+    _, _, _, cost, _, alpha, status, gradient, gradient_bar = positions
+    l = alpha.shape[0]
+    for t in range(l):
+        _update_status(alpha, cost, status, t)
+        gradient[t] = -1.0
+        gradient_bar[t] = 0.0
+    for s in range(l):
+        if status[s] != _LOWER:
+            column = _get_column(s, l, rows, kernel, positions, cache, counters, parallel)
+            a_s = alpha[s]
+            for t in range(l):
+                gradient[t] += a_s * column[t]
+            if status[s] == _UPPER:
+                c_s = cost[s]
+                for t in range(l):
+                    gradient_bar[t] += c_s * column[t]
 
 
 @njit(cache=True, nogil=True)

@@ -63,7 +63,8 @@ def _error(response: Any, status: int) -> dict[str, Any]:
     ({"space": {"C": [1, -2]}}, "params.C", "point 1"),
     ({"space": {"kernel": ["rbf"]}, "solver": "dcd"}, "params.kernel", "point 0"),
     ({"space": {"C": [1]}, "params": {"C": 2}}, "space.C", "both"),
-    ({"space": {"C": [1]}, "strategy": "halving"}, "strategy.type", "not implemented"),
+    ({"space": {"C": [1]}, "strategy": {"type": "halving", "min_resources": 271}},
+     "strategy.min_resources", "270"),
     ({"space": {"C": [1]}, "strategy": {"type": "random"}}, "strategy.n", "n"),
     ({"space": {"C": [1]}, "metric": "log_loss"}, "metric", "probability"),
     ({"space": {"C": [1]}, "solver": "nope"}, "solver", "unknown solver"),
@@ -123,7 +124,7 @@ def test_roc_auc_needs_two_classes(client: TestClient) -> None:
 
 # -- the plan ----------------------------------------------------------------------------
 
-def test_linear_tasks_are_c_paths_per_fold_and_kernel_tasks_are_points(
+def test_tasks_are_c_paths_per_fold(
         client: TestClient, heart_id: str, settings: Settings) -> None:
     linear = _submit(client, heart_id, solver="dcd",
                      space={"C": [4.0, 0.25, 1.0], "loss": ["l1", "l2"]}, cv={"folds": 3})
@@ -138,10 +139,12 @@ def test_linear_tasks_are_c_paths_per_fold_and_kernel_tasks_are_points(
         cs = [body["points"][i]["values"]["C"] for i in task.point_indices]
         assert cs == sorted(cs) and len(cs) == 3  # increasing C: the warm-start order
         assert len({body["points"][i]["values"]["loss"] for i in task.point_indices}) == 1
+    # smo: the C values of one gamma within one fold, increasing (the points: (2, 0.5),
+    # (2, 0.1), (1, 0.5), (1, 0.1))
     kernel = _submit(client, heart_id, solver="smo",
-                     space={"C": [1.0, 2.0], "gamma": [0.5, 0.1]}, cv={"folds": 3})
-    assert [(t.point_indices, t.fold) for t in _tasks(settings, kernel["id"])] == [
-        ([0], None), ([1], None), ([2], None), ([3], None)]
+                     space={"C": [2.0, 1.0], "gamma": [0.5, 0.1]}, cv={"folds": 3})
+    assert sorted((t.point_indices, t.fold) for t in _tasks(settings, kernel["id"])) == [
+        ([2, 0], 0), ([2, 0], 1), ([2, 0], 2), ([3, 1], 0), ([3, 1], 1), ([3, 1], 2)]
 
 
 def test_random_strategy_draws_n_points_of_the_grid_by_seed(
@@ -232,9 +235,10 @@ def test_a_kernel_search_with_probabilities_scores_log_loss(
                       space={"C": [0.5, 2.0], "gamma": {"log2": [-3, -5, -2]}},
                       params={"probability": True}, metric="log_loss", cv={"folds": 3},
                       select="one_std", refit=False)
-    assert _run_all(settings, created["id"]) == ["succeeded"] * 4
+    assert _run_all(settings, created["id"]) == ["succeeded"] * 6  # 2 gammas x 3 folds
     body = client.get(f"/v1/searches/{created['id']}").json()
     assert body["status"] == "succeeded" and body["refit_job_id"] is None
+    assert all(p["warm_started"] == 0 for p in body["points"])  # probabilities: cold
     points = body["points"]
     top = min(points, key=lambda p: p["mean"])  # log_loss: lower is better
     within = [p for p in points if p["mean"] <= top["mean"] + top["std"] + 1e-12]
@@ -267,16 +271,16 @@ def test_a_duplicate_delivery_does_nothing_and_a_retry_counts_no_fit_twice(
     assert claim is not None
     for index, _params in claim.points[:2]:
         with session_scope(settings.database_url) as session:
-            held, _ = searches.record(session, claim, [searches.FitOutcome(
-                index, 1, 0.5, 0.01, True, "converged", 1, False)])
+            held = searches.record(session, claim, [searches.FitOutcome(
+                index, 1, 0.5, 0.01, True, "converged", 1, False)]).held
             assert held
     with session_scope(settings.database_url) as session:
         session.execute(update(SearchTask).where(SearchTask.id == second.id)
                         .values(heartbeat_at=utcnow() - timedelta(hours=1)))
     assert sweep(settings)["search_tasks_enqueued"] == 1
     with session_scope(settings.database_url) as session:  # the old attempt is out
-        held, _ = searches.record(session, claim, [searches.FitOutcome(
-            claim.points[2][0], 1, 0.5, 0.01, True, "converged", 1, False)])
+        held = searches.record(session, claim, [searches.FitOutcome(
+            claim.points[2][0], 1, 0.5, 0.01, True, "converged", 1, False)]).held
         assert not held
     assert run_search_task(settings, second.id, "test") == "succeeded"
     body = client.get(f"/v1/searches/{created['id']}").json()
@@ -321,7 +325,7 @@ def test_cancel_stops_every_task(client: TestClient, heart_id: str,
     assert {t.status for t in _tasks(settings, created["id"])} == {"cancelled"}
     with session_scope(settings.database_url) as session:  # the running one lost its lease
         assert not searches.holds(session, claim)
-    assert _run_all(settings, created["id"]) == ["skipped"] * 3
+    assert _run_all(settings, created["id"]) == ["skipped"] * 5  # a C path per fold
     assert client.post(f"/v1/searches/{created['id']}/cancel").status_code == 409
 
 

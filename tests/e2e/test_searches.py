@@ -217,3 +217,18 @@ def test_cancel_stops_every_task(service: httpx.Client, heart_bytes: bytes) -> N
     assert later["done"] == settled["done"] < later["total"]
     assert later["refit_job_id"] is None
     assert service.post(f"/v1/searches/{created['id']}/cancel").status_code == 409
+
+
+def test_a_halving_search_runs_its_rounds_on_the_workers(
+        service: httpx.Client, heart_bytes: bytes) -> None:
+    # each round's last fit, on whichever worker, creates and enqueues the next round
+    dataset_id = _upload(service, heart_bytes)
+    created = _submit(service, dataset_id, solver="smo", space=GRID, refit=False,
+                      strategy={"type": "halving", "seed": 2})
+    assert created["total"] == (30 + 10 + 4) * 5
+    body = _wait(service, created["id"], timeout=300)
+    assert body["status"] == "succeeded", body.get("error")
+    assert body["done"] == body["total"]
+    assert [(r["candidates"], r["n_rows"], len(r["points"])) for r in body["rounds"]] == [
+        (30, 20, 30), (10, 60, 10), (4, 270, 4)]
+    assert body["best"]["round"] == 2 and body["best"]["mean"] > 0.8

@@ -55,7 +55,7 @@ function drawHeatmap() {
   ctx.font = "11px sans-serif";
   ctx.textAlign = "center";
   ctx.textBaseline = "middle";
-  for (const p of points) {
+  for (const p of shownPoints()) {
     const i = xs.indexOf(log2(p.values[xName]));
     const j = ys.indexOf(log2(p.values[yName]));
     const x = left + i * cw;
@@ -92,9 +92,23 @@ function drawHeatmap() {
   ctx.restore();
 }
 
+/** One point per cell: a halving search evaluates a candidate again in later rounds, on
+ * more rows; the latest round with a finished mean is shown (else the first round). */
+function shownPoints() {
+  const shown = new Map();
+  for (const p of points) {
+    const key = JSON.stringify(p.values);
+    const held = shown.get(key);
+    if (!held || (means.has(p.index) && p.round > held.round) || (!means.has(held.index) && means.has(p.index))) {
+      shown.set(key, p);
+    }
+  }
+  return [...shown.values()];
+}
+
 function drawLine() {
   const name = dims[0];
-  const order = [...points].sort((a, b) => a.values[name] - b.values[name]);
+  const order = shownPoints().sort((a, b) => a.values[name] - b.values[name]);
   const xs = order.map((p) => log2(p.values[name]));
   const ys = order.map((p) => (means.has(p.index) ? means.get(p.index) : null));
   const marks = order.map((p) => (p.index === best ? means.get(p.index) : null));
@@ -151,7 +165,7 @@ async function refresh() {
     return null;
   }
   const search = result.data;
-  points = search.points.map((p) => ({ index: p.index, values: p.values }));
+  points = search.points.map((p) => ({ index: p.index, values: p.values, round: p.round }));
   for (const p of search.points) if (p.mean !== null) means.set(p.index, p.mean);
   dims = numericDims(Object.keys(search.spec.space)).slice(0, 2);
   status = search.status;
@@ -176,7 +190,8 @@ function listen() {
   source.addEventListener("point", (event) => {
     const point = JSON.parse(event.data);
     if (point.mean !== null) means.set(point.index, point.mean);
-    draw();
+    if (!points.some((p) => p.index === point.index)) refresh(); // a new halving round
+    else draw();
   });
   source.addEventListener("progress", (event) => {
     const progress = JSON.parse(event.data);
