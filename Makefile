@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install browser run test test-slow lint bench bench-quick migrate clean
+.PHONY: install browser run test test-slow lint bench bench-tools bench-quick migrate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -55,10 +55,15 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-bench: $(DEV_STAMP)
+# The predict benchmark drives the HTTP server with Debian's wrk.
+bench-tools:
+	@command -v wrk >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null)
+
+bench: $(DEV_STAMP) bench-tools
 	$(PY) -m bench.run
 
-bench-quick: $(DEV_STAMP)
+bench-quick: $(DEV_STAMP) bench-tools
 	$(PY) -m bench.run --quick
 
 clean:
