@@ -130,7 +130,8 @@ def worker(spec_path: str) -> None:
         daal4py.daalinit(int(engine[-1]))
         with warnings.catch_warnings():  # a warm-up fit on a few rows of two classes
             warnings.simplefilter("ignore")
-            few = np.flatnonzero(np.isin(y, np.unique(y)[:2]))[:40]
+            two = np.unique(y)[:2]  # 20 rows of each (the first 40 may all be one class)
+            few = np.concatenate([np.flatnonzero(y == label)[:20] for label in two])
             SVC(C=C, gamma=gamma).fit(X[few], y[few])
         svc = SVC(C=C, gamma=gamma, tol=1e-3, cache_size=200.0, kernel="rbf")
         started = time.perf_counter()
