@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
@@ -13,7 +14,7 @@ from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import bus
-from app.auth import CSRF_HEADER, SignInRequired
+from app.auth import CSRF_HEADER, SignInRequired, declare_bearer_security
 from app.docs import install_docs
 from app.errors import install_error_handlers
 from app.routes import (
@@ -133,5 +134,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # outermost: the host, origin and NUL checks run before anything else
     app.add_middleware(SecurityMiddleware, allowed_hosts=settings.allowed_hosts,
                        cors_origins=settings.cors_origins)
+    default_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:  # built once, then cached by FastAPI
+            declare_bearer_security(default_openapi(), app.routes)
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 

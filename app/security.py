@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from starlette.datastructures import Headers
@@ -65,6 +64,12 @@ async def _refuse(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+# the headers added to every response, encoded once: pages get BASE_HEADERS, the rest
+# (JSON, files) also API_HEADERS
+_PAGE_EXTRA = [(k.encode(), v.encode()) for k, v in BASE_HEADERS.items()]
+_API_EXTRA = [(k.encode(), v.encode()) for k, v in {**BASE_HEADERS, **API_HEADERS}.items()]
+
+
 class SecurityMiddleware:
     def __init__(self, app: ASGIApp, allowed_hosts: list[str], cors_origins: list[str]
                  ) -> None:
@@ -94,14 +99,11 @@ class SecurityMiddleware:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                present = {k.lower() for k, _v in message.get("headers", [])}
-                extra: dict[str, Any] = dict(BASE_HEADERS)
-                content_type = dict(message.get("headers", [])).get(b"content-type", b"")
-                if not content_type.startswith(b"text/html"):
-                    extra.update(API_HEADERS)
-                message["headers"] = list(message.get("headers", [])) + [
-                    (k.encode(), v.encode()) for k, v in extra.items()
-                    if k.encode() not in present]
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _v in headers}
+                content_type = next((v for k, v in headers if k == b"content-type"), b"")
+                extra = _PAGE_EXTRA if content_type.startswith(b"text/html") else _API_EXTRA
+                message["headers"] = headers + [h for h in extra if h[0] not in present]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -26,31 +26,6 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 INLINE_PREDICT_BYTES = 16 << 10
 
 
-@router.get("", response_model=ModelsPublic)
-def list_models(
-    session: SessionDep,
-    principal: ReadAuth,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
-) -> ModelsPublic:
-    rows = service.list_models(session, principal.tenant_id, limit=limit, offset=offset)
-    return ModelsPublic(data=[ModelPublic.model_validate(r) for r in rows],
-                        count=service.count_models(session, principal.tenant_id))
-
-
-@router.get("/{model_id}", response_model=ModelPublic)
-def get_model(model_id: str, session: SessionDep, principal: ReadAuth) -> Model:
-    return service.get_model(session, principal.tenant_id, model_id)
-
-
-@router.delete("/{model_id}", status_code=204)
-def delete_model(model_id: str, session: WriteSessionDep, settings: SettingsDep,
-                 principal: TrainAuth) -> None:
-    """Delete a model; every API process stops serving it (their caches drop it)."""
-    service.delete_model(session, settings, principal.tenant_id, model_id)
-    after_commit(session, lambda: announce(settings, "model", model_id))
-
-
 PREDICT_DOC = """Predict with a stored model (kept in memory by each API process after its
 first use, so a repeated predict reads nothing from the database).
 
@@ -71,6 +46,7 @@ probability per class in the order of `classes`, summing to 1.
 """
 
 
+# first in the router: it tries routes in order, and predict is the hot path
 @router.post(
     "/{model_id}/predict",
     response_model=PredictResponse,
@@ -103,6 +79,31 @@ async def predict(model_id: str, request: Request, principal: ReadAuth) -> Respo
             service.predict, settings, settings.database_url, principal.tenant_id, model_id,
             bytes(body), content_type)
     return Response(orjson.dumps(answer), media_type="application/json")
+
+
+@router.get("", response_model=ModelsPublic)
+def list_models(
+    session: SessionDep,
+    principal: ReadAuth,
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
+) -> ModelsPublic:
+    rows = service.list_models(session, principal.tenant_id, limit=limit, offset=offset)
+    return ModelsPublic(data=[ModelPublic.model_validate(r) for r in rows],
+                        count=service.count_models(session, principal.tenant_id))
+
+
+@router.get("/{model_id}", response_model=ModelPublic)
+def get_model(model_id: str, session: SessionDep, principal: ReadAuth) -> Model:
+    return service.get_model(session, principal.tenant_id, model_id)
+
+
+@router.delete("/{model_id}", status_code=204)
+def delete_model(model_id: str, session: WriteSessionDep, settings: SettingsDep,
+                 principal: TrainAuth) -> None:
+    """Delete a model; every API process stops serving it (their caches drop it)."""
+    service.delete_model(session, settings, principal.tenant_id, model_id)
+    after_commit(session, lambda: announce(settings, "model", model_id))
 
 
 ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm|scale)$")]

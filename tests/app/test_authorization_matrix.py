@@ -98,6 +98,19 @@ def test_every_route_declares_its_scope() -> None:
                               f"admin or public): {undeclared}")
 
 
+def test_the_openapi_schema_offers_the_bearer_key_on_every_operation() -> None:
+    """/docs' "Authorize" and generated clients: the scheme, and every operation of a route
+    with a scope requirement names it (the requirement reads the header itself)."""
+    schema = _SCHEMA_APP.openapi()
+    assert schema["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http", "scheme": "bearer",
+        "description": "An API key: `Bearer hk_<id>_<secret>`"}
+    missing = [f"{method} {path}" for path, item in schema["paths"].items()
+               for method, operation in item.items()
+               if operation.get("security") != [{"HTTPBearer": []}]]
+    assert missing == []
+
+
 def test_every_dashboard_page_declares_its_scope_too() -> None:
     pages = [r for r in endpoints(_SCHEMA_APP) if not r.in_schema]
     assert {"/", "/datasets", "/login", "/docs"} <= {r.path for r in pages}

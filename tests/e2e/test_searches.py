@@ -112,8 +112,10 @@ def _search_with_refit_over_two_workers(client: httpx.Client, heart_bytes: bytes
     events = _read_sse(client, created["id"])
     points = [e for e in events if e["event"] == "point"]
     assert sorted(e["data"]["index"] for e in points) == list(range(N_POINTS))
-    # streamed live: the first point arrived well before the last
-    assert points[-1]["received"] - points[0]["received"] > 0.5
+    # streamed live, not in one batch at the end: the points came in several deliveries
+    # (the whole search takes about 0.4 s now that smo tasks are warm C paths; without a
+    # Redis nudge the stream polls every 0.1 s)
+    assert points[-1]["received"] - points[0]["received"] > 0.05
     assert events[-1]["event"] == "status" and events[-1]["data"]["status"] == "succeeded"
     body = client.get(f"/v1/searches/{created['id']}").json()
     _check_complete(body)
