@@ -7,6 +7,7 @@ elsewhere it is skipped with the reason.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import uuid
@@ -39,13 +40,42 @@ from testkit.service import (
 )
 
 __all__ = [
-    "BACKENDS", "BLOB_BACKENDS", "BROKERS", "IN_CI", "POSTGRES_URL", "RABBITMQ_URL",
-    "REDIS_URL", "REPO", "SHARED_DATA", "ServiceProcess", "bearer", "blob_env", "blob_exists",
-    "broker_url_for", "child_pids", "data_file", "downgrade", "drop_queue",
-    "embedded_settings", "free_port", "make_key", "migrate", "migrated_settings",
-    "moto_server", "postgres_schema", "require_rabbitmq", "require_redis", "running_service",
-    "s3_overrides", "settings_env", "sqlite_write_lock_error", "start_api", "start_worker",
-    "unavailable", "wait_for_job",
+    "BACKENDS",
+    "BLOB_BACKENDS",
+    "BROKERS",
+    "IN_CI",
+    "POSTGRES_URL",
+    "RABBITMQ_URL",
+    "REDIS_URL",
+    "REPO",
+    "SHARED_DATA",
+    "ServiceProcess",
+    "bearer",
+    "blob_env",
+    "blob_exists",
+    "broker_url_for",
+    "child_pids",
+    "data_file",
+    "downgrade",
+    "drop_queue",
+    "embedded_settings",
+    "free_port",
+    "make_key",
+    "migrate",
+    "migrated_settings",
+    "moto_server",
+    "postgres_schema",
+    "require_rabbitmq",
+    "require_redis",
+    "running_service",
+    "s3_overrides",
+    "search_events",
+    "settings_env",
+    "sqlite_write_lock_error",
+    "start_api",
+    "start_worker",
+    "unavailable",
+    "wait_for_job",
 ]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -199,3 +229,26 @@ def sqlite_write_lock_error(url: str) -> str | None:
         return str(exc)
     finally:
         connection.close()
+
+
+def search_events(client: Any, search_id: str, last_event_id: str | None = None
+                  ) -> list[dict[str, Any]]:
+    """The SSE events of a finished search (GET /v1/searches/{id}/events), each as
+    {"id", "event", "data" (parsed)}; with `last_event_id`, those after it."""
+    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    with client.stream("GET", f"/v1/searches/{search_id}/events", headers=headers) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                continue
+            if not line:
+                if "data" in current:
+                    current["data"] = json.loads(current["data"])
+                    events.append(current)
+                current = {}
+                continue
+            key, _, value = line.partition(":")
+            current[key] = value[1:] if value.startswith(" ") else value
+    return events

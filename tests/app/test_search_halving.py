@@ -18,6 +18,7 @@ from app.orm import Dataset, SearchTask
 from app.search_space import halving_schedule, stratified_counts
 from app.settings import Settings
 from app.storage import blob_store, load_dataset
+from tests.support import search_events
 from workers.search import fold_of_rows, run_search_task, score, subsample_rows
 
 GRID = {"C": {"log2": [-5, 15, 4]}, "gamma": {"log2": [3, -15, -4]}}  # 6 x 5 candidates
@@ -179,7 +180,7 @@ def test_halving_rounds_keep_the_best_third_and_pick_the_best_on_every_row(
         body["best"]["values"]["C"], body["best"]["values"]["gamma"])
 
     # the stream has every point, with its round and rows
-    events = _sse(client, created["id"])
+    events = search_events(client, created["id"])
     streamed = [e["data"] for e in events if e["event"] == "point"]
     assert sorted(e["index"] for e in streamed) == list(range(44))
     assert {(e["round"], e["n_rows"]) for e in streamed} == {(0, 20), (1, 60), (2, 270)}
@@ -250,24 +251,3 @@ def test_halving_draws_n_candidates_and_works_with_a_holdout(
     body = client.get(f"/v1/searches/{created['id']}").json()
     assert body["status"] == "succeeded" and body["done"] == body["total"] == 13
     assert body["best"]["round"] == 2 and 0.5 < body["best"]["mean"] <= 1.0
-
-
-def _sse(client: TestClient, search_id: str) -> list[dict[str, Any]]:
-    import json
-
-    events: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-    with client.stream("GET", f"/v1/searches/{search_id}/events") as response:
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith(":"):
-                continue
-            if not line:
-                if "data" in current:
-                    current["data"] = json.loads(current["data"])
-                    events.append(current)
-                current = {}
-                continue
-            key, _, value = line.partition(":")
-            current[key] = value[1:] if value.startswith(" ") else value
-    return events

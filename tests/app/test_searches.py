@@ -22,6 +22,7 @@ from app.services import searches
 from app.settings import Settings
 from app.storage import blob_store, load_dataset
 from app.sweep import sweep
+from tests.support import search_events
 from workers.search import fold_of_rows, run_search_task, score
 from workers.training import run_job
 
@@ -336,12 +337,12 @@ def test_list_and_events(client: TestClient, heart_id: str, settings: Settings) 
     assert listed["count"] == 1 and listed["data"][0]["id"] == created["id"]
     assert listed["data"][0]["points"] is None
     _run_all(settings, created["id"])
-    events = _sse(client, created["id"])
+    events = search_events(client, created["id"])
     points = [e for e in events if e["event"] == "point"]
     assert sorted(e["data"]["index"] for e in points) == [0, 1, 2]
     assert [int(e["id"]) for e in points] == sorted(int(e["id"]) for e in points)
     assert events[-1]["event"] == "status" and events[-1]["data"]["status"] == "succeeded"
-    resumed = _sse(client, created["id"], last_event_id=points[0]["id"])
+    resumed = search_events(client, created["id"], last_event_id=points[0]["id"])
     assert [e["data"]["index"] for e in resumed if e["event"] == "point"] == [
         e["data"]["index"] for e in points[1:]]
     assert client.get(f"/v1/searches/{'f' * 32}").status_code == 404
@@ -368,24 +369,3 @@ def _heart(settings: Settings, dataset_id: str) -> tuple[Any, np.ndarray]:
         dataset = session.get(Dataset, dataset_id)
         assert dataset is not None
         return load_dataset(blob_store(settings), dataset.blob_path, dataset.features)
-
-
-def _sse(client: TestClient, search_id: str, last_event_id: str | None = None
-         ) -> list[dict[str, Any]]:
-    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
-    events: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-    with client.stream("GET", f"/v1/searches/{search_id}/events", headers=headers) as response:
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith(":"):
-                continue
-            if not line:
-                if "data" in current:
-                    current["data"] = json.loads(current["data"])
-                    events.append(current)
-                current = {}
-                continue
-            key, _, value = line.partition(":")
-            current[key] = value[1:] if value.startswith(" ") else value
-    return events
