@@ -32,8 +32,15 @@ Where we depart from LIBSVM's code, the arithmetic stays the same:
 - the rows of X are kept in position order (gathered again after a shrinking permutes the
   positions), so a kernel column streams through memory; the selection of the next i is
   fused with the gradient update;
-- kernel values are computed from the dot product (a dense scatter of x_i, gathered by
-  every row) and precomputed squared norms (LIBSVM merges sorted index lists).
+- kernel values are computed from the dot product and precomputed squared norms (LIBSVM
+  merges sorted index lists). The dot products of a column come from the cheapest source
+  the data allow, reported per binary problem as "kernel_values": "dense" (a dense copy of
+  the rows, for dense data), "bits" (0/1 features: rows as bit sets, x_t . x_i =
+  popcount(b_t & b_i); with rbf the kernel value is then read from a table of
+  exp(-gamma k) over the integer squared distances k), "columns" (a CSC copy in position
+  order, when x_i's feature columns hold fewer entries than the rows) or "rows" (a dense
+  scatter of x_i, gathered by every row). Every source gives the same float64 dot
+  products, so the same kernel values and the same fit.
 
 Stop rule: m(a) - M(a) = max_{I_up} -y_t G_t - min_{I_low} -y_t G_t < eps on the active
 set; the gradient of the inactive variables is then reconstructed and the test repeated on
@@ -181,6 +188,7 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
             "kernel_evaluations": int(counters[_EVALS]),
             "shrinkings": int(counters[_SHRINKS]),
             "gradient_reconstructions": int(counters[_RECONSTRUCTS]),
+            "kernel_values": state.column_source,
             "warm_start": warm,
         },
         timings={"kernel_s": t_finish - t_start, "finish_s": time.perf_counter() - t_finish},
@@ -316,5 +324,9 @@ def warm_rare_kernels() -> None:
                      np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (_RBF, 0.5, 0.0, 3),
                      1.0, chunks=2)
     _warm_parallel(*state.kernel_args)
+    ones = as_csr_arrays(np.eye(12)[:, :8] + np.eye(12, 8, 1))  # 0/1 rows: bit sets
+    SmoState(ones, ones.indptr[1:] - ones.indptr[:-1] + 0.0, np.arange(12, dtype=np.int64),
+             np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (_RBF, 0.5, 0.0, 3), 1.0,
+             chunks=2)
     state.snapshot()
     state.restart(np.full(12, 2.0))  # a search's C path: the warm-started gradient

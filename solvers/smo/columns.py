@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 from numba import njit, prange, types
+from numba.extending import intrinsic
 from numba.typed import List
 
 from solvers.smo.layout import (
@@ -144,18 +145,143 @@ def _rbf_values_checked(arguments):
     return dots * scale
 
 
+@intrinsic
+def _popcount(typingctx, word):
+    """The number of set bits of an unsigned integer (LLVM's ctpop: one instruction)."""
+    if not isinstance(word, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return word(word), codegen
+
+
+def bits_pay(n_features: int, nnz: int, l: int, all_ones: bool) -> bool:
+    """Keep the rows as bit sets when every stored value is 1.0 (0/1 features: a9a, w8a, dna)
+    and a row's 64-bit words are fewer than its entries: x_t . x_i is then the number of
+    common features, popcount(b_t & b_i) summed over the words - an integer, exactly the
+    float64 sum of the row gather."""
+    return all_ones and l > 0 and (n_features + 63) // 64 * l < nnz
+
+
+@njit(cache=True, inline="always")
+def _bit_dots(bits, i, lo, hi, dots):
+    """dots[t] = x_t . x_i for t in [lo, hi) from the bit sets of 0/1 rows."""
+    words = bits.shape[1]
+    for t in range(lo, hi):
+        count = np.uint64(0)
+        for w in range(words):
+            count += _popcount(bits[t, w] & bits[i, w])  # type: ignore[call-arg]
+        dots[t] = np.float64(count)
+
+
+@njit(cache=True, inline="always")
+def _bit_rbf(bits, sq_norms, table, y, i, lo, hi, out):
+    """out[t] = y_i y_t exp(-gamma ||x_t - x_i||^2) for 0/1 rows: ||x_t - x_i||^2 = n_t + n_i
+    - 2 popcount(b_t & b_i) is an integer k (n_t = ||x_t||^2, the number of ones), and
+    table[k] is the float32 value `_rbf_values` gives for it (`rbf_table`): the same
+    values without an exp per entry."""
+    words = bits.shape[1]
+    n_i = np.int64(sq_norms[i])
+    y_i = y[i]
+    for t in range(lo, hi):
+        count = np.uint64(0)
+        for w in range(words):
+            count += _popcount(bits[t, w] & bits[i, w])  # type: ignore[call-arg]
+        value = table[np.int64(sq_norms[t]) + n_i - 2 * np.int64(count)]
+        out[t] = value if y[t] == y_i else -value
+
+
+@njit(cache=True)
+def rbf_table(gamma, n_features):
+    """float32(exp(-gamma k)) for k = 0 .. 2 n_features, computed by `_rbf_values` (as
+    for a column with x_t . x_i = 0, ||x_i||^2 = 0 and ||x_t||^2 = k: the same float64
+    argument -gamma k as for any pair of 0/1 rows at squared distance k)."""
+    n = 2 * n_features + 1
+    sq = np.arange(n).astype(np.float64)
+    y = np.ones(n, dtype=np.int8)
+    table = np.empty(n, dtype=np.float32)
+    _rbf_values(sq, 0.0, gamma, y, y[0], 0, n, np.zeros(n), np.empty(n), table)
+    return table
+
+
+# A kernel column's dot products come from the positional columns (CSC) when their entries
+# times this factor are fewer than the row gather's (and the CSC is kept: `csc_pays`).
+CSC_FACTOR = 2
+
+
+def csc_pays(l: int, nnz: int, feature_counts: np.ndarray) -> bool:
+    """Keep the positional CSC when, for an average example x_i, the columns of its features
+    hold (times CSC_FACTOR) fewer entries than the rows: sum_f c_f^2 / l against nnz, with
+    c_f the entries of feature f (x_i has feature f with probability c_f / l)."""
+    counts = feature_counts.astype(np.float64)
+    return l > 0 and CSC_FACTOR * float(counts @ counts) < float(nnz) * l
+
+
+@njit(cache=True, inline="always")
+def _csc_dots(data, indices, indptr, cdata, cpos, cptr, i, lo, hi, dots):
+    """dots[t] = x_t . x_i for t in [lo, hi) from the positional columns (CSC): the entries
+    of the columns of x_i's features, added feature by feature in ascending order - the
+    order of the row gather, which adds only zeros besides: the same float64 values."""
+    for t in range(lo, hi):
+        dots[t] = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        v = data[k]
+        f = indices[k]
+        a = cptr[f]
+        b = cptr[f + 1]
+        while a < b:  # the first entry at a position >= lo
+            middle = (a + b) >> 1
+            if cpos[middle] < lo:
+                a = middle + 1
+            else:
+                b = middle
+        end = cptr[f + 1]
+        while a < end:
+            t = cpos[a]
+            if t >= hi:
+                break
+            dots[t] += cdata[a] * v
+            a += 1
+
+
+@njit(cache=True, inline="always")
+def _csc_cheaper(indices, indptr, cptr, i, lo, hi, l):
+    """True when the positional columns of x_i's features hold (pro rata over [lo, hi))
+    less than a third of the entries the row gather reads there: a scattered add costs
+    about twice a gathered one, and the column pass also clears [lo, hi)."""
+    if cptr.shape[0] == 0:
+        return False
+    entries = 0
+    for k in range(indptr[i], indptr[i + 1]):
+        entries += cptr[indices[k] + 1] - cptr[indices[k]]
+    return CSC_FACTOR * entries * (hi - lo) < (indptr[hi] - indptr[lo]) * l
+
+
 @njit(cache=True, inline="always")
 def _column_range(rows, kernel, y, i, lo, hi, out):
     """out[t] = y_i y_t K(x_i, x_t) for positions t in [lo, hi), with x_i scattered in the
     dense buffer. rows = (the positional CSR (row t = the example at position t) + buffer,
-    the dense positional rows (0 rows: sparse data), two float64 scratch columns)."""
+    (the dense positional rows (0 rows: sparse data), two float64 scratch columns, the
+    positional CSC (empty: not kept), the positional bit sets (0 rows: not kept) and the
+    rbf values of 0/1 rows by squared distance (empty: not kept))). The dot products come
+    from the first of these that is kept and pays: dense rows, bit sets, CSC, else the row
+    gather; all give the same float64 values, and so the same kernel values."""
     data, indices, indptr, sq_norms, dense = rows[0]
-    Xd, dots, scale = rows[1]
+    Xd, dots, scale, cdata, cpos, cptr, bits, table = rows[1]
     kind, gamma, coef0, degree = kernel
     sq_i = sq_norms[i]
     y_i = y[i]
     if Xd.shape[0] > 0:
         _dense_dots(Xd, i, lo, hi, dots)
+    elif bits.shape[0] > 0:
+        if kind == _RBF and table.shape[0] > 0:
+            _bit_rbf(bits, sq_norms, table, y, i, lo, hi, out)
+            return
+        _bit_dots(bits, i, lo, hi, dots)
+    elif _csc_cheaper(indices, indptr, cptr, i, lo, hi, sq_norms.shape[0]):
+        _csc_dots(data, indices, indptr, cdata, cpos, cptr, i, lo, hi, dots)
     else:
         for t in range(lo, hi):
             r = np.uint64(t)  # unsigned: no negative-index wraparound code
@@ -177,11 +303,13 @@ def _column_range(rows, kernel, y, i, lo, hi, out):
 
 
 @njit(cache=True, parallel=True)
-def _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, kind, gamma,
-                     coef0, degree, y, i, start, stop, out, chunks):
+def _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
+                     cptr, bits, table, kind, gamma, coef0, degree, y, i, start, stop, out,
+                     chunks):
     n = stop - start
     for c in prange(chunks):
-        _column_range(((data, indices, indptr, sq_norms, dense), (Xd, dots, scale)),
+        _column_range(((data, indices, indptr, sq_norms, dense),
+                       (Xd, dots, scale, cdata, cpos, cptr, bits, table)),
                       (kind, gamma, coef0, degree), y, i, start + c * n // chunks,
                       start + (c + 1) * n // chunks, out)
 
@@ -196,15 +324,16 @@ def _fill_column(rows, kernel, positions, i, start, stop, out, parallel):
 def _fill_range(positional, dense_rows, kernel, y, i, start, stop, out, parallel):
     """`_fill_column` from the arrays it reads (rows[0], rows[2], y)."""
     data, indices, indptr, sq_norms, dense = positional
-    Xd, dots, scale = dense_rows
+    Xd, dots, scale, cdata, cpos, cptr, bits, table = dense_rows
     for k in range(indptr[i], indptr[i + 1]):
         dense[indices[k]] = data[k]
     chunks = parallel[0]
     per_row = Xd.shape[1] if Xd.shape[0] > 0 else indptr[-1] // max(indptr.shape[0] - 1, 1)
     work = (stop - start) * (8 + per_row)
     if chunks > 1 and work >= parallel[5]:
-        _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, kernel[0],
-                         kernel[1], kernel[2], kernel[3], y, i, start, stop, out, chunks)
+        _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
+                         cptr, bits, table, kernel[0], kernel[1], kernel[2], kernel[3], y, i,
+                         start, stop, out, chunks)
     else:
         _column_range((positional, dense_rows), kernel, y, i, start, stop, out)
     for k in range(indptr[i], indptr[i + 1]):
@@ -214,25 +343,46 @@ def _fill_range(positional, dense_rows, kernel, y, i, start, stop, out, parallel
 @njit(cache=True, nogil=True)
 def _gather_positional_rows(rows, perm):
     """Row t of the positional CSR = row perm[t] of X (sequential memory in the kernel
-    columns; rebuilt after shrinking permutes the positions)."""
+    columns; rebuilt after shrinking permutes the positions), and the positional CSC when
+    it is kept (entries of each column in position order)."""
     data, indices, indptr, sq_norms, _ = rows[0]
     x_data, x_indices, x_indptr, x_sq_norms = rows[1]
-    Xd = rows[2][0]
+    Xd, _, _, cdata, cpos, cptr, bits, _ = rows[2]
     dense_rows = Xd.shape[0] > 0
+    bit_rows = bits.shape[0] > 0
     offset = 0
     indptr[0] = 0
     for t in range(perm.shape[0]):
         r = perm[t]
         if dense_rows:
             Xd[t, :] = 0.0
+        if bit_rows:
+            bits[t, :] = 0
         for k in range(x_indptr[r], x_indptr[r + 1]):
             data[offset] = x_data[k]
             indices[offset] = x_indices[k]
             if dense_rows:
                 Xd[t, x_indices[k]] = x_data[k]
+            if bit_rows:
+                f = x_indices[k]
+                bits[t, f >> 6] |= np.uint64(1) << np.uint64(f & 63)
             offset += 1
         indptr[t + 1] = offset
         sq_norms[t] = x_sq_norms[r]
+    if cptr.shape[0] == 0:
+        return
+    cptr[:] = 0
+    for k in range(offset):
+        cptr[indices[k] + 1] += 1
+    for f in range(cptr.shape[0] - 1):
+        cptr[f + 1] += cptr[f]
+    fill = cptr[:-1].copy()
+    for t in range(perm.shape[0]):
+        for k in range(indptr[t], indptr[t + 1]):
+            f = indices[k]
+            cdata[fill[f]] = data[k]
+            cpos[fill[f]] = t
+            fill[f] += 1
 
 
 # ---- the column cache (LIBSVM's Cache: LRU list of variable-length columns) -----------

@@ -349,12 +349,14 @@ def _gradient_bar_range(rows, kernel, y, pending_at, pending_scale, cover, n_pen
 
 @njit(cache=True, parallel=True)
 def _gradient_bar_parallel(data, indices, indptr, sq_norms, n_features, Xd, dots, scale,
-                           kind, gamma, coef0, degree, y, pending_at, pending_scale, cover,
-                           n_pending, gradient_bar, column, blocks):
+                           cdata, cpos, cptr, bits, table, kind, gamma, coef0, degree, y,
+                           pending_at, pending_scale, cover, n_pending, gradient_bar, column,
+                           blocks):
     n = gradient_bar.shape[0]
     for b in prange(blocks):
         dense = np.zeros(n_features)  # each block scatters into its own buffer
-        _gradient_bar_range(((data, indices, indptr, sq_norms, dense), (Xd, dots, scale)),
+        _gradient_bar_range(((data, indices, indptr, sq_norms, dense),
+                             (Xd, dots, scale, cdata, cpos, cptr, bits, table)),
                             (kind, gamma, coef0, degree), y, pending_at, pending_scale, cover,
                             n_pending, gradient_bar, column, b * n // blocks,
                             (b + 1) * n // blocks)
@@ -378,15 +380,15 @@ def _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, paral
     counters[_EVALS] += fresh
     positional = rows[0]
     data, indices, indptr, sq_norms, dense = positional
-    Xd, dots, scale = rows[2]
+    Xd, dots, scale, cdata, cpos, cptr, bits, table = rows[2]
     column = np.empty(l, dtype=np.float32)
     chunks = parallel[0]
     work = fresh * (8 + (indptr[-1] // max(indptr.shape[0] - 1, 1)))
     if chunks > 1 and work >= parallel[6]:
         _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], Xd, dots,
-                               scale, kernel[0], kernel[1], kernel[2], kernel[3], y,
-                               pending_at, pending_scale, cover, n_pending, gradient_bar,
-                               column, chunks)
+                               scale, cdata, cpos, cptr, bits, table, kernel[0], kernel[1],
+                               kernel[2], kernel[3], y, pending_at, pending_scale, cover,
+                               n_pending, gradient_bar, column, chunks)
     else:
         _gradient_bar_range((positional, rows[2]), kernel, y, pending_at, pending_scale,
                             cover, n_pending, gradient_bar, column, 0, l)

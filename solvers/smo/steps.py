@@ -19,6 +19,9 @@ from solvers.smo.columns import (
     _get_column,
     _kernel_diagonal,
     _new_column_list,
+    bits_pay,
+    csc_pays,
+    rbf_table,
 )
 from solvers.smo.layout import (
     _ACTIVE,
@@ -36,6 +39,7 @@ from solvers.smo.layout import (
     _NON_FINITE,
     _PAUSED,
     _PENDING_CAPACITY,
+    _RBF,
     _SHRINK_EVERY,
     _UPPER,
     _VIOLATION,
@@ -98,12 +102,35 @@ class SmoState:
         nnz = int(np.sum(X.indptr[perm + 1] - X.indptr[perm]))
         dense_shape = (l, X.n_features) if use_dense_rows(l, X.n_features, nnz) else (0, 1)
         self.dense_rows = dense_shape[0] > 0
+        no_columns = (np.empty(0), np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64))
+        no_bits = (np.empty((0, 1), dtype=np.uint64), np.empty(0, dtype=np.float32))
         rows_arrays = ((np.empty(nnz), np.empty(nnz, dtype=np.int32),
                         np.empty(l + 1, dtype=np.int64), np.empty(l),
                         np.zeros(X.n_features + 1)),
                        (X.data, X.indices, X.indptr, sq_norms),
-                       (np.empty(dense_shape), np.empty(l), np.empty(l)))
+                       (np.empty(dense_shape), np.empty(l), np.empty(l), *no_columns, *no_bits))
         _gather_positional_rows(rows_arrays, perm)
+        # Sparse data: a kernel column's dot products from bit sets (0/1 features) or a
+        # positional CSC when they cost less than the row gather (see columns.py); the
+        # gather builds them, here and after shrinking.
+        self.column_source = "dense" if self.dense_rows else "rows"
+        extra: tuple[Any, ...] = ()
+        positional_data, positional_indices = rows_arrays[0][:2]
+        if self.dense_rows:
+            pass
+        elif bits_pay(X.n_features, nnz, l, bool(np.all(positional_data == 1.0))):
+            self.column_source = "bits"
+            table = (rbf_table(kernel[1], X.n_features) if kernel[0] == _RBF
+                     else no_bits[1])
+            extra = (*no_columns, np.empty((l, (X.n_features + 63) // 64), dtype=np.uint64),
+                     table)
+        elif csc_pays(l, nnz, np.bincount(positional_indices, minlength=X.n_features)):
+            self.column_source = "columns"
+            extra = (np.empty(nnz), np.empty(nnz, dtype=np.int32),
+                     np.empty(X.n_features + 1, dtype=np.int64), *no_bits)
+        if extra:
+            rows_arrays = (*rows_arrays[:2], (*rows_arrays[2][:3], *extra))
+            _gather_positional_rows(rows_arrays, perm)
         diagonal = np.empty(l)
         _kernel_diagonal(rows_arrays[0][3], kernel, diagonal)
         alpha = np.zeros(l)
@@ -411,11 +438,11 @@ def _warm_parallel(rows, kernel, positions, heads, state, columns):
     n = y.shape[0]
     column = np.zeros(n, dtype=np.float32)
     data, indices, indptr, sq_norms, dense = rows[0]
-    Xd, dots, scale = rows[2]
+    Xd, dots, scale, cdata, cpos, cptr, bits, table = rows[2]
     kind, gamma, coef0, degree = kernel
     chunks, values, best, values2, _, _, _ = parallel
-    _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, kind, gamma,
-                     coef0, degree, y, 0, 0, n, column, chunks)
+    _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
+                     cptr, bits, table, kind, gamma, coef0, degree, y, 0, 0, n, column, chunks)
     _gmax_parallel(y, status, gradient, n, chunks, values, best)
     _select_j_parallel(y, status, gradient, diagonal, column, 0, 1.0, n, chunks, values, best,
                        values2)
@@ -427,5 +454,6 @@ def _warm_parallel(rows, kernel, positions, heads, state, columns):
     pending_scale[0] = 0.0
     cover[0] = 0
     _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], Xd, dots, scale,
-                           kind, gamma, coef0, degree, y, pending_at, pending_scale, cover, 1,
-                           positions[8].copy(), column, chunks)
+                           cdata, cpos, cptr, bits, table, kind, gamma, coef0, degree, y,
+                           pending_at,
+                           pending_scale, cover, 1, positions[8].copy(), column, chunks)

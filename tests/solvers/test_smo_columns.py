@@ -1,0 +1,185 @@
+"""SMO's kernel-column sources (solvers/smo/columns.py): dense rows, bit sets of 0/1 rows
+(with the rbf table), a positional CSC and the row gather all give the same dot products,
+so a fit is bit-for-bit the same whichever source is used, with 1 thread or 2, through
+shrinking, the deferred G_bar updates and the gradient reconstruction; and each source is
+chosen where it pays."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numba import njit
+
+from solvers.result import FitResult
+from solvers.smo import columns, steps
+from solvers.smo import model as smo_model
+from solvers.train import fit
+from testkit.datasets import load_dataset
+
+SOURCES = ("rows", "columns", "bits")
+
+
+@njit
+def _popcounts(words: np.ndarray) -> np.ndarray:
+    out = np.empty(words.shape[0], dtype=np.int64)
+    for k in range(words.shape[0]):
+        out[k] = columns._popcount(words[k])
+    return out
+
+
+def test_popcount_counts_the_set_bits() -> None:
+    words = np.random.default_rng(0).integers(0, 2**63, size=500, dtype=np.uint64)
+    words[:4] = [0, 1, 2**63 - 1, 2**63 + 5]
+    words[2] |= np.uint64(2**63)  # all 64 bits
+    expected = [bin(int(w)).count("1") for w in words]
+    assert _popcounts(words).tolist() == expected
+    assert _popcounts(words)[2] == 64
+
+
+@pytest.mark.parametrize("gamma", [1 / 123, 0.5, 3.0])
+def test_rbf_table_holds_the_columns_values(gamma: float) -> None:
+    """table[k] = float32 of `_rbf_values`' exp(-gamma k), the value of every pair of 0/1
+    rows at squared distance k."""
+    table = columns.rbf_table(gamma, 150)
+    assert table.shape == (301,) and table.dtype == np.float32
+    k = np.arange(301, dtype=np.float64)
+    np.testing.assert_array_equal(table, columns._rbf_values_checked(-gamma * k)
+                                  .astype(np.float32))
+    np.testing.assert_allclose(table, np.exp(-gamma * k), rtol=1e-6, atol=1e-38)
+
+
+@functools.cache
+def binary_rows(rows: int = 5000) -> tuple[sp.csr_matrix, np.ndarray]:
+    X, y = load_dataset("a9a")  # 0/1 features
+    return X[:rows], y[:rows]
+
+
+@functools.cache
+def valued_rows(rows: int = 5000) -> tuple[sp.csr_matrix, np.ndarray]:
+    """a9a's sparsity pattern with values that are not 0/1 (seeded, per entry)."""
+    X, y = binary_rows(rows)
+    X = X.copy()
+    X.data = np.round(np.random.default_rng(1).uniform(0.1, 2.0, X.nnz), 3)
+    return X, y
+
+
+def forced(monkeypatch: pytest.MonkeyPatch, source: str) -> None:
+    """Allow only `source` (and the row gather) for sparse data."""
+    monkeypatch.setattr(steps, "bits_pay", columns.bits_pay if source == "bits"
+                        else lambda *args: False)
+    monkeypatch.setattr(steps, "csc_pays", columns.csc_pays if source == "columns"
+                        else lambda *args: False)
+
+
+def fit_with(monkeypatch: pytest.MonkeyPatch, source: str, X: Any, y: Any,
+             **params: Any) -> FitResult:
+    with monkeypatch.context() as patch:
+        forced(patch, source)
+        return fit(X, y, solver="smo", **params)
+
+
+def assert_same_fit(a: FitResult, b: FitResult, X: Any) -> None:
+    assert a.dual_objective == b.dual_objective
+    assert a.iterations == b.iterations
+    np.testing.assert_array_equal(a.model.sv_coef, b.model.sv_coef)
+    np.testing.assert_array_equal(a.model.rho, b.model.rho)
+    np.testing.assert_array_equal(a.model.predict(X[:500])[1], b.model.predict(X[:500])[1])
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
+def test_bit_sets_give_the_fit_of_the_row_gather(monkeypatch: pytest.MonkeyPatch,
+                                                 kernel: str) -> None:
+    X, y = binary_rows()
+    params: dict[str, Any] = {"kernel": kernel, "C": 2.0, "gamma": 0.02, "coef0": 1.0,
+                              "degree": 2}
+    gathered = fit_with(monkeypatch, "rows", X, y, **params)
+    from_bits = fit_with(monkeypatch, "bits", X, y, **params)
+    assert gathered.per_output[0]["kernel_values"] == "rows"
+    assert from_bits.per_output[0]["kernel_values"] == "bits"
+    assert gathered.per_output[0]["shrinkings"] > 0
+    assert gathered.per_output[0]["gradient_reconstructions"] > 0
+    assert_same_fit(gathered, from_bits, X)
+
+
+def test_the_positional_csc_gives_the_fit_of_the_row_gather(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = valued_rows()
+    gathered = fit_with(monkeypatch, "rows", X, y, C=2.0)
+    from_columns = fit_with(monkeypatch, "columns", X, y, C=2.0)
+    assert gathered.per_output[0]["kernel_values"] == "rows"
+    assert from_columns.per_output[0]["kernel_values"] == "columns"
+    assert_same_fit(gathered, from_columns, X)
+
+
+@pytest.mark.parametrize("source", ["columns", "bits"])
+def test_two_threads_give_the_fit_of_one_for_every_source(
+        monkeypatch: pytest.MonkeyPatch, source: str) -> None:
+    """The parallel column and G_bar loops split [lo, hi) into chunks: the CSC pass
+    searches each chunk's first entry, the bit sets read their own rows."""
+    monkeypatch.setattr(steps, "PARALLEL_MIN_PASS", 64)
+    monkeypatch.setattr(steps, "PARALLEL_MIN_KERNEL", 64)
+    monkeypatch.setattr(steps, "PARALLEL_MIN_FLUSH", 64)
+    monkeypatch.setattr(smo_model, "_cores_busy", lambda threads: False)
+    X, y = valued_rows() if source == "columns" else binary_rows()
+    one = fit_with(monkeypatch, "rows", X, y, threads=1)
+    two = fit_with(monkeypatch, source, X, y, threads=2)
+    assert two.per_output[0]["kernel_values"] == source
+    assert two.params["threads_used"] == 2
+    assert_same_fit(one, two, X)
+
+
+def test_one_vs_one_pairs_take_their_own_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each binary problem decides on its own rows (dna: 0/1 features, 3 pairs)."""
+    X, y = load_dataset("dna.scale")
+    assert set(np.unique(X.data)) == {1.0}
+    gathered = fit_with(monkeypatch, "rows", X, y, threads=2)
+    chosen = fit(X, y, solver="smo", threads=2)
+    assert {o["kernel_values"] for o in chosen.per_output} == {"bits"}
+    assert_same_fit(gathered, chosen, X)
+
+
+def skewed_rows() -> tuple[sp.csr_matrix, np.ndarray]:
+    """Feature 0 in every row and one of 19 others (values not 0/1): density 0.1, but x_i's
+    columns hold about l entries, more than half of the gather's 2 l."""
+    rng = np.random.default_rng(4)
+    l = 400
+    rows = np.repeat(np.arange(l), 2)
+    cols = np.column_stack([np.zeros(l, dtype=int), rng.integers(1, 20, l)]).ravel()
+    X = sp.csr_matrix((rng.uniform(1, 2, 2 * l), (rows, cols)), shape=(l, 20))
+    return X, np.where(rng.random(l) > 0.5, 1, -1)
+
+
+SourceCase = tuple[str, Callable[[], tuple[Any, np.ndarray]], str]
+
+
+@pytest.mark.parametrize("case", [
+    ("0/1 features (a9a)", binary_rows, "bits"),
+    ("valued sparse rows", valued_rows, "columns"),
+    ("dense rows", lambda: (sp.csr_matrix(np.random.default_rng(2).normal(size=(300, 5))),
+                            np.where(np.random.default_rng(3).random(300) > 0.5, 1, -1)),
+     "dense"),
+    ("a feature in every row", skewed_rows, "rows"),
+], ids=lambda case: case[0])
+def test_each_source_is_chosen_where_it_pays(case: SourceCase) -> None:
+    _, data, expected = case
+    X, y = data()
+    result = fit(X, y, solver="smo")
+    assert {o["kernel_values"] for o in result.per_output} == {expected}
+
+
+def test_feature_frequencies_decide_the_csc() -> None:
+    """The CSC pays when x_i's columns hold few entries: rare features, not a feature in
+    every row."""
+    l = 1000
+    rare = np.full(200, 10)  # 200 features in 10 rows each: 2,000 entries
+    assert columns.csc_pays(l, int(rare.sum()), rare)
+    common = np.array([l, 1])  # one feature in every row
+    assert not columns.csc_pays(l, int(common.sum()), common)
+    assert columns.bits_pay(123, 14 * l, l, all_ones=True)
+    assert not columns.bits_pay(123, 14 * l, l, all_ones=False)
+    assert not columns.bits_pay(100_000, 14 * l, l, all_ones=True)  # 1,563 words a row
