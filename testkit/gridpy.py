@@ -6,8 +6,11 @@ gamma and smaller C), then trained on every row and scored on the test set."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +25,11 @@ _PROBLEM: Any = None
 
 def _init(y: np.ndarray, X: sp.csr_matrix) -> None:
     global _PROBLEM
+    # One thread per process, as grid.py's svm-train (LIBSVM's Makefile builds it without
+    # OpenMP): the PyPI wheel is built with OpenMP, and its default of one thread per core
+    # in each of the 2 processes oversubscribed the 2 cores (grid.py's 550 fits on 6,000
+    # ijcnn1 rows took 1,137 s, GridSearchCV's 54 s). Set before libsvm loads libgomp.
+    os.environ["OMP_NUM_THREADS"] = "1"
     from libsvm import svmutil
 
     _PROBLEM = svmutil.svm_problem(np.asarray(y, dtype=np.float64), sp.csr_matrix(X))
@@ -32,6 +40,20 @@ def _cv_rate(point: tuple[float, float, int]) -> float:
 
     c, g, folds = point
     return float(svmutil.svm_train(_PROBLEM, f"-c {c!r} -g {g!r} -v {folds} -q"))
+
+
+@contextlib.contextmanager
+def _one_omp_thread() -> Iterator[None]:
+    """OMP_NUM_THREADS=1 in the environment the pool's processes start with."""
+    before = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["OMP_NUM_THREADS"]
+        else:
+            os.environ["OMP_NUM_THREADS"] = before
 
 
 @dataclass(frozen=True)
@@ -51,7 +73,8 @@ def grid_search(X: Any, y: np.ndarray, processes: int = 2, folds: int = 5,
     # spawn, not fork: a fork of a process whose OpenMP threads have run (Numba's, or
     # LIBSVM's) can deadlock in the child
     context = multiprocessing.get_context("spawn")
-    with context.Pool(processes, initializer=_init, initargs=(y, X)) as pool:
+    with _one_omp_thread(), context.Pool(processes, initializer=_init,
+                                         initargs=(y, X)) as pool:
         rates = pool.map(_cv_rate, points, chunksize=1)
     seconds = time.perf_counter() - started
     best_c = best_g = 0.0
