@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +66,7 @@ __all__ = [
     "migrated_settings",
     "moto_server",
     "postgres_schema",
+    "read_sse",
     "require_rabbitmq",
     "require_redis",
     "running_service",
@@ -231,24 +233,36 @@ def sqlite_write_lock_error(url: str) -> str | None:
         connection.close()
 
 
-def search_events(client: Any, search_id: str, last_event_id: str | None = None
-                  ) -> list[dict[str, Any]]:
-    """The SSE events of a finished search (GET /v1/searches/{id}/events), each as
-    {"id", "event", "data" (parsed)}; with `last_event_id`, those after it."""
-    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+def read_sse(response: Any, stop_after: int | None = None) -> list[dict[str, Any]]:
+    """The events of an open SSE response, each as {"id", "event", "data" (parsed),
+    "received" (time.time() at arrival)}, to the end of the stream or after `stop_after`."""
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
     events: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
-    with client.stream("GET", f"/v1/searches/{search_id}/events", headers=headers) as response:
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith(":"):
-                continue
-            if not line:
-                if "data" in current:
-                    current["data"] = json.loads(current["data"])
-                    events.append(current)
-                current = {}
-                continue
-            key, _, value = line.partition(":")
-            current[key] = value[1:] if value.startswith(" ") else value
+    for line in response.iter_lines():
+        if line.startswith(":"):
+            continue
+        if not line:
+            if "data" in current:
+                current["data"] = json.loads(current["data"])
+                current["received"] = time.time()
+                events.append(current)
+                if stop_after is not None and len(events) >= stop_after:
+                    break
+            current = {}
+            continue
+        key, _, value = line.partition(":")
+        current[key] = value[1:] if value.startswith(" ") else value
     return events
+
+
+def search_events(client: Any, search_id: str, last_event_id: str | None = None,
+                  timeout: float | None = None) -> list[dict[str, Any]]:
+    """The SSE events of a finished search (GET /v1/searches/{id}/events); with
+    `last_event_id`, those after it; `timeout` overrides the client's."""
+    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+    options = {} if timeout is None else {"timeout": timeout}
+    with client.stream("GET", f"/v1/searches/{search_id}/events", headers=headers,
+                       **options) as response:
+        return read_sse(response)

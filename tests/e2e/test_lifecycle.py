@@ -7,7 +7,6 @@ broker), a private Redis server for the Redis restart test, and the shared Rabbi
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -30,6 +29,7 @@ from tests.support import (
     embedded_settings,
     free_port,
     postgres_schema,
+    read_sse,
     require_rabbitmq,
     require_redis,
     running_service,
@@ -84,27 +84,9 @@ def _read_sse(client: httpx.Client, job_id: str, last_event_id: str | None = Non
               stop_after: int | None = None) -> list[dict]:
     """Events as dicts {id, event, data}; stops at the end of the stream or after N."""
     headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
-    events: list[dict] = []
-    current: dict = {}
     with client.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers,
                        timeout=120) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        for line in response.iter_lines():
-            if line.startswith(":"):
-                continue
-            if not line:
-                if "data" in current:
-                    current["data"] = json.loads(current["data"])
-                    current["received"] = time.time()
-                    events.append(current)
-                    if stop_after is not None and len(events) >= stop_after:
-                        return events
-                current = {}
-                continue
-            key, _, value = line.partition(":")
-            current[key] = value[1:] if value.startswith(" ") else value
-    return events
+        return read_sse(response, stop_after)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ on the embedded default (SQLite + SQLite broker) and on PostgreSQL + Redis or Ra
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -28,6 +27,7 @@ from tests.support import (
     embedded_settings,
     postgres_schema,
     running_service,
+    search_events,
     wait_for_job,
 )
 
@@ -75,23 +75,7 @@ def _wait(client: httpx.Client, search_id: str, timeout: float = 300,
 
 
 def _read_sse(client: httpx.Client, search_id: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-    with client.stream("GET", f"/v1/searches/{search_id}/events", timeout=300) as response:
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if line.startswith(":"):
-                continue
-            if not line:
-                if "data" in current:
-                    current["data"] = json.loads(current["data"])
-                    current["received"] = time.monotonic()
-                    events.append(current)
-                current = {}
-                continue
-            key, _, value = line.partition(":")
-            current[key] = value[1:] if value.startswith(" ") else value
-    return events
+    return search_events(client, search_id, timeout=300)
 
 
 def _check_complete(body: dict[str, Any]) -> None:
