@@ -207,7 +207,9 @@ def _a9a_head(rows: int) -> bytes:
 def test_binary_smo_plots_minus_dual_and_ends_at_the_result(
         view: Page, service: httpx.Client) -> None:
     dataset = _upload(service, "a9a-16000", _a9a_head(16000))
-    job_id = _train(service, dataset, "smo")
+    # C = 100: about 2 s of progress events 0.2 s apart (at C = 1 the 0/1 rows' bit sets
+    # finish in 0.7 s, a handful of events)
+    job_id = _train(service, dataset, "smo", C=100.0)
     job = wait_for_job(service.get, job_id, timeout=180)
     assert job["status"] == "succeeded"
     events = _progress_events(service, job_id)
@@ -230,7 +232,10 @@ def test_binary_smo_plots_minus_dual_and_ends_at_the_result(
 def test_a_job_stopped_at_max_iter_shows_a_warning_not_a_success(
         view: Page, service: httpx.Client) -> None:
     dataset = _upload(service, "a9a-8000-capped", _a9a_head(8000))
-    job_id = _train(service, dataset, "smo", max_iter=1500)
+    # C = 1000, 50,000 steps: about 1 s of progress events (C = 1 with 1,500 steps ended
+    # in 0.15 s once 0/1 rows used bit sets, before the first event, and the chart then
+    # says there is nothing to plot)
+    job_id = _train(service, dataset, "smo", C=1000.0, max_iter=50_000)
     job = wait_for_job(service.get, job_id, timeout=180)
     assert job["status"] == "succeeded"
     assert job["result"]["converged"] is False and job["result"]["exit_reason"] == "max_iter"

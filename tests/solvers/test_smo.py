@@ -318,7 +318,9 @@ def test_progress_events_and_cancellation() -> None:
         events.append(event)
         return len(events) >= 2
 
-    result = fit_smo(X, y, progress=record)
+    # C = 1000: several seconds (at C = 1 the 0/1 rows' bit sets finish it in 0.3 s, about
+    # when the second event, 0.2 s after the first, is due)
+    result = fit_smo(X, y, C=1000.0, progress=record)
     assert result.exit_reason == "cancelled"
     assert len(events) == 2
     for event in events:
@@ -354,7 +356,7 @@ def test_kkt_violators_fall_from_all_to_none() -> None:
 def test_max_seconds_stops_with_a_usable_model() -> None:
     X, y = a9a_subset()
     started = time.perf_counter()
-    result = fit_smo(X, y, max_seconds=0.05)
+    result = fit_smo(X, y, C=1000.0, max_seconds=0.05)  # C = 1000: seconds, not 0.3 s
     assert result.exit_reason == "max_seconds"
     assert time.perf_counter() - started < 5.0
     assert np.all(np.isfinite(result.model.predict(X[:50])[1]))
