@@ -343,41 +343,51 @@ def _fill_range(positional, dense_rows, kernel, y, i, start, stop, out, parallel
 @njit(cache=True, nogil=True)
 def _gather_positional_rows(rows, perm):
     """Row t of the positional CSR = row perm[t] of X (sequential memory in the kernel
-    columns; rebuilt after shrinking permutes the positions), and the positional CSC when
-    it is kept (entries of each column in position order)."""
+    columns; rebuilt after shrinking permutes the positions), then the positional copies
+    that are kept (`_positional_sources`)."""
     data, indices, indptr, sq_norms, _ = rows[0]
     x_data, x_indices, x_indptr, x_sq_norms = rows[1]
-    Xd, _, _, cdata, cpos, cptr, bits, _ = rows[2]
+    Xd = rows[2][0]
     dense_rows = Xd.shape[0] > 0
-    bit_rows = bits.shape[0] > 0
     offset = 0
     indptr[0] = 0
     for t in range(perm.shape[0]):
         r = perm[t]
         if dense_rows:
             Xd[t, :] = 0.0
-        if bit_rows:
-            bits[t, :] = 0
         for k in range(x_indptr[r], x_indptr[r + 1]):
             data[offset] = x_data[k]
             indices[offset] = x_indices[k]
             if dense_rows:
                 Xd[t, x_indices[k]] = x_data[k]
-            if bit_rows:
-                f = x_indices[k]
-                bits[t, f >> 6] |= np.uint64(1) << np.uint64(f & 63)
             offset += 1
         indptr[t + 1] = offset
         sq_norms[t] = x_sq_norms[r]
+    _positional_sources(rows)
+
+
+@njit(cache=True, nogil=True)
+def _positional_sources(rows):
+    """From the positional CSR: the bit sets of its rows and its CSC (entries of each
+    column in position order), each when it is kept (non-empty)."""
+    data, indices, indptr, _, _ = rows[0]
+    _, _, _, cdata, cpos, cptr, bits, _ = rows[2]
+    l = indptr.shape[0] - 1
+    if bits.shape[0] > 0:
+        bits[:, :] = 0
+        for t in range(l):
+            for k in range(indptr[t], indptr[t + 1]):
+                f = indices[k]
+                bits[t, f >> 6] |= np.uint64(1) << np.uint64(f & 63)
     if cptr.shape[0] == 0:
         return
     cptr[:] = 0
-    for k in range(offset):
+    for k in range(indptr[l]):
         cptr[indices[k] + 1] += 1
     for f in range(cptr.shape[0] - 1):
         cptr[f + 1] += cptr[f]
     fill = cptr[:-1].copy()
-    for t in range(perm.shape[0]):
+    for t in range(l):
         for k in range(indptr[t], indptr[t + 1]):
             f = indices[k]
             cdata[fill[f]] = data[k]

@@ -19,6 +19,7 @@ from solvers.smo.columns import (
     _get_column,
     _kernel_diagonal,
     _new_column_list,
+    _positional_sources,
     bits_pay,
     csc_pays,
     rbf_table,
@@ -111,8 +112,8 @@ class SmoState:
                        (np.empty(dense_shape), np.empty(l), np.empty(l), *no_columns, *no_bits))
         _gather_positional_rows(rows_arrays, perm)
         # Sparse data: a kernel column's dot products from bit sets (0/1 features) or a
-        # positional CSC when they cost less than the row gather (see columns.py); the
-        # gather builds them, here and after shrinking.
+        # positional CSC when they cost less than the row gather (see columns.py), built
+        # from the positional rows here and by the gather after each shrinking.
         self.column_source = "dense" if self.dense_rows else "rows"
         extra: tuple[Any, ...] = ()
         positional_data, positional_indices = rows_arrays[0][:2]
@@ -130,7 +131,7 @@ class SmoState:
                      np.empty(X.n_features + 1, dtype=np.int64), *no_bits)
         if extra:
             rows_arrays = (*rows_arrays[:2], (*rows_arrays[2][:3], *extra))
-            _gather_positional_rows(rows_arrays, perm)
+            _positional_sources(rows_arrays)
         diagonal = np.empty(l)
         _kernel_diagonal(rows_arrays[0][3], kernel, diagonal)
         alpha = np.zeros(l)
