@@ -89,12 +89,13 @@ RABBITMQ_URL = os.environ.get("HINGE_TEST_RABBITMQ_URL", "amqp://guest:guest@127
 
 
 def data_file(name: str) -> Path:
+    """A file of the shared LIBSVM sets. Only `parity` tests read them (tests/conftest.py
+    skips those when the folder is missing); any other test fails here without it."""
     path = SHARED_DATA / name
     if not path.exists():
-        message = f"shared dataset {path} is missing"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+        pytest.fail(f"shared dataset {path} is missing: a test that reads ../shared/data "
+                    "must be marked @pytest.mark.parity (the default suite uses "
+                    "testkit.bundled)")
     return path
 
 

@@ -172,7 +172,7 @@ class World:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def world(request: pytest.FixtureRequest, tmp_path: Path, heart_bytes: bytes
+def world(request: pytest.FixtureRequest, tmp_path: Path, cancer_bytes: bytes
           ) -> Iterator[tuple[FastAPI, World]]:
     def build(database_url: str = "") -> tuple[FastAPI, World]:
         settings = embedded_settings(tmp_path / "home", database_url=database_url,
@@ -180,7 +180,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path, heart_bytes: bytes
         settings.ensure_dirs()
         migrate(settings.database_url)
         app = create_app(settings)
-        return app, World(settings, app, heart_bytes)
+        return app, World(settings, app, cancer_bytes)
 
     if request.param == "sqlite":
         yield build()

@@ -15,8 +15,8 @@ JSON_FIX = "-H 'Content-Type: application/json'"
 
 
 @pytest.fixture
-def model_id(client: TestClient, settings: Settings, heart_bytes: bytes) -> str:
-    dataset = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+def model_id(client: TestClient, settings: Settings, cancer_bytes: bytes) -> str:
+    dataset = client.post("/v1/datasets", content=cancer_bytes).json()["id"]
     job = client.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd"}).json()
     assert run_job(settings, job["id"], "test-worker") == "succeeded"
     return str(client.get(f"/v1/jobs/{job['id']}").json()["model_id"])
@@ -27,8 +27,8 @@ def _error(response: object) -> str:
 
 
 def test_curls_default_content_type_gets_415_naming_both_accepted_types(
-        client: TestClient, model_id: str, heart_bytes: bytes) -> None:
-    rows = b"\n".join(heart_bytes.splitlines()[:3])
+        client: TestClient, model_id: str, cancer_bytes: bytes) -> None:
+    rows = b"\n".join(cancer_bytes.splitlines()[:3])
     # what `curl --data-binary @rows.txt URL` sends without -H
     response = client.post(f"/v1/models/{model_id}/predict", content=rows,
                            headers={"Content-Type": "application/x-www-form-urlencoded"})
@@ -49,8 +49,8 @@ def test_curls_default_content_type_gets_415_naming_both_accepted_types(
 
 
 def test_svmlight_rows_sent_as_json_are_recognised(client: TestClient, model_id: str,
-                                                   heart_bytes: bytes) -> None:
-    rows = b"\n".join(heart_bytes.splitlines()[:2])
+                                                   cancer_bytes: bytes) -> None:
+    rows = b"\n".join(cancer_bytes.splitlines()[:2])
     for body in (rows, b"3:1 11:1 14:1\n"):  # with and without labels
         response = client.post(f"/v1/models/{model_id}/predict", content=body,
                                headers={"Content-Type": "application/json"})

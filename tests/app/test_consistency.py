@@ -40,15 +40,15 @@ def api(backend: Settings) -> Iterator[TestClient]:
         yield client
 
 
-def _upload(client: TestClient, heart_bytes: bytes) -> str:
-    response = client.post("/v1/datasets", content=heart_bytes)
+def _upload(client: TestClient, cancer_bytes: bytes) -> str:
+    response = client.post("/v1/datasets", content=cancer_bytes)
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
 
 
-def test_a_nul_byte_anywhere_is_a_422_on_every_route(api: TestClient, heart_bytes: bytes
+def test_a_nul_byte_anywhere_is_a_422_on_every_route(api: TestClient, cancer_bytes: bytes
                                                      ) -> None:
-    dataset_id = _upload(api, heart_bytes)
+    dataset_id = _upload(api, cancer_bytes)
     operations = [(m.upper(), p) for p, item in api.get("/openapi.json").json()["paths"].items()
                   for m in item]
     assert len(operations) >= 15
@@ -67,17 +67,17 @@ def test_a_nul_byte_anywhere_is_a_422_on_every_route(api: TestClient, heart_byte
     for method, url, body in bodies:
         response = api.request(method, url, json=body)
         assert response.status_code == 422, (url, body, response.text)
-    upload = api.post("/v1/datasets", files={"file": ("x.txt", heart_bytes)},
+    upload = api.post("/v1/datasets", files={"file": ("x.txt", cancer_bytes)},
                       data={"name": "bad\x00name"})
     assert upload.status_code == 422, upload.text
     assert api.get("/v1/datasets").json()["count"] == 1
 
 
-def test_job_create_racing_dataset_delete_is_never_a_500(api: TestClient, heart_bytes: bytes
+def test_job_create_racing_dataset_delete_is_never_a_500(api: TestClient, cancer_bytes: bytes
                                                          ) -> None:
     outcomes: set[tuple[int, int]] = set()
     for _ in range(RACE_ROUNDS):
-        dataset_id = _upload(api, heart_bytes)
+        dataset_id = _upload(api, cancer_bytes)
         start = threading.Barrier(2)
 
         def submit(dataset_id: str = dataset_id, start: threading.Barrier = start) -> int:
@@ -102,9 +102,9 @@ def test_job_create_racing_dataset_delete_is_never_a_500(api: TestClient, heart_
     assert all(j["dataset_id"] is not None for j in jobs if j["status"] != "cancelled")
 
 
-def test_the_queue_cap_holds_under_concurrent_submissions(api: TestClient, heart_bytes: bytes
+def test_the_queue_cap_holds_under_concurrent_submissions(api: TestClient, cancer_bytes: bytes
                                                           ) -> None:
-    dataset_id = _upload(api, heart_bytes)
+    dataset_id = _upload(api, cancer_bytes)
     start = threading.Barrier(20)
 
     def submit(_i: int) -> int:
@@ -119,8 +119,8 @@ def test_the_queue_cap_holds_under_concurrent_submissions(api: TestClient, heart
 
 
 def test_a_predict_input_that_overflows_is_a_422(api: TestClient, backend: Settings,
-                                                 heart_bytes: bytes) -> None:
-    dataset_id = _upload(api, heart_bytes)
+                                                 cancer_bytes: bytes) -> None:
+    dataset_id = _upload(api, cancer_bytes)
     job_id = api.post("/v1/jobs", json={"dataset_id": dataset_id}).json()["id"]
     assert run_job(backend, job_id, "test") == "succeeded"
     model_id = api.get(f"/v1/jobs/{job_id}").json()["model_id"]
@@ -142,8 +142,8 @@ def test_a_predict_input_that_overflows_is_a_422(api: TestClient, backend: Setti
     assert fine.status_code == 200 and None not in fine.json()["decision_values"]
 
 
-def test_last_event_id_is_validated(api: TestClient, heart_bytes: bytes) -> None:
-    dataset_id = _upload(api, heart_bytes)
+def test_last_event_id_is_validated(api: TestClient, cancer_bytes: bytes) -> None:
+    dataset_id = _upload(api, cancer_bytes)
     job_id = api.post("/v1/jobs", json={"dataset_id": dataset_id}).json()["id"]
     api.post(f"/v1/jobs/{job_id}/cancel")  # terminal: a valid stream ends at once
     for bad in (str(2**70), "-1", "1e3", "x", str(2**31)):
@@ -156,8 +156,8 @@ def test_last_event_id_is_validated(api: TestClient, heart_bytes: bytes) -> None
 
 
 def test_a_failed_job_names_no_server_path(api: TestClient, backend: Settings,
-                                           heart_bytes: bytes) -> None:
-    dataset_id = _upload(api, heart_bytes)
+                                           cancer_bytes: bytes) -> None:
+    dataset_id = _upload(api, cancer_bytes)
     job_id = api.post("/v1/jobs", json={"dataset_id": dataset_id}).json()["id"]
     for blob in backend.datasets_dir.glob("*.npz"):
         blob.unlink()  # the worker will not find the arrays

@@ -79,11 +79,11 @@ def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, ServiceProcess]]:
 
 def test_bombs_are_refused_with_bounded_memory(
     api: tuple[httpx.Client, ServiceProcess], zeros_bomb: bytes, rows_bomb: bytes,
-    values_bomb: bytes, heart_bytes: bytes,
+    values_bomb: bytes, cancer_bytes: bytes,
 ) -> None:
     client, server = api
     # warm up: an ordinary upload, so imports and the parser are paid for before measuring
-    assert client.post("/v1/datasets", content=lzma.compress(heart_bytes)).status_code == 201
+    assert client.post("/v1/datasets", content=lzma.compress(cancer_bytes)).status_code == 201
     before = peak_rss(server.process.pid)
 
     with ThreadPoolExecutor(3) as pool:

@@ -10,28 +10,28 @@ from app.settings import Settings
 from tests.support import bearer, make_key
 
 
-def test_a_repeated_upload_gets_the_first_answer(client: TestClient, heart_bytes: bytes
+def test_a_repeated_upload_gets_the_first_answer(client: TestClient, cancer_bytes: bytes
                                                  ) -> None:
     key = {"Idempotency-Key": "upload-1"}
-    first = client.post("/v1/datasets?name=heart", content=heart_bytes, headers=key)
-    again = client.post("/v1/datasets?name=heart", content=heart_bytes, headers=key)
+    first = client.post("/v1/datasets?name=heart", content=cancer_bytes, headers=key)
+    again = client.post("/v1/datasets?name=heart", content=cancer_bytes, headers=key)
     assert first.status_code == again.status_code == 201
     assert again.json() == first.json() and again.headers["idempotent-replay"] == "true"
     assert client.get("/v1/datasets").json()["count"] == 1
-    other = client.post("/v1/datasets?name=heart", content=heart_bytes[:-200], headers=key)
+    other = client.post("/v1/datasets?name=heart", content=cancer_bytes[:-200], headers=key)
     assert other.status_code == 422 and "Idempotency-Key" in other.json()["error"]["message"]
-    renamed = client.post("/v1/datasets?name=other", content=heart_bytes, headers=key)
+    renamed = client.post("/v1/datasets?name=other", content=cancer_bytes, headers=key)
     assert renamed.status_code == 422
     assert client.get("/v1/datasets").json()["count"] == 1
     failed = {"Idempotency-Key": "upload-2"}  # a refused upload frees its key
     assert client.post("/v1/datasets", content=b"1 0:1\n", headers=failed).status_code == 422
     tenant = client.get("/v1/admin/tenants").json()["data"][0]["id"]
     client.put(f"/v1/admin/tenants/{tenant}/limits", json={"max_datasets": 1})
-    over = client.post("/v1/datasets", content=heart_bytes, headers=failed)
+    over = client.post("/v1/datasets", content=cancer_bytes, headers=failed)
     assert over.status_code == 413, over.text  # refused under the tenant's lock
     assert "DATASETS" in over.json()["error"]["message"]
     client.put(f"/v1/admin/tenants/{tenant}/limits", json={"max_datasets": None})
-    assert client.post("/v1/datasets", content=heart_bytes, headers=failed).status_code == 201
+    assert client.post("/v1/datasets", content=cancer_bytes, headers=failed).status_code == 201
 
 
 def test_a_repeated_job_submission_gets_the_first_answer(

@@ -195,7 +195,7 @@ def test_events_of_unknown_job_is_404_and_bad_last_event_id_is_422(
     assert response.status_code == 422
 
 
-def test_queue_limit_is_429(tmp_path, heart_bytes: bytes) -> None:
+def test_queue_limit_is_429(tmp_path, cancer_bytes: bytes) -> None:
     from app.main import create_app
     from tests.support import bearer, embedded_settings, make_key, migrate
 
@@ -203,7 +203,7 @@ def test_queue_limit_is_429(tmp_path, heart_bytes: bytes) -> None:
     settings.ensure_dirs()
     migrate(settings.database_url)
     with TestClient(create_app(settings), headers=bearer(make_key(settings))) as limited:
-        dataset_id = limited.post("/v1/datasets", content=heart_bytes).json()["id"]
+        dataset_id = limited.post("/v1/datasets", content=cancer_bytes).json()["id"]
         for _ in range(2):
             assert limited.post("/v1/jobs", json={"dataset_id": dataset_id}).status_code == 202
         response = limited.post("/v1/jobs", json={"dataset_id": dataset_id})

@@ -30,14 +30,14 @@ def _train(client: TestClient, settings: Settings, dataset_id: str, **params) ->
 
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 def test_kernel_model_predicts_like_libsvm_from_its_export(
-    client: TestClient, settings: Settings, heart_id: str, heart_bytes: bytes,
+    client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes,
     tmp_path: Path, kernel: str,
 ) -> None:
     from libsvm import svmutil
 
     model = _train(client, settings, heart_id, kernel=kernel, C=1.0)
     assert model["kind"] == "kernel" and model["n_features"] == 13
-    predicted = client.post(f"/v1/models/{model['id']}/predict", content=heart_bytes,
+    predicted = client.post(f"/v1/models/{model['id']}/predict", content=cancer_bytes,
                             headers={"content-type": "text/plain"})
     assert predicted.status_code == 200, predicted.text
     body = predicted.json()
@@ -49,7 +49,7 @@ def test_kernel_model_predicts_like_libsvm_from_its_export(
     path = tmp_path / "heart.model"
     path.write_text(export.text)
     loaded = svmutil.svm_load_model(str(path))
-    y, X = svmutil.svm_read_problem(str(_write(tmp_path, heart_bytes)))
+    y, X = svmutil.svm_read_problem(str(_write(tmp_path, cancer_bytes)))
     labels, _, values = svmutil.svm_predict(y, X, loaded, "-q")
     assert labels == body["labels"]
     # LIBSVM's binary value is positive for its first label; ours for classes[1]

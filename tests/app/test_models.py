@@ -35,10 +35,10 @@ def heart_model(client: TestClient, settings: Settings, heart_id: str) -> dict:
     return _train(client, settings, heart_id, eps=0.01)
 
 
-def _heart_arrays(heart_bytes: bytes):
+def _heart_arrays(cancer_bytes: bytes):
     import io
 
-    X, y = load_svmlight_file(io.BytesIO(heart_bytes), n_features=13)
+    X, y = load_svmlight_file(io.BytesIO(cancer_bytes), n_features=13)
     return X.tocsr(), y
 
 
@@ -53,12 +53,12 @@ def _weights(client: TestClient, model_id: str) -> tuple[np.ndarray, float]:
 
 
 def test_predict_json_and_text_agree_with_the_weights(
-    client: TestClient, heart_model: dict, heart_bytes: bytes
+    client: TestClient, heart_model: dict, cancer_bytes: bytes
 ) -> None:
-    X, y = _heart_arrays(heart_bytes)
+    X, y = _heart_arrays(cancer_bytes)
     w, b = _weights(client, heart_model["id"])
     expected = X @ w + b
-    lines = heart_bytes.decode().splitlines()[:50]
+    lines = cancer_bytes.decode().splitlines()[:50]
     instances = []
     for line in lines:
         pairs = [p.split(":") for p in line.split()[1:]]
@@ -112,12 +112,12 @@ def test_bad_predict_input_is_4xx_never_500(client: TestClient, heart_model: dic
     assert response.json()["error"]["message"]
 
 
-def test_too_many_rows_is_413(tmp_path: Path, heart_bytes: bytes) -> None:
+def test_too_many_rows_is_413(tmp_path: Path, cancer_bytes: bytes) -> None:
     settings = embedded_settings(tmp_path / "home", max_predict_rows=5)
     settings.ensure_dirs()
     migrate(settings.database_url)
     with TestClient(create_app(settings), headers=bearer(make_key(settings))) as client:
-        dataset_id = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+        dataset_id = client.post("/v1/datasets", content=cancer_bytes).json()["id"]
         model = _train(client, settings, dataset_id)
         url = f"/v1/models/{model['id']}/predict"
         ok = client.post(url, json={"instances": [{"indices": [1], "values": [1.0]}] * 5})
@@ -149,7 +149,7 @@ def test_delete_model(client: TestClient, heart_model: dict) -> None:
 
 @pytest.mark.parametrize("loss", ["l1", "l2"])
 def test_liblinear_export_loads_and_predicts_identically(
-    client: TestClient, settings: Settings, heart_id: str, heart_bytes: bytes,
+    client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes,
     tmp_path: Path, loss: str,
 ) -> None:
     from liblinear import liblinearutil
@@ -161,10 +161,10 @@ def test_liblinear_export_loads_and_predicts_identically(
     path.write_text(response.text)
     loaded = liblinearutil.load_model(str(path))
     assert loaded is not None
-    X, y = _heart_arrays(heart_bytes)
+    X, y = _heart_arrays(cancer_bytes)
     labels, _, values = liblinearutil.predict(y, X, loaded, "-q")
     ours = client.post(f"/v1/models/{model['id']}/predict",
-                       content=heart_bytes, headers={"content-type": "text/plain"}).json()
+                       content=cancer_bytes, headers={"content-type": "text/plain"}).json()
     assert labels == ours["labels"]
     np.testing.assert_allclose(np.ravel(values), ours["decision_values"], rtol=1e-9,
                                atol=1e-12)

@@ -31,13 +31,13 @@ _KEYS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def seeded(heart_bytes: bytes) -> None:
+def seeded(cancer_bytes: bytes) -> None:
     _SETTINGS.ensure_dirs()
     migrate(_SETTINGS.database_url)
     _KEYS["admin"] = make_key(_SETTINGS)
     for key in (_KEYS["admin"], make_key(_SETTINGS, "other", ("train",))):
         with TestClient(_APP, headers=bearer(key)) as client:
-            dataset_id = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+            dataset_id = client.post("/v1/datasets", content=cancer_bytes).json()["id"]
             job_id = client.post("/v1/jobs", json={"dataset_id": dataset_id}).json()["id"]
             assert run_job(_SETTINGS, job_id, "fuzz") == "succeeded"
 

@@ -95,19 +95,19 @@ def test_keys_are_stored_as_keyed_hashes_and_expire(client: TestClient, settings
 
 
 def test_tenant_limits_on_datasets_stored_bytes_and_queued_jobs(
-    tmp_path: Path, heart_bytes: bytes
+    tmp_path: Path, cancer_bytes: bytes
 ) -> None:
     settings, app = _app(tmp_path, tenant_max_datasets=2, tenant_max_queued_jobs=1,
                          rate_per_second=0, max_job_seconds=100)
     with app as client:
         small = bearer(make_key(settings, "small"))
         other = bearer(make_key(settings, "other"))
-        first = client.post("/v1/datasets", content=heart_bytes, headers=small).json()["id"]
-        assert client.post("/v1/datasets", content=heart_bytes, headers=small
+        first = client.post("/v1/datasets", content=cancer_bytes, headers=small).json()["id"]
+        assert client.post("/v1/datasets", content=cancer_bytes, headers=small
                            ).status_code == 201
-        third = client.post("/v1/datasets", content=heart_bytes, headers=small)
+        third = client.post("/v1/datasets", content=cancer_bytes, headers=small)
         assert third.status_code == 413 and "DATASETS" in third.json()["error"]["message"]
-        assert client.post("/v1/datasets", content=heart_bytes, headers=other
+        assert client.post("/v1/datasets", content=cancer_bytes, headers=other
                            ).status_code == 201
         job = client.post("/v1/jobs", json={"dataset_id": first}, headers=small)
         assert job.status_code == 202
@@ -123,7 +123,7 @@ def test_tenant_limits_on_datasets_stored_bytes_and_queued_jobs(
         assert limits.status_code == 200
         client.post(f"/v1/jobs/{job.json()['id']}/cancel", headers=small)
         assert client.delete(f"/v1/datasets/{first}", headers=small).status_code == 204
-        over = client.post("/v1/datasets", content=heart_bytes, headers=small)
+        over = client.post("/v1/datasets", content=cancer_bytes, headers=small)
         assert over.status_code == 413 and "stored bytes" in over.json()["error"]["message"]
     assert len(list(settings.datasets_dir.glob("*.npz"))) == 2  # nothing left behind
 
@@ -144,13 +144,13 @@ def test_the_request_rate_is_a_token_bucket_per_tenant(tmp_path: Path, where: st
         assert client.get("/healthz").status_code == 200  # no key, no bucket
 
 
-def test_host_origin_nul_and_security_headers(client: TestClient, heart_bytes: bytes) -> None:
+def test_host_origin_nul_and_security_headers(client: TestClient, cancer_bytes: bytes) -> None:
     assert client.get("/healthz", headers={"host": "evil.example"}).status_code == 400
     assert client.get("/healthz", headers={"host": "127.0.0.1:8000"}).status_code == 200
-    evil = client.post("/v1/datasets", files={"file": ("x", heart_bytes)},
+    evil = client.post("/v1/datasets", files={"file": ("x", cancer_bytes)},
                        headers={"origin": "http://evil.example"})
     assert evil.status_code == 403
-    same = client.post("/v1/datasets", content=heart_bytes,
+    same = client.post("/v1/datasets", content=cancer_bytes,
                        headers={"origin": "http://testserver"})
     assert same.status_code == 201
     assert client.get("/v1/datasets").json()["count"] == 1
@@ -185,7 +185,7 @@ def test_docs_come_from_local_assets(client: TestClient) -> None:
     assert client.get("/static/js/swagger-init.js").status_code == 200
 
 
-def test_crash_leftovers_in_blob_storage_are_cleaned(tmp_path: Path, heart_bytes: bytes
+def test_crash_leftovers_in_blob_storage_are_cleaned(tmp_path: Path, cancer_bytes: bytes
                                                      ) -> None:
     settings = embedded_settings(tmp_path / "home", orphan_blob_grace_seconds=60)
     settings.ensure_dirs()
@@ -199,7 +199,7 @@ def test_crash_leftovers_in_blob_storage_are_cleaned(tmp_path: Path, heart_bytes
     # start-up removes the dead process's temporary file
     with TestClient(create_app(settings)) as client:
         assert not dead.exists() and alive.exists()
-        kept = client.post("/v1/datasets", content=heart_bytes,
+        kept = client.post("/v1/datasets", content=cancer_bytes,
                            headers=bearer(make_key(settings))).json()["id"]
     orphan = directory / f"{'c' * 32}.npz"  # a blob whose row was never committed
     orphan.write_bytes(b"npz")
@@ -230,14 +230,14 @@ def test_existing_rows_go_to_the_default_tenant_on_upgrade(tmp_path: Path) -> No
 
 
 def test_a_job_over_its_tenants_running_limit_waits_in_the_queue(
-    tmp_path: Path, heart_bytes: bytes
+    tmp_path: Path, cancer_bytes: bytes
 ) -> None:
     from workers.training import claim, run_job
 
     settings, app = _app(tmp_path, tenant_max_running_jobs=1, rate_per_second=0)
     with app as client:
         key = bearer(make_key(settings))
-        dataset = client.post("/v1/datasets", content=heart_bytes, headers=key).json()["id"]
+        dataset = client.post("/v1/datasets", content=cancer_bytes, headers=key).json()["id"]
         first, second = (client.post("/v1/jobs", json={"dataset_id": dataset}, headers=key
                                      ).json()["id"] for _ in range(2))
         assert claim(settings, first, "worker-1") is not None  # running now

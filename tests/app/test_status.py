@@ -33,8 +33,8 @@ def _worker(settings: Settings, state: str = "warming", age: float = 0.0,
     return worker_id
 
 
-def _queued_job(client: TestClient, heart_bytes: bytes) -> str:
-    dataset = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+def _queued_job(client: TestClient, cancer_bytes: bytes) -> str:
+    dataset = client.post("/v1/datasets", content=cancer_bytes).json()["id"]
     response = client.post("/v1/jobs", json={"dataset_id": dataset})
     assert response.status_code == 202, response.text
     return str(response.json()["id"])
@@ -49,20 +49,20 @@ def _waiting_for(client: TestClient, job_id: str) -> str:
 
 
 def test_status_without_workers_and_a_job_that_waits_for_one(
-        client: TestClient, settings: Settings, heart_bytes: bytes) -> None:
+        client: TestClient, settings: Settings, cancer_bytes: bytes) -> None:
     status = client.get("/v1/status").json()
     assert status == {"workers": [], "ready_workers": 0, "warming_workers": 0,
                       "queue": {"queued": 0, "running": 0},
                       "worker_stale_seconds": settings.worker_stale_seconds}
-    job_id = _queued_job(client, heart_bytes)
+    job_id = _queued_job(client, cancer_bytes)
     reason = _waiting_for(client, job_id)
     assert reason.startswith("a worker: no worker is running") and "make run" in reason
     assert client.get("/v1/status").json()["queue"] == {"queued": 1, "running": 0}
 
 
 def test_a_warming_worker_then_a_ready_one_then_a_busy_one(
-        client: TestClient, settings: Settings, heart_bytes: bytes) -> None:
-    job_id = _queued_job(client, heart_bytes)
+        client: TestClient, settings: Settings, cancer_bytes: bytes) -> None:
+    job_id = _queued_job(client, cancer_bytes)
     worker_id = _worker(settings, "warming", age=0.3, warming_for=12.0)
     assert re.fullmatch(r"a worker \(warming up, 1[23] s\)", _waiting_for(client, job_id))
     [shown] = client.get("/v1/status").json()["workers"]
@@ -79,19 +79,19 @@ def test_a_warming_worker_then_a_ready_one_then_a_busy_one(
     assert _waiting_for(client, job_id) == "a worker to pick it up (1 of 1 free)"
 
     # the one worker runs another job: this one waits for it, and a later one too
-    second = _queued_job(client, heart_bytes)
+    second = _queued_job(client, cancer_bytes)
     assert claim(settings, job_id, "celery@test pid 4242") is not None
     assert _waiting_for(client, second) == "a free worker (1 running)"
-    third = _queued_job(client, heart_bytes)
+    third = _queued_job(client, cancer_bytes)
     assert _waiting_for(client, third) == "a free worker (1 running, 1 queued ahead)"
     assert client.get("/v1/status").json()["queue"] == {"queued": 2, "running": 1}
     assert client.get(f"/v1/jobs/{job_id}").json()["waiting_for"] is None  # running
 
 
 def test_a_stale_worker_is_not_one_that_runs_jobs(
-        client: TestClient, settings: Settings, heart_bytes: bytes) -> None:
+        client: TestClient, settings: Settings, cancer_bytes: bytes) -> None:
     _worker(settings, "ready", age=settings.worker_stale_seconds + 90)
-    job_id = _queued_job(client, heart_bytes)
+    job_id = _queued_job(client, cancer_bytes)
     assert _waiting_for(client, job_id) == ("a worker: none is running (the last one "
                                             "stopped answering 2 min ago; `make run` "
                                             "starts one)")
@@ -100,10 +100,10 @@ def test_a_stale_worker_is_not_one_that_runs_jobs(
 
 
 def test_the_tenants_running_limit_is_named(
-        client: TestClient, settings: Settings, heart_bytes: bytes) -> None:
+        client: TestClient, settings: Settings, cancer_bytes: bytes) -> None:
     _worker(settings, "ready")
     _worker(settings, "ready", hostname="celery@other")
-    job_ids = [_queued_job(client, heart_bytes) for _ in range(2)]
+    job_ids = [_queued_job(client, cancer_bytes) for _ in range(2)]
     with session_scope(settings.database_url) as session:  # the tenant may run one job
         tenant_id = session.get(Job, job_ids[0]).tenant_id  # type: ignore[union-attr]
         session.execute(update(Tenant).where(Tenant.id == tenant_id)

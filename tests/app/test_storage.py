@@ -201,20 +201,20 @@ def test_orphan_blobs_are_swept_from_the_store(settings: Settings) -> None:
 # -- a model whose arrays live in blob storage, through the API ------------------------
 
 def test_a_large_model_predicts_from_its_blob_and_deleting_it_removes_the_blob(
-    tmp_path: Path, heart_bytes: bytes, blob_overrides: dict[str, Any]
+    tmp_path: Path, cancer_bytes: bytes, blob_overrides: dict[str, Any]
 ) -> None:
     settings = embedded_settings(tmp_path / "home", **(blob_overrides | {
         "model_blob_min_bytes": 0}))
     settings.ensure_dirs()
     migrate(settings.database_url)
     with TestClient(create_app(settings), headers=bearer(make_key(settings))) as client:
-        dataset = client.post("/v1/datasets?name=heart", content=heart_bytes).json()["id"]
+        dataset = client.post("/v1/datasets?name=heart", content=cancer_bytes).json()["id"]
         job = client.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd",
                                             "params": {"C": 1}}).json()["id"]
         assert run_job(settings, job, "test-worker") == "succeeded"
         model = client.get(f"/v1/jobs/{job}").json()["model_id"]
         assert blob_exists(settings, f"models/{model}.npz")
-        rows = b"".join(heart_bytes.splitlines(keepends=True)[:20])
+        rows = b"".join(cancer_bytes.splitlines(keepends=True)[:20])
         predicted = client.post(f"/v1/models/{model}/predict", content=rows,
                                 headers={"content-type": "text/plain"})
         assert predicted.status_code == 200, predicted.text

@@ -50,12 +50,12 @@ def broker_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
 
 
 @pytest.fixture
-def queued_jobs(broker_settings: Settings, heart_bytes: bytes) -> list[str]:
+def queued_jobs(broker_settings: Settings, cancer_bytes: bytes) -> list[str]:
     """WAITING jobs submitted through the API, their messages in the broker, oldest
     first."""
     with TestClient(create_app(broker_settings),
                     headers=bearer(make_key(broker_settings))) as client:
-        dataset = client.post("/v1/datasets?name=heart", content=heart_bytes)
+        dataset = client.post("/v1/datasets?name=heart", content=cancer_bytes)
         assert dataset.status_code == 201, dataset.text
         ids = []
         for c in range(WAITING):
@@ -195,7 +195,7 @@ def test_rabbitmq_queue_is_durable_messages_persistent_and_publishes_confirmed()
 
 
 def test_search_tasks_waiting_in_the_broker_do_not_hide_lost_job_messages(
-    broker_settings: Settings, queued_jobs: list[str], heart_bytes: bytes
+    broker_settings: Settings, queued_jobs: list[str], cancer_bytes: bytes
 ) -> None:
     """A search's queued tasks have messages too. On RabbitMQ, which shows only a count,
     they were counted as the jobs' messages: a search with N tasks waiting hid N lost
@@ -203,7 +203,7 @@ def test_search_tasks_waiting_in_the_broker_do_not_hide_lost_job_messages(
     _purge(broker_settings)  # every job's message is gone...
     with TestClient(create_app(broker_settings),
                     headers=bearer(make_key(broker_settings))) as client:
-        dataset = client.post("/v1/datasets?name=heart", content=heart_bytes)
+        dataset = client.post("/v1/datasets?name=heart", content=cancer_bytes)
         assert dataset.status_code == 201, dataset.text
         search = client.post("/v1/searches", json={  # ...and a search's tasks wait
             "dataset_id": dataset.json()["id"], "space": {"C": [0.5, 1.0, 2.0, 4.0]}})

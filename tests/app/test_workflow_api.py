@@ -128,7 +128,7 @@ def assert_report_is_scikit_learns(report: dict[str, Any], y: np.ndarray,
 
 
 def test_split_is_deterministic_stratified_and_records_its_parent(
-        client: TestClient, heart_id: str, heart_bytes: bytes) -> None:
+        client: TestClient, heart_id: str, cancer_bytes: bytes) -> None:
     url = f"/v1/datasets/{heart_id}/split"
     first = client.post(url, json={"test_fraction": 0.3, "seed": 7})
     assert first.status_code == 201, first.text
@@ -143,9 +143,9 @@ def test_split_is_deterministic_stratified_and_records_its_parent(
     assert test["class_counts"] == {"-1": 45, "1": 36}
     assert train["class_counts"] == {"-1": 105, "1": 84}
     # the rows are exactly the documented shuffle's
-    y = _labels(heart_bytes.splitlines())
+    y = _labels(cancer_bytes.splitlines())
     expected = split_rows(y, 0.3, True, 7)
-    X, _ = load_svmlight_file(io.BytesIO(heart_bytes), n_features=13)
+    X, _ = load_svmlight_file(io.BytesIO(cancer_bytes), n_features=13)
     assert test["nnz"] == X[expected].nnz and train["nnz"] == X[~expected].nnz
 
     again = client.post(url, json={"test_fraction": 0.3, "seed": 7}).json()
@@ -217,7 +217,7 @@ def test_unscaled_pendigits_job_carries_a_warning(client: TestClient,
 
 @pytest.mark.parametrize(("solver", "params"), [("smo", {}), ("dcd", {"loss": "l1"})])
 def test_split_train_scaled_with_probabilities_then_evaluate(
-        client: TestClient, settings: Settings, heart_id: str, heart_bytes: bytes,
+        client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes,
         solver: str, params: dict[str, Any]) -> None:
     parts = client.post(f"/v1/datasets/{heart_id}/split",
                         json={"test_fraction": 0.3, "seed": 3}).json()
@@ -225,7 +225,7 @@ def test_split_train_scaled_with_probabilities_then_evaluate(
                    probability=True, **params)
     assert model["params"]["scale"] == "minmax" and model["params"]["probability"] is True
 
-    lines = heart_bytes.splitlines()
+    lines = cancer_bytes.splitlines()
     y_all = _labels(lines)
     test_rows = np.flatnonzero(split_rows(y_all, 0.3, True, 3))
     test_lines = [lines[i] for i in test_rows]
@@ -283,13 +283,13 @@ def test_multiclass_evaluation_equals_scikit_learn(client: TestClient, settings:
 
 
 def test_a_model_without_probabilities_reports_no_log_loss(
-        client: TestClient, settings: Settings, heart_id: str, heart_bytes: bytes) -> None:
+        client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes) -> None:
     model = _train(client, settings, heart_id, "dcd")
-    predicted = _predict(client, model["id"], heart_bytes.splitlines())
+    predicted = _predict(client, model["id"], cancer_bytes.splitlines())
     assert predicted["probabilities"] is None
     evaluation = client.post(f"/v1/models/{model['id']}/evaluations",
                              json={"dataset_id": heart_id}).json()
-    assert_report_is_scikit_learns(evaluation["report"], _labels(heart_bytes.splitlines()),
+    assert_report_is_scikit_learns(evaluation["report"], _labels(cancer_bytes.splitlines()),
                                    predicted)
 
 
@@ -325,7 +325,7 @@ def queued_settings(settings: Settings) -> Settings:
 
 
 def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, heart_id: str,
-                                                  heart_bytes: bytes, admin_key: str) -> None:
+                                                  cancer_bytes: bytes, admin_key: str) -> None:
     with TestClient(create_app(queued_settings), headers=bearer(admin_key)) as client:
         model = _train(client, queued_settings, heart_id, "smo", probability=True)
         created = client.post(f"/v1/models/{model['id']}/evaluations",
@@ -337,8 +337,8 @@ def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, hea
         assert run_evaluation(queued_settings, queued["id"], "test-worker") == "skipped"
         done = client.get(f"/v1/models/{model['id']}/evaluations/{queued['id']}").json()
         assert done["status"] == "succeeded" and done["attempt"] == 1
-        predicted = _predict(client, model["id"], heart_bytes.splitlines())
-        assert_report_is_scikit_learns(done["report"], _labels(heart_bytes.splitlines()),
+        predicted = _predict(client, model["id"], cancer_bytes.splitlines())
+        assert_report_is_scikit_learns(done["report"], _labels(cancer_bytes.splitlines()),
                                        predicted)
 
 

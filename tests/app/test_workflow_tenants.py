@@ -41,9 +41,9 @@ def _dataset_ids(settings: Settings) -> set[str]:
 
 
 def test_a_split_counts_against_the_tenants_limits_like_uploads(
-        client: TestClient, settings: Settings, heart_bytes: bytes) -> None:
+        client: TestClient, settings: Settings, cancer_bytes: bytes) -> None:
     tenant_id, small = _tenant(client, "small", max_datasets=2)
-    parent = client.post("/v1/datasets?name=heart", content=heart_bytes, headers=small)
+    parent = client.post("/v1/datasets?name=heart", content=cancer_bytes, headers=small)
     assert parent.status_code == 201, parent.text
     url = f"/v1/datasets/{parent.json()['id']}/split"
 
@@ -122,11 +122,11 @@ def _model(client: TestClient, settings: Settings, dataset_id: str,
 
 
 def test_an_evaluation_needs_the_model_and_the_dataset_of_the_callers_tenant(
-        client: TestClient, settings: Settings, heart_id: str, heart_bytes: bytes) -> None:
+        client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes) -> None:
     other_tenant, other = _tenant(client, "other")
     model = _model(client, settings, heart_id)
     url = f"/v1/models/{model['id']}/evaluations"
-    theirs = client.post("/v1/datasets?name=heart", content=heart_bytes, headers=other
+    theirs = client.post("/v1/datasets?name=heart", content=cancer_bytes, headers=other
                          ).json()["id"]
 
     # another tenant's dataset in the body: the answer for one that does not exist

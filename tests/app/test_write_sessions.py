@@ -98,11 +98,11 @@ def watched(settings_on: Settings) -> Iterator[tuple[TestClient, AtResponseStart
 
 
 def test_every_write_is_committed_before_its_response_starts(
-    watched: tuple[TestClient, AtResponseStart], settings_on: Settings, heart_bytes: bytes
+    watched: tuple[TestClient, AtResponseStart], settings_on: Settings, cancer_bytes: bytes
 ) -> None:
     client, observer = watched
 
-    upload = client.post("/v1/datasets?name=heart", content=heart_bytes)
+    upload = client.post("/v1/datasets?name=heart", content=cancer_bytes)
     assert upload.status_code == 201, upload.text
     dataset_id = upload.json()["id"]
     assert observer.last["lock"] is None
@@ -136,10 +136,10 @@ def test_every_write_is_committed_before_its_response_starts(
 
 
 def test_a_refused_write_leaves_nothing_and_no_lock(
-    watched: tuple[TestClient, AtResponseStart], heart_bytes: bytes
+    watched: tuple[TestClient, AtResponseStart], cancer_bytes: bytes
 ) -> None:
     client, observer = watched
-    dataset_id = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+    dataset_id = client.post("/v1/datasets", content=cancer_bytes).json()["id"]
     job_id = client.post("/v1/jobs", json={"dataset_id": dataset_id}).json()["id"]
     assert client.delete(f"/v1/datasets/{dataset_id}").status_code == 409
     assert observer.last["lock"] is None
@@ -162,7 +162,7 @@ def _rename_route(app: FastAPI, dependency: Callable[..., Any]) -> None:
 
 @pytest.mark.parametrize("scope", ["function", "request"])
 def test_the_look_out_tells_a_commit_before_the_response_from_one_after(
-    tmp_path: Path, heart_bytes: bytes, scope: str
+    tmp_path: Path, cancer_bytes: bytes, scope: str
 ) -> None:
     settings = embedded_settings(tmp_path / "home")
     settings.ensure_dirs()
@@ -171,7 +171,7 @@ def test_the_look_out_tells_a_commit_before_the_response_from_one_after(
     _rename_route(app, Depends(get_write_session, scope=scope))  # type: ignore[arg-type]
     observer = AtResponseStart(app, settings)
     with TestClient(observer, headers=bearer(make_key(settings))) as client:
-        dataset_id = client.post("/v1/datasets?name=heart", content=heart_bytes).json()["id"]
+        dataset_id = client.post("/v1/datasets?name=heart", content=cancer_bytes).json()["id"]
         assert client.post(f"/rename-probe/{dataset_id}").status_code == 200
         seen_at_response = observer.last
         assert client.get(f"/v1/datasets/{dataset_id}").json()["name"] == "renamed"

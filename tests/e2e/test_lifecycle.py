@@ -217,12 +217,12 @@ def test_sigkilled_worker_job_completes_on_a_new_attempt(
 
 
 def test_job_that_kills_its_worker_every_time_fails_after_the_cap(
-    tmp_path: Path, ijcnn1_bytes: bytes, heart_bytes: bytes
+    tmp_path: Path, ijcnn1_bytes: bytes, cancer_bytes: bytes
 ) -> None:
     settings = _settings(tmp_path / "home")
     with running_service(settings, tmp_path, kill_worker_on="crash-me") as (client, _workers):
-        crashing = _submit(client, _upload(client, heart_bytes, "crash-me"), {})
-        healthy = _submit(client, _upload(client, heart_bytes, "heart"), {})
+        crashing = _submit(client, _upload(client, cancer_bytes, "crash-me"), {})
+        healthy = _submit(client, _upload(client, cancer_bytes, "heart"), {})
         job = wait_for_job(client.get, crashing, timeout=120)
         assert job["status"] == "failed", job
         assert job["attempt"] == 3
@@ -269,14 +269,14 @@ def private_redis(tmp_path: Path) -> Iterator[tuple[str, callable]]:
 
 
 def test_redis_restart_with_jobs_queued_and_running(
-    tmp_path: Path, ijcnn1_bytes: bytes, heart_bytes: bytes, private_redis
+    tmp_path: Path, ijcnn1_bytes: bytes, cancer_bytes: bytes, private_redis
 ) -> None:
     redis_url, restart = private_redis
     settings = _settings(tmp_path / "home", broker_url=redis_url)
     with running_service(settings, tmp_path) as (client, _workers):
         running = _submit(client, _upload(client, ijcnn1_bytes),
                           LONG_JOB)
-        heart = _upload(client, heart_bytes, "heart")
+        heart = _upload(client, cancer_bytes, "heart")
         queued = [_submit(client, heart, {"C": c}) for c in (0.5, 1.0, 2.0)]
         _wait_running_with_progress(client, running)
         restart()  # loses every queued message: this Redis keeps nothing on disk
@@ -301,7 +301,7 @@ def _restart_rabbitmq() -> None:
 @pytest.mark.slow
 @pytest.mark.rabbitmq
 def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
-    tmp_path: Path, ijcnn1_bytes: bytes, heart_bytes: bytes
+    tmp_path: Path, ijcnn1_bytes: bytes, cancer_bytes: bytes
 ) -> None:
     """Durable queue, persistent messages, publisher confirms: a broker restart with jobs
     running and queued loses nothing, and the sweep is not needed: it is turned off here
@@ -313,7 +313,7 @@ def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
     try:
         with running_service(settings, tmp_path) as (client, workers):
             running = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)
-            heart = _upload(client, heart_bytes, "heart")
+            heart = _upload(client, cancer_bytes, "heart")
             queued = [_submit(client, heart, {"C": c}) for c in (0.5, 1.0, 2.0, 4.0, 8.0)]
             _wait_running_with_progress(client, running)
             assert broker_holding(settings.broker_url, settings.queue).ready == len(queued)
@@ -333,9 +333,9 @@ def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
 
 
 def test_twenty_concurrent_writers_on_sqlite_never_see_a_lock(
-    service: httpx.Client, heart_bytes: bytes
+    service: httpx.Client, cancer_bytes: bytes
 ) -> None:
-    dataset_id = _upload(service, heart_bytes, "heart")
+    dataset_id = _upload(service, cancer_bytes, "heart")
     statuses: list[int] = []
     bodies: list[str] = []
     lock = threading.Lock()
@@ -344,7 +344,7 @@ def test_twenty_concurrent_writers_on_sqlite_never_see_a_lock(
         with httpx.Client(base_url=str(service.base_url), timeout=60,
                           headers=service.headers) as own:
             for _ in range(3):
-                up = own.post(f"/v1/datasets?name=w{index}", content=heart_bytes)
+                up = own.post(f"/v1/datasets?name=w{index}", content=cancer_bytes)
                 job = own.post("/v1/jobs", json={"dataset_id": dataset_id,
                                                  "params": {"C": 1 + index}})
                 with lock:

@@ -45,7 +45,7 @@ def _wait(predicate: object, timeout: float, what: str) -> object:
 
 
 def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
-                                                             heart_bytes: bytes) -> None:
+                                                             cancer_bytes: bytes) -> None:
     port = free_port()
     env = dict(os.environ, HINGE_HOME=str(tmp_path / "home"), HINGE_PORT=str(port),
                HINGE_QUEUE=f"hinge.test.{uuid.uuid4().hex[:8]}", PYTHONUNBUFFERED="1")
@@ -78,7 +78,7 @@ def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
             replaced = _wait(lambda: (_worker_pid(run.pid) or worker) != worker, 30,
                              "the worker was not restarted")
             assert replaced and healthy()
-            dataset = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+            dataset = client.post("/v1/datasets", content=cancer_bytes).json()["id"]
             job = client.post("/v1/jobs", json={"dataset_id": dataset}).json()["id"]
             assert wait_for_job(client.get, job, timeout=120)["status"] == "succeeded"
         assert log_path.read_bytes().count(b"hk_") == 1  # printed once

@@ -49,8 +49,8 @@ def ijcnn1_bytes() -> bytes:
     return data_file("ijcnn1.xz").read_bytes()
 
 
-def _upload(client: httpx.Client, heart_bytes: bytes) -> str:
-    response = client.post("/v1/datasets?name=heart", content=heart_bytes)
+def _upload(client: httpx.Client, cancer_bytes: bytes) -> str:
+    response = client.post("/v1/datasets?name=heart", content=cancer_bytes)
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
 
@@ -89,8 +89,8 @@ def _check_complete(body: dict[str, Any]) -> None:
     assert body["best"]["index"] == chosen["index"]
 
 
-def _search_with_refit_over_two_workers(client: httpx.Client, heart_bytes: bytes) -> None:
-    dataset_id = _upload(client, heart_bytes)
+def _search_with_refit_over_two_workers(client: httpx.Client, cancer_bytes: bytes) -> None:
+    dataset_id = _upload(client, cancer_bytes)
     created = _submit(client, dataset_id, solver="smo", space=GRID)
     assert created["total"] == N_POINTS * 5
     events = _read_sse(client, created["id"])
@@ -121,14 +121,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
 
 
 def test_a_grid_search_over_two_workers_streams_points_and_refits(
-        service: httpx.Client, heart_bytes: bytes) -> None:
-    _search_with_refit_over_two_workers(service, heart_bytes)
+        service: httpx.Client, cancer_bytes: bytes) -> None:
+    _search_with_refit_over_two_workers(service, cancer_bytes)
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("broker", [pytest.param("redis", marks=pytest.mark.redis),
                                     pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
-def test_a_grid_search_on_postgres_and_a_server_broker(tmp_path: Path, heart_bytes: bytes,
+def test_a_grid_search_on_postgres_and_a_server_broker(tmp_path: Path, cancer_bytes: bytes,
                                                        broker: str) -> None:
     broker_url = broker_url_for(broker)
     with postgres_schema() as database_url:
@@ -136,7 +136,7 @@ def test_a_grid_search_on_postgres_and_a_server_broker(tmp_path: Path, heart_byt
                              broker_url=broker_url)
         try:
             with running_service(settings, tmp_path, workers=2) as (client, _workers):
-                _search_with_refit_over_two_workers(client, heart_bytes)
+                _search_with_refit_over_two_workers(client, cancer_bytes)
         finally:
             drop_queue(broker_url, settings.queue)
 
@@ -189,8 +189,8 @@ def test_a_sigkilled_worker_loses_no_task_and_counts_no_fit_twice(
         assert done_before >= 1 and attempts == [1, 2]  # the killed task ran once more
 
 
-def test_cancel_stops_every_task(service: httpx.Client, heart_bytes: bytes) -> None:
-    dataset_id = _upload(service, heart_bytes)
+def test_cancel_stops_every_task(service: httpx.Client, cancer_bytes: bytes) -> None:
+    dataset_id = _upload(service, cancer_bytes)
     created = _submit(service, dataset_id, solver="smo", space=GRID)
     _wait(service, created["id"], timeout=120, until=lambda s: s["done"] >= 10)
     response = service.post(f"/v1/searches/{created['id']}/cancel")
@@ -206,9 +206,9 @@ def test_cancel_stops_every_task(service: httpx.Client, heart_bytes: bytes) -> N
 
 
 def test_a_halving_search_runs_its_rounds_on_the_workers(
-        service: httpx.Client, heart_bytes: bytes) -> None:
+        service: httpx.Client, cancer_bytes: bytes) -> None:
     # each round's last fit, on whichever worker, creates and enqueues the next round
-    dataset_id = _upload(service, heart_bytes)
+    dataset_id = _upload(service, cancer_bytes)
     created = _submit(service, dataset_id, solver="smo", space=GRID, refit=False,
                       strategy={"type": "halving", "seed": 2})
     assert created["total"] == (30 + 10 + 4) * 5

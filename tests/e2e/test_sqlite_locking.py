@@ -60,9 +60,9 @@ class WriteLock:
         self.connection.close()
 
 
-def _queued_job(client: httpx.Client, heart_bytes: bytes) -> dict:
+def _queued_job(client: httpx.Client, cancer_bytes: bytes) -> dict:
     """Upload heart_scale and submit a job; with no worker here it stays queued."""
-    dataset = client.post("/v1/datasets", files={"file": ("heart", heart_bytes)}).json()
+    dataset = client.post("/v1/datasets", files={"file": ("heart", cancer_bytes)}).json()
     job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd"}).json()
     assert job["status"] == "queued"
     return job
@@ -78,10 +78,10 @@ def _first_event(client: httpx.Client, job_id: str) -> str:
 
 
 def test_reads_and_the_event_stream_answer_while_the_write_lock_is_held(
-    api: tuple[httpx.Client, Settings], heart_bytes: bytes
+    api: tuple[httpx.Client, Settings], cancer_bytes: bytes
 ) -> None:
     client, settings = api
-    job = _queued_job(client, heart_bytes)
+    job = _queued_job(client, cancer_bytes)
 
     with WriteLock(settings.database_url):
         assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
@@ -95,10 +95,10 @@ def test_reads_and_the_event_stream_answer_while_the_write_lock_is_held(
 
 
 def test_a_write_waits_for_the_lock_without_stopping_the_server(
-    api: tuple[httpx.Client, Settings], heart_bytes: bytes
+    api: tuple[httpx.Client, Settings], cancer_bytes: bytes
 ) -> None:
     client, settings = api
-    job = _queued_job(client, heart_bytes)
+    job = _queued_job(client, cancer_bytes)
 
     cancelled: list[httpx.Response] = []
     with WriteLock(settings.database_url):

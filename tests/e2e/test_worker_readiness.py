@@ -42,9 +42,9 @@ def _until(predicate: Any, timeout: float, what: str) -> Any:
 
 
 def test_a_worker_warms_up_runs_the_waiting_job_and_leaves(
-        world: tuple[Settings, TestClient], tmp_path: Path, heart_bytes: bytes) -> None:
+        world: tuple[Settings, TestClient], tmp_path: Path, cancer_bytes: bytes) -> None:
     settings, client = world
-    dataset = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+    dataset = client.post("/v1/datasets", content=cancer_bytes).json()["id"]
     job_id = client.post("/v1/jobs", json={"dataset_id": dataset}).json()["id"]
     assert "no worker is running" in client.get(f"/v1/jobs/{job_id}").json()["waiting_for"]
 
@@ -90,7 +90,7 @@ def test_a_worker_warms_up_runs_the_waiting_job_and_leaves(
 
 
 def test_a_killed_worker_turns_stale_and_a_job_says_so(
-        world: tuple[Settings, TestClient], tmp_path: Path, heart_bytes: bytes) -> None:
+        world: tuple[Settings, TestClient], tmp_path: Path, cancer_bytes: bytes) -> None:
     settings, client = world
     worker = start_worker(settings, tmp_path, wait=False)
     try:
@@ -106,7 +106,7 @@ def test_a_killed_worker_turns_stale_and_a_job_says_so(
                             if w["state"] == "stale"], 10, "the row never turned stale")
     assert [w["pid"] for w in stale] == [row["pid"]]
     assert client.get("/v1/status").json()["ready_workers"] == 0
-    dataset = client.post("/v1/datasets", content=heart_bytes).json()["id"]
+    dataset = client.post("/v1/datasets", content=cancer_bytes).json()["id"]
     job = client.post("/v1/jobs", json={"dataset_id": dataset}).json()
     assert job["status"] == "queued"
     assert job["waiting_for"].startswith("a worker: none is running (the last one stopped "
