@@ -63,7 +63,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.paths import DATA_DIR, results_dir  # noqa: E402
+from bench.paths import DATA_DIR, SMOKE, results_dir  # noqa: E402
 from testkit.datagen import VERSION as DATAGEN_VERSION  # noqa: E402
 from testkit.datagen import text_like  # noqa: E402
 
@@ -89,8 +89,9 @@ FULL = Settings(("a9a", "w8a", "ijcnn1", "news20", "text-like"),
                 cap=3.0, text_cap=150.0, repeat_below=2.0, reps=3,
                 text_shape=(50_000, 20_000))
 QUICK = Settings(("ijcnn1", "news20", "text-like"), (1.0, 100.0, 1000.0), (0.01,),
-                 cap=4.0, text_cap=4.0, repeat_below=0.0, reps=1,
-                 text_shape=(20_000, 10_000))
+                 cap=4.0, text_cap=4.0, repeat_below=0.0, reps=1, text_shape=(20_000, 10_000))
+SMOKE_SETTINGS = Settings(("ijcnn1", "text-like"), (1.0,), (0.01,), cap=1.0, text_cap=1.0,
+                          repeat_below=0.0, reps=1, text_shape=(2_000, 2_000))
 
 
 @dataclass
@@ -497,7 +498,7 @@ def write_report(tables: dict[str, Any], rows: list[dict[str, Any]], settings: S
 
 
 def main(quick: bool = False) -> list[dict[str, Any]]:
-    settings = QUICK if quick else FULL
+    settings = (SMOKE_SETTINGS if SMOKE else QUICK) if quick else FULL
     started = time.perf_counter()
     tables = run_all(settings)
     rows = summary_rows(tables, settings)

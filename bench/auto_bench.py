@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bench.certified_bench import load as load_binary
-from bench.paths import results_dir
+from bench.paths import results_dir, smaller
 from solvers import fit
 from testkit.datasets import load_dataset
 from testkit.unscaled import CASE_NAMES
@@ -191,9 +191,9 @@ def main(quick: bool = False, names: tuple[str, ...] | None = None) -> list[dict
     X, y = load("heart_scale")
     for kwargs, _, _ in FITS.values():  # compile / load every solver's kernels first
         fit(X, y, **kwargs)
-    chosen = names or (QUICK if quick else
+    chosen = names or (QUICK[:smaller(len(QUICK), 3)] if quick else
                        (*SHARED, *(c for c in CASE_NAMES if not c.startswith("pendigits"))))
-    repeats = 2 if quick else 3
+    repeats = smaller(2, 1) if quick else 3
     records: list[dict[str, Any]] = []
     for name in chosen:
         records += measure(name, repeats, 60.0 if quick else 120.0, 2000 if quick else 5000)

@@ -58,7 +58,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.paths import DATA_DIR, results_dir  # noqa: E402
+from bench.paths import DATA_DIR, results_dir, smaller  # noqa: E402
 
 RESULTS = results_dir() / "dcd.md"
 SCRATCH = REPO / "bench" / "scratch" / "dcd"
@@ -99,7 +99,9 @@ class Setting:
     @classmethod
     def defaults(cls, quick: bool) -> Setting:
         if quick:
-            return cls(reps=3, datasets=["a9a"], generated=(50_000, 20_000), generated_reps=3,
+            return cls(reps=smaller(3, 1), datasets=["a9a"],
+                       generated=(smaller(50_000, 3_000), smaller(20_000, 2_000)),
+                       generated_reps=smaller(3, 1),
                        ladder=QUICK_LADDER, quick=True, cap300=False,
                        multicore_on_shared=False, multicore_losses=("l1",))
         return cls(reps=5, datasets=["a9a", "w8a", "ijcnn1"], generated=(500_000, 100_000),

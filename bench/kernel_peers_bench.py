@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.paths import results_dir  # noqa: E402
+from bench.paths import results_dir, smaller  # noqa: E402
 
 RESULTS_NAME = "kernel_peers.md"
 ENGINES = ("hinge1", "hinge2", "libsvm", "onedal1", "onedal2")
@@ -59,8 +59,9 @@ SETTINGS: dict[str, tuple[float, float | None]] = {
     "ijcnn1": (1.0, None), "a9a": (1.0, None), "w8a": (1.0, None),
     "pendigits": (1.0, 1e-4), "dna": (1.0, None), "letter-like": (10.0, 0.5)}
 FULL = ("letter-like", "pendigits", "dna", "ijcnn1", "w8a", "a9a")
-QUICK = ("letter-like", "pendigits", "dna", "ijcnn1")
+QUICK = ("letter-like", "pendigits", "dna", "ijcnn1")[:smaller(4, 1)]
 QUICK_ROWS, QUICK_TEST_ROWS = 12_000, 5_000
+LETTER_ROWS_PER_CLASS = smaller(500, 60)  # 400 (smoke: 48) of each class train
 
 
 # --------------------------------------------------------------------------------------
@@ -71,10 +72,10 @@ def problem_data(name: str, quick: bool) -> tuple[Any, np.ndarray, Any, np.ndarr
     if name == "letter-like":
         from testkit.datagen import letter_like
 
-        X, y = letter_like(rows_per_class=500)
+        X, y = letter_like(rows_per_class=LETTER_ROWS_PER_CLASS)
         train = np.zeros(X.shape[0], dtype=bool)
         for label in np.unique(y):  # the first 400 rows of each class train
-            train[np.flatnonzero(y == label)[:400]] = True
+            train[np.flatnonzero(y == label)[:LETTER_ROWS_PER_CLASS * 4 // 5]] = True
         return X[train], y[train], X[~train], y[~train]
     from bench.smo_bench import load
 
@@ -82,7 +83,8 @@ def problem_data(name: str, quick: bool) -> tuple[Any, np.ndarray, Any, np.ndarr
     X, y = load(stem)
     X_test, y_test = load(f"{stem}.t", X.shape[1])
     if quick and name == "ijcnn1":
-        rows = np.sort(np.random.default_rng(0).choice(X.shape[0], QUICK_ROWS, replace=False))
+        count = min(QUICK_ROWS, X.shape[0])
+        rows = np.sort(np.random.default_rng(0).choice(X.shape[0], count, replace=False))
         X, y = X[rows], y[rows]
         X_test, y_test = X_test[:QUICK_TEST_ROWS], y_test[:QUICK_TEST_ROWS]
     return X, y, X_test, y_test

@@ -48,7 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from bench.paths import results_dir
+from bench.paths import SMOKE, results_dir
 from solvers.backbone import ProgressMonitor
 from solvers.inputs import as_csr_arrays
 from solvers.objectives import LinearProblem, primal_objective
@@ -77,6 +77,9 @@ class Setting:
     @classmethod
     def defaults(cls, quick: bool) -> Setting:
         if quick:
+            if SMOKE:
+                return cls(True, 1, 2_000, 0.5, (2_000, 5_000), (2_000, 5_000), (1, 1),
+                           ("a9a",), 2_000)
             return cls(True, 1, 20_000, 1.5, (20_000, 50_000, 100_000), (10_000, 30_000, 100_000),
                        (1, 1, 1), ("a9a",), 20_000)
         return cls(False, 3, 200_000, 8.0, (50_000, 100_000, 200_000, 400_000),

@@ -16,10 +16,17 @@ from pathlib import Path
 
 from testkit.paths import DATA_DIR, REPO
 
-__all__ = ["DATA_DIR", "FULL_RESULTS", "QUICK_RESULTS", "REPO", "results_dir"]
+__all__ = ["DATA_DIR", "FULL_RESULTS", "QUICK_RESULTS", "REPO", "SMOKE", "results_dir", "smaller"]
 
 FULL_RESULTS = REPO / "bench" / "results"
 QUICK_RESULTS = FULL_RESULTS / "quick"
+# `python -m bench.run --smoke` (the test suite's run): --quick on small stand-in data
+SMOKE = os.environ.get("HINGE_BENCH_SMOKE") == "1"
+
+
+def smaller(quick_value: int, smoke_value: int) -> int:
+    """A size or count of --quick, cut to `smoke_value` in the smoke run."""
+    return smoke_value if SMOKE else quick_value
 
 
 def results_dir() -> Path:

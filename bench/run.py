@@ -393,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
                                                  "bench/results/README.md.")
     parser.add_argument("--quick", action="store_true",
                         help="fewer repetitions and smaller data (a functional run)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="--quick on small stand-ins of the shared sets "
+                             "(testkit/standins.py), tables to a temporary folder: checks "
+                             "that every experiment runs to the end (the test suite's run)")
+    parser.add_argument("--smoke-data", type=Path, default=None,
+                        help="with --smoke: a folder of stand-ins already written")
     parser.add_argument("--only", nargs="+", choices=EXPERIMENTS, metavar="NAME",
                         help=f"run only these experiments ({', '.join(EXPERIMENTS)})")
     parser.add_argument("--timeout", type=float, default=None,
@@ -405,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return run_child(args.child, args.quick, args.result)
 
+    if args.smoke:
+        return smoke(args.only, args.timeout, args.smoke_data)
     if args.quick and not os.environ.get("HINGE_BENCH_RESULTS"):
         # a functional run: never overwrite the figures of record in bench/results/
         os.environ["HINGE_BENCH_RESULTS"] = str(QUICK_RESULTS)
@@ -423,6 +431,27 @@ def main(argv: list[str] | None = None) -> int:
     failed = [name for name, outcome in outcomes.items() if outcome["status"] == "failed"]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def smoke(only: list[str] | None, timeout: float | None, data: Path | None = None) -> int:
+    """Every experiment (or `only`) with --quick on stand-in data (written to `data` unless
+    it holds them already), in a temporary folder that also takes the tables: no figure of
+    it is kept, and no ../shared is needed."""
+    from testkit.standins import write_standins
+
+    with tempfile.TemporaryDirectory(prefix="hinge-bench-smoke-") as tmp:
+        if data is None or not (data / "MANIFEST.md").exists():
+            data = write_standins(data or Path(tmp) / "data")
+        os.environ["HINGE_SHARED_DATA"] = str(data)
+        os.environ["HINGE_BENCH_RESULTS"] = str(Path(tmp) / "results")
+        os.environ["HINGE_BENCH_SMOKE"] = "1"
+        selected = [name for name in EXPERIMENTS if not only or name in only]
+        outcomes = {name: run_experiment(name, True, timeout or 600.0) for name in selected}
+    failed = {name: outcome.get("note", "") for name, outcome in outcomes.items()
+              if outcome["status"] != "ok"}
+    for name, note in failed.items():
+        print(f"{name}: {outcomes[name]['status']}: {note}", file=sys.stderr)
     return 1 if failed else 0
 
 

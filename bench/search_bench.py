@@ -40,11 +40,12 @@ if str(REPO) not in sys.path:
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
-from bench.paths import results_dir  # noqa: E402
+from bench.paths import results_dir, smaller  # noqa: E402
 
 RESULT = results_dir() / "search.md"
 FULL_GRID = {"C": {"log2": [-5, 15, 2]}, "gamma": {"log2": [3, -15, -2]}}
-QUICK_GRID = {"C": {"log2": [-5, 15, 4]}, "gamma": {"log2": [3, -15, -4]}}
+QUICK_GRID = {"C": {"log2": [-5, 15, smaller(4, 10)]},
+              "gamma": {"log2": [3, -15, smaller(-4, -9)]}}
 LINEAR_C = {"C": {"log2": [-5, 15, 1]}}
 FULL_ROWS = 6000
 
@@ -189,8 +190,8 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
 
     name, X, y = load(quick)
     grid = QUICK_GRID if quick else FULL_GRID
-    c_exps = range(-5, 16, 4 if quick else 2)
-    g_exps = range(3, -16, -4 if quick else -2)
+    c_exps = range(-5, 16, smaller(4, 10) if quick else 2)
+    g_exps = range(3, -16, smaller(-4, -9) if quick else -2)
     kernel_body = {"solver": "smo", "space": grid, "cv": {"folds": 5, "seed": 0}}
     linear_body = {"solver": "dcd", "params": {"loss": "l2"}, "space": LINEAR_C,
                    "cv": {"folds": 5, "seed": 0}}

@@ -49,7 +49,7 @@ if str(REPO) not in sys.path:
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bench.paths import DATA_DIR, results_dir  # noqa: E402
+from bench.paths import DATA_DIR, SMOKE, results_dir  # noqa: E402
 
 RESULT = results_dir() / "service.md"
 POLL_S = 0.02
@@ -78,6 +78,10 @@ QUICK = Config(reps=3, e2e_datasets=("a9a", "ijcnn1"), cold_starts=1,
                cold_start_empty_cache=False, clients=(1, 4, 8), batches=(1, 1000),
                max_requests={1: 200, 1000: 40}, max_seconds=2.0, rbf_dataset="heart_scale",
                rbf_test="heart_scale", progress_reps=5, progress_c=32.0)
+SMOKE_CONFIG = Config(reps=1, e2e_datasets=("a9a",), cold_starts=1,
+                      cold_start_empty_cache=False, clients=(1, 4), batches=(1, 1000),
+                      max_requests={1: 40, 1000: 8}, max_seconds=1.0, rbf_dataset="heart_scale",
+                      rbf_test="heart_scale", progress_reps=2, progress_c=32.0)
 FULL = Config(reps=5, e2e_datasets=("a9a", "ijcnn1"), cold_starts=3,
               cold_start_empty_cache=True, clients=(1, 4, 8), batches=(1, 1000),
               max_requests={1: 3000, 1000: 300}, max_seconds=20.0, rbf_dataset="a9a",
@@ -380,6 +384,7 @@ def throwaway_job(home: Path) -> Iterator[tuple[Any, str]]:
     """A migrated SQLite database in `home` with one `running` job row (attempt 1)."""
     from app.db import session_scope
     from app.orm import Job, new_id, utcnow
+    from app.services.tenants import DEFAULT_TENANT, create_tenant
     from testkit.service import embedded_settings, migrate
 
     settings = embedded_settings(home)
@@ -387,7 +392,9 @@ def throwaway_job(home: Path) -> Iterator[tuple[Any, str]]:
     migrate(settings.database_url)
     job_id = new_id()
     with session_scope(settings.database_url) as session:
-        session.add(Job(id=job_id, solver="dcd", params={}, status="running", attempt=1,
+        tenant = create_tenant(session, DEFAULT_TENANT)
+        session.add(Job(id=job_id, tenant_id=tenant.id, solver="dcd", params={},
+                        status="running", attempt=1,
                         status_history=[], started_at=utcnow(), heartbeat_at=utcnow()))
     yield settings, job_id
 
@@ -447,7 +454,7 @@ def progress_cost(home: Path, config: Config) -> dict[str, Any]:
 
 def main(quick: bool = False) -> list[dict[str, Any]]:
     """Run the service benchmark, write bench/results/service.md, return summary rows."""
-    config = QUICK if quick else FULL
+    config = (SMOKE_CONFIG if SMOKE else QUICK) if quick else FULL
     rows: list[dict[str, Any]] = []
     facts: dict[str, Any] = {"quick": quick, "config": config}
     warm_dcd()

@@ -73,7 +73,8 @@ def problem_data(name: str, quick: bool) -> tuple[sp.csr_matrix, np.ndarray, sp.
     X, y = load(name)
     X_test, y_test = load(f"{name}.t", X.shape[1])
     if quick:
-        rows = np.sort(np.random.default_rng(0).choice(X.shape[0], QUICK_ROWS, replace=False))
+        count = min(QUICK_ROWS, X.shape[0])
+        rows = np.sort(np.random.default_rng(0).choice(X.shape[0], count, replace=False))
         X, y = X[rows], y[rows]
         X_test, y_test = X_test[:QUICK_TEST_ROWS], y_test[:QUICK_TEST_ROWS]
     return X, y, X_test, y_test

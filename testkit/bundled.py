@@ -167,6 +167,9 @@ def load(name: str) -> tuple[sp.csr_matrix, np.ndarray]:
 def dump_svmlight(X: sp.spmatrix, y: np.ndarray) -> bytes:
     """svmlight text, one-based indices, labels and values written with repr (exact)."""
     X = sp.csr_matrix(X)
+    if not X.has_sorted_indices:
+        X = X.copy()
+        X.sort_indices()
     out = io.StringIO()
     for i in range(X.shape[0]):
         start, end = X.indptr[i], X.indptr[i + 1]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import paths
-from bench.run import check_rows, cpu_snapshot, met_cell, write_summary
+from bench.run import EXPERIMENTS, check_rows, cpu_snapshot, met_cell, write_summary
 
 
 def test_results_go_to_bench_results_unless_told_otherwise(
@@ -123,3 +123,25 @@ def test_shared_data_is_beside_the_repository_unless_told_otherwise(tmp_path: Pa
                             env={**env, "HINGE_SHARED_DATA": str(tmp_path)},
                             capture_output=True, text=True, check=True).stdout.split()
     assert [Path(p) for p in chosen] == [tmp_path] * 2
+
+
+@pytest.fixture(scope="module")
+def standins(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from testkit.standins import write_standins
+
+    return write_standins(tmp_path_factory.mktemp("standins"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_runs_to_the_end_on_stand_in_data(experiment: str,
+                                                           standins: Path) -> None:
+    """`make bench` breaks silently when nobody runs it (a job without a tenant once
+    stopped the service experiment): each experiment's smoke setting runs here."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "bench.run", "--smoke", "--only", experiment,
+                           "--smoke-data", str(standins), "--timeout", "240"],
+                          cwd=paths.REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"== {experiment}: ok" in done.stdout, done.stdout[-3000:]
