@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     max_line_bytes: int = Field(16 << 20, gt=0)
     max_predict_rows: int = Field(100_000, gt=0)
     max_predict_bytes: int = Field(32 << 20, gt=0)
+    # Every other request body (the JSON control routes: jobs, searches, splits,
+    # evaluations, admin), checked on the raw stream before it is parsed or the key is
+    # checked (app/body_limit.py); uploads and predict have the two limits above.
+    max_json_body_bytes: int = Field(1 << 20, gt=0)
     job_max_seconds: float = Field(3600.0, gt=0)
     max_queued_jobs: int = Field(1000, gt=0)
     # Crash recovery: a running job whose heartbeat is older than the lease is re-queued
