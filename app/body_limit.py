@@ -34,15 +34,15 @@ _PREDICT = re.compile(r"/v1/models/[^/]+/predict")
 
 @dataclass(frozen=True)
 class Limit:
-    bytes: int
+    size: int
     setting: str
 
     def message(self) -> str:
-        return f"request body exceeds the limit of {self.bytes} bytes (HINGE_{self.setting})"
+        return f"request body exceeds the limit of {self.size} bytes (HINGE_{self.setting})"
 
     def body(self) -> bytes:
         return json.dumps(error_body(413, self.message(), {
-            "limit": self.bytes, "setting": f"HINGE_{self.setting}"})).encode()
+            "limit": self.size, "setting": f"HINGE_{self.setting}"})).encode()
 
 
 def limit_for(settings: Settings, method: str, path: str) -> Limit:
@@ -83,7 +83,7 @@ class BodyLimitMiddleware:
             return
         limit = limit_for(self.settings, scope["method"], scope["path"])
         declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > limit.bytes:
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit.size:
             await _refuse(send, limit)  # not a byte of the body read
             return
 
@@ -97,7 +97,7 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > limit.bytes:
+                if received > limit.size:
                     refused = True
                     if not started:
                         await _refuse(send, limit)

@@ -39,6 +39,7 @@ from fastapi.responses import Response
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from app.db import session_scope
 from app.errors import ApiError
@@ -154,7 +155,7 @@ class Reserved:
         self.finished = False
         _renewer.hold(self)
 
-    def _mine(self) -> tuple[object, ...]:
+    def _mine(self) -> tuple[ColumnElement[bool], ...]:
         return (IdempotencyRecord.tenant_id == self.tenant_id,
                 IdempotencyRecord.key == self.key, IdempotencyRecord.holder == self.holder,
                 IdempotencyRecord.status_code.is_(None))

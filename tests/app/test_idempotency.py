@@ -11,13 +11,11 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
 from app import idempotency
 from app.db import session_scope
-from app.errors import ApiError
 from app.orm import IdempotencyRecord, utcnow
 from app.services import tenants
 from app.settings import Settings
@@ -163,14 +161,11 @@ def test_the_lease_is_renewed_while_the_request_runs(tmp_path: Path) -> None:
     make_key(settings)
     held = idempotency.begin(settings, _tenant_id(settings), "long", "POST /v1/jobs")
     assert isinstance(held, idempotency.Reserved)
-    deadline = time.monotonic() + 4.0
-    while time.monotonic() < deadline:  # four leases: unrenewed, it would have lapsed
-        lease = _row(settings, "long").lease_until
-        assert lease is not None and lease > utcnow() - timedelta(seconds=0.5), lease
-        time.sleep(0.1)
-    with pytest.raises(ApiError) as refused:
-        idempotency.begin(settings, _tenant_id(settings), "long", "POST /v1/jobs")
-    assert refused.value.status == 409
+    first = _row(settings, "long").lease_until
+    assert first is not None
+    time.sleep(3.0)  # three leases: unrenewed, it would have lapsed long ago
+    later = _row(settings, "long").lease_until
+    assert later is not None and later - first >= timedelta(seconds=1.5), (first, later)
     held.complete(202, b"{}", "asked")
     row = _row(settings, "long")
     assert (row.status_code, row.lease_until) == (202, None)
