@@ -1,26 +1,45 @@
-"""`Idempotency-Key` on POST /v1/datasets and POST /v1/jobs: a client that retries a
-request it never saw answered gets the first answer again instead of a second dataset or
-job.
+"""`Idempotency-Key` on POST /v1/datasets, /v1/datasets/{id}/split, /v1/jobs and
+/v1/searches: a client that retries a request it never saw answered gets the first answer
+again instead of a second dataset or job.
 
 The first request with a key reserves it (a row committed before the work starts; a
 concurrent duplicate finds the row and gets 409 while the first runs), and on success
 stores its status, its body and a hash of what was asked (the job spec as validated; for
-an upload, the sha256 of the decompressed data and the name). A later request with the
+an upload, the sha256 of the decompressed data and the name), in the same transaction as
+the work itself, so that a crash leaves either both or neither. A later request with the
 same key and the same request gets the stored answer for `HINGE_IDEMPOTENCY_HOURS`; with a
 different request, a 422. A request that fails drops its reservation, so it can be
 retried. Keys are per tenant.
+
+A reservation is held by its request's process, not for ever: the row names its holder
+(host, PID namespace, PID and the process's start time) and a lease,
+HINGE_IDEMPOTENCY_LEASE_SECONDS, that a thread of the holding process renews every third
+of it while the request runs. A retry finds the key free again, and takes it over, when
+the lease has lapsed (the holder died, on any host) or at once when the holder is a
+process of this host's PID namespace that is gone (a PID that no longer exists, or that
+now belongs to a process started later). That is the crash the key is for: the API killed
+in the middle of an upload, and the client sending the same request again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+import weakref
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 from fastapi import Request
 from fastapi.responses import Response
-from sqlalchemy import delete, select, update
+from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from app.db import session_scope
 from app.errors import ApiError
@@ -28,6 +47,10 @@ from app.orm import IdempotencyRecord, utcnow
 from app.settings import Settings
 
 HEADER = "Idempotency-Key"
+# A reservation without a holder (made before reservations had leases) is held this long.
+LEGACY_HOLD = timedelta(minutes=10)
+
+log = logging.getLogger("hinge.api")
 
 
 def request_key(request: Request) -> str | None:
@@ -45,6 +68,65 @@ def request_hash(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
+# -- who holds a key: this process, named so that another process can tell it is gone --
+
+def _start_ticks(pid: int) -> str | None:
+    """The start time of process `pid` (clock ticks after boot), None if there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name may hold spaces
+
+
+def _namespace() -> str:
+    """This boot of this kernel and this PID namespace: processes with the same namespace
+    see each other's PIDs in /proc. Empty where that cannot be told."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class Holder:
+    host: str
+    namespace: str
+    pid: int
+    started: str
+
+    def __str__(self) -> str:
+        return f"{self.host}|{self.namespace}|{self.pid}|{self.started}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> Holder | None:
+        parts = (text or "").split("|")
+        if len(parts) != 4 or not parts[2].isdigit():
+            return None
+        return cls(parts[0], parts[1], int(parts[2]), parts[3])
+
+    def gone(self) -> bool:
+        """True only when this process can see that the holder no longer runs."""
+        if not self.namespace or self.namespace != _namespace():
+            return False  # another host or namespace: only its lease can tell
+        return _start_ticks(self.pid) != self.started
+
+
+_me: tuple[int, Holder] | None = None
+
+
+def this_process() -> Holder:
+    global _me
+    pid = os.getpid()
+    if _me is None or _me[0] != pid:  # (again after a fork)
+        _me = (pid, Holder(socket.gethostname()[:100], _namespace(), pid,
+                           _start_ticks(pid) or os.urandom(6).hex()))
+    return _me[1]
+
+
+# -- the stored answer, and the reservation ---------------------------------------------
+
 @dataclass(frozen=True)
 class Stored:
     """A finished request's answer."""
@@ -61,33 +143,68 @@ class Stored:
                         media_type="application/json", headers={"Idempotent-Replay": "true"})
 
 
-@dataclass(frozen=True)
 class Reserved:
-    """This request holds the key: complete or abandon it."""
+    """This request holds the key: complete or abandon it. Its lease is renewed while the
+    object lives and neither has been called."""
 
-    settings: Settings
-    tenant_id: str
-    key: str
+    def __init__(self, settings: Settings, tenant_id: str, key: str) -> None:
+        self.settings = settings
+        self.tenant_id = tenant_id
+        self.key = key
+        self.holder = str(this_process())
+        self.finished = False
+        _renewer.hold(self)
 
-    def complete(self, status_code: int, body: bytes, asked: str) -> None:
-        with session_scope(self.settings.database_url) as session:
-            session.execute(update(IdempotencyRecord).where(
-                IdempotencyRecord.tenant_id == self.tenant_id,
-                IdempotencyRecord.key == self.key,
-            ).values(status_code=status_code, response_body=body, request_hash=asked))
+    def _mine(self) -> tuple[ColumnElement[bool], ...]:
+        return (IdempotencyRecord.tenant_id == self.tenant_id,
+                IdempotencyRecord.key == self.key, IdempotencyRecord.holder == self.holder,
+                IdempotencyRecord.status_code.is_(None))
+
+    def complete(self, status_code: int, body: bytes, asked: str,
+                 session: Session | None = None) -> None:
+        """Store the answer: in `session`, the request's own transaction (its commit then
+        stores the work and the answer together), or else in a transaction of its own."""
+        self.finished = True
+        statement = update(IdempotencyRecord).where(*self._mine()).values(
+            status_code=status_code, response_body=body, request_hash=asked,
+            lease_until=None)
+        if session is not None:
+            stored = session.execute(statement).rowcount  # type: ignore[attr-defined]
+        else:
+            with session_scope(self.settings.database_url) as own:
+                stored = own.execute(statement).rowcount  # type: ignore[attr-defined]
+        if not stored:  # its lease lapsed (renewals failed) and a retry took it over
+            log.warning("%s %r: the reservation was taken over before its answer was "
+                        "stored", HEADER, self.key)
 
     def abandon(self) -> None:
+        self.finished = True
         with session_scope(self.settings.database_url) as session:
-            session.execute(delete(IdempotencyRecord).where(
-                IdempotencyRecord.tenant_id == self.tenant_id,
-                IdempotencyRecord.key == self.key,
-                IdempotencyRecord.status_code.is_(None)))
+            session.execute(delete(IdempotencyRecord).where(*self._mine()))
+
+
+def _in_progress() -> ApiError:
+    return ApiError(409, f"a request with this {HEADER} is still in progress",
+                    {"field": HEADER})
+
+
+def _free(record: IdempotencyRecord, now: datetime) -> bool:
+    """Whether an unfinished reservation may be taken over: its holder is gone."""
+    if record.holder is None:
+        return record.created_at + LEGACY_HOLD < now
+    if record.lease_until is None or record.lease_until < now:
+        return True
+    holder = Holder.parse(record.holder)
+    return holder is not None and holder.gone()
 
 
 def begin(settings: Settings, tenant_id: str, key: str, route: str) -> Stored | Reserved:
-    """The stored answer for this key, or a reservation of it (409 while another request
-    holds it; 422 if it was used on another route)."""
-    expired = utcnow() - timedelta(hours=settings.idempotency_hours)
+    """The stored answer for this key, or a reservation of it (409 while another live
+    request holds it; 422 if it was used on another route)."""
+    now = utcnow()
+    expired = now - timedelta(hours=settings.idempotency_hours)
+    lease = now + timedelta(seconds=settings.idempotency_lease_seconds)
+    me = str(this_process())
     try:
         with session_scope(settings.database_url) as session:
             session.execute(delete(IdempotencyRecord).where(
@@ -97,16 +214,92 @@ def begin(settings: Settings, tenant_id: str, key: str, route: str) -> Stored | 
                 IdempotencyRecord.tenant_id == tenant_id, IdempotencyRecord.key == key))
             if record is None:
                 session.add(IdempotencyRecord(tenant_id=tenant_id, key=key, route=route,
-                                              request_hash="", created_at=utcnow()))
+                                              request_hash="", created_at=now, holder=me,
+                                              lease_until=lease))
                 session.flush()
-                return Reserved(settings, tenant_id, key)
-            if record.route != route:
-                raise ApiError(422, f"this {HEADER} was used for a different request",
-                               {"field": HEADER})
-            if record.status_code is None or record.response_body is None:
-                raise ApiError(409, f"a request with this {HEADER} is still in progress",
-                               {"field": HEADER})
-            return Stored(record.status_code, record.response_body, record.request_hash)
+            else:
+                if record.route != route:
+                    raise ApiError(422, f"this {HEADER} was used for a different request",
+                                   {"field": HEADER})
+                if record.status_code is not None and record.response_body is not None:
+                    return Stored(record.status_code, record.response_body,
+                                  record.request_hash)
+                if not _free(record, now):
+                    raise _in_progress()
+                # taken over only if nobody else did since it was read
+                same_holder = (IdempotencyRecord.holder.is_(None) if record.holder is None
+                               else IdempotencyRecord.holder == record.holder)
+                taken = session.execute(
+                    update(IdempotencyRecord).where(
+                        IdempotencyRecord.id == record.id, same_holder,
+                        IdempotencyRecord.status_code.is_(None))
+                    .values(holder=me, lease_until=lease, created_at=now, request_hash="")
+                    .execution_options(synchronize_session=False))
+                if taken.rowcount != 1:  # type: ignore[attr-defined]
+                    raise _in_progress()
+                log.warning("%s %r: its holder (%s) is gone; this request takes it over",
+                            HEADER, key, record.holder)
     except IntegrityError:  # a concurrent request reserved it first
-        raise ApiError(409, f"a request with this {HEADER} is still in progress",
-                       {"field": HEADER}) from None
+        raise _in_progress() from None
+    return Reserved(settings, tenant_id, key)
+
+
+# -- the lease: renewed by one thread per process while any reservation lives ------------
+
+class _Renewer:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: weakref.WeakSet[Reserved] = weakref.WeakSet()
+        self.thread: threading.Thread | None = None
+
+    def hold(self, reserved: Reserved) -> None:
+        with self.lock:
+            self.held.add(reserved)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, daemon=True,
+                                               name="idempotency-lease")
+                self.thread.start()
+
+    def _live(self) -> list[Reserved]:
+        with self.lock:
+            return [r for r in list(self.held) if not r.finished]
+
+    def _run(self) -> None:
+        while True:
+            live = self._live()
+            if not live:
+                with self.lock:  # nothing to renew: end (hold() starts another)
+                    if not [r for r in list(self.held) if not r.finished]:
+                        self.thread = None
+                        return
+                continue
+            time.sleep(min(r.settings.idempotency_lease_seconds for r in live) / 3)
+            renew(self._live())
+
+
+_renewer = _Renewer()
+
+
+def renew(held: list[Reserved]) -> int:
+    """Extend the lease of every reservation in `held` (this process's); how many rows."""
+    renewed = 0
+    by_database: dict[str, list[Reserved]] = {}
+    for reserved in held:
+        by_database.setdefault(reserved.settings.database_url, []).append(reserved)
+    for url, group in by_database.items():
+        lease = utcnow() + timedelta(seconds=min(
+            r.settings.idempotency_lease_seconds for r in group))
+        keys = or_(*(and_(IdempotencyRecord.tenant_id == r.tenant_id,
+                          IdempotencyRecord.key == r.key) for r in group))
+        try:
+            with session_scope(url) as session:
+                renewed += session.execute(
+                    update(IdempotencyRecord).where(
+                        keys, IdempotencyRecord.holder == group[0].holder,
+                        IdempotencyRecord.status_code.is_(None))
+                    .values(lease_until=lease).execution_options(synchronize_session=False)
+                ).rowcount  # type: ignore[attr-defined]
+        except Exception:  # the next renewal, a third of the lease later, tries again
+            log.warning("could not renew the leases of %d %s reservation(s)", len(group),
+                        HEADER, exc_info=True)
+    return renewed

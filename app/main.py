@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import bus
 from app.auth import CSRF_HEADER, SignInRequired, declare_bearer_security
+from app.body_limit import BodyLimitMiddleware
 from app.docs import install_docs
 from app.errors import install_error_handlers
 from app.routes import (
@@ -122,6 +123,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)
+    # every body bounded before anything reads it (inside CORS, so a browser sees its 413)
+    app.add_middleware(BodyLimitMiddleware, settings=settings)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_credentials=False,

@@ -115,6 +115,9 @@ class IdempotencyRecord(Base):
     status_code: Mapped[int | None] = mapped_column(Integer)  # None while in progress
     response_body: Mapped[bytes | None] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    # while in progress: the process that holds it and until when (app/idempotency.py)
+    holder: Mapped[str | None] = mapped_column(String(255))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 def _tenant_column() -> Mapped[str]:

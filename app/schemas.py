@@ -160,12 +160,18 @@ class WorkerPublic(BaseModel):
 
 
 class QueuePublic(BaseModel):
-    queued: int = Field(description="Jobs waiting for a worker (every tenant's)")
-    running: int = Field(description="Jobs running (every tenant's)")
+    queued: int = Field(description="Jobs waiting for a worker (every tenant's with an "
+                        "admin key, else the caller's tenant's)")
+    running: int = Field(description="Jobs running (every tenant's with an admin key, "
+                         "else the caller's tenant's)")
 
 
 class StatusPublic(BaseModel):
-    workers: list[WorkerPublic]
+    scope: Literal["service", "tenant"] = Field(
+        description="service: an admin key's view (every worker, every tenant's queue); "
+                    "tenant: any other key's (worker counts, its own tenant's queue)")
+    workers: list[WorkerPublic] | None = Field(
+        description="Every worker process (admin key); null for other keys")
     ready_workers: int
     warming_workers: int
     queue: QueuePublic

@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     max_line_bytes: int = Field(16 << 20, gt=0)
     max_predict_rows: int = Field(100_000, gt=0)
     max_predict_bytes: int = Field(32 << 20, gt=0)
+    # Every other request body (the JSON control routes: jobs, searches, splits,
+    # evaluations, admin), checked on the raw stream before it is parsed or the key is
+    # checked (app/body_limit.py); uploads and predict have the two limits above.
+    max_json_body_bytes: int = Field(1 << 20, gt=0)
     job_max_seconds: float = Field(3600.0, gt=0)
     max_queued_jobs: int = Field(1000, gt=0)
     # Crash recovery: a running job whose heartbeat is older than the lease is re-queued
@@ -94,6 +98,10 @@ class Settings(BaseSettings):
     max_dataset_bytes: int = Field(128 << 20, gt=0)  # the arrays of one dataset
     max_concurrent_uploads: int = Field(2, ge=1)  # per API process; the rest wait
     idempotency_hours: float = Field(24.0, gt=0)
+    # An Idempotency-Key in progress is leased to its request's process, which renews the
+    # lease every third of this; a key whose holder died is free again after it (at once
+    # when the holder was a process of the same host that is gone).
+    idempotency_lease_seconds: float = Field(10.0, gt=0)
     # Caps on what a training spec may ask for.
     max_job_seconds: float = Field(86_400.0, gt=0)
     max_cache_mb: float = Field(4096.0, gt=0)

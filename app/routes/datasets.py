@@ -116,11 +116,10 @@ async def _upload(request: Request, settings: SettingsDep, session: WriteSession
         return Response(answer.model_dump_json(), status_code=status,
                         media_type="application/json")
     body = answer.model_dump_json().encode()
-    # the dataset commits before its answer is stored: a crash in between leaves a
-    # reservation without an answer (a retry gets 409 until it expires), never an answer
-    # naming a dataset that was not committed
+    # the dataset and its stored answer commit together: a crash leaves both or neither
+    # (and a retry of a request whose process died takes the key over: app/idempotency.py)
+    await anyio.to_thread.run_sync(held.complete, status, body, asked, session)
     await anyio.to_thread.run_sync(session.commit)
-    await anyio.to_thread.run_sync(held.complete, status, body, asked)
     return Response(body, status_code=status, media_type="application/json")
 
 
@@ -178,8 +177,8 @@ def split_dataset(dataset_id: str, spec: SplitCreate, request: Request, reader: 
         held.abandon()
         raise
     body = answer.model_dump_json().encode()
-    session.commit()  # the datasets commit before their answer is stored
-    held.complete(201, body, asked)
+    held.complete(201, body, asked, session)  # the datasets and their answer commit together
+    session.commit()
     return Response(body, status_code=201, media_type="application/json")
 
 

@@ -44,8 +44,8 @@ def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
         held.abandon()
         raise
     body = job.model_dump_json().encode()
-    session.commit()  # end this request's transaction (SQLite: its write lock) first
-    held.complete(202, body, asked)
+    held.complete(202, body, asked, session)  # the job and its answer commit together
+    session.commit()
     return Response(body, status_code=202, media_type="application/json")
 
 

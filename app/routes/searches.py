@@ -69,8 +69,8 @@ def create_search(spec: SearchCreate, request: Request, session: WriteSessionDep
         held.abandon()
         raise
     body = search.model_dump_json().encode()
+    held.complete(202, body, asked, session)  # the search and its answer commit together
     session.commit()
-    held.complete(202, body, asked)
     return Response(body, status_code=202, media_type="application/json")
 
 

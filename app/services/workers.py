@@ -1,5 +1,7 @@
 """Workers: each worker process's readiness and heartbeat (the `workers` table), what
-GET /v1/status shows, and why a queued job waits (`waiting_for`).
+GET /v1/status shows (to an admin key: every worker and the service's queue; to any
+other key: how many workers are ready or warming and its own tenant's queue), and why a
+queued job waits (`waiting_for`).
 
 A worker process registers as `warming` when it starts (it compiles or loads the solver
 kernels: seconds with a warm on-disk cache, a minute or more on a new machine), becomes
@@ -129,17 +131,32 @@ class Fleet:
         return 0 if queued_at is None else bisect.bisect_left(self.queued_at, queued_at)
 
 
-def read_fleet(session: Session, settings: Settings) -> Fleet:
-    now = utcnow()
+def read_workers(session: Session, settings: Settings, now: datetime | None = None
+                 ) -> list[WorkerView]:
+    now = now or utcnow()
     rows = session.scalars(select(WorkerProcess).order_by(WorkerProcess.started_at,
                                                           WorkerProcess.hostname,
                                                           WorkerProcess.pid)).all()
+    return [_view(r, now, settings.worker_stale_seconds) for r in rows]
+
+
+def read_fleet(session: Session, settings: Settings) -> Fleet:
+    now = utcnow()
     running = session.scalar(select(func.count()).select_from(Job)
                              .where(Job.status == JobStatus.RUNNING)) or 0
     queued_at = sorted(at for at in session.scalars(
         select(Job.queued_at).where(Job.status == JobStatus.QUEUED)) if at is not None)
-    return Fleet([_view(r, now, settings.worker_stale_seconds) for r in rows], int(running),
-                 queued_at, now)
+    return Fleet(read_workers(session, settings, now), int(running), queued_at, now)
+
+
+def tenant_queue(session: Session, tenant_id: str) -> tuple[int, int]:
+    """(queued, running) jobs of one tenant: what GET /v1/status shows a tenant's key
+    (the service-wide figures, like the workers' names, are for admin keys)."""
+    counts = {status: count for status, count in session.execute(
+        select(Job.status, func.count()).where(
+            Job.tenant_id == tenant_id,
+            Job.status.in_([JobStatus.QUEUED, JobStatus.RUNNING])).group_by(Job.status))}
+    return int(counts.get(JobStatus.QUEUED, 0)), int(counts.get(JobStatus.RUNNING, 0))
 
 
 def _ago(seconds: float) -> str:

@@ -51,7 +51,8 @@ def _waiting_for(client: TestClient, job_id: str) -> str:
 def test_status_without_workers_and_a_job_that_waits_for_one(
         client: TestClient, settings: Settings, cancer_bytes: bytes) -> None:
     status = client.get("/v1/status").json()
-    assert status == {"workers": [], "ready_workers": 0, "warming_workers": 0,
+    assert status == {"scope": "service", "workers": [], "ready_workers": 0,
+                      "warming_workers": 0,
                       "queue": {"queued": 0, "running": 0},
                       "worker_stale_seconds": settings.worker_stale_seconds}
     job_id = _queued_job(client, cancer_bytes)
@@ -117,6 +118,43 @@ def test_status_needs_a_read_key(client: TestClient, settings: Settings) -> None
     assert client.get("/v1/status", headers={"Authorization": ""}).status_code == 401
     reader = make_key(settings, "default", ("read",))
     assert client.get("/v1/status", headers=bearer(reader)).status_code == 200
+
+
+def test_a_tenant_key_sees_its_own_queue_and_no_worker_identities(
+        client: TestClient, settings: Settings, cancer_bytes: bytes) -> None:
+    """Tenant "default" has two queued jobs and a running one; tenant "other" one queued.
+    A read or train key sees only its own tenant's figures and the worker counts; the
+    admin key sees every tenant's jobs and the workers' host names and PIDs."""
+    _worker(settings, "ready", hostname="celery@secret-host")
+    _worker(settings, "warming", hostname="celery@warming-host")
+    running = _queued_job(client, cancer_bytes)
+    assert claim(settings, running, "celery@secret-host pid 4242") is not None
+    for _ in range(2):
+        _queued_job(client, cancer_bytes)
+    other_train = make_key(settings, "other", ("train",))
+    other = bearer(other_train)
+    dataset = client.post("/v1/datasets", content=cancer_bytes, headers=other).json()["id"]
+    assert client.post("/v1/jobs", json={"dataset_id": dataset},
+                       headers=other).status_code == 202
+
+    service = client.get("/v1/status").json()  # the admin key of tenant "default"
+    assert service["scope"] == "service"
+    assert service["queue"] == {"queued": 3, "running": 1}
+    assert {w["hostname"] for w in service["workers"]} == {"celery@secret-host",
+                                                           "celery@warming-host"}
+    assert {w["pid"] for w in service["workers"]} == {4242}
+
+    expected = {"default": {"queued": 2, "running": 1}, "other": {"queued": 1, "running": 0}}
+    for tenant, scopes in (("default", ("read",)), ("default", ("train",)),
+                           ("other", ("read",))):
+        response = client.get("/v1/status", headers=bearer(make_key(settings, tenant,
+                                                                    scopes)))
+        assert response.status_code == 200, response.text
+        shown = response.json()
+        assert shown == {"scope": "tenant", "workers": None, "ready_workers": 1,
+                         "warming_workers": 1, "queue": expected[tenant],
+                         "worker_stale_seconds": settings.worker_stale_seconds}
+        assert "secret-host" not in response.text and "4242" not in response.text
 
 
 def test_the_sweep_forgets_long_stale_workers(settings: Settings) -> None:
