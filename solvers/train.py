@@ -299,19 +299,22 @@ def _intercept(solution: BinarySolution, w: np.ndarray, bias_scale: float,
 # --------------------------------------------------------------------------------------
 # Warm-up
 #
-# Compiling every kernel from an empty Numba cache costs minutes of CPU on a new machine
-# (SMO alone over half of it), loading them from the on-disk cache seconds. The kernels are
-# warmed in groups, in this order: those of `auto`'s linear path (the default of a job: dcd,
-# tron, ocas, newton, gram, with the certificate), then SMO's, then the rest. Numba's cache
+# Compiling every kernel from an empty Numba cache costs about two minutes of CPU (SMO alone
+# over half of it), loading them from the on-disk cache seconds. The kernels are warmed in
+# groups, in this order: those of `auto`'s linear path (the default of a job: dcd, tron,
+# ocas, newton, gram, with the certificate), the svmlight parser, SMO's, then the rest. Numba's cache
 # is a set of files, so several processes can fill it at once, each compiling other groups
 # (`compile_groups`): a group is compiled under a file lock beside the cache, and a process
 # that finds a group's lock taken goes on to the next one, coming back to it (now a load
 # from the cache) once the holder is done. The worker does this with helper processes
 # (workers.training.warm_up); `warmup()` does it all in the calling process.
 
-# Entry points to warm: a solver's fits, "<solver>:rare" its warm_rare_kernels, "workflow".
+# Entry points to warm: a solver's fits, "<solver>:rare" its warm_rare_kernels, "workflow"
+# (scaling, calibration), "parser" (the svmlight parser: the API's first upload, which a
+# helper compiles first, so that the API loads it from the cache rather than compiling it).
 WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
     "linear": ("margins", "dcd", "tron", "ocas", "newton", "gram", "auto"),
+    "parser": ("parser",),
     "smo": ("smo",),
     "smo-parallel": ("smo:rare",),
     "other": ("acf", "alm", "pegasos", "workflow"),
@@ -371,6 +374,11 @@ def _warm_entry(entry: str) -> None:
         return
     if entry == "workflow":
         workflow.warmup()
+        return
+    if entry == "parser":
+        from solvers.svmlight import parse_stream
+
+        parse_stream([b"+1 1:0.5 3:1 # a comment\n-1 qid:2 2:1e-3 4:-2\n"])
         return
     name, _, part = entry.partition(":")
     module = solver_module(name)

@@ -26,7 +26,8 @@ KEY = re.compile(rb"hk_[0-9a-f]{12}_[A-Za-z0-9_\-]{20,}")
 
 def first_job(content: bytes, work: Path, command: list[str] | None = None,
               cwd: Path = REPO, env: dict[str, str] | None = None,
-              healthz_timeout: float = 180.0, job_timeout: float = 300.0) -> dict[str, Any]:
+              healthz_timeout: float = 180.0, job_timeout: float = 300.0,
+              request_timeout: float = 120.0) -> dict[str, Any]:
     """Start `make run`'s service (`command`, default `python -m app.run`, in `cwd`) with
     its home in `work`, and time a first job once /healthz answers.
 
@@ -60,7 +61,7 @@ def first_job(content: bytes, work: Path, command: list[str] | None = None,
         if match is None:
             raise RuntimeError(f"no admin key printed:\n{log_path.read_text()[-3000:]}")
         headers = {"Authorization": f"Bearer {match.group(0).decode()}"}
-        with httpx.Client(base_url=base, timeout=120, headers=headers) as client:
+        with httpx.Client(base_url=base, timeout=request_timeout, headers=headers) as client:
             status_at_start = client.get("/v1/status").json()
             upload = client.post("/v1/datasets?name=first", content=content)
             upload.raise_for_status()
