@@ -156,7 +156,7 @@ def sample(
     if kind not in samples.KINDS:
         raise typer.BadParameter(f"choose one of: {', '.join(samples.KINDS)}",
                                  param_hint="--kind")
-    text = samples.sample(kind, rows, seed)  # type: ignore[arg-type]
+    text = samples.sample(kind, rows, seed)
     if out_file is None:
         sys.stdout.write(text)
         return

@@ -302,12 +302,12 @@ def _intercept(solution: BinarySolution, w: np.ndarray, bias_scale: float,
 # Compiling every kernel from an empty Numba cache costs about two minutes of CPU (SMO alone
 # over half of it), loading them from the on-disk cache seconds. The kernels are warmed in
 # groups, in this order: those of `auto`'s linear path (the default of a job: dcd, tron,
-# ocas, newton, gram, with the certificate), the svmlight parser, SMO's, then the rest. Numba's cache
-# is a set of files, so several processes can fill it at once, each compiling other groups
-# (`compile_groups`): a group is compiled under a file lock beside the cache, and a process
-# that finds a group's lock taken goes on to the next one, coming back to it (now a load
-# from the cache) once the holder is done. The worker does this with helper processes
-# (workers.training.warm_up); `warmup()` does it all in the calling process.
+# ocas, newton, gram, with the certificate), the svmlight parser, SMO's, then the rest.
+# Numba's cache is a set of files, so several processes can fill it at once, each compiling
+# other groups (`compile_groups`): a group is compiled under a file lock beside the cache,
+# and a process that finds a group's lock taken goes on to the next one, coming back to it
+# (now a load from the cache) once the holder is done. The worker does this with helper
+# processes (workers.training.warm_up); `warmup()` does it all in the calling process.
 
 # Entry points to warm: a solver's fits, "<solver>:rare" its warm_rare_kernels, "workflow"
 # (scaling, calibration), "parser" (the svmlight parser: the API's first upload, which a
@@ -430,7 +430,8 @@ def _lock_dir() -> Path:
     package's __pycache__), or a temporary folder if that one is not writable."""
     from numba.core import config
 
-    base = Path(config.CACHE_DIR) if config.CACHE_DIR else Path(__file__).parent / "__pycache__"
+    chosen = str(getattr(config, "CACHE_DIR", "") or "")  # NUMBA_CACHE_DIR
+    base = Path(chosen) if chosen else Path(__file__).parent / "__pycache__"
     with contextlib.suppress(OSError):
         base.mkdir(parents=True, exist_ok=True)
         if os.access(base, os.W_OK):
