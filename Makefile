@@ -11,12 +11,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# `make run` installs only what the service needs, then compiles every Numba kernel into
-# the on-disk cache, so that no job waits for a worker's first compilation.
+# `make run` installs only what the service needs and starts at once: the API answers while
+# the worker compiles the Numba kernels into the on-disk cache (the first time only; it
+# reports `warming` in GET /v1/status until the kernels of `auto` and `smo` are ready).
 $(RUN_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
-	@echo "compiling the solver kernels once (about a minute on a new machine)..."
-	$(PY) -c "from solvers.train import warmup; print(f'solver kernels ready in {warmup():.1f} s')"
 	@touch $(RUN_STAMP)
 
 # Tests, benchmarks and lint add the dev extras (test runners, reference engines, linters).

@@ -1,7 +1,8 @@
 """`hinge`: Hinge's command line (Typer + Rich), on the Python client in app/client.py.
 
-It reads HINGE_URL (default http://127.0.0.1:8000) and HINGE_API_KEY (or --url and
---api-key). Exit codes: 0 success; 1 an API or connection error (its message on stderr);
+It reads HINGE_URL (default http://127.0.0.1:$HINGE_PORT, port 8000 by default) and
+HINGE_API_KEY (or --url and --api-key). `hinge sample` writes a small dataset (app/sample.py)
+without a server. Exit codes: 0 success; 1 an API or connection error (its message on stderr);
 2 a usage error; 3 a watched job that ended `failed` or `cancelled`; 130 interrupted by
 Ctrl-C (after asking whether to cancel the watched job, whatever the answer).
 """
@@ -33,6 +34,7 @@ from rich.prompt import Confirm
 from rich.table import Table
 from rich.text import Text
 
+from app import sample as samples
 from app.client import Dataset, HingeClient, HingeError, Job
 
 EXIT_OK = 0
@@ -64,7 +66,8 @@ class Options:
 def main_options(
     ctx: typer.Context,
     url: Annotated[str | None, typer.Option(envvar="HINGE_URL", help="The server's "
-                   "address (default: http://127.0.0.1:8000)")] = None,
+                   "address (default: http://127.0.0.1:$HINGE_PORT, port 8000 by default)",
+                   show_default=False)] = None,
     api_key: Annotated[str | None, typer.Option(envvar="HINGE_API_KEY",
                        help="An API key, hk_...")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON answers")
@@ -134,6 +137,31 @@ def upload(ctx: typer.Context,
         print(dataset["id"])
     else:
         out.print(_dataset_line(dataset), highlight=False)
+
+
+@app.command()
+def sample(
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", "-o", dir_okay=False, help="Write to this file (default: standard output)")
+    ] = None,
+    kind: Annotated[str, typer.Option(help="binary (labels -1/+1) or multiclass (1, 2, 3)")
+                    ] = "binary",
+    rows: Annotated[int, typer.Option(min=1, help="How many rows")] = samples.DEFAULT_ROWS,
+    seed: Annotated[int, typer.Option(min=0, help="Draws the rows: another seed gives "
+                                      "new rows of the same problem (a test set)")] = 0,
+) -> None:
+    """Write a small a9a-like svmlight dataset (one-hot 0/1 features) to try Hinge with.
+
+    Made here, from a fixed rule: no server, no download."""
+    if kind not in samples.KINDS:
+        raise typer.BadParameter(f"choose one of: {', '.join(samples.KINDS)}",
+                                 param_hint="--kind")
+    text = samples.sample(kind, rows, seed)
+    if out_file is None:
+        sys.stdout.write(text)
+        return
+    out_file.write_text(text)
+    err.print(f"wrote {rows:,} {kind} rows to {out_file}")
 
 
 @app.command()

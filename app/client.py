@@ -7,7 +7,7 @@ alone.
 
     from app.client import HingeClient
 
-    with HingeClient() as hinge:                      # HINGE_URL, HINGE_API_KEY
+    with HingeClient() as hinge:          # HINGE_URL (or HINGE_PORT), HINGE_API_KEY
         dataset = hinge.upload("a9a.xz", name="a9a")
         job = hinge.train(dataset["id"], solver="dcd", params={"C": 1})
         for event in hinge.events(job["id"]):         # Server-Sent Events, to the end
@@ -34,7 +34,19 @@ from httpx_sse import connect_sse
 
 from app.job_status import TERMINAL_STATUSES
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_PORT = 8000  # HINGE_PORT's default, the port `make run` serves on
+
+
+def default_url() -> str:
+    """$HINGE_URL, else the address `make run` serves on: http://127.0.0.1:$HINGE_PORT
+    (HINGE_PORT defaults to 8000)."""
+    url = os.environ.get("HINGE_URL")
+    if url:
+        return url
+    port = os.environ.get("HINGE_PORT") or str(DEFAULT_PORT)
+    return f"http://127.0.0.1:{port}"
+
+
 UPLOAD_CHUNK_BYTES = 1 << 20
 TERMINAL = frozenset(status.value for status in TERMINAL_STATUSES)
 
@@ -169,11 +181,11 @@ ProgressCallback = Callable[[int, int | None], None]  # (bytes sent, total bytes
 
 class HingeClient:
     """Hinge's API over one httpx connection pool. `url` defaults to $HINGE_URL (else
-    http://127.0.0.1:8000), `api_key` to $HINGE_API_KEY."""
+    http://127.0.0.1:$HINGE_PORT, port 8000 by default), `api_key` to $HINGE_API_KEY."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *,
                  timeout: float = 60.0, transport: httpx.BaseTransport | None = None) -> None:
-        self.url = (url or os.environ.get("HINGE_URL") or DEFAULT_URL).rstrip("/")
+        self.url = (url or default_url()).rstrip("/")
         key = api_key if api_key is not None else os.environ.get("HINGE_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,

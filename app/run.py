@@ -137,7 +137,9 @@ def serve() -> int:
 
     children = [Child("API", api), Child("worker", worker)]
     print(f"\nHinge is starting at http://{settings.host}:{settings.port}/  "
-          f"(API docs: /docs; data in {settings.home}); Ctrl-C stops it.\n", flush=True)
+          f"(API docs: /docs; data in {settings.home}); Ctrl-C stops it.\nThe API answers "
+          "at once; the worker is `warming` (GET /v1/status) until its solver kernels are "
+          "loaded: seconds, or minutes the first time, when it compiles them.\n", flush=True)
     try:
         while not stopping:
             now = time.monotonic()

@@ -37,7 +37,11 @@ SEARCH_TASK = "hinge.search_task"
 # adds up to a second to every job's start. kombu passes transport options straight to
 # create_engine, so the interval can only be set on the transport class.
 SQLA_POLLING_SECONDS = 0.1
-WARM_UP_TIMEOUT_SECONDS = 300.0
+# A pool process that has not come up by then is replaced. Its warm-up loads the kernels of
+# `auto` and `smo` from the cache in seconds, but compiles them the first time: over a
+# minute of CPU on a quiet 2-core machine, several on a busy one (the kernels compiled so
+# far stay in the cache, so a replaced process resumes rather than restarts).
+WARM_UP_TIMEOUT_SECONDS = 900.0
 
 
 def hard_time_limit(settings: Settings) -> float:
@@ -109,8 +113,9 @@ def _forget_node(**_kwargs: Any) -> None:
 
 @worker_process_init.connect
 def _warm_solvers(sender: Any = None, **_kwargs: Any) -> None:
-    """Report `warming`, compile (or load from the on-disk cache) every solver kernel
-    before the first job, then report `ready` (GET /v1/status, a job's waiting_for)."""
+    """Report `warming`, compile (or load from the on-disk cache) the kernels of `auto`
+    and `smo` before the first job (helper processes compile the others meanwhile:
+    workers.training.warm_up), then report `ready` (GET /v1/status, a job's waiting_for)."""
     from workers.presence import Presence
     from workers.training import warm_up
 
@@ -124,5 +129,8 @@ def _warm_solvers(sender: Any = None, **_kwargs: Any) -> None:
 
 @worker_process_shutdown.connect
 def _leave(**_kwargs: Any) -> None:
+    from workers.training import stop_kernel_compilers
+
+    stop_kernel_compilers()
     while _PRESENCE:
         _PRESENCE.pop().stop()

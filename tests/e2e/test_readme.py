@@ -10,14 +10,19 @@ How a block is read (README.md says so above the curl block):
   of a text); a string `"abcd…"` or a text `abcd…` made of hex digits is an id;
 - `NAME=abcd…` takes the id the closest output above it shows as `abcd…` (found in the
   real output at the same key, or the same place in the text), `NAME=hk_…` the API key;
-- `http://127.0.0.1:8000` is the live server and `../shared/data/` the shared data sets.
+- the blocks run in a new folder with `.venv/bin/hinge` (the console script) in it, and
+  with HINGE_PORT set to the live server's port: the README sets HINGE_URL from it, as a
+  user's shell would from `make run`'s HINGE_PORT, and nothing else names an address. The
+  data are what `hinge sample` writes: nothing from ../shared (a user's clone has none).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,7 +34,7 @@ import pytest
 
 from solvers.backbone import PROGRESS_INTERVAL_S
 from tests.e2e.hinge_cli import cli_env, hinge_bin_dir
-from tests.support import REPO, SHARED_DATA, data_file, embedded_settings, running_service
+from tests.support import REPO, embedded_settings, running_service
 
 ANY = "\x00ANY"
 README = REPO / "README.md"
@@ -335,8 +340,7 @@ def run_walkthrough(title: str, base: str, key: str, cwd: Path, env: dict[str, s
     done: list[Step] = []
     prelude: list[str] = []
     for step in steps(section_block(title)):
-        command = (step.command.replace("http://127.0.0.1:8000", base)
-                   .replace("../shared/data/", f"{SHARED_DATA}/"))
+        command = step.command
         assignment = ASSIGNMENT.match(command)
         if assignment and "\n" not in command:
             name, value = assignment.group(2), assignment.group(3)
@@ -363,41 +367,60 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def a9a() -> Path:
-    data_file("a9a.t.xz")
-    return data_file("a9a.xz")
-
-
 def _live(service: httpx.Client) -> tuple[str, str]:
     return (str(service.base_url).rstrip("/"),
             service.headers["Authorization"].removeprefix("Bearer "))
 
 
-def test_the_curl_walkthrough_runs_as_written(service: httpx.Client, a9a: Path,
-                                              tmp_path: Path) -> None:
+def _user_folder(tmp_path: Path, base: str, key: str) -> tuple[Path, dict[str, str]]:
+    """A folder like a checkout after `make run` (`.venv/bin/hinge`), and a shell that
+    knows only HINGE_PORT (the live server's port): no HINGE_URL, no ../shared."""
+    bin_dir = hinge_bin_dir(tmp_path)
+    venv_bin = tmp_path / "user" / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    shutil.copy(bin_dir / "hinge", venv_bin / "hinge")
+    env = cli_env(base, key, bin_dir)
+    env.pop("HINGE_URL")
+    env["HINGE_PORT"] = base.rsplit(":", 1)[1]
+    env["HINGE_SHARED_DATA"] = os.devnull  # nothing may read the shared data sets
+    return tmp_path / "user", env
+
+
+def _one_address(title: str) -> None:
+    """Every command takes the address from $HINGE_URL: no other address is written."""
+    block = section_block(title)
+    assert "../shared" not in block and "a9a.xz" not in block
+    for step in steps(block):
+        literal = re.findall(r"https?://[^\s\"']+", step.command)
+        assert all(url == "http://127.0.0.1:${HINGE_PORT:-8000}" for url in literal), step
+        assert "/v1/" not in step.command or "$HINGE_URL/v1/" in step.command, step
+
+
+def test_the_curl_walkthrough_runs_as_written(service: httpx.Client, tmp_path: Path) -> None:
     base, key = _live(service)
-    done = run_walkthrough("Walk-through with curl", base, key, tmp_path,
-                           cli_env(base, key, hinge_bin_dir(tmp_path)))
+    _one_address("Walk-through with curl")
+    cwd, env = _user_folder(tmp_path, base, key)
+    done = run_walkthrough("Walk-through with curl", base, key, cwd, env)
     commands = " ".join(step.command for step in done)
     for route in ("/v1/datasets", "/v1/jobs", "/events", "/cancel", "/predict", "/export"):
         assert route in commands
+    assert "hinge sample" in commands
     assert sum(1 for step in done if step.shown) >= 8
-    assert (tmp_path / "a9a.model").read_text().startswith("solver_type L2R_L1LOSS_SVC_DUAL")
+    assert (cwd / "sample.model").read_text().startswith("solver_type L2R_L1LOSS_SVC_DUAL")
 
 
-def test_the_cli_walkthrough_runs_as_written(service: httpx.Client, a9a: Path,
-                                             tmp_path: Path) -> None:
+def test_the_cli_walkthrough_runs_as_written(service: httpx.Client, tmp_path: Path) -> None:
     base, key = _live(service)
-    env = cli_env(base, key, hinge_bin_dir(tmp_path))
-    for name in ("HINGE_URL", "HINGE_API_KEY"):
-        env.pop(name)  # the walk-through sets them itself
-    done = run_walkthrough("The `hinge` command line", base, key, tmp_path, env)
+    _one_address("The `hinge` command line")
+    cwd, env = _user_folder(tmp_path, base, key)
+    env.pop("HINGE_API_KEY")  # the walk-through sets it itself
+    # HINGE_URL is not set either: the CLI finds the server at HINGE_PORT's address
+    done = run_walkthrough("The `hinge` command line", base, key, cwd, env)
     commands = [step.command.split()[1] for step in done if step.command.startswith("hinge")]
-    for command in ("upload", "train", "jobs", "job", "models", "predict", "export",
-                    "datasets"):
+    for command in ("sample", "upload", "train", "jobs", "job", "models", "predict",
+                    "export", "datasets"):
         assert command in commands
-    assert (tmp_path / "a9a.model").read_text().startswith("solver_type L2R_L1LOSS_SVC_DUAL")
+    assert (cwd / "sample.model").read_text().startswith("solver_type L2R_L1LOSS_SVC_DUAL")
 
 
 def test_shown_outputs_are_read_as_the_docstring_says() -> None:
