@@ -27,7 +27,7 @@ import pytest
 from sklearn.datasets import load_svmlight_file
 
 from testkit import bundled
-from testkit.runtime_venv import PACKAGES
+from testkit.runtime_venv import PACKAGES, fingerprints
 from testkit.service import process_env
 from tests.support import (
     REPO,
@@ -141,3 +141,34 @@ def test_one_job_end_to_end(deployment: tuple[httpx.Client, list[ServiceProcess]
     # the served model predicts its training rows as the worker scored them
     assert accuracy == pytest.approx(job["result"]["train_accuracy"], abs=1e-12), (
         accuracy, job["result"])
+
+
+def test_make_runtime_venv_builds_it_with_the_interpreter_make_run_uses() -> None:
+    plan = subprocess.run(["make", "-n", "runtime-venv"], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout
+    assert "-m testkit.runtime_venv" in plan and "python3.11" in plan, plan
+
+
+def test_the_virtualenv_is_rebuilt_when_dependencies_change_refreshed_when_sources_do(
+        tmp_path: Path) -> None:
+    """testkit.runtime_venv's fingerprints: pyproject.toml (a new virtualenv from nothing,
+    so a removed dependency is gone) and every shipped file (the package reinstalled);
+    caches beside the sources change neither."""
+    repo = tmp_path / "repo"
+    for name in ("pyproject.toml", "README.md"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(name)
+    for package in PACKAGES:
+        (repo / package / "__pycache__").mkdir(parents=True)
+        (repo / package / "__init__.py").write_text("")
+    first = fingerprints(repo)
+    (repo / "solvers" / "__pycache__" / "smo._steps-1.py311.nbi").write_bytes(b"cache")
+    (repo / "app" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"bytecode")
+    assert fingerprints(repo) == first
+    (repo / "app" / "templates").mkdir()
+    (repo / "app" / "templates" / "page.html").write_text("<p>")
+    changed = fingerprints(repo)
+    assert changed["dependencies"] == first["dependencies"]
+    assert changed["sources"] != first["sources"]
+    (repo / "pyproject.toml").write_text('dependencies = ["redis"]')
+    assert fingerprints(repo)["dependencies"] != changed["dependencies"]
