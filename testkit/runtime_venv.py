@@ -49,6 +49,7 @@ VENV = Path(os.environ.get("HINGE_RUNTIME_VENV") or REPO / ".venv-runtime")
 PACKAGES = ("app", "workers", "solvers", "migrations")
 FILES = ("pyproject.toml", "README.md")
 STAMP = "hinge-build.json"
+STEP_SECONDS = 1800  # pip's install, the kernels' compilation: each ends within this
 SKIPPED = ("__pycache__", "*.pyc", "*.nbi", "*.nbc", "*.egg-info")
 
 
@@ -107,7 +108,7 @@ def _pip_install(python: Path, repo: Path, *options: str) -> None:
                             ignore=shutil.ignore_patterns(*SKIPPED))
         subprocess.run([str(python), "-m", "pip", "install", "--quiet",
                         "--disable-pip-version-check", *options, str(source)],
-                       check=True, cwd=scratch, env=_clean_env())
+                       check=True, cwd=scratch, env=_clean_env(), timeout=STEP_SECONDS)
 
 
 def site_packages(venv: Path) -> Path:
@@ -152,7 +153,8 @@ def _warm_up(python: Path) -> str:
         done = subprocess.run(
             [str(python), "-I", "-c", "from solvers.train import warmup; "
              "print(f'solver kernels compiled or loaded in {warmup():.1f} s')"],
-            cwd=scratch, env=_clean_env(), check=True, stdout=subprocess.PIPE, text=True)
+            cwd=scratch, env=_clean_env(), check=True, stdout=subprocess.PIPE, text=True,
+            timeout=STEP_SECONDS)
     return done.stdout.strip()
 
 
