@@ -11,7 +11,9 @@ COPY workers ./workers
 COPY solvers ./solvers
 COPY migrations ./migrations
 # Compile every Numba kernel into the image's cache at build time: no worker compiles at
-# start, and no job waits for it.
+# start, and no job waits for it. The deployment tests (tests/deploy) build the same
+# install (testkit/runtime_venv.py: `pip install .` of the files copied above, no extras,
+# then this warm-up) and run it on every documented deployment: keep the two in step.
 RUN pip install . && useradd --create-home --uid 1000 hinge && mkdir -p /data \
     && python -c "from solvers.train import warmup; print(f'kernels compiled in {warmup():.0f} s')" \
     && chown -R hinge /data "$NUMBA_CACHE_DIR"

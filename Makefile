@@ -46,6 +46,14 @@ browser:
 test: $(DEV_STAMP) lint browser
 	$(PY) -m pytest -n 3 --dist loadfile
 
+# The service as it ships, in .venv-runtime: `pip install .` into a clean virtualenv (no dev
+# extras, not editable) and the kernels compiled, as the Dockerfile builds its image. The
+# deployment tests (tests/deploy) run it; they build or refresh it themselves when it is
+# missing or stale, and this builds it ahead (standard library only: no .venv needed).
+.PHONY: runtime-venv
+runtime-venv:
+	$$(command -v $(PYTHON) || command -v python3) -m testkit.runtime_venv
+
 test-slow: $(DEV_STAMP)
 	$(PY) -m pytest -m slow
 

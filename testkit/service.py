@@ -24,6 +24,7 @@ from testkit.paths import REPO
 
 
 def migrate(database_url: str, revision: str = "head") -> None:
+    """Alembic's upgrade, in this process (the test's own interpreter)."""
     config = Config(str(REPO / "alembic.ini"))
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     config.attributes["configure_logger"] = False
@@ -88,6 +89,28 @@ def settings_env(settings: Settings) -> dict[str, str]:
         env["HINGE_SECRET_KEY"] = settings.secret_key.get_secret_value()
     env.update(blob_env(settings))
     return env
+
+
+def process_env(settings: Settings, python: str | None = None) -> dict[str, str]:
+    """settings_env for a child process run by `python`: another interpreter (a runtime
+    virtualenv, testkit.runtime_venv) gets no PYTHONPATH/PYTHONHOME, so that it imports
+    what is installed in it and nothing from this checkout."""
+    env = settings_env(settings)
+    if python is not None and python != sys.executable:
+        env.pop("PYTHONPATH", None)
+        env.pop("PYTHONHOME", None)
+    return env
+
+
+def migrate_with(python: str, settings: Settings, cwd: Path, revision: str = "head") -> None:
+    """`alembic upgrade` as a deployment runs it (docker-compose's `migrate` service):
+    the command of `python`'s install, this repository's alembic.ini and scripts, the
+    database of `settings` (migrations/env.py reads HINGE_DATABASE_URL), in `cwd`."""
+    done = subprocess.run([python, "-m", "alembic", "-c", str(REPO / "alembic.ini"),
+                           "upgrade", revision], cwd=cwd, env=process_env(settings, python),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"alembic upgrade failed ({done.returncode}):\n{done.stdout}")
 
 
 def blob_env(settings: Settings) -> dict[str, str]:
@@ -157,10 +180,12 @@ def free_port() -> int:
 class ServiceProcess:
     """A real child process (API server or Celery worker) with its log in a file."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path,
+                 cwd: Path | None = None) -> None:
+        """`cwd`: the working directory (default: the repository)."""
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(args, env=env, cwd=REPO, stdout=self._log,
+        self.process = subprocess.Popen(args, env=env, cwd=cwd or REPO, stdout=self._log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
 
     def log(self) -> str:
@@ -188,15 +213,18 @@ class ServiceProcess:
 
 
 def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None = None, *,
-                 name: str | None = None, prefix: tuple[str, ...] = (), wait: bool = True
-                 ) -> ServiceProcess:
+                 name: str | None = None, prefix: tuple[str, ...] = (), wait: bool = True,
+                 python: str | None = None, cwd: Path | None = None,
+                 ready_timeout: float = 120) -> ServiceProcess:
     """A Celery worker process of the production app (workers.celery_app); with
     `kill_worker_on`, the crash tests' app instead (testkit.crashing_worker), whose process
     SIGKILLs itself whenever it claims a job on a dataset of that name. `prefix` runs it
     under a command (e.g. `ip netns exec NAME`); without `wait`, call
-    `wait_for_log("ready.", ...)` before using it."""
+    `wait_for_log("ready.", ...)` before using it. `python` and `cwd`: the interpreter
+    that runs it (default: this one) and its working directory (default: the repository);
+    see process_env."""
     name = name or f"hinge-test-{uuid.uuid4().hex[:6]}@%h"
-    env = settings_env(settings)
+    env = process_env(settings, python)
     app = "workers.celery_app"
     if kill_worker_on:
         from testkit.crashing_worker import KILL_WORKER_ON
@@ -204,27 +232,32 @@ def start_worker(settings: Settings, log_dir: Path, kill_worker_on: str | None =
         app = "testkit.crashing_worker"
         env[KILL_WORKER_ON] = kill_worker_on
     worker = ServiceProcess(
-        [*prefix, sys.executable, "-m", "celery", "-A", app, "worker",
+        [*prefix, python or sys.executable, "-m", "celery", "-A", app, "worker",
          "--loglevel", "INFO", "--concurrency", "1", "--queues", settings.queue,
          "--hostname", name, "--without-gossip", "--without-mingle", "--without-heartbeat"],
         env,
         log_dir / f"worker-{uuid.uuid4().hex[:6]}.log",
+        cwd,
     )
     if wait:
-        worker.wait_for_log("ready.", timeout=120)
+        worker.wait_for_log("ready.", timeout=ready_timeout)
     return worker
 
 
-def start_api(settings: Settings, log_dir: Path) -> tuple[ServiceProcess, str]:
+def start_api(settings: Settings, log_dir: Path, *, python: str | None = None,
+              cwd: Path | None = None, timeout: float = 60) -> tuple[ServiceProcess, str]:
+    """An API server process (uvicorn) on a free port; returns it and its base URL once
+    /healthz answers. `python`, `cwd`: as for start_worker."""
     port = free_port()
     api = ServiceProcess(
-        [sys.executable, "-m", "uvicorn", "--factory", "app.main:create_app",
+        [python or sys.executable, "-m", "uvicorn", "--factory", "app.main:create_app",
          "--host", "127.0.0.1", "--port", str(port)],
-        settings_env(settings),
+        process_env(settings, python),
         log_dir / f"api-{port}.log",
+        cwd,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
@@ -252,19 +285,28 @@ def wait_for_job(get: Any, job_id: str, timeout: float = 120.0,
 
 @contextlib.contextmanager
 def running_service(settings: Settings, log_dir: Path, workers: int = 1,
-                    kill_worker_on: str | None = None
+                    kill_worker_on: str | None = None, *, python: str | None = None,
+                    cwd: Path | None = None, ready_timeout: float | None = None
                     ) -> Iterator[tuple[httpx.Client, list[ServiceProcess]]]:
     """Migrated database, `workers` Celery worker processes and an API server process
     (`kill_worker_on`: see start_worker); the client carries an admin key of tenant
-    "default"."""
+    "default". With `python` (another interpreter, e.g. testkit.runtime_venv's) the
+    migration, the workers and the API all run on it, in `cwd` (see process_env);
+    `ready_timeout` overrides how long a worker (120 s) and the API (60 s) may take to
+    start."""
     settings.ensure_dirs()
-    migrate(settings.database_url)
+    if python is None:
+        migrate(settings.database_url)
+    else:
+        migrate_with(python, settings, cwd or REPO)
     key = make_key(settings)
     started: list[ServiceProcess] = []
     try:
         for _ in range(workers):
-            started.append(start_worker(settings, log_dir, kill_worker_on))
-        api, base = start_api(settings, log_dir)
+            started.append(start_worker(settings, log_dir, kill_worker_on, python=python,
+                                        cwd=cwd, ready_timeout=ready_timeout or 120))
+        api, base = start_api(settings, log_dir, python=python, cwd=cwd,
+                              timeout=ready_timeout or 60)
         try:
             with httpx.Client(base_url=base, timeout=60, headers=bearer(key)) as client:
                 yield client, started

@@ -1,0 +1,208 @@
+"""The service as it ships: a clean virtualenv with `pip install .` and nothing else (no
+dev extras, not editable), built the way the Dockerfile builds its image.
+
+The deployment tests (tests/deploy) run the API, the workers and the migrations from it,
+with a working directory outside the repository, so that only what `pip install .`
+installed is importable. `python -m testkit.runtime_venv` (or `make runtime-venv`) builds
+or refreshes it; the tests' session fixture does the same when it is missing or stale.
+
+Then, as the Dockerfile does, it compiles every solver kernel into Numba's on-disk cache
+(beside the installed package), so that no deployment test waits for a compiler. Two
+things keep that cheap, without changing what is installed: the installed sources get
+the repository files' modification times back (pip stamps them with the install's time),
+so a refresh invalidates only the kernels of files that changed; and kernels already
+compiled in the checkout (its __pycache__ folders, which the dev suite fills) are copied
+beside the installed sources first. Numba checks each cache index against its source
+file's time and size, and against its own version and the CPU: an entry that does not
+apply is compiled again, never used.
+
+Staleness: the virtualenv records a fingerprint of what it was built from. When
+pyproject.toml changed, it is made again from nothing (`python -m venv`, `pip install`),
+so a dependency removed from pyproject.toml is gone from it too; when only the sources
+changed, the package alone is installed again (`--no-deps --force-reinstall`). Either way
+pip installs from a copy of exactly the files the Dockerfile copies (pyproject.toml,
+README.md and the four packages, without caches), never from a stale `build/` folder.
+pip's download cache is used as usual.
+
+Standard library only: `make runtime-venv` may run it before the dev extras exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = Path(os.environ.get("HINGE_RUNTIME_VENV") or REPO / ".venv-runtime")
+# what the Dockerfile copies before `pip install .` (alembic.ini is not installed)
+PACKAGES = ("app", "workers", "solvers", "migrations")
+FILES = ("pyproject.toml", "README.md")
+STAMP = "hinge-build.json"
+STEP_SECONDS = 1800  # pip's install, the kernels' compilation: each ends within this
+SKIPPED = ("__pycache__", "*.pyc", "*.nbi", "*.nbc", "*.egg-info")
+
+
+def python_of(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _source_files(repo: Path) -> Iterator[Path]:
+    for name in FILES:
+        yield repo / name
+    for package in PACKAGES:
+        for path in sorted((repo / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts \
+                    and path.suffix not in {".pyc", ".nbi", ".nbc"}:
+                yield path
+
+
+def fingerprints(repo: Path = REPO) -> dict[str, str]:
+    """{"dependencies": hash of pyproject.toml, "sources": hash of every shipped file}."""
+    sources = hashlib.sha256()
+    for path in _source_files(repo):
+        sources.update(str(path.relative_to(repo)).encode() + b"\0")
+        sources.update(path.read_bytes() + b"\0")
+    return {"dependencies": hashlib.sha256((repo / "pyproject.toml").read_bytes()).hexdigest(),
+            "sources": sources.hexdigest()}
+
+
+def _recorded(venv: Path) -> dict[str, str]:
+    with contextlib.suppress(OSError, ValueError):
+        recorded = json.loads((venv / STAMP).read_text())
+        if isinstance(recorded, dict) and python_of(venv).exists():
+            return recorded
+    return {}
+
+
+@contextlib.contextmanager
+def _locked(venv: Path) -> Iterator[None]:
+    """One builder at a time (pytest-xdist workers, a `make` beside a test run)."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _pip_install(python: Path, repo: Path, *options: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="hinge-ship-") as scratch:
+        source = Path(scratch) / "hinge"
+        source.mkdir()
+        for name in FILES:
+            shutil.copy2(repo / name, source / name)
+        for package in PACKAGES:
+            shutil.copytree(repo / package, source / package,
+                            ignore=shutil.ignore_patterns(*SKIPPED))
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet",
+                        "--disable-pip-version-check", *options, str(source)],
+                       check=True, cwd=scratch, env=_clean_env(), timeout=STEP_SECONDS)
+
+
+def site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def _shipped_pairs(venv: Path, repo: Path) -> Iterator[tuple[Path, Path]]:
+    """(installed file, its repository source) for every installed file of PACKAGES."""
+    installed = site_packages(venv)
+    for package in PACKAGES:
+        for path in (installed / package).rglob("*"):
+            source = repo / path.relative_to(installed)
+            if path.is_file() and "__pycache__" not in path.parts and source.is_file():
+                yield path, source
+
+
+def _restore_times(venv: Path, repo: Path) -> None:
+    for installed, source in _shipped_pairs(venv, repo):
+        stat = source.stat()
+        os.utime(installed, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def _seed_numba_cache(venv: Path, repo: Path) -> int:
+    """Copy the checkout's Numba cache files beside the installed sources; returns how
+    many were copied."""
+    installed = site_packages(venv)
+    copied = 0
+    for package in PACKAGES:
+        for cached in (repo / package).rglob("__pycache__/*.nb[ic]"):
+            target = installed / cached.relative_to(repo)
+            if target.parent.parent.is_dir():
+                target.parent.mkdir(exist_ok=True)
+                shutil.copy2(cached, target)
+                copied += 1
+    return copied
+
+
+def _warm_up(python: Path) -> str:
+    """The Dockerfile's compile step, by the virtualenv's python, isolated (-I) in an
+    empty folder; returns its line."""
+    with tempfile.TemporaryDirectory(prefix="hinge-warmup-") as scratch:
+        done = subprocess.run(
+            [str(python), "-I", "-c", "from solvers.train import warmup; "
+             "print(f'solver kernels compiled or loaded in {warmup():.1f} s')"],
+            cwd=scratch, env=_clean_env(), check=True, stdout=subprocess.PIPE, text=True,
+            timeout=STEP_SECONDS)
+    return done.stdout.strip()
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV"}}
+    return env
+
+
+def ensure(venv: Path = VENV, repo: Path = REPO, log: bool = True) -> Path:
+    """The runtime-only virtualenv at `venv`, built or refreshed from `repo` when stale;
+    returns its python."""
+    with _locked(venv):
+        wanted = fingerprints(repo)
+        recorded = _recorded(venv)
+        if recorded == wanted:
+            return python_of(venv)
+        started = time.monotonic()
+        if recorded.get("dependencies") != wanted["dependencies"]:
+            what = "built"
+            shutil.rmtree(venv, ignore_errors=True)
+            # the interpreter that runs this (the Dockerfile's python:3.11 image: 3.11)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
+                           env=_clean_env())
+            _pip_install(python_of(venv), repo)
+        else:
+            what = "refreshed (sources changed)"
+            (venv / STAMP).unlink(missing_ok=True)
+            _pip_install(python_of(venv), repo, "--no-deps", "--force-reinstall")
+        installed_at = time.monotonic()
+        _restore_times(venv, repo)
+        seeded = _seed_numba_cache(venv, repo)
+        warmed = _warm_up(python_of(venv))
+        (venv / STAMP).write_text(json.dumps(wanted))
+        if log:
+            print(f"runtime virtualenv {venv} {what}: pip {installed_at - started:.1f} s, "
+                  f"{seeded} Numba cache files from the checkout, {warmed}; "
+                  f"{time.monotonic() - started:.1f} s in all", file=sys.stderr, flush=True)
+        return python_of(venv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", type=Path, default=VENV)
+    args = parser.parse_args(argv)
+    print(ensure(args.venv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
