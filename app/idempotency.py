@@ -21,6 +21,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from app.db import session_scope
 from app.errors import ApiError
@@ -69,12 +70,19 @@ class Reserved:
     tenant_id: str
     key: str
 
-    def complete(self, status_code: int, body: bytes, asked: str) -> None:
-        with session_scope(self.settings.database_url) as session:
-            session.execute(update(IdempotencyRecord).where(
-                IdempotencyRecord.tenant_id == self.tenant_id,
-                IdempotencyRecord.key == self.key,
-            ).values(status_code=status_code, response_body=body, request_hash=asked))
+    def complete(self, status_code: int, body: bytes, asked: str,
+                 session: Session | None = None) -> None:
+        """Store the answer; with `session`, in its transaction, so that the answer commits
+        with the work it reports or not at all."""
+        stored = update(IdempotencyRecord).where(
+            IdempotencyRecord.tenant_id == self.tenant_id,
+            IdempotencyRecord.key == self.key,
+        ).values(status_code=status_code, response_body=body, request_hash=asked)
+        if session is not None:
+            session.execute(stored)
+            return
+        with session_scope(self.settings.database_url) as own:
+            own.execute(stored)
 
     def abandon(self) -> None:
         with session_scope(self.settings.database_url) as session:
