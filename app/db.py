@@ -28,9 +28,11 @@ line holds one), so it is never the pool that times out.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,6 +67,10 @@ class WriteGate:
     came later."""
 
     def __init__(self) -> None:
+        self._reset()
+        _GATES.add(self)
+
+    def _reset(self) -> None:
         self._mutex = threading.Lock()
         self._owner: object | None = None
         self._line: deque[tuple[threading.Event, object]] = deque()
@@ -96,6 +102,19 @@ class WriteGate:
 
     def holds(self, owner: object) -> bool:
         return self._owner is owner
+
+
+_GATES: weakref.WeakSet[WriteGate] = weakref.WeakSet()
+
+
+def _free_gates_in_child() -> None:
+    # A forked process (a Celery pool process) has none of its parent's threads: a gate
+    # its parent held, or a line it had, would never move in the child.
+    for gate in list(_GATES):
+        gate._reset()
+
+
+os.register_at_fork(after_in_child=_free_gates_in_child)
 
 
 class _GatedConnection(sqlite3.Connection):

@@ -30,8 +30,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.db import after_commit, after_rollback, read_sessionmaker_for, session_scope
-from app.orm import OutboxMessage, new_id, utcnow
-from app.queue import enqueue
+from app.job_status import JobStatus
+from app.orm import Job, OutboxMessage, new_id, utcnow
+from app.queue import TRAIN_TASK, enqueue
 from app.settings import Settings
 
 log = logging.getLogger("hinge.outbox")
@@ -85,9 +86,10 @@ def post(session: Session, settings: Settings, task: str, ref_id: str) -> Outbox
 
 
 def relay(settings: Settings, messages: Iterable[tuple[str, str, str]]) -> list[str]:
-    """Send each (outbox id, task, ref id) to the broker; the ref ids sent. A message that
-    cannot be sent stays owed (the sweep tries again); the rows of those sent are deleted
-    later (`post`, `clear_sent`)."""
+    """Send each (outbox id, task, ref id) to the broker, in order; the ref ids sent. At
+    the first one that cannot be sent (the broker is down, most likely) it stops: that one
+    and the rest stay owed, for the sweep. The rows of those sent are deleted later
+    (`post`, `clear_sent`)."""
     sent: list[tuple[str, str]] = []
     for message_id, task, ref_id in messages:
         try:
@@ -95,7 +97,7 @@ def relay(settings: Settings, messages: Iterable[tuple[str, str, str]]) -> list[
         except Exception:
             log.warning("could not send %s %s; it stays in the outbox for the sweep", task,
                         ref_id, exc_info=True)
-            continue
+            break
         sent.append((message_id, ref_id))
     _remember_sent(settings.database_url, [message_id for message_id, _ in sent])
     return [ref_id for _, ref_id in sent]
@@ -127,11 +129,27 @@ def owed(settings: Settings, before: datetime | None = None
         return [(row.id, row.task, row.ref_id) for row in rows]
 
 
+def _no_longer_queued(settings: Settings, messages: Sequence[tuple[str, str, str]]
+                      ) -> set[str]:
+    """The outbox ids of training messages whose job is no longer queued: a worker has
+    claimed it (so its message arrived) or it ended; sending it again would do nothing."""
+    jobs = {ref_id for _, task, ref_id in messages if task == TRAIN_TASK}
+    if not jobs:
+        return set()
+    with read_sessionmaker_for(settings.database_url)() as session:
+        queued = set(session.scalars(select(Job.id).where(
+            Job.id.in_(jobs), Job.status == JobStatus.QUEUED)))
+    return {message_id for message_id, task, ref_id in messages
+            if task == TRAIN_TASK and ref_id not in queued}
+
+
 def sweep_outbox(settings: Settings) -> list[str]:
     """The sweep's part: clear what this process sent, then send every message still owed
-    after the grace period; the ref ids sent."""
+    after the grace period (but for jobs no longer queued); the ref ids sent."""
     clear_sent(settings)
     late = owed(settings, utcnow() - timedelta(seconds=grace_seconds(settings)))
-    sent = relay(settings, late)
+    done = _no_longer_queued(settings, late)
+    _remember_sent(settings.database_url, done)
+    sent = relay(settings, [message for message in late if message[0] not in done])
     clear_sent(settings)
     return sent

@@ -83,6 +83,22 @@ def test_a_job_committed_without_its_send_gets_it_from_the_sweep(
     assert sweep(settings)["outbox_sent"] == 0
 
 
+def test_the_sweep_drops_what_it_owes_for_a_job_already_claimed(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    with session_scope(settings.database_url) as session:
+        tenant = tenant_by_name(session, "default")
+        assert tenant is not None
+        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=heart_id))
+        session.info.pop(AFTER_COMMIT)
+    with session_scope(settings.database_url) as session:  # e.g. a duplicate delivered
+        assert jobs.claim_job(session, job.id, "worker-1") is not None
+    _past_the_grace(settings)
+    assert sweep(settings)["outbox_sent"] == 0
+    assert _outbox(settings) == []
+    assert _held(settings) == (frozenset(), 0)
+
+
 @pytest.fixture
 def broker_down(settings: Settings, tmp_path: Path) -> Iterator[TestClient]:
     """The app with a broker it cannot reach (its SQLite file cannot be created)."""

@@ -6,6 +6,7 @@ blocked by a transaction that ended (committed, rolled back, failed)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -72,6 +73,19 @@ def test_a_writer_that_waits_past_the_bound_gives_up_and_leaves_the_line() -> No
     assert gate.holds(holder)
     gate.release(holder)
     assert gate.acquire(late, timeout=0)  # the line is empty again
+
+
+def test_a_forked_process_starts_with_a_free_line() -> None:
+    # a Celery pool process is forked from a parent that may have used the database
+    gate, holder = WriteGate(), object()
+    assert gate.acquire(holder, timeout=1)
+    pid = os.fork()
+    if pid == 0:  # the child: its parent's holder does not exist here
+        os._exit(0 if gate.acquire(object(), timeout=0.1) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert gate.holds(holder)  # the parent's line is untouched
+    gate.release(holder)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_write_blocked_past_the_bound_raises_database_busy_and_writes_nothing(
