@@ -8,9 +8,16 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.db import DatabaseBusy
+
 log = logging.getLogger("hinge.api")
+
+# How soon a client should try again after a 503 for a busy database.
+BUSY_RETRY_AFTER_SECONDS = 2
 
 _CODES = {
     400: "bad_request",
@@ -85,7 +92,37 @@ def install_error_handlers(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         return _json(exc.status_code, message, headers=getattr(exc, "headers", None))
 
+    @app.exception_handler(DatabaseBusy)
+    @app.exception_handler(PoolTimeout)
+    async def _busy(request: Request, exc: Exception) -> JSONResponse:
+        return _database_busy(request, exc)
+
+    @app.exception_handler(OperationalError)
+    async def _operational(request: Request, exc: OperationalError) -> JSONResponse:
+        if is_lock_timeout(exc):
+            return _database_busy(request, exc)
+        return _unhandled_error(request)
+
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return _json(500, "internal server error")
+        return _unhandled_error(request)
+
+
+def is_lock_timeout(exc: OperationalError) -> bool:
+    """SQLite's "database is locked" (or "busy"): a statement outlived its busy timeout,
+    and its transaction did not commit."""
+    message = str(exc.orig)
+    return "database is locked" in message or "database is busy" in message
+
+
+def _database_busy(request: Request, exc: Exception) -> JSONResponse:
+    """503 with Retry-After: the write transaction never began or never committed, so the
+    request changed nothing."""
+    log.warning("%s %s: %s; answered 503", request.method, request.url.path, exc)
+    return _json(503, "the database is busy with other writes; try again shortly", None,
+                 headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)})
+
+
+def _unhandled_error(request: Request) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return _json(500, "internal server error")

@@ -1,6 +1,6 @@
 """ORM models: tenants and their API keys; datasets, jobs (with their progress events),
 models, evaluations and searches (their tasks and results), each owned by a tenant; stored
-answers of idempotent requests."""
+answers of idempotent requests; the outbox of messages owed to the broker."""
 
 from __future__ import annotations
 
@@ -175,6 +175,19 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class OutboxMessage(Base):
+    """A message owed to the broker ("run task `task` on row `ref_id`"), added in the
+    transaction that makes the row, and deleted once the broker holds the message
+    (app/outbox.py). The row and its message are committed together or not at all."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    task: Mapped[str] = mapped_column(String(64))  # the task name, e.g. hinge.train
+    ref_id: Mapped[str] = mapped_column(String(32))  # the job's id
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 
 class JobEvent(Base):

@@ -9,7 +9,11 @@ their `--queues` (workers.celery_app).
 
 Three brokers (README: "Brokers"):
 - the embedded default, kombu's SQLAlchemy transport on a SQLite file (on disk: a restart
-  loses nothing);
+  loses nothing). The file is not the app's database: it has its own write lock, and the
+  worker's poll takes it ten times a second. Every connection to it runs in WAL mode and
+  waits up to `SQLA_BUSY_TIMEOUT_SECONDS` for the lock (pysqlite's default is 5 s in
+  rollback-journal mode, where readers wait for writers too: 50 concurrent submissions
+  made sends fail with "database is locked");
 - Redis (messages live in a list; a Redis without persistence loses them on restart);
 - RabbitMQ (`amqp://`), the production choice: the queue is durable, messages are
   persistent, and a send waits for the broker's publisher confirm, so once
@@ -25,6 +29,7 @@ import ast
 import base64
 import json
 import logging
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,6 +43,7 @@ log = logging.getLogger("hinge.queue")
 TRAIN_TASK = "hinge.train"
 EVALUATE_TASK = "hinge.evaluate"
 SEARCH_TASK = "hinge.search_task"
+SQLA_BUSY_TIMEOUT_SECONDS = 30.0
 
 
 def is_amqp(broker_url: str) -> bool:
@@ -46,6 +52,20 @@ def is_amqp(broker_url: str) -> bool:
 
 def is_redis(broker_url: str) -> bool:
     return broker_url.startswith(("redis://", "rediss://"))
+
+
+def is_sqlite_broker(broker_url: str) -> bool:
+    return broker_url.startswith(("sqla+sqlite:", "sqlalchemy+sqlite:"))
+
+
+class _BrokerConnection(sqlite3.Connection):
+    """A connection to the embedded broker's SQLite file, in WAL mode: the worker's poll
+    (a write transaction) and the API's sends no longer keep readers waiting."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.execute("PRAGMA journal_mode=WAL")
+        self.execute("PRAGMA synchronous=NORMAL")
 
 
 def search_queue(queue: str) -> str:
@@ -65,6 +85,9 @@ def broker_conf(broker_url: str, queue: str) -> dict[str, Any]:
     transport: dict[str, Any] = {}
     if is_amqp(broker_url):
         transport["confirm_publish"] = True
+    if is_sqlite_broker(broker_url):  # kombu passes these on to create_engine
+        transport["connect_args"] = {"factory": _BrokerConnection,
+                                     "timeout": SQLA_BUSY_TIMEOUT_SECONDS}
     return {
         "task_default_queue": queue,
         "task_queues": [_durable_queue(queue), _durable_queue(search_queue(queue))],
@@ -86,20 +109,24 @@ def producer(broker_url: str, queue: str) -> Celery:
     return app
 
 
+def enqueue(broker_url: str, queue: str, task: str, ref_id: str) -> None:
+    """Send task `task` on row `ref_id`: search tasks to the search queue of `queue` (the
+    jobs' queue), the others to `queue` itself."""
+    target = search_queue(queue) if task == SEARCH_TASK else queue
+    producer(broker_url, queue).send_task(task, args=[ref_id], queue=target, retry=True)
+
+
 def enqueue_training(broker_url: str, queue: str, job_id: str) -> None:
-    producer(broker_url, queue).send_task(TRAIN_TASK, args=[job_id], queue=queue,
-                                          retry=True)
+    enqueue(broker_url, queue, TRAIN_TASK, job_id)
 
 
 def enqueue_evaluation(broker_url: str, queue: str, evaluation_id: str) -> None:
-    producer(broker_url, queue).send_task(EVALUATE_TASK, args=[evaluation_id], queue=queue,
-                                          retry=True)
+    enqueue(broker_url, queue, EVALUATE_TASK, evaluation_id)
 
 
 def enqueue_search_task(broker_url: str, queue: str, task_id: str) -> None:
     """Send a search task to the search queue of `queue` (the jobs' queue)."""
-    producer(broker_url, queue).send_task(SEARCH_TASK, args=[task_id],
-                                          queue=search_queue(queue), retry=True)
+    enqueue(broker_url, queue, SEARCH_TASK, task_id)
 
 
 # -- what the broker holds -----------------------------------------------------------

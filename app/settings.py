@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     max_json_body_bytes: int = Field(1 << 20, gt=0)
     job_max_seconds: float = Field(3600.0, gt=0)
     max_queued_jobs: int = Field(1000, gt=0)
+    # On SQLite, how long a write (a submission, an upload, a claim) waits in line for the
+    # write lock before it gives up; the API then answers 503 with Retry-After (app.db).
+    sqlite_write_wait_seconds: float = Field(15.0, gt=0)
     # Crash recovery: a running job whose heartbeat is older than the lease is re-queued
     # (or failed with "worker lost" after max_attempts); the API sweeps every interval.
     job_lease_seconds: float = Field(60.0, gt=0)

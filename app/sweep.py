@@ -1,5 +1,8 @@
 """The recovery sweep: no accepted job is left behind by a dead worker or a lost message.
 
+- A message still owed in the outbox (app.outbox) some seconds after its row was
+  committed (the broker was down, or the API process died between its commit and the
+  send) is sent now, and again at every sweep until the broker takes it.
 - A `running` job whose heartbeat is older than the lease lost its worker (SIGKILL, OOM,
   a machine gone): it goes back to `queued` and is enqueued again, or, once it has used
   `max_attempts`, it fails with "worker lost".
@@ -39,6 +42,7 @@ from datetime import timedelta
 import anyio.to_thread
 from sqlalchemy import delete, func, select, update
 
+from app import outbox
 from app.db import read_sessionmaker_for, session_scope
 from app.job_status import JobStatus
 from app.orm import Dataset, Evaluation, IdempotencyRecord, Job, Model, utcnow
@@ -58,7 +62,8 @@ QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
 def sweep(settings: Settings) -> dict[str, int]:
     now = utcnow()
     stale_before = now - timedelta(seconds=settings.job_lease_seconds)
-    counts = {"requeued": 0, "failed": 0, "cancelled": 0, "reenqueued": 0}
+    counts = {"requeued": 0, "failed": 0, "cancelled": 0, "reenqueued": 0,
+              "outbox_sent": len(outbox.sweep_outbox(settings))}
     stale_requeued: list[str] = []
     with session_scope(settings.database_url) as session:
         stale = session.scalars(

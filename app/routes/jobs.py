@@ -24,28 +24,41 @@ def _public(job: Job, waits: WaitExplainer) -> JobPublic:
     return public
 
 
-@router.post("", status_code=202, response_model=JobPublic)
+@router.post("", status_code=202, response_model=JobPublic,
+             responses={503: {"description": "the database stayed busy with other writes "
+                                             "(try again after Retry-After); nothing was "
+                                             "created"}})
 def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
-               settings: SettingsDep, principal: TrainAuth) -> JobPublic | Response:
+               reads: SessionDep, settings: SettingsDep, principal: TrainAuth
+               ) -> JobPublic | Response:
     """Submit a job. With an `Idempotency-Key` header, a repeat of the same request gets
-    the first answer (for HINGE_IDEMPOTENCY_HOURS) and a different one a 422."""
+    the first answer (for HINGE_IDEMPOTENCY_HOURS) and a different one a 422.
+
+    An error answer has created nothing: a 503 with `Retry-After` when the database stays
+    busy with other writes, say, may simply be sent again."""
+    # The job, its message to the workers (app.outbox) and the stored answer of an
+    # idempotent request commit in one transaction, the last thing before the answer.
+    # `waiting_for` is read through a read session: on SQLite the write transaction
+    # holds up every other writer, so it does no more than it must.
     key = idempotency.request_key(request)
-    waits = WaitExplainer(session, settings)
+    waits = WaitExplainer(reads, settings)
     if key is None:
-        return _public(service.submit(session, settings, principal.tenant_id, spec), waits)
+        submitted = service.submit(session, settings, principal.tenant_id, spec)
+        session.commit()  # the job with its message; the message is sent right after
+        return _public(submitted, waits)
     asked = idempotency.request_hash(spec.model_dump_json())
     held = idempotency.begin(settings, principal.tenant_id, key, "POST /v1/jobs")
     if isinstance(held, idempotency.Stored):
         return held.replay(asked)
     try:
         job = _public(service.submit(session, settings, principal.tenant_id, spec), waits)
+        body = job.model_dump_json().encode()
+        held.complete(202, body, asked, session=session)  # the answer commits with the job
+        session.commit()
     except BaseException:
         session.rollback()  # release this request's transaction (SQLite: its write lock)
         held.abandon()
         raise
-    body = job.model_dump_json().encode()
-    held.complete(202, body, asked, session)  # the job and its answer commit together
-    session.commit()
     return Response(body, status_code=202, media_type="application/json")
 
 

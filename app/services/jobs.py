@@ -4,8 +4,8 @@ workflows on jobs (submit, list, show, cancel).
 Every transition is a conditional UPDATE on the current status, so two processes racing on
 the same job (a duplicate delivery, a cancel during a claim) cannot both win. Callers pass
 a write session and own its transaction (the API's request scope, a worker's
-`session_scope`); only `submit` commits by itself, because the job row must exist before
-its message does.
+`session_scope`). A submitted job's message goes through the outbox (app.outbox): it is
+sent once the job's transaction has committed, never before and never without it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from typing import Any
 from sqlalchemy import Select, func, select, update
 from sqlalchemy.orm import Session
 
+from app import outbox
 from app.bus import notify
 from app.db import after_commit
 from app.errors import ApiError, not_found
 from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
-from app.queue import enqueue_training
+from app.queue import TRAIN_TASK
 from app.schemas import JobCreate
 from app.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.settings import Settings
@@ -251,8 +252,9 @@ def _check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> N
 
 
 def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate) -> Job:
-    """Validate, commit a queued job, then enqueue its id (503 if the queue is down: the
-    job is then committed as failed).
+    """Validate and add a queued job with its message in the outbox; the caller commits
+    (then the message is sent: app.outbox). Nothing here commits, so whatever fails
+    before the caller's commit leaves neither the job nor its message.
 
     Under the submission lock, the tenant's row lock and the dataset's row lock (see
     app.services.limits): the queue caps hold exactly, and a dataset deleted meanwhile
@@ -270,17 +272,8 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate
     )
     session.add(job)
     add_event(session, job.id, "status", {"status": QUEUED.value, "at": now.isoformat()})
-    session.commit()  # the row exists before the message does
-    try:
-        enqueue_training(settings.broker_url, settings.queue, job.id)
-    except Exception as exc:
-        log.exception("could not enqueue job %s", job.id)
-        transition(session, job.id, (QUEUED,), JobStatus.FAILED,
-                   error=f"could not enqueue: {type(exc).__name__}")
-        session.commit()  # the failure stands although this request ends in an error
-        raise ApiError(503, "the job queue is unavailable; the job was not started",
-                       {"job_id": job.id}) from None
-    session.refresh(job)
+    outbox.post(session, settings, TRAIN_TASK, job.id)
+    session.flush()
     return job
 
 

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from tests.support import downgrade, migrate, postgres_schema
 
 TABLES = {"datasets", "jobs", "job_events", "models", "evaluations", "tenants", "api_keys",
-          "idempotency_keys", "workers", "searches", "search_tasks", "search_results"}
+          "idempotency_keys", "workers", "searches", "search_tasks", "search_results",
+          "outbox"}
 
 
 def _tables(url: str) -> set[str]:

@@ -10,19 +10,23 @@ write lock (BEGIN IMMEDIATE) and held it until that teardown.
 Here a real uvicorn process serves a SQLite file while the test holds the write lock from
 its own connection, as the worker does while it writes: reads (JSON, dashboard pages, the
 SSE stream) must answer at once, and a write must wait for the lock without stopping the
-server, then succeed.
+server, then succeed. A write that cannot have the lock within
+HINGE_SQLITE_WRITE_WAIT_SECONDS is a 503 with Retry-After that created nothing (found by a
+probe of `f00179e`: such requests were 500s, and some had committed a job that then ran).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from app.queue import broker_holding
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate, start_api
 
@@ -115,3 +119,67 @@ def test_a_write_waits_for_the_lock_without_stopping_the_server(
     assert not writer.is_alive()
     assert cancelled[0].status_code == 202, cancelled[0].text
     assert client.get(f"/v1/jobs/{job['id']}").json()["status"] == "cancelled"
+
+
+BOUND = 1.0  # HINGE_SQLITE_WRITE_WAIT_SECONDS of the API below
+
+
+@pytest.fixture
+def impatient_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                  ) -> Iterator[tuple[httpx.Client, Settings]]:
+    monkeypatch.setenv("HINGE_SQLITE_WRITE_WAIT_SECONDS", str(BOUND))
+    settings = embedded_settings(tmp_path / "home")
+    settings.ensure_dirs()
+    migrate(settings.database_url)
+    server, base = start_api(settings, tmp_path)
+    try:
+        with httpx.Client(base_url=base, timeout=PROMPT,
+                          headers=bearer(make_key(settings))) as client:
+            yield client, settings
+    finally:
+        server.stop()
+
+
+def _count(settings: Settings, table: str) -> int:
+    with sqlite3.connect(settings.database_url.removeprefix("sqlite:///")) as connection:
+        return int(connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def _refused(response: httpx.Response) -> None:
+    assert response.status_code == 503, response.text
+    assert int(response.headers["Retry-After"]) >= 1
+    assert response.json()["error"]["code"] == "unavailable"
+
+
+def test_a_write_that_cannot_have_the_lock_in_time_is_a_503_that_created_nothing(
+    impatient_api: tuple[httpx.Client, Settings], cancer_bytes: bytes
+) -> None:
+    client, settings = impatient_api
+    dataset = client.post("/v1/datasets", files={"file": ("cancer", cancer_bytes)}).json()
+    spec = {"dataset_id": dataset["id"], "solver": "dcd"}
+    keyed = {"Idempotency-Key": "submit-once"}
+
+    with WriteLock(settings.database_url):
+        started = time.monotonic()
+        _refused(client.post("/v1/jobs", json=spec))
+        _refused(client.post("/v1/jobs", json=spec, headers=keyed))
+        _refused(client.post("/v1/datasets", files={"file": ("again", cancer_bytes)}))
+        assert time.monotonic() - started < 3 * (BOUND + 1)  # bounded, not SQLite's 30 s
+
+    assert _count(settings, "jobs") == 0
+    assert _count(settings, "outbox") == 0
+    assert _count(settings, "idempotency_keys") == 0
+    assert _count(settings, "datasets") == 1
+    assert len(list(settings.home.rglob("*.npz"))) == 1  # the refused upload's went
+    assert broker_holding(settings.broker_url, settings.queue).ready == 0
+
+    # the lock is free again: the same requests are accepted, the keyed one for the first
+    # time (the 503 kept no answer to replay)
+    first = client.post("/v1/jobs", json=spec, headers=keyed)
+    assert first.status_code == 202, first.text
+    assert "Idempotent-Replay" not in first.headers
+    assert client.post("/v1/jobs", json=spec).status_code == 202
+    assert client.post("/v1/jobs", json=spec, headers=keyed).json() == first.json()
+    assert _count(settings, "jobs") == 2
+    held = broker_holding(settings.broker_url, settings.queue)
+    assert held.ids is not None and first.json()["id"] in held.ids and held.ready == 2

@@ -1,0 +1,141 @@
+"""A submitted job and its message commit together (app.outbox), on a real SQLite database
+and the real embedded broker (no worker: the tests read the broker's queue).
+
+The message is owed in the same transaction as the job; it is sent right after the commit,
+or, when the broker is down or the process died before sending, by the sweep once the
+broker takes it. An accepted job is never left without its message, and a message is
+never sent for a job that was not committed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select, update
+
+from app.db import AFTER_COMMIT, read_sessionmaker_for, session_scope
+from app.main import create_app
+from app.orm import Job, OutboxMessage, utcnow
+from app.outbox import grace_seconds, sweep_outbox
+from app.queue import broker_holding
+from app.schemas import JobCreate
+from app.services import jobs
+from app.services.tenants import tenant_by_name
+from app.settings import Settings
+from app.sweep import sweep
+from tests.support import bearer, make_key
+
+
+def _outbox(settings: Settings) -> list[str]:
+    """The job ids whose messages the outbox still holds."""
+    with read_sessionmaker_for(settings.database_url)() as session:
+        return list(session.scalars(select(OutboxMessage.ref_id)
+                                    .order_by(OutboxMessage.created_at)))
+
+
+def _past_the_grace(settings: Settings) -> None:
+    with session_scope(settings.database_url) as session:
+        session.execute(update(OutboxMessage).values(
+            created_at=utcnow() - timedelta(seconds=grace_seconds(settings) + 1)))
+
+
+def _held(settings: Settings) -> tuple[frozenset[str], int]:
+    holding = broker_holding(settings.broker_url, settings.queue)
+    assert holding.ids is not None
+    return holding.ids, holding.ready
+
+
+def test_each_job_is_sent_once_and_its_outbox_row_goes(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    first = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    assert _held(settings) == ({first}, 1)  # sent before the answer
+    second = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    assert _held(settings) == ({first, second}, 2)
+    # the second submission's transaction deleted the first one's row in passing
+    assert _outbox(settings) == [second]
+    assert sweep(settings)["outbox_sent"] == 0  # sent already: nothing is sent again
+    assert _outbox(settings) == []
+    assert _held(settings) == ({first, second}, 2)
+
+
+def test_a_job_committed_without_its_send_gets_it_from_the_sweep(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    # The API process dies between the commit and the send: here, the commit happens and
+    # the send that follows it is dropped.
+    with session_scope(settings.database_url) as session:
+        tenant = tenant_by_name(session, "default")
+        assert tenant is not None
+        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=heart_id))
+        session.info.pop(AFTER_COMMIT)
+    assert _outbox(settings) == [job.id]
+    assert _held(settings) == (frozenset(), 0)
+
+    assert sweep(settings)["outbox_sent"] == 0  # too young: its relay may be under way
+    _past_the_grace(settings)
+    assert sweep(settings)["outbox_sent"] == 1
+    assert _held(settings) == ({job.id}, 1)
+    assert _outbox(settings) == []
+    assert sweep(settings)["outbox_sent"] == 0
+
+
+def test_the_sweep_drops_what_it_owes_for_a_job_already_claimed(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    with session_scope(settings.database_url) as session:
+        tenant = tenant_by_name(session, "default")
+        assert tenant is not None
+        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=heart_id))
+        session.info.pop(AFTER_COMMIT)
+    with session_scope(settings.database_url) as session:  # e.g. a duplicate delivered
+        assert jobs.claim_job(session, job.id, "worker-1") is not None
+    _past_the_grace(settings)
+    assert sweep(settings)["outbox_sent"] == 0
+    assert _outbox(settings) == []
+    assert _held(settings) == (frozenset(), 0)
+
+
+@pytest.fixture
+def broker_down(settings: Settings, tmp_path: Path) -> Iterator[TestClient]:
+    """The app with a broker it cannot reach (its SQLite file cannot be created)."""
+    down = settings.model_copy(update={
+        "broker_url": f"sqla+sqlite:///{tmp_path / 'no-such-dir' / 'broker.sqlite'}"})
+    with TestClient(create_app(down), headers=bearer(make_key(settings))) as client:
+        yield client
+
+
+def test_a_job_submitted_while_the_broker_is_down_is_accepted_and_sent_later(
+    broker_down: TestClient, settings: Settings, cancer_bytes: bytes
+) -> None:
+    upload = broker_down.post("/v1/datasets", content=cancer_bytes)
+    assert upload.status_code == 201, upload.text
+    response = broker_down.post("/v1/jobs", json={"dataset_id": upload.json()["id"]})
+    assert response.status_code == 202, response.text  # was a 503 and a failed job
+    job = response.json()
+    assert job["status"] == "queued"
+    assert _outbox(settings) == [job["id"]]
+
+    _past_the_grace(settings)
+    down = broker_down.app.state.settings  # type: ignore[attr-defined]
+    assert sweep_outbox(down) == []  # still down: still owed
+    assert _outbox(settings) == [job["id"]]
+
+    assert sweep(settings)["outbox_sent"] == 1  # the broker is back
+    assert _held(settings) == ({job["id"]}, 1)
+    assert _outbox(settings) == []
+    with read_sessionmaker_for(settings.database_url)() as session:
+        assert session.scalar(select(func.count()).select_from(Job)) == 1
+        assert session.get(Job, job["id"]).status == "queued"  # type: ignore[union-attr]
+
+
+def test_a_rejected_job_owes_nothing(
+    client: TestClient, settings: Settings, heart_id: str
+) -> None:
+    response = client.post("/v1/jobs", json={"dataset_id": heart_id, "params": {"C": -1}})
+    assert response.status_code == 422
+    assert _outbox(settings) == []
+    assert _held(settings) == (frozenset(), 0)
