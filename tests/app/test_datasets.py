@@ -30,11 +30,11 @@ def blob_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def heart_text() -> bytes:
+def cancer_text() -> bytes:
     return lzma.decompress(data_file("heart_scale.xz").read_bytes())
 
 
-def _check_heart(body: dict) -> None:
+def _check_cancer(body: dict) -> None:
     assert body["rows"] == 270
     assert body["features"] == 13
     assert body["nnz"] == 3378
@@ -43,13 +43,13 @@ def _check_heart(body: dict) -> None:
     assert body["sha256"].startswith("5defa0a4c4c5bdaf")
 
 
-def test_multipart_upload_then_get_list_delete(client: TestClient, heart_text: bytes) -> None:
-    response = client.post("/v1/datasets", files={"file": ("heart.txt", heart_text)},
-                           data={"name": "heart"})
+def test_multipart_upload_then_get_list_delete(client: TestClient, cancer_text: bytes) -> None:
+    response = client.post("/v1/datasets", files={"file": ("cancer.txt", cancer_text)},
+                           data={"name": "cancer"})
     assert response.status_code == 201, response.text
     body = response.json()
-    _check_heart(body)
-    assert body["name"] == "heart"
+    _check_cancer(body)
+    assert body["name"] == "cancer"
     dataset_id = body["id"]
 
     assert client.get(f"/v1/datasets/{dataset_id}").json() == body
@@ -71,12 +71,12 @@ def test_multipart_upload_then_get_list_delete(client: TestClient, heart_text: b
     ids=["plain", "gzip", "bz2", "xz"],
 )
 def test_raw_body_in_every_compression_detected_by_magic(
-    client: TestClient, heart_text: bytes, compress
+    client: TestClient, cancer_text: bytes, compress
 ) -> None:
-    response = client.post("/v1/datasets?name=raw.txt", content=compress(heart_text),
+    response = client.post("/v1/datasets?name=raw.txt", content=compress(cancer_text),
                            headers={"content-type": "application/octet-stream"})
     assert response.status_code == 201, response.text
-    _check_heart(response.json())
+    _check_cancer(response.json())
     assert response.json()["name"] == "raw.txt"
 
 
@@ -115,9 +115,9 @@ def test_bad_input_is_422_naming_the_line(client: TestClient, text: bytes, line:
     assert client.get("/v1/datasets").json()["count"] == 0
 
 
-def test_empty_and_truncated_uploads_are_422(client: TestClient, heart_text: bytes) -> None:
+def test_empty_and_truncated_uploads_are_422(client: TestClient, cancer_text: bytes) -> None:
     assert client.post("/v1/datasets", content=b"").status_code == 422
-    truncated = gzip.compress(heart_text)[:-20]
+    truncated = gzip.compress(cancer_text)[:-20]
     response = client.post("/v1/datasets", content=truncated)
     assert response.status_code == 422, response.text
     assert "gzip" in response.json()["error"]["message"]

@@ -30,12 +30,12 @@ def _train(client: TestClient, settings: Settings, dataset_id: str, **params) ->
 
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 def test_kernel_model_predicts_like_libsvm_from_its_export(
-    client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes,
+    client: TestClient, settings: Settings, cancer_id: str, cancer_bytes: bytes,
     tmp_path: Path, kernel: str,
 ) -> None:
     from libsvm import svmutil
 
-    model = _train(client, settings, heart_id, kernel=kernel, C=1.0)
+    model = _train(client, settings, cancer_id, kernel=kernel, C=1.0)
     assert model["kind"] == "kernel" and model["n_features"] == 13
     predicted = client.post(f"/v1/models/{model['id']}/predict", content=cancer_bytes,
                             headers={"content-type": "text/plain"})
@@ -46,7 +46,7 @@ def test_kernel_model_predicts_like_libsvm_from_its_export(
     export = client.get(f"/v1/models/{model['id']}/export")
     assert export.status_code == 200
     assert export.text.startswith("svm_type c_svc")
-    path = tmp_path / "heart.model"
+    path = tmp_path / "cancer.model"
     path.write_text(export.text)
     loaded = svmutil.svm_load_model(str(path))
     y, X = svmutil.svm_read_problem(str(_write(tmp_path, cancer_bytes)))
@@ -78,12 +78,12 @@ def test_multiclass_one_vs_one_kernel_model(client: TestClient, settings: Settin
     assert float(np.mean(np.array(body["labels"]) == y_test)) > 0.9
 
 
-def test_kernel_params_are_validated(client: TestClient, heart_id: str) -> None:
+def test_kernel_params_are_validated(client: TestClient, cancer_id: str) -> None:
     for params, field in (({"kernel": "laplace"}, "params.kernel"),
                           ({"gamma": 0}, "params.gamma"),
                           ({"degree": 0}, "params.degree"),
                           ({"loss": "l1"}, "params.loss")):
-        response = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "smo",
+        response = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "smo",
                                                  "params": params})
         assert response.status_code == 422, response.text
         assert response.json()["error"]["detail"]["field"] == field

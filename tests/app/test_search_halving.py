@@ -46,7 +46,7 @@ def _run_rounds(settings: Settings, search_id: str) -> list[list[str]]:
     return rounds
 
 
-def _heart(settings: Settings, dataset_id: str) -> tuple[Any, np.ndarray]:
+def _cancer(settings: Settings, dataset_id: str) -> tuple[Any, np.ndarray]:
     with session_scope(settings.database_url) as session:
         dataset = session.get(Dataset, dataset_id)
         assert dataset is not None
@@ -99,12 +99,12 @@ def test_a_stratified_subsample_keeps_the_class_shares_and_is_nested() -> None:
 
 # -- validation --------------------------------------------------------------------------
 
-def test_the_413_counts_the_fits_of_every_round(client: TestClient, heart_id: str) -> None:
+def test_the_413_counts_the_fits_of_every_round(client: TestClient, cancer_id: str) -> None:
     # 61 x 50 = 3050 candidates: 15250 fits in round 0 (under the 20000 limit), but the
     # rounds 3050 + 1017 + 339 need 22030
     space = {"C": {"log2": [-15, 15, 0.5]}, "gamma": {"log2": [-30, 19, 1]}}
     response = client.post("/v1/searches", json={
-        "dataset_id": heart_id, "solver": "smo", "space": space, "strategy": "halving"})
+        "dataset_id": cancer_id, "solver": "smo", "space": space, "strategy": "halving"})
     assert response.status_code == 413, response.text
     error = response.json()["error"]
     assert error["detail"]["fits"] == (3050 + 1017 + 339) * 5 == 22030
@@ -117,9 +117,9 @@ def test_the_413_counts_the_fits_of_every_round(client: TestClient, heart_id: st
     ({"type": "halving", "min_resources": "most"}, "strategy.min_resources"),
     ({"type": "halving", "min_resources": 0}, "strategy.min_resources"),
 ])
-def test_invalid_halving_settings_are_422(client: TestClient, heart_id: str,
+def test_invalid_halving_settings_are_422(client: TestClient, cancer_id: str,
                                           strategy: dict[str, Any], field: str) -> None:
-    response = client.post("/v1/searches", json={"dataset_id": heart_id, "space": GRID,
+    response = client.post("/v1/searches", json={"dataset_id": cancer_id, "space": GRID,
                                                  "solver": "smo", "strategy": strategy})
     assert response.status_code == 422, response.text
     assert field.split(".")[-1] in response.text
@@ -128,8 +128,8 @@ def test_invalid_halving_settings_are_422(client: TestClient, heart_id: str,
 # -- running it --------------------------------------------------------------------------
 
 def test_halving_rounds_keep_the_best_third_and_pick_the_best_on_every_row(
-        client: TestClient, heart_id: str, settings: Settings) -> None:
-    created = _submit(client, heart_id, solver="smo", space=GRID, strategy=HALVING)
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
+    created = _submit(client, cancer_id, solver="smo", space=GRID, strategy=HALVING)
     assert (created["total"], created["done"]) == ((30 + 10 + 4) * 5, 0)
     assert len(_queued(settings, created["id"])) == 5 * 5  # round 0: a C path per gamma
     outcomes = _run_rounds(settings, created["id"])  # and fold
@@ -161,7 +161,7 @@ def test_halving_rounds_keep_the_best_third_and_pick_the_best_on_every_row(
     # round 0 scored CV on the seeded stratified subsample, the last round on every row
     from solvers import fit
 
-    X, y = _heart(settings, heart_id)
+    X, y = _cancer(settings, cancer_id)
     for point, keep in ((points[0], subsample_rows(y, 20, 5, 1)),
                         (final[0], np.arange(y.shape[0]))):
         X_part, y_part = X[keep], y[keep]
@@ -188,13 +188,13 @@ def test_halving_rounds_keep_the_best_third_and_pick_the_best_on_every_row(
 
 
 def test_halving_is_deterministic_by_seed_and_plans_c_paths_for_linear_solvers(
-        client: TestClient, heart_id: str, settings: Settings) -> None:
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
     spec = {"solver": "dcd", "space": {"C": {"log2": [-7, 9, 2]}},  # 9 candidates
             "cv": {"folds": 3}, "params": {"loss": "l2"}, "refit": False,
             "strategy": {"type": "halving", "seed": 5, "min_resources": "smallest"}}
     runs = []
     for _ in range(2):
-        created = _submit(client, heart_id, **spec)
+        created = _submit(client, cancer_id, **spec)
         assert len(_queued(settings, created["id"])) == 3  # one C path per fold
         _run_rounds(settings, created["id"])
         runs.append(client.get(f"/v1/searches/{created['id']}").json())
@@ -208,7 +208,7 @@ def test_halving_is_deterministic_by_seed_and_plans_c_paths_for_linear_solvers(
     assert [{k: p[k] for k in keys} for p in first["points"]] == [
         {k: p[k] for k in keys} for p in again["points"]]
     assert first["best"] == again["best"]
-    other = _submit(client, heart_id, **{**spec, "strategy": {**spec["strategy"],
+    other = _submit(client, cancer_id, **{**spec, "strategy": {**spec["strategy"],
                                                               "seed": 6}})
     _run_rounds(settings, other["id"])
     reseeded = client.get(f"/v1/searches/{other['id']}").json()
@@ -217,8 +217,8 @@ def test_halving_is_deterministic_by_seed_and_plans_c_paths_for_linear_solvers(
 
 
 def test_cancel_between_rounds_stops_the_next_round(
-        client: TestClient, heart_id: str, settings: Settings) -> None:
-    created = _submit(client, heart_id, solver="smo", space=GRID, strategy=HALVING)
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
+    created = _submit(client, cancer_id, solver="smo", space=GRID, strategy=HALVING)
     assert all(run_search_task(settings, task, "test") == "succeeded"
                for task in _queued(settings, created["id"]))
     next_round = _queued(settings, created["id"])
@@ -234,12 +234,12 @@ def test_cancel_between_rounds_stops_the_next_round(
 
 
 def test_halving_draws_n_candidates_and_works_with_a_holdout(
-        client: TestClient, heart_id: str, settings: Settings) -> None:
-    drawn = _submit(client, heart_id, solver="smo", space=GRID, refit=False,
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
+    drawn = _submit(client, cancer_id, solver="smo", space=GRID, refit=False,
                     strategy={"type": "halving", "n": 7, "seed": 3})
     assert [r["candidates"] for r in drawn["rounds"]] == [7, 3]
     assert len(client.get(f"/v1/searches/{drawn['id']}").json()["points"]) == 7
-    parts = client.post(f"/v1/datasets/{heart_id}/split", json={"test_fraction": 0.3}).json()
+    parts = client.post(f"/v1/datasets/{cancer_id}/split", json={"test_fraction": 0.3}).json()
     train_rows = parts["train"]["rows"]
     created = _submit(client, parts["train"]["id"], solver="dcd", refit=False,
                       space={"C": {"log2": [-7, 9, 2]}}, strategy={"type": "halving"},

@@ -128,13 +128,13 @@ def assert_report_is_scikit_learns(report: dict[str, Any], y: np.ndarray,
 
 
 def test_split_is_deterministic_stratified_and_records_its_parent(
-        client: TestClient, heart_id: str, cancer_bytes: bytes) -> None:
-    url = f"/v1/datasets/{heart_id}/split"
+        client: TestClient, cancer_id: str, cancer_bytes: bytes) -> None:
+    url = f"/v1/datasets/{cancer_id}/split"
     first = client.post(url, json={"test_fraction": 0.3, "seed": 7})
     assert first.status_code == 201, first.text
     train, test = first.json()["train"], first.json()["test"]
     for part, name in ((train, "train"), (test, "test")):
-        assert part["parent_id"] == heart_id and part["split_part"] == name
+        assert part["parent_id"] == cancer_id and part["split_part"] == name
         assert part["split_seed"] == 7 and part["split_test_fraction"] == 0.3
         assert part["split_stratified"] is True and part["features"] == 13
         assert client.get(f"/v1/datasets/{part['id']}").json() == part
@@ -161,9 +161,9 @@ def test_split_is_deterministic_stratified_and_records_its_parent(
     ({"test_fraction": 0}, 422), ({"test_fraction": 1}, 422), ({"test_fraction": 0.001}, 422),
     ({"seed": -1}, 422), ({"test_fraction": 0.2, "shuffle": True}, 422),
 ])
-def test_split_refuses_bad_input(client: TestClient, heart_id: str, body: dict[str, Any],
+def test_split_refuses_bad_input(client: TestClient, cancer_id: str, body: dict[str, Any],
                                  status: int) -> None:
-    response = client.post(f"/v1/datasets/{heart_id}/split", json=body)
+    response = client.post(f"/v1/datasets/{cancer_id}/split", json=body)
     assert response.status_code == status, response.text
     assert "error" in response.json()
 
@@ -178,7 +178,7 @@ def test_split_of_an_unknown_dataset_is_a_404(client: TestClient) -> None:
 
 
 def test_standard_scaling_of_sparse_data_is_a_422_that_says_why(
-        client: TestClient, heart_id: str) -> None:
+        client: TestClient, cancer_id: str) -> None:
     sparse = _upload(client, b"\n".join(_lines("a9a.xz", 200)), "a9a-200")
     response = client.post("/v1/jobs", json={"dataset_id": sparse["id"], "solver": "dcd",
                                              "params": {"scale": "standard"}})
@@ -186,12 +186,12 @@ def test_standard_scaling_of_sparse_data_is_a_422_that_says_why(
     error = response.json()["error"]
     assert error["detail"] == {"field": "params.scale"}
     assert "needs dense data" in error["message"] and "maxabs" in error["message"]
-    dense = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "dcd",
+    dense = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "dcd",
                                           "params": {"scale": "standard"}})
     assert dense.status_code == 202, dense.text
     assert dense.json()["params"]["scale"] == "standard"
     for params in ({"scale": "log"}, {"probability": "yes"}, {"scale_lower": 0.5}):
-        refused = client.post("/v1/jobs", json={"dataset_id": heart_id, "params": params})
+        refused = client.post("/v1/jobs", json={"dataset_id": cancer_id, "params": params})
         assert refused.status_code == 422, params
 
 
@@ -217,9 +217,9 @@ def test_unscaled_pendigits_job_carries_a_warning(client: TestClient,
 
 @pytest.mark.parametrize(("solver", "params"), [("smo", {}), ("dcd", {"loss": "l1"})])
 def test_split_train_scaled_with_probabilities_then_evaluate(
-        client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes,
+        client: TestClient, settings: Settings, cancer_id: str, cancer_bytes: bytes,
         solver: str, params: dict[str, Any]) -> None:
-    parts = client.post(f"/v1/datasets/{heart_id}/split",
+    parts = client.post(f"/v1/datasets/{cancer_id}/split",
                         json={"test_fraction": 0.3, "seed": 3}).json()
     model = _train(client, settings, parts["train"]["id"], solver, scale="minmax",
                    probability=True, **params)
@@ -242,7 +242,7 @@ def test_split_train_scaled_with_probabilities_then_evaluate(
     assert created.status_code == 201, created.text
     evaluation = created.json()
     assert evaluation["status"] == "succeeded" and evaluation["rows"] == len(test_lines)
-    assert evaluation["dataset_name"] == "heart (test)"
+    assert evaluation["dataset_name"] == "cancer (test)"
     report = evaluation["report"]
     assert_report_is_scikit_learns(report, y_all[test_rows], predicted)
     assert report["accuracy"] > 0.75 and report["roc_auc"] > 0.85
@@ -283,22 +283,22 @@ def test_multiclass_evaluation_equals_scikit_learn(client: TestClient, settings:
 
 
 def test_a_model_without_probabilities_reports_no_log_loss(
-        client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes) -> None:
-    model = _train(client, settings, heart_id, "dcd")
+        client: TestClient, settings: Settings, cancer_id: str, cancer_bytes: bytes) -> None:
+    model = _train(client, settings, cancer_id, "dcd")
     predicted = _predict(client, model["id"], cancer_bytes.splitlines())
     assert predicted["probabilities"] is None
     evaluation = client.post(f"/v1/models/{model['id']}/evaluations",
-                             json={"dataset_id": heart_id}).json()
+                             json={"dataset_id": cancer_id}).json()
     assert_report_is_scikit_learns(evaluation["report"], _labels(cancer_bytes.splitlines()),
                                    predicted)
 
 
 def test_evaluation_refuses_what_does_not_fit(client: TestClient, settings: Settings,
-                                              heart_id: str) -> None:
-    model = _train(client, settings, heart_id, "dcd")
+                                              cancer_id: str) -> None:
+    model = _train(client, settings, cancer_id, "dcd")
     url = f"/v1/models/{model['id']}/evaluations"
     assert client.post("/v1/models/nope/evaluations",
-                       json={"dataset_id": heart_id}).status_code == 404
+                       json={"dataset_id": cancer_id}).status_code == 404
     assert client.get("/v1/models/nope/evaluations").status_code == 404
     assert client.get(f"{url}/nope").status_code == 404
     missing = client.post(url, json={"dataset_id": "nope"})
@@ -313,7 +313,7 @@ def test_evaluation_refuses_what_does_not_fit(client: TestClient, settings: Sett
         refused.json()["error"]["message"]
     narrow = _upload(client, b"1 1:0.5\n-1 2:-0.5 3:1\n", "narrow")  # fewer features: fine
     assert client.post(url, json={"dataset_id": narrow["id"]}).status_code == 201
-    assert client.post(url, json={"dataset_id": heart_id, "x": 1}).status_code == 422
+    assert client.post(url, json={"dataset_id": cancer_id, "x": 1}).status_code == 422
 
 
 # ---- evaluations on a worker -----------------------------------------------------------
@@ -324,12 +324,12 @@ def queued_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"evaluate_inline_rows": 0, "max_attempts": 2})
 
 
-def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, heart_id: str,
+def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, cancer_id: str,
                                                   cancer_bytes: bytes, admin_key: str) -> None:
     with TestClient(create_app(queued_settings), headers=bearer(admin_key)) as client:
-        model = _train(client, queued_settings, heart_id, "smo", probability=True)
+        model = _train(client, queued_settings, cancer_id, "smo", probability=True)
         created = client.post(f"/v1/models/{model['id']}/evaluations",
-                              json={"dataset_id": heart_id})
+                              json={"dataset_id": cancer_id})
         assert created.status_code == 202, created.text
         queued = created.json()
         assert queued["status"] == "queued" and queued["report"] is None
@@ -343,12 +343,12 @@ def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, hea
 
 
 def test_the_sweep_requeues_a_lost_evaluation_then_fails_it(queued_settings: Settings,
-                                                            heart_id: str,
+                                                            cancer_id: str,
                                                             admin_key: str) -> None:
     with TestClient(create_app(queued_settings), headers=bearer(admin_key)) as client:
-        model = _train(client, queued_settings, heart_id, "dcd")
+        model = _train(client, queued_settings, cancer_id, "dcd")
         evaluation_id = client.post(f"/v1/models/{model['id']}/evaluations",
-                                    json={"dataset_id": heart_id}).json()["id"]
+                                    json={"dataset_id": cancer_id}).json()["id"]
         url = f"/v1/models/{model['id']}/evaluations/{evaluation_id}"
         old = utcnow() - timedelta(seconds=queued_settings.job_lease_seconds + 5)
         for attempt in (1, 2):
@@ -407,15 +407,15 @@ def test_libsvm_export_and_range_file_reproduce_predictions_in_libsvm(
 
 
 def test_export_scale_needs_a_minmax_model(client: TestClient, settings: Settings,
-                                           heart_id: str) -> None:
-    plain = _train(client, settings, heart_id, "dcd")
+                                           cancer_id: str) -> None:
+    plain = _train(client, settings, cancer_id, "dcd")
     refused = client.get(f"/v1/models/{plain['id']}/export?format=scale")
     assert refused.status_code == 422 and "without scaling" in refused.json()["error"]["message"]
-    maxabs = _train(client, settings, heart_id, "dcd", scale="maxabs")
+    maxabs = _train(client, settings, cancer_id, "dcd", scale="maxabs")
     refused = client.get(f"/v1/models/{maxabs['id']}/export?format=scale")
     assert refused.status_code == 422 and "only a minmax scaler" in \
         refused.json()["error"]["message"]
-    lower_zero = _train(client, settings, heart_id, "dcd", scale="minmax", scale_lower=0)
+    lower_zero = _train(client, settings, cancer_id, "dcd", scale="minmax", scale_lower=0)
     text = client.get(f"/v1/models/{lower_zero['id']}/export?format=scale").text
     assert text.startswith("x\n0 1\n")
     linear = client.get(f"/v1/models/{lower_zero['id']}/export")
