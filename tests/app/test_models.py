@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import lzma
+import io
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +12,8 @@ from sklearn.datasets import load_svmlight_file
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import BLOB_BACKENDS, bearer, data_file, embedded_settings, make_key, migrate
+from testkit import bundled
+from tests.support import BLOB_BACKENDS, bearer, embedded_settings, make_key, migrate
 from workers.training import run_job
 
 
@@ -36,9 +37,7 @@ def cancer_model(client: TestClient, settings: Settings, cancer_id: str) -> dict
 
 
 def _cancer_arrays(cancer_bytes: bytes):
-    import io
-
-    X, y = load_svmlight_file(io.BytesIO(cancer_bytes), n_features=13)
+    X, y = load_svmlight_file(io.BytesIO(cancer_bytes))
     return X.tocsr(), y
 
 
@@ -171,29 +170,35 @@ def test_liblinear_export_loads_and_predicts_identically(
     assert client.get(f"/v1/models/{model['id']}/export?format=pmml").status_code == 422
 
 
+def _digits_parts(train_rows: int) -> tuple[bytes, bytes]:
+    """scikit-learn's digits (10 classes) as svmlight: the first rows, and the rest."""
+    lines = bundled.svmlight_bytes("digits").splitlines(keepends=True)
+    return b"".join(lines[:train_rows]), b"".join(lines[train_rows:])
+
+
 def test_multiclass_one_vs_rest_model(client: TestClient, settings: Settings,
                                       tmp_path: Path) -> None:
     from liblinear import liblinearutil
 
-    upload = client.post("/v1/datasets", content=data_file("dna.scale.xz").read_bytes())
+    train_text, test_text = _digits_parts(1200)
+    upload = client.post("/v1/datasets", content=train_text)
     assert upload.status_code == 201
-    assert upload.json()["labels"] == [1.0, 2.0, 3.0]
+    classes = np.unique(load_svmlight_file(io.BytesIO(train_text))[1]).tolist()
+    assert upload.json()["labels"] == classes and len(classes) == 10
     model = _train(client, settings, upload.json()["id"], eps=0.01)
-    test_text = lzma.decompress(data_file("dna.scale.t.xz").read_bytes())
     response = client.post(f"/v1/models/{model['id']}/predict", content=test_text,
                            headers={"content-type": "text/plain"})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["classes"] == [1.0, 2.0, 3.0]
-    assert np.shape(body["decision_values"]) == (1186, 3)
-    import io
-
-    _, y_test = load_svmlight_file(io.BytesIO(test_text), n_features=180)
+    assert body["classes"] == classes
+    n_features = model["n_features"]
+    X_test, y_test = load_svmlight_file(io.BytesIO(test_text), n_features=n_features)
+    assert np.shape(body["decision_values"]) == (y_test.size, len(classes))  # one per class
+    # linear one-vs-rest on digits scores about 0.92 on these rows (chance is 0.1)
     accuracy = float(np.mean(np.array(body["labels"]) == y_test))
-    assert accuracy > 0.9
-    path = tmp_path / "dna.model"
+    assert accuracy > 0.85
+    path = tmp_path / "digits.model"
     path.write_text(client.get(f"/v1/models/{model['id']}/export").text)
-    X_test, _ = load_svmlight_file(io.BytesIO(test_text), n_features=180)
     labels, _, _ = liblinearutil.predict(y_test, X_test, liblinearutil.load_model(str(path)),
                                          "-q")
     assert labels == body["labels"]
