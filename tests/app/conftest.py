@@ -5,7 +5,7 @@ from fastapi.testclient import TestClient
 
 
 @pytest.fixture
-def heart_id(client: TestClient, cancer_bytes: bytes) -> str:
-    response = client.post("/v1/datasets?name=heart", content=cancer_bytes)
+def cancer_id(client: TestClient, cancer_bytes: bytes) -> str:
+    response = client.post("/v1/datasets?name=cancer", content=cancer_bytes)
     assert response.status_code == 201, response.text
     return str(response.json()["id"])

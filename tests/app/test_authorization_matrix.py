@@ -131,7 +131,7 @@ def test_the_scope_finder_sees_a_route_without_a_declaration() -> None:
 class World:
     """Two tenants and their keys; the owner's objects."""
 
-    def __init__(self, settings: Settings, app: FastAPI, heart: bytes) -> None:
+    def __init__(self, settings: Settings, app: FastAPI, cancer: bytes) -> None:
         self.settings = settings
         owner_admin = make_key(settings, "owner")
         self.read_only = make_key(settings, "owner", ("read",))
@@ -149,7 +149,7 @@ class World:
             "revoked key": bearer(revoked),
         }
         with TestClient(app, headers=bearer(owner_admin)) as client:
-            self.dataset_id = client.post("/v1/datasets", content=heart).json()["id"]
+            self.dataset_id = client.post("/v1/datasets", content=cancer).json()["id"]
             self.job_id = client.post("/v1/jobs", json={"dataset_id": self.dataset_id}
                                       ).json()["id"]
         assert run_job(settings, self.job_id, "matrix") == "succeeded"

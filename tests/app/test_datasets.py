@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
+import io
 import lzma
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sklearn.datasets import load_svmlight_file
 
 from app.main import create_app
+from testkit import bundled
 from tests.support import (
     BLOB_BACKENDS,
     bearer,
     blob_exists,
-    data_file,
     embedded_settings,
     make_key,
     migrate,
@@ -29,27 +33,31 @@ def blob_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="module")
-def heart_text() -> bytes:
-    return lzma.decompress(data_file("heart_scale.xz").read_bytes())
+def _summary(text: bytes) -> dict:
+    """What the API must report of an svmlight text, computed here by scikit-learn's parser:
+    rows, features (the largest index), stored values, labels, rows per label, sha256."""
+    X, y = load_svmlight_file(io.BytesIO(text))
+    labels, counts = np.unique(y, return_counts=True)
+    return {"rows": X.shape[0], "features": X.shape[1], "nnz": X.nnz,
+            "labels": labels.tolist(),
+            "class_counts": {f"{label:g}": int(n) for label, n in zip(labels, counts,
+                                                                       strict=True)},
+            "sha256": hashlib.sha256(text).hexdigest()}
 
 
-def _check_heart(body: dict) -> None:
-    assert body["rows"] == 270
-    assert body["features"] == 13
-    assert body["nnz"] == 3378
-    assert body["labels"] == [-1.0, 1.0]
-    assert body["class_counts"] == {"-1": 150, "1": 120}
-    assert body["sha256"].startswith("5defa0a4c4c5bdaf")
+def _check_cancer(body: dict, text: bytes) -> None:
+    expected = _summary(text)
+    assert {key: body[key] for key in expected} == expected
+    assert (body["rows"], body["features"]) == (569, 30)  # breast_cancer, as documented
 
 
-def test_multipart_upload_then_get_list_delete(client: TestClient, heart_text: bytes) -> None:
-    response = client.post("/v1/datasets", files={"file": ("heart.txt", heart_text)},
-                           data={"name": "heart"})
+def test_multipart_upload_then_get_list_delete(client: TestClient, cancer_bytes: bytes) -> None:
+    response = client.post("/v1/datasets", files={"file": ("cancer.txt", cancer_bytes)},
+                           data={"name": "cancer"})
     assert response.status_code == 201, response.text
     body = response.json()
-    _check_heart(body)
-    assert body["name"] == "heart"
+    _check_cancer(body, cancer_bytes)
+    assert body["name"] == "cancer"
     dataset_id = body["id"]
 
     assert client.get(f"/v1/datasets/{dataset_id}").json() == body
@@ -71,23 +79,25 @@ def test_multipart_upload_then_get_list_delete(client: TestClient, heart_text: b
     ids=["plain", "gzip", "bz2", "xz"],
 )
 def test_raw_body_in_every_compression_detected_by_magic(
-    client: TestClient, heart_text: bytes, compress
+    client: TestClient, cancer_bytes: bytes, compress
 ) -> None:
-    response = client.post("/v1/datasets?name=raw.txt", content=compress(heart_text),
+    response = client.post("/v1/datasets?name=raw.txt", content=compress(cancer_bytes),
                            headers={"content-type": "application/octet-stream"})
     assert response.status_code == 201, response.text
-    _check_heart(response.json())
+    _check_cancer(response.json(), cancer_bytes)
     assert response.json()["name"] == "raw.txt"
 
 
-def test_shared_xz_file_uploads_as_is(client: TestClient) -> None:
-    response = client.post("/v1/datasets",
-                           files={"file": ("a9a.xz", data_file("a9a.xz").read_bytes())})
+def test_an_xz_file_uploads_as_is(client: TestClient, tmp_path: Path) -> None:
+    """A larger sparse 0/1 set (a9a-like, 8,000 rows) as a user uploads it: an .xz file."""
+    path = bundled.write_xz("onehot", tmp_path)
+    response = client.post("/v1/datasets", files={"file": (path.name, path.read_bytes())})
     assert response.status_code == 201, response.text
     body = response.json()
-    assert (body["rows"], body["features"], body["nnz"]) == (32561, 123, 451592)
-    assert body["class_counts"] == {"-1": 24720, "1": 7841}
-    assert body["name"] == "a9a.xz"
+    expected = _summary(bundled.svmlight_bytes("onehot"))
+    assert {key: body[key] for key in expected} == expected
+    assert body["rows"] == 8000 and body["labels"] == [-1.0, 1.0]
+    assert body["name"] == "onehot.xz"
 
 
 @pytest.mark.parametrize(
@@ -115,9 +125,9 @@ def test_bad_input_is_422_naming_the_line(client: TestClient, text: bytes, line:
     assert client.get("/v1/datasets").json()["count"] == 0
 
 
-def test_empty_and_truncated_uploads_are_422(client: TestClient, heart_text: bytes) -> None:
+def test_empty_and_truncated_uploads_are_422(client: TestClient, cancer_bytes: bytes) -> None:
     assert client.post("/v1/datasets", content=b"").status_code == 422
-    truncated = gzip.compress(heart_text)[:-20]
+    truncated = gzip.compress(cancer_bytes)[:-20]
     response = client.post("/v1/datasets", content=truncated)
     assert response.status_code == 422, response.text
     assert "gzip" in response.json()["error"]["message"]

@@ -17,14 +17,14 @@ def _datasets(client: TestClient) -> list[str]:
 
 
 def test_a_second_upload_names_the_first(client: TestClient, cancer_bytes: bytes) -> None:
-    first = client.post("/v1/datasets?name=heart", content=cancer_bytes)
+    first = client.post("/v1/datasets?name=cancer", content=cancer_bytes)
     assert first.status_code == 201 and first.json()["duplicate_of"] == []
     # the same text, gzipped and under another name: the same content
     second = client.post("/v1/datasets?name=again", content=gzip.compress(cancer_bytes))
     assert second.status_code == 201
     assert second.json()["duplicate_of"] == [first.json()["id"]]
     assert second.json()["sha256"] == first.json()["sha256"]
-    third = client.post("/v1/datasets", files={"file": ("heart.txt", cancer_bytes)})
+    third = client.post("/v1/datasets", files={"file": ("cancer.txt", cancer_bytes)})
     assert third.json()["duplicate_of"] == [first.json()["id"], second.json()["id"]]
     other = client.post("/v1/datasets", content=cancer_bytes + b"1 1:1\n")
     assert other.status_code == 201 and other.json()["duplicate_of"] == []
@@ -33,12 +33,12 @@ def test_a_second_upload_names_the_first(client: TestClient, cancer_bytes: bytes
 
 def test_reuse_returns_the_oldest_copy_and_stores_nothing(client: TestClient,
                                                           cancer_bytes: bytes) -> None:
-    fresh = client.post("/v1/datasets?reuse=true&name=heart", content=cancer_bytes)
+    fresh = client.post("/v1/datasets?reuse=true&name=cancer", content=cancer_bytes)
     assert fresh.status_code == 201  # nothing to reuse yet: stored
     again = client.post("/v1/datasets?reuse=true&name=other", content=cancer_bytes)
     assert again.status_code == 200, again.text
     assert again.json()["id"] == fresh.json()["id"]
-    assert again.json()["name"] == "heart"  # the existing dataset, as it is
+    assert again.json()["name"] == "cancer"  # the existing dataset, as it is
     assert _datasets(client) == [fresh.json()["id"]]
 
 

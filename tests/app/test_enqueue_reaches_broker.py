@@ -52,7 +52,7 @@ def test_submitted_job_is_on_the_broker_queue(broker_settings: Settings,
                                              cancer_bytes: bytes) -> None:
     with TestClient(create_app(broker_settings),
                     headers=bearer(make_key(broker_settings))) as client:
-        upload = client.post("/v1/datasets", files={"file": ("heart", cancer_bytes)})
+        upload = client.post("/v1/datasets", files={"file": ("cancer", cancer_bytes)})
         assert upload.status_code == 201, upload.text
         job = client.post("/v1/jobs", json={"dataset_id": upload.json()["id"],
                                             "solver": "dcd"})
@@ -68,7 +68,7 @@ def test_submitted_job_is_on_the_broker_queue(broker_settings: Settings,
 def test_a_rejected_job_sends_nothing(broker_settings: Settings, cancer_bytes: bytes) -> None:
     with TestClient(create_app(broker_settings),
                     headers=bearer(make_key(broker_settings))) as client:
-        upload = client.post("/v1/datasets", files={"file": ("heart", cancer_bytes)})
+        upload = client.post("/v1/datasets", files={"file": ("cancer", cancer_bytes)})
         job = client.post("/v1/jobs", json={"dataset_id": upload.json()["id"],
                                             "solver": "dcd", "params": {"C": -1}})
         assert job.status_code == 422

@@ -25,12 +25,12 @@ from tests.support import bearer, embedded_settings, make_key, migrate
 def test_a_repeated_upload_gets_the_first_answer(client: TestClient, cancer_bytes: bytes
                                                  ) -> None:
     key = {"Idempotency-Key": "upload-1"}
-    first = client.post("/v1/datasets?name=heart", content=cancer_bytes, headers=key)
-    again = client.post("/v1/datasets?name=heart", content=cancer_bytes, headers=key)
+    first = client.post("/v1/datasets?name=cancer", content=cancer_bytes, headers=key)
+    again = client.post("/v1/datasets?name=cancer", content=cancer_bytes, headers=key)
     assert first.status_code == again.status_code == 201
     assert again.json() == first.json() and again.headers["idempotent-replay"] == "true"
     assert client.get("/v1/datasets").json()["count"] == 1
-    other = client.post("/v1/datasets?name=heart", content=cancer_bytes[:-200], headers=key)
+    other = client.post("/v1/datasets?name=cancer", content=cancer_bytes[:-200], headers=key)
     assert other.status_code == 422 and "Idempotency-Key" in other.json()["error"]["message"]
     renamed = client.post("/v1/datasets?name=other", content=cancer_bytes, headers=key)
     assert renamed.status_code == 422
@@ -47,10 +47,10 @@ def test_a_repeated_upload_gets_the_first_answer(client: TestClient, cancer_byte
 
 
 def test_a_repeated_job_submission_gets_the_first_answer(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
     key = {"Idempotency-Key": "job-1"}
-    spec = {"dataset_id": heart_id, "params": {"C": 2}}
+    spec = {"dataset_id": cancer_id, "params": {"C": 2}}
     first = client.post("/v1/jobs", json=spec, headers=key)
     again = client.post("/v1/jobs", json=dict(reversed(list(spec.items()))), headers=key)
     assert first.status_code == again.status_code == 202
@@ -65,7 +65,7 @@ def test_a_repeated_job_submission_gets_the_first_answer(
     assert client.post("/v1/jobs", json={"dataset_id": "nope"}, headers=bad).status_code == 422
     assert client.post("/v1/jobs", json=spec, headers=bad).status_code == 202
     other = bearer(make_key(settings, "other"))
-    theirs = client.post("/v1/jobs", json={"dataset_id": heart_id},
+    theirs = client.post("/v1/jobs", json={"dataset_id": cancer_id},
                          headers={**other, **key})
     assert theirs.status_code == 422  # their own key "job-1" is fresh; the dataset is not theirs
     assert client.post("/v1/jobs", json=spec, headers={"Idempotency-Key": "a b"}

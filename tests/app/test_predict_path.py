@@ -59,9 +59,9 @@ def test_refused_rows_name_the_row_and_value(instances: list[Instance], message:
 
 
 def test_predict_and_key_reads_never_wait_for_the_sqlite_write_lock(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    job = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "dcd"}).json()
+    job = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "dcd"}).json()
     assert run_job(settings, job["id"], "test-worker") == "succeeded"
     model_id = client.get(f"/v1/jobs/{job['id']}").json()["model_id"]
     reader = make_key(settings, scopes=("read",))  # never verified by this process yet
@@ -86,9 +86,9 @@ def test_predict_and_key_reads_never_wait_for_the_sqlite_write_lock(
 
 
 def test_predict_is_counted_in_the_metrics_and_carries_the_security_headers(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    job = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "dcd"}).json()
+    job = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "dcd"}).json()
     assert run_job(settings, job["id"], "test-worker") == "succeeded"
     model_id = client.get(f"/v1/jobs/{job['id']}").json()["model_id"]
     answer = client.post(f"/v1/models/{model_id}/predict",

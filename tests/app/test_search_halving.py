@@ -46,11 +46,17 @@ def _run_rounds(settings: Settings, search_id: str) -> list[list[str]]:
     return rounds
 
 
-def _heart(settings: Settings, dataset_id: str) -> tuple[Any, np.ndarray]:
+def _cancer(settings: Settings, dataset_id: str) -> tuple[Any, np.ndarray]:
     with session_scope(settings.database_url) as session:
         dataset = session.get(Dataset, dataset_id)
         assert dataset is not None
         return load_dataset(blob_store(settings), dataset.blob_path, dataset.features)
+
+
+def _class_counts(settings: Settings, dataset_id: str) -> list[int]:
+    """Rows per class, in label order (what the service plans the rounds with)."""
+    _, y = _cancer(settings, dataset_id)
+    return [int(n) for n in np.unique(y, return_counts=True)[1]]
 
 
 def _ranked(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -69,7 +75,7 @@ def test_the_schedule_follows_halving_grid_search_cv() -> None:
     assert first == 37
     assert [(r.candidates, r.n_rows) for r in rounds] == [(27, 37), (9, 111), (3, 333),
                                                            (1, 1000)]
-    # heart_scale (150 + 120 rows), 30 candidates: 'exhaust' would start below the
+    # two classes of 150 and 120 rows, 30 candidates: 'exhaust' would start below the
     # smallest sensible subsample (2 x 2 classes x 5 folds = 20 rows), so it starts there
     # and the rows run out after three rounds: 30, 10, 4 candidates
     first, rounds = halving_schedule(30, [150, 120], 5, 3.0, "exhaust")
@@ -99,17 +105,25 @@ def test_a_stratified_subsample_keeps_the_class_shares_and_is_nested() -> None:
 
 # -- validation --------------------------------------------------------------------------
 
-def test_the_413_counts_the_fits_of_every_round(client: TestClient, heart_id: str) -> None:
-    # 61 x 50 = 3050 candidates: 15250 fits in round 0 (under the 20000 limit), but the
-    # rounds 3050 + 1017 + 339 need 22030
+def test_the_413_counts_the_fits_of_every_round(client: TestClient, cancer_id: str,
+                                                settings: Settings) -> None:
+    # 61 x 50 = 3050 candidates: 15250 fits in round 0 (under the 20000 limit), but with
+    # the later rounds (3050 / 3^r candidates, until the rows run out) they are more
     space = {"C": {"log2": [-15, 15, 0.5]}, "gamma": {"log2": [-30, 19, 1]}}
+    _, schedule = halving_schedule(3050, _class_counts(settings, cancer_id), 5, 3.0,
+                                   "exhaust")
+    candidates = [r.candidates for r in schedule]
+    assert candidates[:3] == [3050, 1017, 339]  # ceil(n / 3) each round
+    fits = sum(candidates) * 5
+    assert 3050 * 5 <= 20_000 < fits
     response = client.post("/v1/searches", json={
-        "dataset_id": heart_id, "solver": "smo", "space": space, "strategy": "halving"})
+        "dataset_id": cancer_id, "solver": "smo", "space": space, "strategy": "halving"})
     assert response.status_code == 413, response.text
     error = response.json()["error"]
-    assert error["detail"]["fits"] == (3050 + 1017 + 339) * 5 == 22030
-    assert error["detail"]["rounds"] == [3050, 1017, 339]
-    assert "3 halving rounds" in error["message"] and "22030" in error["message"]
+    assert error["detail"]["fits"] == fits
+    assert error["detail"]["rounds"] == candidates
+    assert f"{len(candidates)} halving rounds" in error["message"]
+    assert str(fits) in error["message"]
 
 
 @pytest.mark.parametrize(("strategy", "field"), [
@@ -117,9 +131,9 @@ def test_the_413_counts_the_fits_of_every_round(client: TestClient, heart_id: st
     ({"type": "halving", "min_resources": "most"}, "strategy.min_resources"),
     ({"type": "halving", "min_resources": 0}, "strategy.min_resources"),
 ])
-def test_invalid_halving_settings_are_422(client: TestClient, heart_id: str,
+def test_invalid_halving_settings_are_422(client: TestClient, cancer_id: str,
                                           strategy: dict[str, Any], field: str) -> None:
-    response = client.post("/v1/searches", json={"dataset_id": heart_id, "space": GRID,
+    response = client.post("/v1/searches", json={"dataset_id": cancer_id, "space": GRID,
                                                  "solver": "smo", "strategy": strategy})
     assert response.status_code == 422, response.text
     assert field.split(".")[-1] in response.text
@@ -128,41 +142,48 @@ def test_invalid_halving_settings_are_422(client: TestClient, heart_id: str,
 # -- running it --------------------------------------------------------------------------
 
 def test_halving_rounds_keep_the_best_third_and_pick_the_best_on_every_row(
-        client: TestClient, heart_id: str, settings: Settings) -> None:
-    created = _submit(client, heart_id, solver="smo", space=GRID, strategy=HALVING)
-    assert (created["total"], created["done"]) == ((30 + 10 + 4) * 5, 0)
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
+    X, y = _cancer(settings, cancer_id)
+    # the rounds of 30 candidates on these rows by the rule tested above: at least three,
+    # the last on every row
+    _, schedule = halving_schedule(30, _class_counts(settings, cancer_id), 5, 3.0, "exhaust")
+    assert len(schedule) >= 3 and schedule[-1].n_rows == y.shape[0]
+    assert [r.candidates for r in schedule][:3] == [30, 10, 4]
+    last = len(schedule) - 1
+    fits = sum(r.candidates for r in schedule) * 5
+    created = _submit(client, cancer_id, solver="smo", space=GRID, strategy=HALVING)
+    assert (created["total"], created["done"]) == (fits, 0)
     assert len(_queued(settings, created["id"])) == 5 * 5  # round 0: a C path per gamma
     outcomes = _run_rounds(settings, created["id"])  # and fold
-    assert len(outcomes) == 3
+    assert len(outcomes) == len(schedule)
     assert all(o == "succeeded" for r in outcomes for o in r)
     body = client.get(f"/v1/searches/{created['id']}").json()
-    assert body["status"] == "succeeded" and body["done"] == body["total"] == 220
+    assert body["status"] == "succeeded" and body["done"] == body["total"] == fits
+    starts = np.cumsum([0] + [r.candidates for r in schedule]).tolist()
     assert body["rounds"] == [
-        {"round": 0, "candidates": 30, "n_rows": 20, "points": list(range(30))},
-        {"round": 1, "candidates": 10, "n_rows": 60, "points": list(range(30, 40))},
-        {"round": 2, "candidates": 4, "n_rows": 270, "points": list(range(40, 44))}]
+        {"round": r.round, "candidates": r.candidates, "n_rows": r.n_rows,
+         "points": list(range(starts[r.round], starts[r.round + 1]))} for r in schedule]
     points = body["points"]
     assert all(p["folds_done"] == 5 and p["mean"] is not None for p in points)
     assert sum(p["warm_started"] for p in points) > 0  # smo along the C values of a gamma
-    for r, rows in ((0, 20), (1, 60), (2, 270)):
-        this = [p for p in points if p["round"] == r]
-        assert {p["n_rows"] for p in this} == {rows}
-        if r < 2:  # the next round evaluates this round's best ceil(n / 3) again
+    for r in schedule:
+        this = [p for p in points if p["round"] == r.round]
+        assert {p["n_rows"] for p in this} == {r.n_rows}
+        if r.round < last:  # the next round evaluates this round's best ceil(n / 3) again
             survivors = [p["candidate"] for p in _ranked(this)[:-(-len(this) // 3)]]
-            following = [p for p in points if p["round"] == r + 1]
+            following = [p for p in points if p["round"] == r.round + 1]
             assert sorted(survivors) == [p["candidate"] for p in following]
             assert all(p["values"] == points[p["candidate"]]["values"] for p in following)
-    final = [p for p in points if p["round"] == 2]
+    final = [p for p in points if p["round"] == last]
     assert body["best"]["index"] == _ranked(final)[0]["index"]
-    assert body["best"]["round"] == 2 and body["best"]["n_rows"] == 270
-    # heart_scale's best CV accuracy (grid.py finds ~0.85 there)
-    assert body["best"]["mean"] > 0.8
+    assert body["best"]["round"] == last and body["best"]["n_rows"] == y.shape[0]
+    # breast_cancer's best CV accuracy with an rbf kernel is about 0.97
+    assert body["best"]["mean"] > 0.9
 
     # round 0 scored CV on the seeded stratified subsample, the last round on every row
     from solvers import fit
 
-    X, y = _heart(settings, heart_id)
-    for point, keep in ((points[0], subsample_rows(y, 20, 5, 1)),
+    for point, keep in ((points[0], subsample_rows(y, schedule[0].n_rows, 5, 1)),
                         (final[0], np.arange(y.shape[0]))):
         X_part, y_part = X[keep], y[keep]
         fold = fold_of_rows(y_part, 5, True, 0)
@@ -182,33 +203,35 @@ def test_halving_rounds_keep_the_best_third_and_pick_the_best_on_every_row(
     # the stream has every point, with its round and rows
     events = search_events(client, created["id"])
     streamed = [e["data"] for e in events if e["event"] == "point"]
-    assert sorted(e["index"] for e in streamed) == list(range(44))
-    assert {(e["round"], e["n_rows"]) for e in streamed} == {(0, 20), (1, 60), (2, 270)}
+    assert sorted(e["index"] for e in streamed) == list(range(len(points)))
+    assert {(e["round"], e["n_rows"]) for e in streamed} == {
+        (r.round, r.n_rows) for r in schedule}
     assert events[-1]["event"] == "status"
 
 
 def test_halving_is_deterministic_by_seed_and_plans_c_paths_for_linear_solvers(
-        client: TestClient, heart_id: str, settings: Settings) -> None:
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
     spec = {"solver": "dcd", "space": {"C": {"log2": [-7, 9, 2]}},  # 9 candidates
             "cv": {"folds": 3}, "params": {"loss": "l2"}, "refit": False,
             "strategy": {"type": "halving", "seed": 5, "min_resources": "smallest"}}
     runs = []
     for _ in range(2):
-        created = _submit(client, heart_id, **spec)
+        created = _submit(client, cancer_id, **spec)
         assert len(_queued(settings, created["id"])) == 3  # one C path per fold
         _run_rounds(settings, created["id"])
         runs.append(client.get(f"/v1/searches/{created['id']}").json())
     first, again = runs
     assert first["status"] == "succeeded"
     # 2 x 2 classes x 3 folds = 12 rows, then 36, then every row: 9, 3, 1 candidates
+    rows = sum(_class_counts(settings, cancer_id))
     assert [(r["candidates"], r["n_rows"]) for r in first["rounds"]] == [
-        (9, 12), (3, 36), (1, 270)]
+        (9, 12), (3, 36), (1, rows)]
     assert sum(p["warm_started"] for p in first["points"]) > 0  # the C path warm starts
     keys = ("values", "round", "n_rows", "scores")
     assert [{k: p[k] for k in keys} for p in first["points"]] == [
         {k: p[k] for k in keys} for p in again["points"]]
     assert first["best"] == again["best"]
-    other = _submit(client, heart_id, **{**spec, "strategy": {**spec["strategy"],
+    other = _submit(client, cancer_id, **{**spec, "strategy": {**spec["strategy"],
                                                               "seed": 6}})
     _run_rounds(settings, other["id"])
     reseeded = client.get(f"/v1/searches/{other['id']}").json()
@@ -217,8 +240,8 @@ def test_halving_is_deterministic_by_seed_and_plans_c_paths_for_linear_solvers(
 
 
 def test_cancel_between_rounds_stops_the_next_round(
-        client: TestClient, heart_id: str, settings: Settings) -> None:
-    created = _submit(client, heart_id, solver="smo", space=GRID, strategy=HALVING)
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
+    created = _submit(client, cancer_id, solver="smo", space=GRID, strategy=HALVING)
     assert all(run_search_task(settings, task, "test") == "succeeded"
                for task in _queued(settings, created["id"]))
     next_round = _queued(settings, created["id"])
@@ -234,12 +257,12 @@ def test_cancel_between_rounds_stops_the_next_round(
 
 
 def test_halving_draws_n_candidates_and_works_with_a_holdout(
-        client: TestClient, heart_id: str, settings: Settings) -> None:
-    drawn = _submit(client, heart_id, solver="smo", space=GRID, refit=False,
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
+    drawn = _submit(client, cancer_id, solver="smo", space=GRID, refit=False,
                     strategy={"type": "halving", "n": 7, "seed": 3})
     assert [r["candidates"] for r in drawn["rounds"]] == [7, 3]
     assert len(client.get(f"/v1/searches/{drawn['id']}").json()["points"]) == 7
-    parts = client.post(f"/v1/datasets/{heart_id}/split", json={"test_fraction": 0.3}).json()
+    parts = client.post(f"/v1/datasets/{cancer_id}/split", json={"test_fraction": 0.3}).json()
     train_rows = parts["train"]["rows"]
     created = _submit(client, parts["train"]["id"], solver="dcd", refit=False,
                       space={"C": {"log2": [-7, 9, 2]}}, strategy={"type": "halving"},

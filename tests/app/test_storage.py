@@ -208,7 +208,7 @@ def test_a_large_model_predicts_from_its_blob_and_deleting_it_removes_the_blob(
     settings.ensure_dirs()
     migrate(settings.database_url)
     with TestClient(create_app(settings), headers=bearer(make_key(settings))) as client:
-        dataset = client.post("/v1/datasets?name=heart", content=cancer_bytes).json()["id"]
+        dataset = client.post("/v1/datasets?name=cancer", content=cancer_bytes).json()["id"]
         job = client.post("/v1/jobs", json={"dataset_id": dataset, "solver": "dcd",
                                             "params": {"C": 1}}).json()["id"]
         assert run_job(settings, job, "test-worker") == "succeeded"

@@ -25,10 +25,10 @@ def _make_running(settings: Settings, job_id: str, attempt: int, beat_age: float
 
 
 def test_stale_running_job_is_requeued_and_fresh_one_is_left_alone(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    stale = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
-    fresh = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    stale = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
+    fresh = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
     _make_running(settings, stale, attempt=1, beat_age=settings.job_lease_seconds + 5)
     _make_running(settings, fresh, attempt=1, beat_age=1)
     counts = sweep(settings)
@@ -40,9 +40,9 @@ def test_stale_running_job_is_requeued_and_fresh_one_is_left_alone(
 
 
 def test_stale_job_at_the_attempt_cap_fails_as_worker_lost(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
     _make_running(settings, job_id, attempt=settings.max_attempts,
                   beat_age=settings.job_lease_seconds + 5)
     assert sweep(settings)["failed"] == 1
@@ -51,9 +51,9 @@ def test_stale_job_at_the_attempt_cap_fails_as_worker_lost(
 
 
 def test_stale_job_with_cancel_requested_ends_cancelled(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
     _make_running(settings, job_id, attempt=1, beat_age=settings.job_lease_seconds + 5)
     client.post(f"/v1/jobs/{job_id}/cancel")
     assert sweep(settings)["cancelled"] == 1
@@ -61,9 +61,9 @@ def test_stale_job_with_cancel_requested_ends_cancelled(
 
 
 def test_long_queued_job_whose_message_is_gone_is_enqueued_again(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
     assert sweep(settings)["reenqueued"] == 0
     engine = create_engine(settings.broker_url.removeprefix("sqla+"))
     with engine.begin() as connection:  # the message is lost (tests/app/test_sweep_broker)
@@ -77,9 +77,9 @@ def test_long_queued_job_whose_message_is_gone_is_enqueued_again(
 
 
 def test_an_old_attempt_cannot_finish_a_job_claimed_again(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
     _make_running(settings, job_id, attempt=2, beat_age=0)
     with session_scope(settings.database_url) as session:
         assert not transition(session, job_id, (RUNNING,), SUCCEEDED, expect_attempt=1)

@@ -55,7 +55,7 @@ def queued_jobs(broker_settings: Settings, cancer_bytes: bytes) -> list[str]:
     first."""
     with TestClient(create_app(broker_settings),
                     headers=bearer(make_key(broker_settings))) as client:
-        dataset = client.post("/v1/datasets?name=heart", content=cancer_bytes)
+        dataset = client.post("/v1/datasets?name=cancer", content=cancer_bytes)
         assert dataset.status_code == 201, dataset.text
         ids = []
         for c in range(WAITING):
@@ -203,7 +203,7 @@ def test_search_tasks_waiting_in_the_broker_do_not_hide_lost_job_messages(
     _purge(broker_settings)  # every job's message is gone...
     with TestClient(create_app(broker_settings),
                     headers=bearer(make_key(broker_settings))) as client:
-        dataset = client.post("/v1/datasets?name=heart", content=cancer_bytes)
+        dataset = client.post("/v1/datasets?name=cancer", content=cancer_bytes)
         assert dataset.status_code == 201, dataset.text
         search = client.post("/v1/searches", json={  # ...and a search's tasks wait
             "dataset_id": dataset.json()["id"], "space": {"C": [0.5, 1.0, 2.0, 4.0]}})

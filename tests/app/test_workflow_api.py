@@ -10,7 +10,6 @@ predictions the API returns for the same rows.
 from __future__ import annotations
 
 import io
-import lzma
 import shutil
 import subprocess
 from datetime import timedelta
@@ -30,7 +29,8 @@ from app.orm import Evaluation, utcnow
 from app.services.splits import split_rows
 from app.settings import Settings
 from app.sweep import sweep
-from tests.support import BLOB_BACKENDS, IN_CI, bearer, data_file
+from testkit import bundled
+from tests.support import BLOB_BACKENDS, IN_CI, bearer
 from workers.evaluation import run_evaluation
 from workers.training import run_job
 
@@ -58,9 +58,9 @@ def _train(client: TestClient, settings: Settings, dataset_id: str, solver: str,
     return dict(client.get(f"/v1/models/{job['model_id']}").json(), job=job)
 
 
-def _lines(name: str, count: int | None = None) -> list[bytes]:
-    lines = lzma.decompress(data_file(name).read_bytes()).splitlines()
-    return lines if count is None else lines[:count]
+def _lines(name: str, start: int, stop: int) -> list[bytes]:
+    """Lines start..stop-1 of a bundled set (testkit.bundled) as svmlight."""
+    return bundled.svmlight_bytes(name).splitlines()[start:stop]
 
 
 def _predict(client: TestClient, model_id: str, lines: list[bytes]) -> dict[str, Any]:
@@ -128,24 +128,26 @@ def assert_report_is_scikit_learns(report: dict[str, Any], y: np.ndarray,
 
 
 def test_split_is_deterministic_stratified_and_records_its_parent(
-        client: TestClient, heart_id: str, cancer_bytes: bytes) -> None:
-    url = f"/v1/datasets/{heart_id}/split"
+        client: TestClient, cancer_id: str, cancer_bytes: bytes) -> None:
+    url = f"/v1/datasets/{cancer_id}/split"
     first = client.post(url, json={"test_fraction": 0.3, "seed": 7})
     assert first.status_code == 201, first.text
     train, test = first.json()["train"], first.json()["test"]
+    X, y = load_svmlight_file(io.BytesIO(cancer_bytes))
     for part, name in ((train, "train"), (test, "test")):
-        assert part["parent_id"] == heart_id and part["split_part"] == name
+        assert part["parent_id"] == cancer_id and part["split_part"] == name
         assert part["split_seed"] == 7 and part["split_test_fraction"] == 0.3
-        assert part["split_stratified"] is True and part["features"] == 13
+        assert part["split_stratified"] is True and part["features"] == X.shape[1]
         assert client.get(f"/v1/datasets/{part['id']}").json() == part
-    assert train["rows"] + test["rows"] == 270
-    # stratified: 150 of class -1, 120 of class 1; 30% of each
-    assert test["class_counts"] == {"-1": 45, "1": 36}
-    assert train["class_counts"] == {"-1": 105, "1": 84}
+    assert train["rows"] + test["rows"] == y.size
+    # stratified: round(30%) of each class goes to test, the rest to train
+    labels, counts = np.unique(y, return_counts=True)
+    assert test["class_counts"] == {f"{label:g}": round(0.3 * n)
+                                    for label, n in zip(labels, counts, strict=True)}
+    assert train["class_counts"] == {f"{label:g}": int(n) - round(0.3 * n)
+                                     for label, n in zip(labels, counts, strict=True)}
     # the rows are exactly the documented shuffle's
-    y = _labels(cancer_bytes.splitlines())
     expected = split_rows(y, 0.3, True, 7)
-    X, _ = load_svmlight_file(io.BytesIO(cancer_bytes), n_features=13)
     assert test["nnz"] == X[expected].nnz and train["nnz"] == X[~expected].nnz
 
     again = client.post(url, json={"test_fraction": 0.3, "seed": 7}).json()
@@ -154,16 +156,17 @@ def test_split_is_deterministic_stratified_and_records_its_parent(
     other = client.post(url, json={"test_fraction": 0.3, "seed": 8}).json()
     assert other["test"]["sha256"] != test["sha256"]
     plain = client.post(url, json={"test_fraction": 0.3, "stratify": False, "seed": 7}).json()
-    assert plain["test"]["rows"] == 81 and plain["test"]["split_stratified"] is False
+    assert plain["test"]["rows"] == round(0.3 * y.size)
+    assert plain["test"]["split_stratified"] is False
 
 
 @pytest.mark.parametrize(("body", "status"), [
     ({"test_fraction": 0}, 422), ({"test_fraction": 1}, 422), ({"test_fraction": 0.001}, 422),
     ({"seed": -1}, 422), ({"test_fraction": 0.2, "shuffle": True}, 422),
 ])
-def test_split_refuses_bad_input(client: TestClient, heart_id: str, body: dict[str, Any],
+def test_split_refuses_bad_input(client: TestClient, cancer_id: str, body: dict[str, Any],
                                  status: int) -> None:
-    response = client.post(f"/v1/datasets/{heart_id}/split", json=body)
+    response = client.post(f"/v1/datasets/{cancer_id}/split", json=body)
     assert response.status_code == status, response.text
     assert "error" in response.json()
 
@@ -178,20 +181,20 @@ def test_split_of_an_unknown_dataset_is_a_404(client: TestClient) -> None:
 
 
 def test_standard_scaling_of_sparse_data_is_a_422_that_says_why(
-        client: TestClient, heart_id: str) -> None:
-    sparse = _upload(client, b"\n".join(_lines("a9a.xz", 200)), "a9a-200")
+        client: TestClient, cancer_id: str) -> None:
+    sparse = _upload(client, b"\n".join(_lines("onehot", 0, 200)), "onehot-200")
     response = client.post("/v1/jobs", json={"dataset_id": sparse["id"], "solver": "dcd",
                                              "params": {"scale": "standard"}})
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["detail"] == {"field": "params.scale"}
     assert "needs dense data" in error["message"] and "maxabs" in error["message"]
-    dense = client.post("/v1/jobs", json={"dataset_id": heart_id, "solver": "dcd",
+    dense = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "dcd",
                                           "params": {"scale": "standard"}})
     assert dense.status_code == 202, dense.text
     assert dense.json()["params"]["scale"] == "standard"
     for params in ({"scale": "log"}, {"probability": "yes"}, {"scale_lower": 0.5}):
-        refused = client.post("/v1/jobs", json={"dataset_id": heart_id, "params": params})
+        refused = client.post("/v1/jobs", json={"dataset_id": cancer_id, "params": params})
         assert refused.status_code == 422, params
 
 
@@ -202,9 +205,9 @@ def test_solvers_list_the_workflow_parameters(client: TestClient) -> None:
         assert names["probability"]["default"] is False
 
 
-def test_unscaled_pendigits_job_carries_a_warning(client: TestClient,
-                                                  settings: Settings) -> None:
-    dataset = _upload(client, b"\n".join(_lines("pendigits.xz", 400)), "pendigits-400")
+def test_an_unscaled_job_carries_a_warning(client: TestClient, settings: Settings) -> None:
+    # breast_cancer as scikit-learn ships it: feature ranges from about 0.03 to about 4000
+    dataset = _upload(client, b"\n".join(_lines("cancer_raw", 0, 400)), "cancer-raw-400")
     model = _train(client, settings, dataset["id"], "smo")
     warnings = model["job"]["result"]["warnings"]
     assert len(warnings) == 1 and '"scale": "minmax"' in warnings[0]
@@ -217,9 +220,9 @@ def test_unscaled_pendigits_job_carries_a_warning(client: TestClient,
 
 @pytest.mark.parametrize(("solver", "params"), [("smo", {}), ("dcd", {"loss": "l1"})])
 def test_split_train_scaled_with_probabilities_then_evaluate(
-        client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes,
+        client: TestClient, settings: Settings, cancer_id: str, cancer_bytes: bytes,
         solver: str, params: dict[str, Any]) -> None:
-    parts = client.post(f"/v1/datasets/{heart_id}/split",
+    parts = client.post(f"/v1/datasets/{cancer_id}/split",
                         json={"test_fraction": 0.3, "seed": 3}).json()
     model = _train(client, settings, parts["train"]["id"], solver, scale="minmax",
                    probability=True, **params)
@@ -242,7 +245,7 @@ def test_split_train_scaled_with_probabilities_then_evaluate(
     assert created.status_code == 201, created.text
     evaluation = created.json()
     assert evaluation["status"] == "succeeded" and evaluation["rows"] == len(test_lines)
-    assert evaluation["dataset_name"] == "heart (test)"
+    assert evaluation["dataset_name"] == "cancer (test)"
     report = evaluation["report"]
     assert_report_is_scikit_learns(report, y_all[test_rows], predicted)
     assert report["accuracy"] > 0.75 and report["roc_auc"] > 0.85
@@ -257,9 +260,10 @@ def test_split_train_scaled_with_probabilities_then_evaluate(
                                                 ("dcd", {})])
 def test_multiclass_evaluation_equals_scikit_learn(client: TestClient, settings: Settings,
                                                    solver: str, params: dict[str, Any]) -> None:
-    train = _upload(client, b"\n".join(_lines("dna.scale.xz", 500)), "dna-500")
-    test_lines = _lines("dna.scale.t.xz", 300)
-    test = _upload(client, b"\n".join(test_lines), "dna-test-300")
+    # the bundled dna-like onehot3: 3 classes, 2,000 rows; the first 500 train, 300 test
+    train = _upload(client, b"\n".join(_lines("onehot3", 0, 500)), "onehot3-500")
+    test_lines = _lines("onehot3", 500, 800)
+    test = _upload(client, b"\n".join(test_lines), "onehot3-test-300")
     model = _train(client, settings, train["id"], solver, probability=True, scale="maxabs",
                    **params)
     predicted = _predict(client, model["id"], test_lines)
@@ -279,41 +283,45 @@ def test_multiclass_evaluation_equals_scikit_learn(client: TestClient, settings:
     assert evaluation["status"] == "succeeded"
     report = evaluation["report"]
     assert_report_is_scikit_learns(report, _labels(test_lines), predicted)
-    assert "roc_auc" not in report and report["accuracy"] > 0.85
+    # onehot3's labels are noisy: the three models score 0.71 to 0.73 on these rows (the
+    # most frequent class is 48% of them, chance 1/3)
+    assert "roc_auc" not in report and report["accuracy"] > 0.6
 
 
 def test_a_model_without_probabilities_reports_no_log_loss(
-        client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes) -> None:
-    model = _train(client, settings, heart_id, "dcd")
+        client: TestClient, settings: Settings, cancer_id: str, cancer_bytes: bytes) -> None:
+    model = _train(client, settings, cancer_id, "dcd")
     predicted = _predict(client, model["id"], cancer_bytes.splitlines())
     assert predicted["probabilities"] is None
     evaluation = client.post(f"/v1/models/{model['id']}/evaluations",
-                             json={"dataset_id": heart_id}).json()
+                             json={"dataset_id": cancer_id}).json()
     assert_report_is_scikit_learns(evaluation["report"], _labels(cancer_bytes.splitlines()),
                                    predicted)
 
 
 def test_evaluation_refuses_what_does_not_fit(client: TestClient, settings: Settings,
-                                              heart_id: str) -> None:
-    model = _train(client, settings, heart_id, "dcd")
+                                              cancer_id: str) -> None:
+    model = _train(client, settings, cancer_id, "dcd")
     url = f"/v1/models/{model['id']}/evaluations"
     assert client.post("/v1/models/nope/evaluations",
-                       json={"dataset_id": heart_id}).status_code == 404
+                       json={"dataset_id": cancer_id}).status_code == 404
     assert client.get("/v1/models/nope/evaluations").status_code == 404
     assert client.get(f"{url}/nope").status_code == 404
     missing = client.post(url, json={"dataset_id": "nope"})
     assert missing.status_code == 422 and missing.json()["error"]["detail"] == {
         "field": "dataset_id"}
-    wide = _upload(client, b"1 1:1 20:1\n-1 2:1\n", "wide")
+    width = model["n_features"] + 7  # more features than the model has
+    wide = _upload(client, f"1 1:1 {width}:1\n-1 2:1\n".encode(), "wide")
     refused = client.post(url, json={"dataset_id": wide["id"]})
-    assert refused.status_code == 422 and "20 features" in refused.json()["error"]["message"]
+    assert refused.status_code == 422 and f"{width} features" in \
+        refused.json()["error"]["message"]
     other_labels = _upload(client, b"3 1:1\n-1 2:1\n", "labels")
     refused = client.post(url, json={"dataset_id": other_labels["id"]})
     assert refused.status_code == 422 and "labels the model does not know: 3" in \
         refused.json()["error"]["message"]
     narrow = _upload(client, b"1 1:0.5\n-1 2:-0.5 3:1\n", "narrow")  # fewer features: fine
     assert client.post(url, json={"dataset_id": narrow["id"]}).status_code == 201
-    assert client.post(url, json={"dataset_id": heart_id, "x": 1}).status_code == 422
+    assert client.post(url, json={"dataset_id": cancer_id, "x": 1}).status_code == 422
 
 
 # ---- evaluations on a worker -----------------------------------------------------------
@@ -324,12 +332,12 @@ def queued_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"evaluate_inline_rows": 0, "max_attempts": 2})
 
 
-def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, heart_id: str,
+def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, cancer_id: str,
                                                   cancer_bytes: bytes, admin_key: str) -> None:
     with TestClient(create_app(queued_settings), headers=bearer(admin_key)) as client:
-        model = _train(client, queued_settings, heart_id, "smo", probability=True)
+        model = _train(client, queued_settings, cancer_id, "smo", probability=True)
         created = client.post(f"/v1/models/{model['id']}/evaluations",
-                              json={"dataset_id": heart_id})
+                              json={"dataset_id": cancer_id})
         assert created.status_code == 202, created.text
         queued = created.json()
         assert queued["status"] == "queued" and queued["report"] is None
@@ -343,12 +351,12 @@ def test_a_large_evaluation_runs_on_a_worker_once(queued_settings: Settings, hea
 
 
 def test_the_sweep_requeues_a_lost_evaluation_then_fails_it(queued_settings: Settings,
-                                                            heart_id: str,
+                                                            cancer_id: str,
                                                             admin_key: str) -> None:
     with TestClient(create_app(queued_settings), headers=bearer(admin_key)) as client:
-        model = _train(client, queued_settings, heart_id, "dcd")
+        model = _train(client, queued_settings, cancer_id, "dcd")
         evaluation_id = client.post(f"/v1/models/{model['id']}/evaluations",
-                                    json={"dataset_id": heart_id}).json()["id"]
+                                    json={"dataset_id": cancer_id}).json()["id"]
         url = f"/v1/models/{model['id']}/evaluations/{evaluation_id}"
         old = utcnow() - timedelta(seconds=queued_settings.job_lease_seconds + 5)
         for attempt in (1, 2):
@@ -378,9 +386,10 @@ def test_libsvm_export_and_range_file_reproduce_predictions_in_libsvm(
         client: TestClient, settings: Settings, tmp_path: Path) -> None:
     from libsvm import svmutil
 
-    train_lines = _lines("pendigits.xz", 600)
-    test_lines = _lines("pendigits.t.xz", 300)
-    dataset = _upload(client, b"\n".join(train_lines), "pendigits-600")
+    # scikit-learn's digits (10 classes, pixel levels / 16): 600 rows to train, 300 to test
+    train_lines = _lines("digits", 0, 600)
+    test_lines = _lines("digits", 600, 900)
+    dataset = _upload(client, b"\n".join(train_lines), "digits-600")
     model = _train(client, settings, dataset["id"], "smo", scale="minmax", probability=True)
     ours = _predict(client, model["id"], test_lines)
 
@@ -407,15 +416,15 @@ def test_libsvm_export_and_range_file_reproduce_predictions_in_libsvm(
 
 
 def test_export_scale_needs_a_minmax_model(client: TestClient, settings: Settings,
-                                           heart_id: str) -> None:
-    plain = _train(client, settings, heart_id, "dcd")
+                                           cancer_id: str) -> None:
+    plain = _train(client, settings, cancer_id, "dcd")
     refused = client.get(f"/v1/models/{plain['id']}/export?format=scale")
     assert refused.status_code == 422 and "without scaling" in refused.json()["error"]["message"]
-    maxabs = _train(client, settings, heart_id, "dcd", scale="maxabs")
+    maxabs = _train(client, settings, cancer_id, "dcd", scale="maxabs")
     refused = client.get(f"/v1/models/{maxabs['id']}/export?format=scale")
     assert refused.status_code == 422 and "only a minmax scaler" in \
         refused.json()["error"]["message"]
-    lower_zero = _train(client, settings, heart_id, "dcd", scale="minmax", scale_lower=0)
+    lower_zero = _train(client, settings, cancer_id, "dcd", scale="minmax", scale_lower=0)
     text = client.get(f"/v1/models/{lower_zero['id']}/export?format=scale").text
     assert text.startswith("x\n0 1\n")
     linear = client.get(f"/v1/models/{lower_zero['id']}/export")

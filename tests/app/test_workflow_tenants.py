@@ -43,7 +43,7 @@ def _dataset_ids(settings: Settings) -> set[str]:
 def test_a_split_counts_against_the_tenants_limits_like_uploads(
         client: TestClient, settings: Settings, cancer_bytes: bytes) -> None:
     tenant_id, small = _tenant(client, "small", max_datasets=2)
-    parent = client.post("/v1/datasets?name=heart", content=cancer_bytes, headers=small)
+    parent = client.post("/v1/datasets?name=cancer", content=cancer_bytes, headers=small)
     assert parent.status_code == 201, parent.text
     url = f"/v1/datasets/{parent.json()['id']}/split"
 
@@ -79,26 +79,26 @@ def test_a_split_counts_against_the_tenants_limits_like_uploads(
 
 
 def test_a_split_belongs_to_the_tenant_of_its_parent(
-        client: TestClient, settings: Settings, heart_id: str) -> None:
+        client: TestClient, settings: Settings, cancer_id: str) -> None:
     _, other = _tenant(client, "other")
     missing = client.post(f"/v1/datasets/{'f' * 32}/split", json={}, headers=other)
-    theirs = client.post(f"/v1/datasets/{heart_id}/split", json={}, headers=other)
+    theirs = client.post(f"/v1/datasets/{cancer_id}/split", json={}, headers=other)
     assert theirs.status_code == 404
-    assert theirs.text == missing.text.replace("f" * 32, heart_id)
+    assert theirs.text == missing.text.replace("f" * 32, cancer_id)
     assert client.get("/v1/datasets", headers=other).json()["count"] == 0
 
-    parts = client.post(f"/v1/datasets/{heart_id}/split", json={}).json()
+    parts = client.post(f"/v1/datasets/{cancer_id}/split", json={}).json()
     mine = {d["id"] for d in client.get("/v1/datasets").json()["data"]}
-    assert {parts["train"]["id"], parts["test"]["id"], heart_id} == mine
+    assert {parts["train"]["id"], parts["test"]["id"], cancer_id} == mine
     for part in (parts["train"], parts["test"]):
         assert client.get(f"/v1/datasets/{part['id']}", headers=other).status_code == 404
     assert _blobs(settings) == _dataset_ids(settings)
 
 
 def test_a_split_with_an_idempotency_key_is_made_once(
-        client: TestClient, heart_id: str) -> None:
-    url = f"/v1/datasets/{heart_id}/split"
-    key = {"Idempotency-Key": "split-heart-1"}
+        client: TestClient, cancer_id: str) -> None:
+    url = f"/v1/datasets/{cancer_id}/split"
+    key = {"Idempotency-Key": "split-cancer-1"}
     first = client.post(url, json={"seed": 3}, headers=key)
     assert first.status_code == 201, first.text
     again = client.post(url, json={"seed": 3}, headers=key)
@@ -107,7 +107,7 @@ def test_a_split_with_an_idempotency_key_is_made_once(
     assert client.get("/v1/datasets").json()["count"] == 3
     different = client.post(url, json={"seed": 4}, headers=key)
     assert different.status_code == 422 and "Idempotency-Key" in different.text
-    assert client.post(url, json={"seed": 4}, headers={"Idempotency-Key": "split-heart-2"}
+    assert client.post(url, json={"seed": 4}, headers={"Idempotency-Key": "split-cancer-2"}
                        ).status_code == 201
     assert client.get("/v1/datasets").json()["count"] == 5
 
@@ -122,11 +122,11 @@ def _model(client: TestClient, settings: Settings, dataset_id: str,
 
 
 def test_an_evaluation_needs_the_model_and_the_dataset_of_the_callers_tenant(
-        client: TestClient, settings: Settings, heart_id: str, cancer_bytes: bytes) -> None:
+        client: TestClient, settings: Settings, cancer_id: str, cancer_bytes: bytes) -> None:
     other_tenant, other = _tenant(client, "other")
-    model = _model(client, settings, heart_id)
+    model = _model(client, settings, cancer_id)
     url = f"/v1/models/{model['id']}/evaluations"
-    theirs = client.post("/v1/datasets?name=heart", content=cancer_bytes, headers=other
+    theirs = client.post("/v1/datasets?name=cancer", content=cancer_bytes, headers=other
                          ).json()["id"]
 
     # another tenant's dataset in the body: the answer for one that does not exist
@@ -139,7 +139,7 @@ def test_an_evaluation_needs_the_model_and_the_dataset_of_the_callers_tenant(
     assert client.post(url, json={"dataset_id": theirs}, headers=other).status_code == 404
     assert client.get(url, headers=other).status_code == 404
 
-    made = client.post(url, json={"dataset_id": heart_id})
+    made = client.post(url, json={"dataset_id": cancer_id})
     assert made.status_code == 201, made.text
     evaluation = made.json()
     assert client.get(f"{url}/{evaluation['id']}", headers=other).status_code == 404
@@ -148,13 +148,13 @@ def test_an_evaluation_needs_the_model_and_the_dataset_of_the_callers_tenant(
     with session_scope(settings.database_url) as session:
         row = session.get(Evaluation, evaluation["id"])
         assert row is not None
-        owner = session.scalar(select(Dataset.tenant_id).where(Dataset.id == heart_id))
+        owner = session.scalar(select(Dataset.tenant_id).where(Dataset.id == cancer_id))
         assert row.tenant_id == owner != other_tenant
 
     # the other tenant's own model and dataset: its records, invisible to the first
     their_model = _model(client, settings, theirs, other)
     their_url = f"/v1/models/{their_model['id']}/evaluations"
-    assert client.post(their_url, json={"dataset_id": heart_id}, headers=other
+    assert client.post(their_url, json={"dataset_id": cancer_id}, headers=other
                        ).status_code == 422
     assert client.post(their_url, json={"dataset_id": theirs}, headers=other
                        ).status_code == 201
@@ -164,13 +164,13 @@ def test_an_evaluation_needs_the_model_and_the_dataset_of_the_callers_tenant(
 
 
 def test_a_read_only_key_reads_evaluations_but_does_not_make_them(
-        client: TestClient, settings: Settings, heart_id: str) -> None:
-    model = _model(client, settings, heart_id)
+        client: TestClient, settings: Settings, cancer_id: str) -> None:
+    model = _model(client, settings, cancer_id)
     url = f"/v1/models/{model['id']}/evaluations"
-    evaluation = client.post(url, json={"dataset_id": heart_id}).json()
+    evaluation = client.post(url, json={"dataset_id": cancer_id}).json()
     reader = bearer(make_key(settings, "default", ("read",)))
-    assert client.post(url, json={"dataset_id": heart_id}, headers=reader).status_code == 403
-    assert client.post(f"/v1/datasets/{heart_id}/split", json={}, headers=reader
+    assert client.post(url, json={"dataset_id": cancer_id}, headers=reader).status_code == 403
+    assert client.post(f"/v1/datasets/{cancer_id}/split", json={}, headers=reader
                        ).status_code == 403
     assert client.get(url, headers=reader).json()["count"] == 1
     shown = client.get(f"{url}/{evaluation['id']}", headers=reader)

@@ -102,11 +102,11 @@ def test_every_write_is_committed_before_its_response_starts(
 ) -> None:
     client, observer = watched
 
-    upload = client.post("/v1/datasets?name=heart", content=cancer_bytes)
+    upload = client.post("/v1/datasets?name=cancer", content=cancer_bytes)
     assert upload.status_code == 201, upload.text
     dataset_id = upload.json()["id"]
     assert observer.last["lock"] is None
-    assert observer.last["datasets"] == {dataset_id: "heart"}
+    assert observer.last["datasets"] == {dataset_id: "cancer"}
     assert observer.last["blobs"] == {dataset_id}
 
     submitted = client.post("/v1/jobs", json={"dataset_id": dataset_id})
@@ -171,7 +171,7 @@ def test_the_look_out_tells_a_commit_before_the_response_from_one_after(
     _rename_route(app, Depends(get_write_session, scope=scope))  # type: ignore[arg-type]
     observer = AtResponseStart(app, settings)
     with TestClient(observer, headers=bearer(make_key(settings))) as client:
-        dataset_id = client.post("/v1/datasets?name=heart", content=cancer_bytes).json()["id"]
+        dataset_id = client.post("/v1/datasets?name=cancer", content=cancer_bytes).json()["id"]
         assert client.post(f"/rename-probe/{dataset_id}").status_code == 200
         seen_at_response = observer.last
         assert client.get(f"/v1/datasets/{dataset_id}").json()["name"] == "renamed"
@@ -181,4 +181,4 @@ def test_the_look_out_tells_a_commit_before_the_response_from_one_after(
         assert seen_at_response["datasets"] == {dataset_id: "renamed"}
     else:  # the commit runs only after the response was sent
         assert seen_at_response["lock"] == "database is locked"
-        assert seen_at_response["datasets"] == {dataset_id: "heart"}
+        assert seen_at_response["datasets"] == {dataset_id: "cancer"}
