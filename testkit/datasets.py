@@ -12,6 +12,12 @@
 | onehot-1000 | a9a, 1,000 rows | 1,000 rows of `onehot` drawn without replacement (seed 0) |
 | dense | ijcnn1 | `datagen.dense(50_000, 22, seed=7, separation=3)`, scaled to [-1, 1] |
 | digits-raw | pendigits | `digits` at its pixel levels 0..16 (natively unscaled) |
+| madelon-like | madelon.t | 600 x 500 dense, values ~480 +- 35 (natively unscaled) |
+
+`madelon-like` is Guyon's MADELON design as scikit-learn's `make_classification` builds
+it (5 informative features on the vertices of a hypercube, 16 clusters per class, 15
+linear combinations of them, 480 noise features, 1% flipped labels; seed 0), every value
+mapped to the integer `round(480 + 35 x)` as MADELON's are.
 
 - `split(X, y, seed)`: a seeded two-thirds / one-third train / test split (the stand-in
   for a LIBSVM set's `.t` file).
@@ -61,10 +67,26 @@ def _dense() -> tuple[sp.csr_matrix, np.ndarray]:
     return X, y
 
 
+def madelon_like(n_rows: int = 600, n_features: int = 500, seed: int = 0
+                 ) -> tuple[sp.csr_matrix, np.ndarray]:
+    """MADELON-like data (see the module docstring); labels -1 / +1."""
+    from sklearn.datasets import make_classification
+
+    X, target = make_classification(
+        n_samples=n_rows, n_features=n_features, n_informative=5, n_redundant=15,
+        n_repeated=0, n_clusters_per_class=16, flip_y=0.01, class_sep=1.0, hypercube=True,
+        shuffle=True, random_state=seed)
+    X = np.clip(np.rint(480.0 + 35.0 * X), 0.0, None)
+    matrix = sp.csr_matrix(X)
+    matrix.sort_indices()
+    return matrix, np.where(target == 1, 1.0, -1.0)
+
+
 LOCAL: dict[str, Callable[[], tuple[sp.csr_matrix, np.ndarray]]] = {
     "onehot-1000": lambda: _rows("onehot", 1000, 0),
     "dense": _dense,
     "digits-raw": _digits_raw,
+    "madelon-like": madelon_like,
 }
 LOCAL_NAMES: tuple[str, ...] = (*bundled.NAMES, *LOCAL)
 
