@@ -273,7 +273,7 @@ def test_label_values_do_not_matter() -> None:
     assert np.array_equal(second.model.classes, [3.0, 7.0])
 
 
-@pytest.mark.parametrize(("name", "kernel"), [("cancer", "rbf"), ("onehot3", "poly")])
+@pytest.mark.parametrize(("name", "kernel"), [("cancer", "rbf"), ("iris", "poly")])
 def test_exported_models_predict_identically_in_libsvm(name: str, kernel: str) -> None:
     import os
     import tempfile
@@ -396,7 +396,7 @@ def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(steps, "PARALLEL_MIN_FLUSH", 64)
     monkeypatch.setattr(smo_model, "_cores_busy", lambda threads: False)
     X, y = dataset("onehot")
-    X, y = X[:6000], y[:6000]  # > 1000 steps: shrinking, deferred G_bar, reconstruction
+    X, y = X[:3000], y[:3000]  # > 1000 steps: shrinking, deferred G_bar, reconstruction
     one = fit_smo(X, y, threads=1)
     two = fit_smo(X, y, threads=2)
     assert one.per_output[0]["shrinkings"] > 0
