@@ -7,10 +7,22 @@ by multiplying column j by a factor f_j drawn log-uniformly from [1e-2, 1e3] (Nu
 `default_rng(seed)`): the sparsity pattern and the row order are kept, the factors span
 five orders of magnitude. `factors(d, seed)` gives the factors themselves.
 
-`CASES` names the unscaled binary problems the tests and the survey use; `load_case(name)`
-returns `(X, y)` with X CSR float64 and y in {-1, +1}, cached per session:
+`LOCAL_CASES` names the unscaled binary problems of the default test suite, made from
+data the repository has (testkit.datasets.load_local, issue 23); `CASES` those made from
+the shared LIBSVM sets, for the benchmarks and the `parity` tests. `load_case(name)`
+returns `(X, y)` of either, X CSR float64 and y in {-1, +1}, cached per session.
 
-| case | source | what |
+| local case | source | what |
+|---|---|---|
+| cancer_raw | cancer_raw | natively unscaled (0.0008..4254), 569 x 30 |
+| madelon-like | madelon-like | natively unscaled (values ~480 +- 35), 600 x 500, dense |
+| cancer-x1 | cancer | columns x factors(seed 1) |
+| wine-x2 | wine | class 3 (+1) vs classes 1, 2 (-1); columns x factors(seed 2) |
+| onehot3-3-x3 | onehot3 | class 3 vs classes 1, 2; columns x factors(seed 3) |
+| onehot-5k-x4 | onehot | 5,000 rows drawn without replacement (seed 4), x factors(seed 4) |
+| onehot-x5 | onehot | columns x factors(seed 5) |
+
+| shared case | source | what |
 |---|---|---|
 | madelon.t | madelon.t | natively unscaled (values 37..822), 600 x 500, dense |
 | pendigits-0 | pendigits | natively unscaled (0..100); digit 0 (+1) vs the rest (-1) |
@@ -30,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from testkit.datasets import load_dataset
+from testkit.datasets import LOCAL_NAMES, load_dataset, load_local
 
 LOW, HIGH = 1e-2, 1e3
 
@@ -58,7 +70,7 @@ def unscaled(X: sp.spmatrix | np.ndarray, seed: int, low: float = LOW,
 @dataclass(frozen=True)
 class UnscaledCase:
     name: str
-    source: str  # file in the shared data directory (without .xz)
+    source: str  # a testkit.datasets local name, or a shared file (without .xz)
     description: str
     positive: float | None = None  # label that becomes +1 (None: the labels are +-1 / max)
     seed: int | None = None  # factors seed; None = the data are natively unscaled
@@ -81,6 +93,19 @@ CASES: tuple[UnscaledCase, ...] = (
 )
 CASE_NAMES: tuple[str, ...] = tuple(case.name for case in CASES)
 
+LOCAL_CASES: tuple[UnscaledCase, ...] = (
+    UnscaledCase("cancer_raw", "cancer_raw", "natively unscaled, 569 x 30"),
+    UnscaledCase("madelon-like", "madelon-like", "natively unscaled, 600 x 500, dense"),
+    UnscaledCase("cancer-x1", "cancer", "columns x factors(seed 1)", seed=1),
+    UnscaledCase("wine-x2", "wine", "class 3 vs rest, columns x factors(seed 2)", seed=2),
+    UnscaledCase("onehot3-3-x3", "onehot3", "class 3 vs rest, columns x factors(seed 3)",
+                 positive=3, seed=3),
+    UnscaledCase("onehot-5k-x4", "onehot", "5,000 rows (seed 4), columns x factors(seed 4)",
+                 seed=4, rows=5000),
+    UnscaledCase("onehot-x5", "onehot", "columns x factors(seed 5)", seed=5),
+)
+LOCAL_CASE_NAMES: tuple[str, ...] = tuple(case.name for case in LOCAL_CASES)
+
 
 def binary_labels(y: np.ndarray, positive: float | None = None) -> np.ndarray:
     """+1 for `positive` (default: the largest label), -1 for every other label."""
@@ -94,10 +119,12 @@ def binary_labels(y: np.ndarray, positive: float | None = None) -> np.ndarray:
 @functools.cache
 def load_case(name: str) -> tuple[sp.csr_matrix, np.ndarray]:
     """The named unscaled binary problem: (X CSR float64, y in {-1, +1}); cached."""
-    case = {c.name: c for c in CASES}.get(name)
+    case = {c.name: c for c in (*LOCAL_CASES, *CASES)}.get(name)
     if case is None:
-        raise KeyError(f"unknown unscaled case {name!r}; known: {', '.join(CASE_NAMES)}")
-    X, y = load_dataset(case.source)
+        known = ", ".join((*LOCAL_CASE_NAMES, *CASE_NAMES))
+        raise KeyError(f"unknown unscaled case {name!r}; known: {known}")
+    X, y = (load_local(case.source) if case.source in LOCAL_NAMES
+            else load_dataset(case.source))
     y = binary_labels(y, case.positive)
     if case.rows is not None:
         rng = np.random.default_rng(case.seed)

@@ -7,8 +7,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from testkit.datasets import load_dataset
-from testkit.unscaled import CASE_NAMES, HIGH, LOW, binary_labels, factors, load_case, unscaled
+from testkit.datasets import load_dataset, load_local
+from testkit.unscaled import (
+    CASE_NAMES,
+    HIGH,
+    LOCAL_CASE_NAMES,
+    LOW,
+    binary_labels,
+    factors,
+    load_case,
+    unscaled,
+)
 
 
 def sparse_sample(seed: int = 0, n: int = 300, d: int = 40) -> sp.csr_matrix:
@@ -68,7 +77,8 @@ def test_binary_labels() -> None:
         binary_labels(y, 4)
 
 
-@pytest.mark.parametrize("name", CASE_NAMES)
+@pytest.mark.parametrize("name", [*LOCAL_CASE_NAMES, *(
+    pytest.param(name, marks=pytest.mark.parity) for name in CASE_NAMES)])
 def test_named_cases_are_binary_unscaled_problems(name: str) -> None:
     X, y = load_case(name)
     assert sp.isspmatrix_csr(X) and X.dtype == np.float64 and X.has_sorted_indices
@@ -81,6 +91,27 @@ def test_named_cases_are_binary_unscaled_problems(name: str) -> None:
     assert load_case(name) is load_case(name)  # cached
 
 
+def test_local_cases_are_built_as_documented() -> None:
+    X, y = load_local("cancer")
+    Xu, yu = load_case("cancer-x1")
+    np.testing.assert_array_equal(Xu.toarray(), unscaled(X, 1).toarray())
+    np.testing.assert_array_equal(yu, y)
+    X, y = load_local("wine")
+    Xw, yw = load_case("wine-x2")
+    np.testing.assert_array_equal(Xw.toarray(), unscaled(X, 2).toarray())
+    assert (yw == 1.0).sum() == (y == 3.0).sum() and Xw.shape == X.shape
+    Xr, _yr = load_case("cancer_raw")
+    np.testing.assert_array_equal(Xr.toarray(), load_local("cancer_raw")[0].toarray())
+    Xo, _yo = load_case("onehot-5k-x4")
+    assert Xo.shape == (5000, load_local("onehot")[0].shape[1])
+    Xm, ym = load_case("madelon-like")
+    assert Xm.shape == (600, 500) and Xm.nnz > 0.99 * 600 * 500
+    assert set(np.unique(ym)) == {-1.0, 1.0}
+    with pytest.raises(KeyError):
+        load_case("nope")
+
+
+@pytest.mark.parity
 def test_cases_are_built_as_documented() -> None:
     X, y = load_dataset("heart_scale")
     Xu, yu = load_case("heart_scale-x1")

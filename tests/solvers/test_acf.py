@@ -22,6 +22,7 @@ from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import validate_params
 from solvers.svmlight import load_svmlight
 from solvers.train import fit
+from testkit.datasets import LOCAL_NAMES, load_local
 from testkit.paths import DATA_DIR
 from tests.solvers.naive import (
     augment,
@@ -56,7 +57,10 @@ def relative(a: float, b: float) -> float:
 
 @functools.cache
 def load(name: str, n_features: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
-    """A data set of /work/shared/data through the project's own parser (cached)."""
+    """A local set (testkit.datasets.load_local), or a shared LIBSVM set through the
+    project's own parser (parity tests only); cached."""
+    if name in LOCAL_NAMES:
+        return load_local(name)
     parsed = load_svmlight(DATA_DIR / f"{name}.xz")
     return parsed.to_csr(n_features), parsed.y
 
@@ -261,12 +265,18 @@ def liblinear_primal(X: sp.csr_matrix, y: np.ndarray, loss: str, C: float) -> fl
 
 
 # LIBLINEAR's tight -s 1 runs, and everything on w8a, take several seconds each.
+# onehot and dense (testkit.datasets) are like a9a and ijcnn1; the shared sets themselves
+# are parity tests.
+PARITY = pytest.mark.parity
 _LIBLINEAR_CASES = [
-    ("a9a", "l1"), ("ijcnn1", "l1"), ("text-like", "l1"), ("text-like", "l2"),
-    pytest.param("a9a", "l2", marks=pytest.mark.slow),
-    pytest.param("ijcnn1", "l2", marks=pytest.mark.slow),
-    pytest.param("w8a", "l1", marks=pytest.mark.slow),
-    pytest.param("w8a", "l2", marks=pytest.mark.slow),
+    ("onehot", "l1"), ("dense", "l1"), ("text-like", "l1"), ("text-like", "l2"),
+    pytest.param("onehot", "l2", marks=pytest.mark.slow),
+    pytest.param("dense", "l2", marks=pytest.mark.slow),
+    pytest.param("a9a", "l1", marks=PARITY), pytest.param("ijcnn1", "l1", marks=PARITY),
+    pytest.param("a9a", "l2", marks=[pytest.mark.slow, PARITY]),
+    pytest.param("ijcnn1", "l2", marks=[pytest.mark.slow, PARITY]),
+    pytest.param("w8a", "l1", marks=[pytest.mark.slow, PARITY]),
+    pytest.param("w8a", "l2", marks=[pytest.mark.slow, PARITY]),
 ]
 
 
@@ -287,7 +297,7 @@ def test_primal_objective_matches_liblinear(name: str, loss: str) -> None:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_default_eps_converges_after_a_uniform_sweep(loss: str) -> None:
-    X, y = load("ijcnn1")
+    X, y = load("dense")
     result = fit(X, y, solver="acf", loss=loss)
     assert result.exit_reason == "converged"
     out = result.per_output[0]
@@ -316,7 +326,7 @@ def test_acf_and_dcd_agree_on_w(loss: str, C: float) -> None:
 
 
 def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
-    X, y = load("a9a")
+    X, y = load("onehot")
     result = fit(X, y, solver="acf", loss="l1", max_iter=2, fallback=False)
     assert result.exit_reason == "max_iter"
     assert result.iterations == 2
@@ -330,7 +340,7 @@ def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
 
 
 def test_max_seconds_stops_the_solver() -> None:
-    X, y = load("ijcnn1")
+    X, y = load("dense")
     started = time.perf_counter()
     # C = 1000: far from the optimum after 0.3 s (at C = 1 a fast machine nearly converges,
     # and the gap can round to -4e-12). acf alone: with its follow-up, ocas got the second
@@ -346,7 +356,7 @@ def test_max_seconds_stops_the_solver() -> None:
 
 
 def test_progress_events_are_throttled_and_complete() -> None:
-    X, y = load("ijcnn1")
+    X, y = load("onehot")
     events: list[dict[str, Any]] = []
     # C = 1000: takes several seconds even on a fast machine (at C = 1 it may converge)
     result = fit(X, y, solver="acf", loss="l1", C=1000.0, eps=1e-12, max_iter=10_000_000,
@@ -368,7 +378,7 @@ def test_progress_events_are_throttled_and_complete() -> None:
 
 
 def test_progress_returning_true_cancels() -> None:
-    X, y = load("ijcnn1")
+    X, y = load("onehot")
     events: list[dict[str, Any]] = []
 
     def cancel(event: dict[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from solvers.calibration import (
     platt_fit,
     platt_predict,
 )
-from testkit.datasets import load_dataset
+from testkit.datasets import load_any, load_local, split
 
 # ---- references --------------------------------------------------------------------------
 
@@ -327,12 +327,15 @@ def libsvm_permutation(libc, n: int) -> np.ndarray:
     not sys.platform.startswith("linux") or libc_path is None,
     reason="replays libsvm's rand() through the C library it links (glibc)",
 )
-@pytest.mark.parametrize(("name", "n_rows"), [("heart_scale", 270), ("dna.scale", 240)])
-def test_libsvm_probability_model_reproduced_exactly(name: str, n_rows: int) -> None:
+@pytest.mark.parametrize(("name", "n_rows"), [
+    ("cancer", None), ("onehot3", 240),  # binary; 3 classes, 0/1 features (like dna)
+    pytest.param("heart_scale", 270, marks=pytest.mark.parity),
+    pytest.param("dna.scale", 240, marks=pytest.mark.parity)])
+def test_libsvm_probability_model_reproduced_exactly(name: str, n_rows: int | None) -> None:
     """Same shuffles (LIBSVM's rand(), replayed), same sub-models: our platt_fit must
     return LIBSVM's probA/probB, and ovo_probabilities its -b 1 probabilities."""
     libc = ctypes.CDLL(libc_path)
-    X, y = load_dataset(name)
+    X, y = load_any(name)
     X, y = X[:n_rows], y[:n_rows]
     libc.srand(12345)
     model = svm_train(y, X, "-b 1 -q")
@@ -396,19 +399,18 @@ def ours_versus_libsvm(
     return correlation, log_loss(ours, y_test, labels), log_loss(theirs, y_test, labels)
 
 
-def test_probabilities_agree_with_libsvm_on_heart_scale() -> None:
-    X, y = load_dataset("heart_scale")
+def test_probabilities_agree_with_libsvm_on_cancer() -> None:
+    X, y = load_local("cancer")
     correlation, ours, theirs = ours_versus_libsvm(X, y, X, y, seed=0)
-    print(f"heart_scale: correlation {correlation:.4f}, log loss {ours:.4f} vs {theirs:.4f}")
+    print(f"cancer: correlation {correlation:.4f}, log loss {ours:.4f} vs {theirs:.4f}")
     assert correlation >= 0.99
     assert abs(ours - theirs) <= 0.02 * theirs
 
 
 @pytest.mark.slow
-def test_probabilities_agree_with_libsvm_on_dna() -> None:
-    X, y = load_dataset("dna.scale")
-    X_test, y_test = load_dataset("dna.scale.t", n_features=X.shape[1])
+def test_probabilities_agree_with_libsvm_on_onehot3() -> None:
+    X, y, X_test, y_test = split(*load_local("onehot3"))  # like dna.scale
     correlation, ours, theirs = ours_versus_libsvm(X, y, X_test, y_test, seed=0)
-    print(f"dna: correlation {correlation:.4f}, log loss {ours:.4f} vs {theirs:.4f}")
+    print(f"onehot3: correlation {correlation:.4f}, log loss {ours:.4f} vs {theirs:.4f}")
     assert correlation >= 0.99
     assert abs(ours - theirs) <= 0.02 * theirs

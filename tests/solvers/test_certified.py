@@ -154,7 +154,7 @@ def test_l1_loss_agrees_with_the_box_constrained_dual(bias_scale: float | None) 
 
 
 def test_liblinear_reference_agrees_with_clarabel_on_unscaled_data() -> None:
-    X, y = load_case("breast-cancer_scale-x2")
+    X, y = load_case("wine-x2")
     by_qp = certified_optimum(X, y, 1.0, "l2", "augment", method="clarabel")
     by_newton = certified_optimum(X, y, 1.0, "l2", "augment", method="liblinear")
     assert by_newton.method == "liblinear" and by_qp.method == "clarabel"
@@ -191,7 +191,7 @@ def test_liblinear_refuses_what_it_cannot_certify() -> None:
 
 
 def test_certify_pair_accepts_the_optimal_pair_and_refuses_a_perturbed_one() -> None:
-    X, y = load_case("heart_scale-x1")
+    X, y = load_case("cancer-x1")
     cert = certified_optimum(X, y, 1.0, "l1", "augment")
     again = certify_pair(X, y, cert.w, cert.intercept, cert.alpha, 1.0, "l1", "augment")
     assert again.primal == pytest.approx(cert.primal, rel=1e-15)
@@ -254,9 +254,14 @@ def test_results_are_cached_per_problem() -> None:
 
 @pytest.mark.parametrize("loss", ["l1", "l2"])
 def test_unscaled_madelon_is_certified(loss: str) -> None:
-    # separable, tiny optimum (~0.0132) on values up to 822: clarabel's default
-    # tolerances stop at 4e-9 relative there; the reference must still certify 1e-9
-    X, y = load_case("madelon.t")
+    # separable, tiny optimum on values up to ~800 (madelon.t: 0.0132; clarabel's default
+    # tolerances stopped at 4e-9 relative there); the reference must still certify 1e-9
+    X, y = load_case("madelon-like")
     cert = certified_optimum(X, y, 1.0, loss, "augment")
     assert cert.relative_gap <= 1e-9
-    assert 0.0131 < cert.primal < 0.0133
+    assert cert.primal < 1e-3 * X.shape[0]  # separable: far below the n of w = 0
+    value = primal_value(X, y, cert.w, cert.intercept, C=1.0, loss=loss, bias="augment")
+    assert relative(value, cert.primal) <= 1e-12
+    if loss == "l2":  # a second method agrees
+        by_newton = certified_optimum(X, y, 1.0, "l2", "augment", method="liblinear")
+        assert relative(by_newton.primal, cert.primal) <= 2e-9

@@ -26,7 +26,7 @@ from solvers.objectives import (
 )
 from solvers.params import validate_params
 from solvers.train import fit
-from testkit.datasets import load_dataset
+from testkit.datasets import load_any, load_local
 from tests.solvers.naive import (
     augment,
     cyclic_dcd,
@@ -186,10 +186,16 @@ def liblinear() -> Any:
     return liblinearutil
 
 
-@pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1"])
+PARITY = pytest.mark.parity
+
+
+@pytest.mark.parametrize("name", [
+    "onehot", "dense", "text",  # like a9a, ijcnn1 and a sparse text set (testkit.datasets)
+    pytest.param("a9a", marks=PARITY), pytest.param("w8a", marks=PARITY),
+    pytest.param("ijcnn1", marks=PARITY)])
 @pytest.mark.parametrize("loss", LOSSES)
 def test_primal_objective_matches_liblinear(name: str, loss: str, liblinear: Any) -> None:
-    X, y = load_dataset(name)
+    X, y = load_any(name)
     prob = liblinear.problem(y, X, bias=1)
     model = liblinear.train(prob, f"-s {LIBLINEAR_SOLVER[loss]} -e 1e-6 -B 1 -c 1 -q")
     positive = model.get_labels()[0]
@@ -208,7 +214,7 @@ def test_primal_objective_matches_liblinear(name: str, loss: str, liblinear: Any
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_default_eps_converges_with_an_unshrunk_final_pass(loss: str) -> None:
-    X, y = load_dataset("ijcnn1")
+    X, y = load_local("dense")
     result = fit(X, y, loss=loss)
     assert result.exit_reason == "converged"
     out = result.per_output[0]
@@ -223,7 +229,7 @@ def test_default_eps_converges_with_an_unshrunk_final_pass(loss: str) -> None:
 
 
 def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
-    X, y = load_dataset("a9a")
+    X, y = load_local("onehot")
     result = fit(X, y, loss="l1", max_iter=2, fallback=False)
     assert result.exit_reason == "max_iter"
     assert result.iterations == 2
@@ -236,7 +242,7 @@ def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
 
 
 def test_max_seconds_stops_the_solver() -> None:
-    X, y = load_dataset("ijcnn1")
+    X, y = load_local("dense")
     started = time.perf_counter()
     # C = 1000: far from the optimum after 0.3 s even on a fast machine (ACF at C = 1 came
     # so close that its gap rounded to -4e-12)
@@ -251,7 +257,7 @@ def test_max_seconds_stops_the_solver() -> None:
 
 
 def test_progress_events_are_throttled_and_complete() -> None:
-    X, y = load_dataset("ijcnn1")
+    X, y = load_local("onehot")
     events: list[dict[str, Any]] = []
     result = fit(
         X, y, loss="l1", eps=1e-12, max_iter=10_000_000, max_seconds=0.75, progress=events.append,
@@ -285,7 +291,7 @@ def test_progress_events_are_throttled_and_complete() -> None:
 
 
 def test_progress_returning_true_cancels() -> None:
-    X, y = load_dataset("ijcnn1")
+    X, y = load_local("dense")
     events: list[dict[str, Any]] = []
 
     def cancel(event: dict[str, Any]) -> bool:
@@ -343,7 +349,7 @@ def test_overflowing_rows_are_refused() -> None:
 
 
 def test_same_seed_gives_bit_identical_weights(monkeypatch: pytest.MonkeyPatch) -> None:
-    X, y = load_dataset("a9a")
+    X, y = load_local("onehot")
     first = fit(X, y, loss="l1", seed=42)
     second = fit(X, y, loss="l1", seed=42)
     assert np.array_equal(first.coef, second.coef)

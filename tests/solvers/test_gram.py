@@ -16,7 +16,7 @@ from solvers.backbone import LinearProblem, ProgressMonitor
 from solvers.inputs import as_csr_arrays
 from solvers.params import validate_params
 from testkit.certified import certified_optimum, primal_value
-from testkit.datasets import load_dataset
+from testkit.datasets import load_local
 from testkit.unscaled import binary_labels, load_case
 
 TOL = 1e-3
@@ -72,11 +72,10 @@ def test_converged_implies_within_tol_of_the_certified_optimum(
 
 
 @pytest.mark.parametrize("loss", ["l1", "l2"])
-@pytest.mark.parametrize("name", ["madelon-300", "heart_scale-x1", "breast-cancer_scale-x2",
-                                  "dna.scale-3-x3"])
+@pytest.mark.parametrize("name", ["madelon-300", "cancer-x1", "wine-x2", "onehot3-3-x3"])
 def test_unscaled_cases_certified(name: str, loss: str) -> None:
     if name == "madelon-300":
-        X, y = load_case("madelon.t")
+        X, y = load_case("madelon-like")
         X, y = X[:300], y[:300]
     else:
         X, y = load_case(name)
@@ -88,9 +87,9 @@ def test_unscaled_cases_certified(name: str, loss: str) -> None:
 
 
 @pytest.mark.parametrize("loss", ["l1", "l2"])
-@pytest.mark.parametrize("name", ["heart_scale", "breast-cancer_scale"])
+@pytest.mark.parametrize("name", ["cancer", "wine"])
 def test_scaled_sets_certified(name: str, loss: str) -> None:
-    X, y = load_dataset(name)
+    X, y = load_local(name)
     subopt, result = suboptimality(X, binary_labels(y), loss)
     check_honest(subopt, result)
     assert result.converged and subopt <= TOL, (subopt, result.path)
@@ -98,8 +97,8 @@ def test_scaled_sets_certified(name: str, loss: str) -> None:
 
 def test_madelon_l1_auto_chooses_gram_and_is_certified() -> None:
     """madelon.t, loss l1: dcd -> warm ocas ended 2e-2 above the optimum at the time cap;
-    auto now picks gram, certified well within tol."""
-    X, y = load_case("madelon.t")
+    auto now picks gram, certified well within tol (here on madelon-like data)."""
+    X, y = load_case("madelon-like")
     subopt, result = suboptimality(X, y, "l1", solver="auto", max_seconds=60.0)
     assert result.auto["chosen"] == "gram"
     assert [s["solver"] for s in result.path] == ["gram"]
@@ -107,7 +106,7 @@ def test_madelon_l1_auto_chooses_gram_and_is_certified() -> None:
 
 
 def test_class_weights() -> None:
-    X, y = load_case("heart_scale-x1")
+    X, y = load_case("cancer-x1")
     weights = {1.0: 5.0, -1.0: 0.5}
     for loss in ("l1", "l2"):
         subopt, result = suboptimality(X, y, loss, class_weight=weights)
@@ -122,7 +121,7 @@ def _problem(name: str) -> LinearProblem:
 
 
 def test_limits_and_cancellation() -> None:
-    problem = _problem("breast-cancer_scale-x2")
+    problem = _problem("wine-x2")
     params = validate_params("gram", {"loss": "l1", "max_iter": 2})
     result = gram.solve(problem, params, ProgressMonitor(None, None))
     assert result.exit_reason == "max_iter" and result.iterations == 2
@@ -152,7 +151,7 @@ def test_too_many_rows_is_refused() -> None:
 
 
 def test_ocas_that_stops_uncertified_on_few_rows_hands_over_to_gram() -> None:
-    X, y = load_case("heart_scale-x1")
+    X, y = load_case("cancer-x1")
     subopt, result = suboptimality(X, y, "l1", solver="ocas", max_iter=3)
     assert [(s["solver"], s["exit"]) for s in result.path] == [
         ("ocas", "max_iter"), ("gram", "converged")]

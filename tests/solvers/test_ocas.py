@@ -18,7 +18,7 @@ from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import validate_params
 from solvers.train import fit
 from testkit.datagen import text_like
-from testkit.datasets import load_dataset
+from testkit.datasets import load_any, load_local
 from tests.solvers.naive import augment, primal, random_sparse_problem
 
 
@@ -205,9 +205,11 @@ def text_set() -> tuple[sp.csr_matrix, np.ndarray]:
     return text_like(4000, 3000, seed=5)
 
 
-@pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1", "text"])
+@pytest.mark.parametrize("name", [
+    "onehot", "dense", "text",  # like a9a, ijcnn1 (testkit.datasets) and text
+    *(pytest.param(name, marks=pytest.mark.parity) for name in ["a9a", "w8a", "ijcnn1"])])
 def test_primal_objective_matches_liblinear(name: str, liblinear: Any) -> None:
-    X, y = text_set() if name == "text" else load_dataset(name)
+    X, y = text_set() if name == "text" else load_any(name)
     reference, _ = liblinear_reference(liblinear, X, y, 1.0)
     result = fit(X, y, solver="ocas", C=1.0)
     assert result.exit_reason == "converged"
@@ -220,11 +222,10 @@ def test_primal_objective_matches_liblinear(name: str, liblinear: Any) -> None:
 
 @pytest.mark.parametrize(
     ("name", "C"),
-    [("breast-cancer_scale", 10.0), pytest.param("a9a", 1.0, marks=pytest.mark.slow),
-     ("text", 1.0)],
+    [("cancer", 10.0), pytest.param("onehot", 1.0, marks=pytest.mark.slow), ("text", 1.0)],
 )
 def test_weights_agree_with_dcd(name: str, C: float) -> None:
-    X, y = text_set() if name == "text" else load_dataset(name)
+    X, y = text_set() if name == "text" else load_local(name)
     ours = fit(X, y, solver="ocas", C=C, eps=1e-6)
     dcd = fit(X, y, solver="dcd", loss="l1", C=C, eps=1e-4, max_iter=100_000)
     w_ours = np.append(ours.coef[0], ours.intercept[0])
@@ -269,7 +270,7 @@ def test_threads_setting_is_restored() -> None:
 
 
 def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
-    X, y = load_dataset("a9a")
+    X, y = load_local("onehot")
     result = fit(X, y, solver="ocas", max_iter=2)
     assert result.exit_reason == "max_iter"
     assert result.iterations == 2
@@ -280,7 +281,7 @@ def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
 
 
 def test_progress_events_and_cancellation() -> None:
-    X, y = load_dataset("a9a")
+    X, y = load_local("onehot")
     events: list[dict[str, Any]] = []
 
     def cancel_second(event: dict[str, Any]) -> bool:
@@ -302,7 +303,7 @@ def test_progress_events_and_cancellation() -> None:
 
 
 def test_max_seconds_stops_the_solver() -> None:
-    X, y = load_dataset("a9a")
+    X, y = load_local("onehot")
     result = fit(X, y, solver="ocas", C=100.0, eps=1e-12, max_seconds=0.3)
     assert result.exit_reason == "max_seconds"
     assert result.train_seconds < 0.3 + 1.0

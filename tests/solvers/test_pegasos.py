@@ -20,6 +20,7 @@ from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import validate_params
 from solvers.svmlight import load_svmlight
 from solvers.train import fit
+from testkit.datasets import LOCAL_NAMES, load_local, split
 from testkit.paths import DATA_DIR
 from tests.solvers.naive import augment, random_sparse_problem
 
@@ -37,8 +38,21 @@ def solve(problem: LinearProblem, monitor: ProgressMonitor | None = None, **para
 
 @functools.cache
 def load(name: str, n_features: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A local set (testkit.datasets.load_local), or a shared LIBSVM set through the
+    project's parser (parity tests only)."""
+    if name in LOCAL_NAMES:
+        return load_local(name)
     parsed = load_svmlight(DATA_DIR / f"{name}.xz")
     return parsed.to_csr(n_features), parsed.y
+
+
+@functools.cache
+def train_test(name: str) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix, np.ndarray]:
+    """a9a with a9a.t (parity), or a local set's seeded split (testkit.datasets.split)."""
+    if name in LOCAL_NAMES:
+        return split(*load_local(name))
+    X, y = load(name)
+    return (X, y, *load(f"{name}.t", n_features=X.shape[1]))
 
 
 def naive_pegasos(
@@ -89,7 +103,7 @@ def test_scale_folding_changes_nothing_but_rounding() -> None:
 
 
 def test_reported_primal_is_the_objective_of_the_returned_w() -> None:
-    X, y = load("a9a")
+    X, y = load("onehot")
     for bias in ("none", "augment"):
         result = fit(X, y, solver="pegasos", bias=bias, epochs=2, seed=1)
         assert result.dual_objective is None and result.duality_gap is None
@@ -102,16 +116,16 @@ def test_reported_primal_is_the_objective_of_the_returned_w() -> None:
 
 
 # --------------------------------------------------------------------------------------
-# quality on a9a (C = 1, no bias) against LIBLINEAR -s 3 -e 1e-6
+# quality on a9a and on onehot, its local stand-in (C = 1, no bias), against LIBLINEAR
+# -s 3 -e 1e-6
 
 
 @functools.cache
-def liblinear_a9a() -> tuple[float, float]:
+def liblinear_a9a(name: str = "a9a") -> tuple[float, float]:
     """(optimal primal objective, test accuracy in %) of LIBLINEAR's tight l1 solution."""
     from liblinear import liblinearutil
 
-    X, y = load("a9a")
-    X_test, y_test = load("a9a.t", n_features=X.shape[1])
+    X, y, X_test, y_test = train_test(name)
     model = liblinearutil.train(liblinearutil.problem(y, X), "-s 3 -e 1e-6 -c 1 -q")
     w, _ = model.get_decfun(model.get_labels().index(1))
     w = np.asarray(w, dtype=np.float64)
@@ -120,11 +134,11 @@ def liblinear_a9a() -> tuple[float, float]:
     return optimum, float(accuracy)
 
 
-def pegasos_on_a9a(epochs: int, seeds: range) -> tuple[list[float], list[float]]:
+def pegasos_on_a9a(epochs: int, seeds: range, name: str = "a9a"
+                   ) -> tuple[list[float], list[float]]:
     """(relative excess primal, test accuracy in %) of Pegasos runs, one per seed."""
-    X, y = load("a9a")
-    X_test, y_test = load("a9a.t", n_features=X.shape[1])
-    optimum, _ = liblinear_a9a()
+    X, y, X_test, y_test = train_test(name)
+    optimum, _ = liblinear_a9a(name)
     excess, accuracy = [], []
     for seed in seeds:
         result = fit(X, y, solver="pegasos", epochs=epochs, seed=seed)
@@ -134,25 +148,34 @@ def pegasos_on_a9a(epochs: int, seeds: range) -> tuple[list[float], list[float]]
     return excess, accuracy
 
 
-def test_a9a_after_10_epochs() -> None:
+@pytest.mark.parametrize("name", ["onehot", pytest.param("a9a", marks=pytest.mark.parity)])
+def test_a9a_after_10_epochs(name: str) -> None:
     # Measured (2026-11, seeds 0-11, k = 1): the last iterate after 10 epochs is 21-148 %
     # above the optimum (median 37 %), test accuracy 70.2-84.6 % (median 82.2 %) against
     # LIBLINEAR's 84.99 %: lambda = 1/(C n) = 3e-5 makes the late steps eta_t = C n / t
     # still large (each moves w by ~0.1 x_i at t = 10 n). The bound is the measured median
     # with a margin; "within a few percent" takes ~100 epochs (next test).
-    excess, accuracy = pegasos_on_a9a(10, range(8))
+    excess, accuracy = pegasos_on_a9a(10, range(8), name)
+    print(name, "excess", np.round(excess, 3), "accuracy", np.round(accuracy, 2))
     assert min(excess) > 0
     assert float(np.median(excess)) < 0.6
-    _, reference_accuracy = liblinear_a9a()
-    assert float(np.median(accuracy)) > reference_accuracy - 5.0
+    _, reference_accuracy = liblinear_a9a(name)
+    # onehot, measured the same way (seeds 0-7): excess 26-67 % (median 35 %), accuracy
+    # 77.9-84.6 % (median 81.5 %) against LIBLINEAR's 87.3 %: its noisier labels leave the
+    # last iterate further behind, so its margin is 7 points (a9a's: 5)
+    margin = {"a9a": 5.0, "onehot": 7.0}[name]
+    assert float(np.median(accuracy)) > reference_accuracy - margin
 
 
 @pytest.mark.slow
-def test_a9a_after_100_epochs_is_within_a_few_percent() -> None:
-    # Measured: median excess 3.2 % (1.5-6.1 %), median accuracy 84.55 % (min 83.8 %).
-    excess, accuracy = pegasos_on_a9a(100, range(6))
+@pytest.mark.parametrize("name", ["onehot", pytest.param("a9a", marks=pytest.mark.parity)])
+def test_a9a_after_100_epochs_is_within_a_few_percent(name: str) -> None:
+    # Measured on a9a: median excess 3.2 % (1.5-6.1 %), median accuracy 84.55 % (min
+    # 83.8 %).
+    excess, accuracy = pegasos_on_a9a(100, range(6), name)
+    print(name, "excess", np.round(excess, 3), "accuracy", np.round(accuracy, 2))
     assert float(np.median(excess)) < 0.05
-    _, reference_accuracy = liblinear_a9a()
+    _, reference_accuracy = liblinear_a9a(name)
     assert float(np.median(accuracy)) >= reference_accuracy - 1.5
 
 
@@ -182,7 +205,7 @@ def test_larger_batches_reduce_the_spread_over_seeds() -> None:
 
 
 def test_seed_determines_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    X, y = load("a9a")
+    X, y = load("onehot")
     first = fit(X, y, solver="pegasos", batch_size=4, epochs=2, seed=11)
     second = fit(X, y, solver="pegasos", batch_size=4, epochs=2, seed=11)
     assert np.array_equal(first.coef, second.coef)
@@ -195,7 +218,7 @@ def test_seed_determines_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_max_iter_reports_max_iter() -> None:
-    X, y = load("a9a")
+    X, y = load("onehot")
     result = fit(X, y, solver="pegasos", max_iter=1000)
     assert result.exit_reason == "max_iter"
     assert result.iterations == 1000
@@ -204,7 +227,7 @@ def test_max_iter_reports_max_iter() -> None:
 
 
 def test_max_seconds_stops_the_solver() -> None:
-    X, y = load("ijcnn1")
+    X, y = load("dense")
     result = fit(X, y, solver="pegasos", epochs=100_000, max_seconds=0.3)
     assert result.exit_reason == "max_seconds"
     assert 0.3 <= result.train_seconds < 0.8
@@ -212,7 +235,7 @@ def test_max_seconds_stops_the_solver() -> None:
 
 
 def test_progress_events_and_cancel() -> None:
-    X, y = load("ijcnn1")
+    X, y = load("dense")
     events: list[dict[str, Any]] = []
     result = fit(X, y, solver="pegasos", epochs=100_000, max_seconds=0.75,
                  progress=events.append)

@@ -23,9 +23,11 @@ from solvers.scaling import (
     scaler_from_range_text,
     scaler_to_range_text,
 )
-from testkit.datasets import load_dataset
+from testkit.datasets import load_local, split
 
-DATASETS = ["heart_scale", "breast-cancer_scale", "pendigits", "dna.scale"]
+# local sets (testkit.datasets): scaled (cancer, wine), natively unscaled and dense
+# (cancer_raw, like pendigits) and 0/1 features (onehot3 like dna, onehot like a9a)
+DATASETS = ["cancer", "wine", "cancer_raw", "onehot3"]
 
 
 # ---- svm-scale.c, literally (dense rows, 0-based features) -------------------------------
@@ -93,7 +95,7 @@ def random_sparse(rng: np.random.Generator, shape: tuple[int, int], density: flo
 @pytest.mark.parametrize("name", DATASETS)
 @pytest.mark.parametrize(("lower", "upper"), [(-1.0, 1.0), (0.0, 1.0)])
 def test_minmax_equals_libsvm_commonutil(name: str, lower: float, upper: float) -> None:
-    X, _ = load_dataset(name)
+    X, _ = load_local(name)
     ours = fit_scaler(X, "minmax", lower, upper).transform(X)
     theirs = libsvm_python_scale(X, lower, upper)
     assert ours.shape == theirs.shape
@@ -102,9 +104,9 @@ def test_minmax_equals_libsvm_commonutil(name: str, lower: float, upper: float) 
     assert ours.nnz == theirs.nnz  # the same entries are stored
 
 
-@pytest.mark.parametrize("name", ["heart_scale", "pendigits"])
+@pytest.mark.parametrize("name", ["cancer", "cancer_raw"])
 def test_minmax_equals_svm_scale_bit_for_bit(name: str) -> None:
-    X, _ = load_dataset(name)
+    X, _ = load_local(name)
     dense = X.toarray()
     scaler = fit_scaler(X, "minmax", -1.0, 1.0)
     feature_min, feature_max = naive_svm_scale_min_max(dense)
@@ -154,8 +156,7 @@ def test_constant_features_are_dropped_as_svm_scale_drops_them() -> None:
 
 
 def test_test_split_scaled_with_training_ranges() -> None:
-    X, _ = load_dataset("pendigits")
-    X_test, _ = load_dataset("pendigits.t", n_features=X.shape[1])
+    X, _, X_test, _ = split(*load_local("cancer_raw"))
     scaler = fit_scaler(X)
     feature_min, feature_max = naive_svm_scale_min_max(X.toarray())
     expected = naive_svm_scale_output(X_test.toarray(), feature_min, feature_max, -1.0, 1.0)
@@ -178,8 +179,8 @@ def test_features_beyond_training_are_scaled_to_zero() -> None:
 
 
 def test_fewer_columns_than_training_scale_as_zeros() -> None:
-    X, _ = load_dataset("a9a")
-    X_test, _ = load_dataset("a9a.t")  # 122 columns; the training set has 123
+    X, _, X_test, _ = split(*load_local("onehot"))
+    X_test = sp.csr_matrix(X_test[:, :-1])  # as a9a.t: one column fewer than the training
     assert X_test.shape[1] == X.shape[1] - 1
     scaler = fit_scaler(X, "minmax", 0.0, 1.0)
     padded = sp.hstack([X_test, sp.csr_matrix((X_test.shape[0], 1))], format="csr")
@@ -216,9 +217,9 @@ def test_row_order_and_non_canonical_input_do_not_matter() -> None:
 # ---- sparsity ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["dna.scale", "a9a", "pendigits"])
+@pytest.mark.parametrize("name", ["onehot3", "onehot", "cancer_raw"])
 def test_maxabs_keeps_the_sparsity_pattern_exactly(name: str) -> None:
-    X, _ = load_dataset(name)
+    X, _ = load_local(name)
     X = X.copy()
     X.data = X.data * np.where(np.arange(X.nnz) % 3 == 0, -1.0, 1.0)  # some negatives
     scaler = fit_scaler(X, "maxabs")
@@ -231,7 +232,7 @@ def test_maxabs_keeps_the_sparsity_pattern_exactly(name: str) -> None:
 
 
 def test_minmax_densifies_by_the_zero_image_and_zero_one_keeps_zeros() -> None:
-    X, _ = load_dataset("dna.scale")  # binary features, min 0
+    X, _ = load_local("onehot3")  # binary features, min 0
     to_pm1 = fit_scaler(X, "minmax", -1.0, 1.0)
     varying = int(np.count_nonzero(~to_pm1.constant))
     assert np.count_nonzero(to_pm1.zero_image()) == varying
@@ -245,18 +246,17 @@ def test_minmax_densifies_by_the_zero_image_and_zero_one_keeps_zeros() -> None:
 
 
 def test_standard_equals_scikit_learn_on_dense_data() -> None:
-    X, _ = load_dataset("pendigits")  # 87% of the entries stored
+    X, _, X_test, _ = split(*load_local("cancer_raw"))  # every entry stored
     scaler = fit_scaler(X, "standard")
     dense = X.toarray()
     expected = StandardScaler().fit(dense).transform(dense)
     assert np.max(np.abs(scaler.transform(X).toarray() - expected)) <= 1e-12
-    X_test, _ = load_dataset("pendigits.t", n_features=16)
     expected_test = StandardScaler().fit(dense).transform(X_test.toarray())
     assert np.max(np.abs(scaler.transform(X_test).toarray() - expected_test)) <= 1e-12
 
 
 def test_standard_refuses_sparse_data_and_says_why() -> None:
-    X, _ = load_dataset("a9a")
+    X, _ = load_local("onehot")
     with pytest.raises(ScalingError, match="densify") as caught:
         fit_scaler(X, "standard")
     assert "maxabs" in str(caught.value)
@@ -288,7 +288,7 @@ def test_standard_constant_feature_outputs_zero() -> None:
 @pytest.mark.parametrize("name", DATASETS)
 @pytest.mark.parametrize("lower", [-1.0, 0.0])
 def test_range_file_is_what_svm_scale_writes(name: str, lower: float) -> None:
-    X, _ = load_dataset(name)
+    X, _ = load_local(name)
     scaler = fit_scaler(X, "minmax", lower, 1.0)
     feature_min, feature_max = naive_svm_scale_min_max(X.toarray())
     expected = naive_svm_scale_range_file(feature_min, feature_max, lower, 1.0)
@@ -297,7 +297,7 @@ def test_range_file_is_what_svm_scale_writes(name: str, lower: float) -> None:
 
 @pytest.mark.parametrize("name", DATASETS)
 def test_range_file_round_trip_transforms_identically(name: str) -> None:
-    X, _ = load_dataset(name)
+    X, _ = load_local(name)
     scaler = fit_scaler(X, "minmax", -1.0, 1.0)
     restored = scaler_from_range_text(scaler_to_range_text(scaler), n_features=X.shape[1])
     assert restored.n_features == scaler.n_features
@@ -365,7 +365,7 @@ def test_range_file_only_for_minmax(method: str) -> None:
     ("method", "lower"), [("minmax", -1.0), ("minmax", 0.0), ("maxabs", -1.0), ("standard", -1.0)]
 )
 def test_arrays_round_trip(method: str, lower: float) -> None:
-    X, _ = load_dataset("pendigits")
+    X, _ = load_local("cancer_raw")
     scaler = fit_scaler(X, method, lower=lower)  # type: ignore[arg-type]
     arrays, meta = scaler.to_arrays()
     assert all(array.dtype == np.float64 for array in arrays.values())

@@ -2,7 +2,8 @@
 (dual objective, support vectors, decision values, accuracy) for every kernel and both
 multi-class strategies, the cache, limits, progress, cancellation and threads.
 
-The large comparisons (a9a, w8a, ijcnn1) are marked slow."""
+The default suite runs on local sets (testkit.datasets); the comparisons on the shared
+LIBSVM sets are parity tests, the large ones (a9a, w8a, ijcnn1) also slow."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from solvers.smo import model as smo_model
 from solvers.smo import steps
 from solvers.svmlight import load_svmlight
 from solvers.train import fit
+from testkit.datasets import LOCAL_NAMES, load_local, split
 from tests.solvers.naive_kernels import (
     dual_by_scipy,
     dual_value,
@@ -40,6 +42,15 @@ KERNELS = ("linear", "poly", "rbf", "sigmoid")
 
 @functools.cache
 def dataset(name: str, n_features: int | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A local set (testkit.datasets.load_local; `<name>.train` / `<name>.test`: its seeded
+    split), or a shared LIBSVM set through the project's parser (parity tests only)."""
+    base, _, part = name.partition(".")
+    if base in LOCAL_NAMES and part in ("", "train", "test"):
+        X, y = load_local(base)
+        if part:
+            X_train, y_train, X_test, y_test = split(X, y)
+            return (X_train, y_train) if part == "train" else (X_test, y_test)
+        return X, y
     parsed = load_svmlight(f"{DATA}/{name}.xz")
     return parsed.to_csr(n_features), parsed.y
 
@@ -133,7 +144,7 @@ def test_separable_points_give_the_maximum_margin_line() -> None:
 
 
 def test_reported_objective_is_the_naive_dual() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     result = fit_smo(X, y)
     K = kernel_matrix(X, X, "rbf", gamma=result.params["gamma"])
     y_pm = np.where(y == result.classes[0], 1.0, -1.0)
@@ -147,7 +158,7 @@ def test_reported_objective_is_the_naive_dual() -> None:
 # agreement with LIBSVM
 
 
-@pytest.mark.parametrize("name", ["heart_scale", "breast-cancer_scale"])
+@pytest.mark.parametrize("name", ["cancer", "onehot-1000"])
 def test_rbf_matches_libsvm(name: str) -> None:
     X, y = dataset(name)
     figures = compare_with_libsvm(X, y, X, y, kernel="rbf", C=1.0)
@@ -160,7 +171,7 @@ def test_rbf_matches_libsvm(name: str) -> None:
 
 @pytest.mark.parametrize("kernel", ["poly", "sigmoid"])
 def test_poly_and_sigmoid_match_libsvm(kernel: str) -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     figures = compare_with_libsvm(X, y, X, y, kernel=kernel, C=1.0, coef0=0.5, degree=3)
     assert figures["objective_rel"] < 1e-3, figures
     assert figures["n_sv_rel"] <= 0.02, figures
@@ -169,7 +180,7 @@ def test_poly_and_sigmoid_match_libsvm(kernel: str) -> None:
 
 
 def test_linear_kernel_weights_match_libsvm() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     for eps, tolerance in ((1e-3, 2e-2), (1e-6, 1e-4)):
         result = fit_smo(X, y, kernel="linear", eps=eps)
         reference = libsvm_train(X, y, libsvm_options("linear", eps=eps)).kernel_model
@@ -181,7 +192,7 @@ def test_linear_kernel_weights_match_libsvm() -> None:
 
 
 def test_tight_tolerance_agrees_closely() -> None:
-    X, y = dataset("breast-cancer_scale")
+    X, y = dataset("cancer")
     result = fit_smo(X, y, eps=1e-6)
     reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"],
                                                   eps=1e-6))
@@ -192,7 +203,7 @@ def test_tight_tolerance_agrees_closely() -> None:
 
 
 def test_class_weights_match_libsvm() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     result = fit_smo(X, y, class_weight={"1": 3.0, "-1": 0.5})
     reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"],
                                                   weights={1: 3.0, -1: 0.5}))
@@ -201,15 +212,22 @@ def test_class_weights_match_libsvm() -> None:
 
 
 @pytest.mark.parametrize(("name", "rows"), [
-    ("dna", None),
-    ("pendigits", 2500),  # the first 2500 rows (all 10 classes): LIBSVM takes ~10 s on all
-    pytest.param("pendigits", None, marks=pytest.mark.slow),
+    ("onehot3", None),  # like dna: 3 classes, 0/1 features
+    ("digits", None),  # 10 classes, dense (like pendigits)
+    pytest.param("dna", None, marks=pytest.mark.parity),
+    # the first 2500 rows (all 10 classes): LIBSVM takes ~10 s on all
+    pytest.param("pendigits", 2500, marks=pytest.mark.parity),
+    pytest.param("pendigits", None, marks=[pytest.mark.slow, pytest.mark.parity]),
 ])
 def test_one_vs_one_matches_libsvm(name: str, rows: int | None) -> None:
-    train = f"{name}.scale" if name == "dna" else name
-    X, y = dataset(train)
+    if name in LOCAL_NAMES:
+        X, y = dataset(f"{name}.train")
+        X_test, y_test = dataset(f"{name}.test")
+    else:
+        train = f"{name}.scale" if name == "dna" else name
+        X, y = dataset(train)
+        X_test, y_test = dataset(f"{train}.t", X.shape[1])
     X, y = X[:rows], y[:rows]
-    X_test, y_test = dataset(f"{train}.t", X.shape[1])
     result = fit_smo(X, y)
     reference = libsvm_train(X, y, libsvm_options("rbf", gamma=result.params["gamma"]))
     assert result.model.multiclass == "ovo"
@@ -223,8 +241,8 @@ def test_one_vs_one_matches_libsvm(name: str, rows: int | None) -> None:
 
 
 def test_one_vs_rest() -> None:
-    X, y = dataset("dna.scale")
-    X_test, y_test = dataset("dna.scale.t", X.shape[1])
+    X, y = dataset("onehot3.train")
+    X_test, y_test = dataset("onehot3.test")
     result = fit_smo(X, y, multiclass="ovr")
     model = result.model
     assert model.multiclass == "ovr" and model.sv_coef.shape == (3, model.n_support)
@@ -240,14 +258,14 @@ def test_one_vs_rest() -> None:
 
 
 def test_two_classes_are_one_problem_whatever_the_strategy() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     ovo, ovr = fit_smo(X, y, multiclass="ovo"), fit_smo(X, y, multiclass="ovr")
     assert ovr.model.multiclass == "ovo" and len(ovr.per_output) == 1
     np.testing.assert_array_equal(ovo.decision_function(X), ovr.decision_function(X))
 
 
 def test_label_values_do_not_matter() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     first = fit_smo(X, y)
     second = fit_smo(X, np.where(y > 0, 7.0, 3.0))
     assert first.dual_objective == second.dual_objective
@@ -255,7 +273,7 @@ def test_label_values_do_not_matter() -> None:
     assert np.array_equal(second.model.classes, [3.0, 7.0])
 
 
-@pytest.mark.parametrize(("name", "kernel"), [("heart_scale", "rbf"), ("dna.scale", "poly")])
+@pytest.mark.parametrize(("name", "kernel"), [("cancer", "rbf"), ("iris", "poly")])
 def test_exported_models_predict_identically_in_libsvm(name: str, kernel: str) -> None:
     import os
     import tempfile
@@ -283,7 +301,7 @@ def test_exported_models_predict_identically_in_libsvm(name: str, kernel: str) -
 
 
 def test_a_tiny_cache_gives_the_same_solution() -> None:
-    X, y = dataset("dna.scale")
+    X, y = dataset("onehot3")
     full = fit_smo(X, y, cache_mb=200)
     tiny = fit_smo(X, y, cache_mb=1)
     assert sum(o["cache_misses"] for o in tiny.per_output) > sum(
@@ -294,7 +312,7 @@ def test_a_tiny_cache_gives_the_same_solution() -> None:
 
 
 def test_max_iter_stops_with_a_usable_model() -> None:
-    X, y = dataset("breast-cancer_scale")
+    X, y = dataset("cancer")
     result = fit_smo(X, y, max_iter=5)
     assert result.exit_reason == "max_iter" and result.iterations == 5
     labels, values = result.model.predict(X)
@@ -306,8 +324,8 @@ def test_max_iter_stops_with_a_usable_model() -> None:
 
 @functools.cache
 def a9a_subset() -> tuple[sp.csr_matrix, np.ndarray]:
-    X, y = dataset("a9a")
-    return X[:12000], y[:12000]
+    """onehot (a9a-like, 0/1 features): 8,000 rows."""
+    return dataset("onehot")
 
 
 def test_progress_events_and_cancellation() -> None:
@@ -363,7 +381,7 @@ def test_max_seconds_stops_with_a_usable_model() -> None:
 
 
 def test_later_pairs_are_left_untrained_after_a_stop() -> None:
-    X, y = dataset("pendigits")
+    X, y = dataset("digits")
     result = fit_smo(X, y, max_seconds=0.01)
     assert result.exit_reason == "max_seconds"
     untrained = [o for o in result.per_output if o["iterations"] == 0]
@@ -377,8 +395,8 @@ def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(steps, "PARALLEL_MIN_KERNEL", 64)
     monkeypatch.setattr(steps, "PARALLEL_MIN_FLUSH", 64)
     monkeypatch.setattr(smo_model, "_cores_busy", lambda threads: False)
-    X, y = dataset("a9a")
-    X, y = X[:6000], y[:6000]  # > 1000 steps: shrinking, deferred G_bar, reconstruction
+    X, y = dataset("onehot")
+    X, y = X[:3000], y[:3000]  # > 1000 steps: shrinking, deferred G_bar, reconstruction
     one = fit_smo(X, y, threads=1)
     two = fit_smo(X, y, threads=2)
     assert one.per_output[0]["shrinkings"] > 0
@@ -463,11 +481,11 @@ def test_non_finite_kernel_values_are_reported() -> None:
 
 
 def test_solvers_fit_dispatches_to_smo() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     result = solvers.fit(X, y, solver="smo", C=2.0)
     assert isinstance(result, FitResult) and isinstance(result.model, KernelModel)
     assert result.params["C"] == 2.0 and result.params["kernel"] == "rbf"
-    assert result.params["gamma"] == pytest.approx(1.0 / 13)
+    assert result.params["gamma"] == pytest.approx(1.0 / X.shape[1])
     assert np.mean(result.predict(X) == y) > 0.85
     with pytest.raises(ParamError, match="unknown parameter"):
         solvers.fit(X, y, solver="smo", loss="l1")
@@ -476,7 +494,7 @@ def test_solvers_fit_dispatches_to_smo() -> None:
 
 
 def test_input_errors() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     with pytest.raises(ValueError, match="two classes"):
         fit_smo(X, np.ones(X.shape[0]))
     with pytest.raises(ValueError, match="labels"):
@@ -488,6 +506,7 @@ def test_input_errors() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1"])
 def test_large_sets_match_libsvm(name: str) -> None:
     X, y = dataset(name)

@@ -19,7 +19,7 @@ from solvers.result import FitResult
 from solvers.smo import columns, steps
 from solvers.smo import model as smo_model
 from solvers.train import fit
-from testkit.datasets import load_dataset
+from testkit.datasets import load_local
 
 SOURCES = ("rows", "columns", "bits")
 
@@ -55,13 +55,13 @@ def test_rbf_table_holds_the_columns_values(gamma: float) -> None:
 
 @functools.cache
 def binary_rows(rows: int = 5000) -> tuple[sp.csr_matrix, np.ndarray]:
-    X, y = load_dataset("a9a")  # 0/1 features
+    X, y = load_local("onehot")  # 0/1 features, like a9a
     return X[:rows], y[:rows]
 
 
 @functools.cache
 def valued_rows(rows: int = 5000) -> tuple[sp.csr_matrix, np.ndarray]:
-    """a9a's sparsity pattern with values that are not 0/1 (seeded, per entry)."""
+    """onehot's sparsity pattern with values that are not 0/1 (seeded, per entry)."""
     X, y = binary_rows(rows)
     X = X.copy()
     X.data = np.round(np.random.default_rng(1).uniform(0.1, 2.0, X.nnz), 3)
@@ -134,8 +134,9 @@ def test_two_threads_give_the_fit_of_one_for_every_source(
 
 
 def test_one_vs_one_pairs_take_their_own_source(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each binary problem decides on its own rows (dna: 0/1 features, 3 pairs)."""
-    X, y = load_dataset("dna.scale")
+    """Each binary problem decides on its own rows (onehot3, like dna: 0/1 features, 3
+    pairs)."""
+    X, y = load_local("onehot3")
     assert set(np.unique(X.data)) == {1.0}
     gathered = fit_with(monkeypatch, "rows", X, y, threads=2)
     chosen = fit(X, y, solver="smo", threads=2)
@@ -158,7 +159,7 @@ SourceCase = tuple[str, Callable[[], tuple[Any, np.ndarray]], str]
 
 
 @pytest.mark.parametrize("case", [
-    ("0/1 features (a9a)", binary_rows, "bits"),
+    ("0/1 features (onehot)", binary_rows, "bits"),
     ("valued sparse rows", valued_rows, "columns"),
     ("dense rows", lambda: (sp.csr_matrix(np.random.default_rng(2).normal(size=(300, 5))),
                             np.where(np.random.default_rng(3).random(300) > 0.5, 1, -1)),

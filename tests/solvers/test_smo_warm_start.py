@@ -34,7 +34,7 @@ def _path(X: Any, y: np.ndarray, cs: list[float], **params: Any
 
 
 def test_a_warm_c_path_reaches_the_cold_and_libsvm_optimum() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     cs = [2.0 ** e for e in range(-5, 16, 4)]
     for k, (warm, cold) in enumerate(_path(X, y, cs, gamma=GAMMA, eps=1e-6)):
         C = cs[k]
@@ -51,8 +51,8 @@ def test_a_warm_c_path_reaches_the_cold_and_libsvm_optimum() -> None:
 
 
 def test_one_vs_one_warm_fits_reuse_the_kernel_columns_and_match_libsvm() -> None:
-    X, y = dataset("dna.scale")
-    X_test, y_test = dataset("dna.scale.t", X.shape[1])
+    X, y = dataset("onehot3.train")
+    X_test, y_test = dataset("onehot3.test")
     fits = _path(X, y, [1.0, 4.0, 16.0])
     for (warm, cold), C in zip(fits, [1.0, 4.0, 16.0], strict=True):
         reference = libsvm_train(X, y, libsvm_options("rbf", C=C,
@@ -69,7 +69,7 @@ def test_one_vs_one_warm_fits_reuse_the_kernel_columns_and_match_libsvm() -> Non
 
 
 def test_a_smaller_c_scales_the_alphas_into_the_box() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     large = fit(X, y, solver="smo", C=16.0, gamma=GAMMA, eps=1e-6, keep_solver_state=True)
     warm = fit(X, y, solver="smo", C=1.0, gamma=GAMMA, eps=1e-6, warm_start=large)
     cold = fit(X, y, solver="smo", C=1.0, gamma=GAMMA, eps=1e-6)
@@ -80,7 +80,7 @@ def test_a_smaller_c_scales_the_alphas_into_the_box() -> None:
 
 
 def test_a_state_of_another_problem_is_refused() -> None:
-    X, y = dataset("heart_scale")
+    X, y = dataset("cancer")
     first = fit(X, y, solver="smo", C=1.0, gamma=GAMMA, keep_solver_state=True)
     with pytest.raises(ValueError, match="same rows, classes and kernel"):
         fit(X, y, solver="smo", C=2.0, gamma=2 * GAMMA, warm_start=first)

@@ -33,7 +33,8 @@ from solvers.svmlight import (
     open_decompressed,
     parse_stream,
 )
-from tests.support import SHARED_DATA
+from testkit import bundled
+from tests.support import SHARED_DATA, data_file
 
 try:
     from tests.solvers.naive_svmlight import naive_parse
@@ -613,11 +614,7 @@ def sklearn_loader():
     return load_svmlight_file
 
 
-@pytest.mark.parametrize("name", ["heart_scale", "a9a", "w8a", "ijcnn1"])
-def test_shared_files_match_sklearn_and_naive(name: str, sklearn_loader) -> None:
-    path = DATA_DIR / f"{name}.xz"
-    if not path.exists():
-        pytest.skip(f"{path} not available")
+def check_file_matches_sklearn_and_naive(path: Path, sklearn_loader) -> None:
     text = lzma.decompress(path.read_bytes())
     result = load_svmlight(path)
     X, y = sklearn_loader(io.BytesIO(text), zero_based=False)
@@ -632,10 +629,37 @@ def test_shared_files_match_sklearn_and_naive(name: str, sklearn_loader) -> None
     assert_same_arrays(arrays(result), naive_parse(text))
 
 
+@pytest.mark.parametrize("name", bundled.NAMES)
+def test_bundled_files_match_sklearn_and_naive(name: str, sklearn_loader,
+                                               tmp_path: Path) -> None:
+    check_file_matches_sklearn_and_naive(bundled.write_xz(name, tmp_path), sklearn_loader)
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", ["heart_scale", "a9a", "w8a", "ijcnn1"])
+def test_shared_files_match_sklearn_and_naive(name: str, sklearn_loader) -> None:
+    check_file_matches_sklearn_and_naive(data_file(f"{name}.xz"), sklearn_loader)
+
+
+def test_facts_of_a_bundled_file(tmp_path: Path) -> None:
+    import hashlib
+
+    X, y = bundled.load("onehot")
+    result = load_svmlight(bundled.write_xz("onehot", tmp_path))
+    d = int(X.indices.max()) + 1  # the file knows the columns it uses
+    assert (result.n_samples, result.n_features, result.nnz) == (X.shape[0], d, X.nnz)
+    labels, counts = np.unique(y, return_counts=True)
+    assert result.class_counts == dict(zip(labels.tolist(), counts.tolist(), strict=True))
+    assert result.labels.tolist() == labels.tolist()
+    assert result.sha256 == hashlib.sha256(bundled.svmlight_bytes("onehot")).hexdigest()
+    assert result.to_csr(d + 1).shape == (X.shape[0], d + 1)
+    with pytest.raises(ValueError):
+        result.to_csr(d - 1)
+
+
+@pytest.mark.parity
 def test_manifest_facts() -> None:
-    path = DATA_DIR / "a9a.t.xz"
-    if not path.exists():
-        pytest.skip("shared data not available")
+    path = data_file("a9a.t.xz")
     result = load_svmlight(path)
     assert result.n_samples == 16_281 and result.n_features == 122 and result.nnz == 225_731
     assert result.class_counts == {-1.0: 12_435, 1.0: 3_846}

@@ -16,7 +16,7 @@ from solvers import fit as package_fit
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import ParamError
 from solvers.train import as_csr_arrays, fit, warmup
-from testkit.datasets import load_dataset
+from testkit.datasets import LOCAL_NAMES, load_dataset, load_local, split
 from tests.solvers.naive import augment, primal, random_sparse_problem
 
 
@@ -143,15 +143,28 @@ def test_result_fields_for_a_binary_fit() -> None:
 # one-vs-rest
 
 
-@pytest.mark.parametrize(("name", "scale"), [("dna.scale", 1.0), ("pendigits", 0.01)])
+def raw_digits() -> tuple[Any, np.ndarray]:
+    """digits (10 classes) at its pixel levels 0..16 times 6.25: raw coordinates 0..100
+    like pendigits', every feature on the same range (no advice to scale)."""
+    X, y = load_local("digits-raw")
+    return X * 6.25, y
+
+
+@pytest.mark.parametrize(("name", "scale"), [
+    ("onehot3", 1.0), ("digits", 1.0),  # like dna and (scaled) pendigits
+    pytest.param("dna.scale", 1.0, marks=pytest.mark.parity),
+    pytest.param("pendigits", 0.01, marks=pytest.mark.parity)])
 def test_one_vs_rest_matches_liblinear(name: str, scale: float) -> None:
     # pendigits holds raw 0..100 coordinates: its dual is so ill-conditioned that plain DCD
     # needs >10^5 sweeps (LIBLINEAR -s 1 gives up after 300 and switches to its primal
     # Newton solver), so it is compared scaled to [0, 1]; see test_raw_pendigits_*.
     from liblinear import liblinearutil
 
-    X, y = load_dataset(name)
-    X_test, y_test = load_dataset(f"{name}.t", X.shape[1])
+    if name in LOCAL_NAMES:
+        X, y, X_test, y_test = split(*load_local(name))
+    else:
+        X, y = load_dataset(name)
+        X_test, y_test = load_dataset(f"{name}.t", X.shape[1])
     X, X_test = X * scale, X_test * scale
     prob = liblinearutil.problem(y, X, bias=1)
     model = liblinearutil.train(prob, "-s 1 -e 1e-6 -B 1 -c 1 -q")
@@ -183,20 +196,21 @@ def test_one_vs_rest_matches_liblinear(name: str, scale: float) -> None:
 
 
 def test_raw_pendigits_reports_max_iter_honestly() -> None:
-    X, y = load_dataset("pendigits")
+    X, y = raw_digits()
     result = fit(X, y, loss="l2", max_iter=50, fallback=False)
     assert result.exit_reason == "max_iter" and not result.converged
     assert all(out["exit_reason"] == "max_iter" for out in result.per_output)
     assert result.duality_gap is not None
     assert result.duality_gap > 0.01 * result.primal_objective  # far from converged
     assert result.relative_gap is not None and result.relative_gap > 0.01
-    assert len(result.warnings) == 10 and all("max_iter" in w for w in result.warnings)
+    assert len(result.warnings) == np.unique(y).size  # one per output
+    assert all("max_iter" in w for w in result.warnings)
 
 
 def test_raw_pendigits_falls_back_to_tron_and_is_certified() -> None:
     """The dual CD stalls on unscaled data; the fallback (tron from its w) certifies each
     output, and the path of every output says so."""
-    X, y = load_dataset("pendigits")
+    X, y = raw_digits()
     result = fit(X, y, loss="l2", max_iter=50)
     assert result.converged and result.exit_reason == "converged" and not result.warnings
     assert result.relative_gap is not None and result.relative_gap <= 1e-3
@@ -208,7 +222,10 @@ def test_raw_pendigits_falls_back_to_tron_and_is_certified() -> None:
             {**s, "output": k} for s in out["path"]]
 
 
+@pytest.mark.parity
 def test_one_vs_rest_progress_names_the_output() -> None:
+    # (on raw_digits() the same fit sent no progress event and ran 3.3 s past its 0.6 s:
+    # dcd, then ocas on output 0; not yet understood, so this stays on pendigits)
     X, y = load_dataset("pendigits")
     events: list[dict[str, Any]] = []
     result = fit(
@@ -224,11 +241,11 @@ def test_one_vs_rest_progress_names_the_output() -> None:
 
 
 def test_one_vs_rest_exit_reason_is_the_worst() -> None:
-    X, y = load_dataset("dna.scale")
+    X, y = load_local("onehot3")
     result = fit(X, y, loss="l1", eps=1e-8, max_iter=3, fallback=False)
     assert result.exit_reason == "max_iter"
     assert {out["exit_reason"] for out in result.per_output} == {"max_iter"}
-    assert result.iterations == 9
+    assert result.iterations == 3 * np.unique(y).size
 
 
 # --------------------------------------------------------------------------------------
@@ -288,7 +305,7 @@ def test_bias_none_fits_through_the_origin() -> None:
 
 @pytest.mark.parametrize("loss", ["l1", "l2"])
 def test_row_order_does_not_change_the_optimum(loss: str) -> None:
-    X, y = load_dataset("heart_scale")
+    X, y = load_local("cancer")
     order = np.random.default_rng(8).permutation(X.shape[0])
     a = fit(X, y, loss=loss, eps=1e-7, max_iter=1_000_000)
     b = fit(X[order], y[order], loss=loss, eps=1e-7, max_iter=1_000_000)

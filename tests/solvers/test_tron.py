@@ -22,7 +22,7 @@ from solvers import _tron_kernels as kernels
 from solvers import parallel, tron
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.train import ProgressMonitor, as_csr_arrays
-from testkit.datasets import load_dataset
+from testkit.datasets import LOCAL_NAMES, load_dataset, load_local
 
 LOSSES = ("l2", "logistic")
 LIBLINEAR_SOLVER = {"l2": 2, "logistic": 0}
@@ -96,9 +96,10 @@ def random_problem(n: int, d: int, seed: int, density: float = 0.5
     return X, y
 
 
-def unscaled_heart() -> tuple[sp.csr_matrix, np.ndarray]:
-    """heart_scale with its columns multiplied by seeded factors from 1e-2 to 1e3."""
-    X, y = load_dataset("heart_scale")
+def unscaled_cancer() -> tuple[sp.csr_matrix, np.ndarray]:
+    """cancer (testkit.bundled) with its columns multiplied by seeded factors from 1e-2 to
+    1e3."""
+    X, y = load_local("cancer")
     factors = 10.0 ** np.random.default_rng(12).uniform(-2.0, 3.0, size=X.shape[1])
     return sp.csr_matrix(X @ sp.diags(factors)), y
 
@@ -365,15 +366,18 @@ def liblinear_w(liblinear: Any, X: Any, y: np.ndarray, options: str, label: floa
 
 
 def unscaled_set(name: str) -> tuple[sp.csr_matrix, np.ndarray]:
-    if name == "heart_unscaled":
-        return unscaled_heart()
-    X, y = load_dataset(name)
+    if name == "cancer_unscaled":
+        return unscaled_cancer()
+    X, y = load_local(name) if name in LOCAL_NAMES else load_dataset(name)
     return X, y
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-@pytest.mark.parametrize(("name", "C"), [("a9a", 1.0), ("ijcnn1", 4.0), ("heart_unscaled", 1.0),
-                                         ("madelon.t", 1e-4)])
+@pytest.mark.parametrize(("name", "C"), [
+    # local sets (testkit.datasets) like a9a, ijcnn1, unscaled heart and madelon.t
+    ("onehot", 1.0), ("dense", 4.0), ("cancer_unscaled", 1.0), ("madelon-like", 1e-4),
+    *(pytest.param(name, C, marks=pytest.mark.parity)
+      for name, C in [("a9a", 1.0), ("ijcnn1", 4.0), ("madelon.t", 1e-4)])])
 def test_agrees_with_liblinear(liblinear: Any, loss: str, name: str, C: float) -> None:
     X, labels = unscaled_set(name)
     y = binary_labels(labels)
@@ -392,7 +396,7 @@ def test_agrees_with_liblinear(liblinear: Any, loss: str, name: str, C: float) -
 
 
 def test_one_vs_rest_outputs_agree_with_liblinear(liblinear: Any) -> None:
-    X, labels = load_dataset("dna.scale")
+    X, labels = load_local("onehot3")  # like dna.scale: 3 classes, 0/1 features
     w_all = []
     for positive in np.unique(labels):
         y = binary_labels(labels, positive)
@@ -402,7 +406,7 @@ def test_one_vs_rest_outputs_agree_with_liblinear(liblinear: Any) -> None:
         w_all.append(result.w)
         w_lib = liblinear_w(liblinear, X, labels, "-s 2 -e 1e-5 -c 0.5", label=positive)
         assert relative(result.primal, objective(problem, w_lib, "l2")) <= 1e-6
-    assert len(w_all) == 3
+    assert len(w_all) == np.unique(labels).size == 3
 
 
 # --------------------------------------------------------------------------------------
@@ -423,7 +427,7 @@ def test_cost_weights_equal_repeated_rows(loss: str) -> None:
 
 
 def test_class_weights_agree_with_liblinear_weights(liblinear: Any) -> None:
-    X, labels = load_dataset("breast-cancer_scale")
+    X, labels = load_local("wine")
     y = binary_labels(labels)
     cost = np.where(y > 0, 3.0, 1.0) * 2.0
     problem = make_problem(X, y, cost, bias_scale=1.0)
@@ -435,7 +439,7 @@ def test_class_weights_agree_with_liblinear_weights(liblinear: Any) -> None:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_threads_give_bit_identical_results(loss: str) -> None:
-    X, labels = load_dataset("a9a")
+    X, labels = load_local("onehot")
     problem = make_problem(X, binary_labels(labels), 1.0, bias_scale=1.0)
     chunks = parallel.chunk_bounds(problem.X.indptr, problem.X.n_features + 1, accumulators=2)
     assert chunks.shape[0] - 1 > 2
@@ -462,7 +466,7 @@ def test_threads_setting_is_restored() -> None:
 
 
 def test_max_iter_reports_max_iter() -> None:
-    X, labels = load_dataset("a9a")
+    X, labels = load_local("onehot")
     problem = make_problem(X, binary_labels(labels), 1.0, bias_scale=1.0)
     result = run(problem, max_iter=1, eps=1e-8)
     assert result.exit_reason == "max_iter" and result.iterations == 1
@@ -472,7 +476,7 @@ def test_max_iter_reports_max_iter() -> None:
 
 
 def test_progress_events_and_cancellation() -> None:
-    X, labels = load_dataset("a9a")
+    X, labels = load_local("onehot")
     problem = make_problem(X, binary_labels(labels), 1.0, bias_scale=1.0)
     events: list[dict[str, Any]] = []
 
@@ -496,7 +500,7 @@ def test_progress_events_and_cancellation() -> None:
 
 
 def test_max_seconds_stops_the_solver() -> None:
-    X, labels = load_dataset("ijcnn1")
+    X, labels = load_local("dense")
     problem = make_problem(X, binary_labels(labels), 1.0, bias_scale=1.0)
     result = run(problem, ProgressMonitor(None, 1e-9), eps=1e-12)
     assert result.exit_reason == "max_seconds"
@@ -505,7 +509,7 @@ def test_max_seconds_stops_the_solver() -> None:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_warm_start_from_the_optimum_converges_at_once(loss: str) -> None:
-    X, labels = load_dataset("ijcnn1")
+    X, labels = load_local("dense")
     problem = make_problem(X, binary_labels(labels), 2.0, bias_scale=1.0)
     cold = run(problem, loss=loss, eps=1e-6)
     assert cold.iterations > 2
@@ -537,7 +541,7 @@ def test_warm_start_of_the_wrong_shape_is_refused() -> None:
 def test_tiny_eps_ends_honestly(method: str) -> None:
     """An eps beyond float64 precision ends stalled (no further progress in float64) or max_iter
     with the violation reported, never a false claim, and within the iteration limit."""
-    X, y = unscaled_heart()
+    X, y = unscaled_cancer()
     problem = make_problem(X, binary_labels(y), 10.0, bias_scale=1.0)
     result = run(problem, eps=1e-300, max_iter=500, method=method)
     assert result.exit_reason in ("stalled", "max_iter")
@@ -558,7 +562,7 @@ def test_line_search_takes_newton_cpp_steps(loss: str) -> None:
     """Each line-search iteration is one accepted step whose length passed newton.cpp's
     Armijo test f(w + a s) - f(w) <= 0.01 a g's: the objective never increases, and on
     unscaled data both methods reach the same optimum."""
-    X, y = unscaled_heart()
+    X, y = unscaled_cancer()
     problem = make_problem(X, binary_labels(y), 1.0, bias_scale=1.0)
     primals: list[float] = []
     monitor = ProgressMonitor(lambda e: bool(primals.append(e["primal"])), None, interval=0.0)

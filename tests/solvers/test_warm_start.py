@@ -12,7 +12,7 @@ from solvers.dual_cd import DualState
 from solvers.inputs import as_csr_arrays
 from solvers.params import validate_params
 from solvers.train import fit
-from testkit.datasets import load_dataset
+from testkit.datasets import load_local
 from tests.solvers.naive import augment, dual_value, w_of_alpha
 
 C_PATH = [2.0 ** e for e in range(-5, 16, 2)]
@@ -20,7 +20,7 @@ C_PATH = [2.0 ** e for e in range(-5, 16, 2)]
 
 @pytest.fixture(scope="module")
 def heart() -> tuple[object, np.ndarray]:
-    return load_dataset("heart_scale")
+    return load_local("cancer")
 
 
 def _problem(X: object, y: np.ndarray, C: float) -> LinearProblem:

@@ -20,7 +20,7 @@ from solvers.models import Pipeline, model_from_bytes, model_to_bytes
 from solvers.params import STANDARD_MIN_DENSITY, ParamError, check_scale_for_data
 from solvers.scaling import STANDARD_MIN_DENSITY as SCALING_MIN_DENSITY
 from solvers.scaling import fit_scaler
-from testkit.datasets import load_dataset
+from testkit.datasets import load_dataset, load_local, split
 
 
 def _log_loss(probabilities: np.ndarray, y: np.ndarray, classes: np.ndarray) -> float:
@@ -62,39 +62,44 @@ def _check_against_libsvm(name: str, *args: object, **kwargs: str) -> None:
     assert abs(ours - theirs) <= 0.02 * theirs
 
 
-def test_probabilities_agree_with_libsvm_b1_on_heart_scale() -> None:
-    X, y = load_dataset("heart_scale")
-    _check_against_libsvm("heart_scale", X, y, X, y)
+def test_probabilities_agree_with_libsvm_b1_on_cancer() -> None:
+    X, y = load_local("cancer")
+    _check_against_libsvm("cancer", X, y, X, y)
 
 
-def test_probabilities_agree_with_libsvm_b1_on_a_dna_subsample() -> None:
-    X, y = load_dataset("dna.scale")
-    X_test, y_test = load_dataset("dna.scale.t", n_features=X.shape[1])
-    _check_against_libsvm("dna (600 rows)", X[:600], y[:600], X_test, y_test)
-
-
-@pytest.mark.slow
-def test_probabilities_agree_with_libsvm_b1_on_breast_cancer() -> None:
-    X, y = load_dataset("breast-cancer_scale")
-    _check_against_libsvm("breast-cancer", X, y, X, y)
+def test_probabilities_agree_with_libsvm_b1_on_a_onehot3_subsample() -> None:
+    X, y, X_test, y_test = split(*load_local("onehot3"))  # like dna.scale
+    _check_against_libsvm("onehot3 (600 rows)", X[:600], y[:600], X_test, y_test)
 
 
 @pytest.mark.slow
-def test_probabilities_agree_with_libsvm_b1_on_an_a9a_subsample() -> None:
-    X, y = load_dataset("a9a")
-    X_test, y_test = load_dataset("a9a.t", n_features=X.shape[1])
+def test_probabilities_agree_with_libsvm_b1_on_wine() -> None:
+    X, y = load_local("wine")
+    _check_against_libsvm("wine", X, y, X, y)
+
+
+@pytest.mark.slow
+def test_probabilities_agree_with_libsvm_b1_on_a_onehot_subsample() -> None:
+    X, y, X_test, y_test = split(*load_local("onehot"))  # like a9a
     rows = np.random.default_rng(0).choice(X.shape[0], 3000, replace=False)
-    _check_against_libsvm("a9a (3000 rows)", X[rows], y[rows], X_test[:5000], y_test[:5000])
+    _check_against_libsvm("onehot (3000 rows)", X[rows], y[rows], X_test, y_test)
 
 
 @pytest.mark.slow
-def test_probabilities_agree_with_libsvm_b1_on_dna() -> None:
-    X, y = load_dataset("dna.scale")
-    X_test, y_test = load_dataset("dna.scale.t", n_features=X.shape[1])
-    _check_against_libsvm("dna", X, y, X_test, y_test)
+def test_probabilities_agree_with_libsvm_b1_on_onehot3() -> None:
+    X, y, X_test, y_test = split(*load_local("onehot3"))
+    _check_against_libsvm("onehot3", X, y, X_test, y_test)
 
 
 @pytest.mark.slow
+def test_probabilities_agree_with_libsvm_b1_on_raw_digits_scaled() -> None:
+    X, y, X_test, y_test = split(*load_local("digits-raw"))
+    _check_against_libsvm("digits, pixel levels (minmax)", X, y, X_test, y_test,
+                          scale="minmax")
+
+
+@pytest.mark.slow
+@pytest.mark.parity
 def test_probabilities_agree_with_libsvm_b1_on_pendigits_scaled() -> None:
     X, y = load_dataset("pendigits")
     X_test, y_test = load_dataset("pendigits.t", n_features=X.shape[1])
@@ -102,6 +107,7 @@ def test_probabilities_agree_with_libsvm_b1_on_pendigits_scaled() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parity
 def test_pendigits_minmax_default_gamma_reaches_97_percent() -> None:
     X, y = load_dataset("pendigits")
     X_test, y_test = load_dataset("pendigits.t", n_features=X.shape[1])
@@ -119,7 +125,7 @@ def test_pendigits_minmax_default_gamma_reaches_97_percent() -> None:
                                                ("ocas", "standard")])
 def test_a_scaled_fit_is_the_fit_on_scaled_rows_and_predicts_raw_rows(solver: str,
                                                                       scale: str) -> None:
-    X, y = load_dataset("heart_scale")
+    X, y = load_local("cancer")
     X = X @ sp.diags(np.logspace(-1, 2, X.shape[1]))  # unscale it
     X = sp.csr_matrix(X)
     scaler = fit_scaler(X, scale)  # type: ignore[arg-type]
@@ -133,7 +139,7 @@ def test_a_scaled_fit_is_the_fit_on_scaled_rows_and_predicts_raw_rows(solver: st
 
 
 def test_minmax_lower_zero_keeps_the_zeros_of_sparse_features() -> None:
-    X, y = load_dataset("a9a")
+    X, y = load_local("onehot")  # 0/1 features, like a9a
     X, y = X[:500], y[:500]
     result = fit(X, y, solver="dcd", scale="minmax", scale_lower=0)
     assert isinstance(result.model, Pipeline) and result.model.scaler is not None
@@ -145,7 +151,7 @@ def test_minmax_lower_zero_keeps_the_zeros_of_sparse_features() -> None:
                                                ("dcd", {}), ("alm", {})])
 def test_pipeline_arrays_round_trip_with_scaler_and_sigmoids(solver: str,
                                                              extra: dict[str, str]) -> None:
-    X, y = load_dataset("dna.scale")
+    X, y = load_local("onehot3")  # 3 classes, like dna.scale
     X, y = X[:300], y[:300]
     result = fit(X, y, solver=solver, scale="maxabs", probability=True, **extra)
     model = result.model
@@ -168,7 +174,7 @@ def test_pipeline_arrays_round_trip_with_scaler_and_sigmoids(solver: str,
 
 
 def test_two_class_probabilities_follow_the_decision_value() -> None:
-    X, y = load_dataset("heart_scale")
+    X, y = load_local("cancer")
     for solver in ("dcd", "smo"):
         model = fit(X, y, solver=solver, probability=True).model
         assert isinstance(model, Pipeline)
@@ -180,7 +186,7 @@ def test_two_class_probabilities_follow_the_decision_value() -> None:
 
 
 def test_a_model_without_workflow_stays_bare() -> None:
-    X, y = load_dataset("heart_scale")
+    X, y = load_local("cancer")
     model = fit(X, y, solver="dcd").model
     assert not isinstance(model, Pipeline)
     assert not isinstance(model_from_bytes(model.kind, model_to_bytes(model)), Pipeline)
@@ -190,7 +196,7 @@ def test_a_model_without_workflow_stays_bare() -> None:
 
 
 def test_cancel_during_the_cross_validation_cancels_the_fit() -> None:
-    X, y = load_dataset("heart_scale")
+    X, y = load_local("cancer")
     calls = {"calibration": 0}
 
     def progress(event: dict[str, object]) -> bool:
@@ -208,8 +214,8 @@ def test_cancel_during_the_cross_validation_cancels_the_fit() -> None:
 # ---- warnings ---------------------------------------------------------------------------
 
 
-def _unscaled_heart() -> tuple[sp.csr_matrix, np.ndarray]:
-    X, y = load_dataset("heart_scale")
+def _unscaled_cancer() -> tuple[sp.csr_matrix, np.ndarray]:
+    X, y = load_local("cancer")  # every column spans [-1, 1]
     return sp.csr_matrix(X @ sp.diags(np.logspace(-2, 3, X.shape[1]))), y
 
 
@@ -217,7 +223,7 @@ def _unscaled_heart() -> tuple[sp.csr_matrix, np.ndarray]:
                                                ("smo", {"kernel": "rbf"})])
 def test_scale_sensitive_solvers_warn_about_ranges_and_name_the_fix(
         solver: str, extra: dict[str, str]) -> None:
-    X, y = _unscaled_heart()
+    X, y = _unscaled_cancer()
     # (an uncertified fit also says so in its own warning: only the scale ones count here)
     warnings = _scale_warnings(fit(X, y, solver=solver, max_iter=50, **extra))
     assert len(warnings) == 1 and "differ by 1e+05x" in warnings[0]
@@ -233,17 +239,18 @@ def _scale_warnings(result: Any) -> list[str]:
 @pytest.mark.parametrize(("solver", "extra"), [("ocas", {}), ("alm", {}),
                                                ("smo", {"kernel": "linear"})])
 def test_scale_insensitive_solvers_do_not_warn(solver: str, extra: dict[str, str]) -> None:
-    X, y = _unscaled_heart()
+    X, y = _unscaled_cancer()
     assert _scale_warnings(fit(X, y, solver=solver, max_iter=20, **extra)) == []
 
 
-def test_all_rows_support_vectors_on_unscaled_pendigits_warns() -> None:
-    X, y = load_dataset("pendigits")
-    result = fit(X[:600], y[:600], solver="smo")
-    assert result.n_support == 600
-    assert len(result.warnings) == 1 and "600 of 600 training rows are support vectors" in \
+def test_all_rows_support_vectors_on_unscaled_data_warns() -> None:
+    X, y = load_local("cancer_raw")  # natively unscaled (values up to 4254), like pendigits
+    n = X.shape[0]
+    result = fit(X, y, solver="smo")
+    assert result.n_support == n
+    assert len(result.warnings) == 1 and f"{n} of {n} training rows are support vectors" in \
         result.warnings[0]
-    assert fit(X[:600], y[:600], solver="smo", scale="minmax").warnings == []
+    assert fit(X, y, solver="smo", scale="minmax").warnings == []
 
 
 # ---- standard on sparse data -------------------------------------------------------------

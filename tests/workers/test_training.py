@@ -27,7 +27,8 @@ from app.services.jobs import Claim
 from app.settings import Settings
 from app.storage import blob_store, load_dataset
 from solvers.svmlight import load_svmlight
-from tests.support import BACKENDS, BLOB_BACKENDS, data_file, migrated_settings
+from testkit import bundled
+from tests.support import BACKENDS, BLOB_BACKENDS, migrated_settings
 from workers.training import Heartbeat, ProgressRecorder, claim, finish, run_claimed
 
 WORKER = "celery@test pid 1"
@@ -52,10 +53,11 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path, blob_overrides: dic
 
 
 @pytest.fixture
-def heart(settings: Settings) -> str:
-    parsed = load_svmlight(data_file("heart_scale.xz"))
+def cancer(settings: Settings, tmp_path: Path) -> str:
+    """scikit-learn's breast_cancer, scaled (testkit.bundled), as an uploaded dataset."""
+    parsed = load_svmlight(bundled.write_xz("cancer", tmp_path / "upload"))
     with session_scope(settings.database_url) as session:
-        return dataset_service.create_dataset(session, settings, TENANT, parsed, "heart").id
+        return dataset_service.create_dataset(session, settings, TENANT, parsed, "cancer").id
 
 
 def _queued_job(settings: Settings, dataset_id: str | None, solver: str = "dcd",
@@ -106,14 +108,15 @@ def _fit(settings: Settings, claimed: Claim, progress: Any = None) -> Any:
 # -- claim -----------------------------------------------------------------------------
 
 def test_a_claim_runs_the_next_attempt_and_a_second_delivery_gets_nothing(
-    settings: Settings, heart: str
+    settings: Settings, cancer: str
 ) -> None:
-    job_id = _queued_job(settings, heart, C=2.0)
+    job_id = _queued_job(settings, cancer, C=2.0)
     with session_scope(settings.database_url) as session:
-        blob_path = dataset_service.get_dataset(session, TENANT, heart).blob_path
+        blob_path = dataset_service.get_dataset(session, TENANT, cancer).blob_path
     assert claim(settings, job_id, WORKER) == Claim(
         job_id=job_id, tenant_id=TENANT, attempt=1, solver="dcd", params={"eps": 0.1, "C": 2.0},
-        dataset_id=heart, dataset_name="heart", blob_path=blob_path, features=13)
+        dataset_id=cancer, dataset_name="cancer", blob_path=blob_path,
+        features=bundled.load("cancer")[0].shape[1])
     assert claim(settings, job_id, "celery@other pid 2") is None  # duplicate delivery
     job = _job(settings, job_id)
     assert job.status == JobStatus.RUNNING and job.attempt == 1 and job.worker == WORKER
@@ -122,9 +125,9 @@ def test_a_claim_runs_the_next_attempt_and_a_second_delivery_gets_nothing(
 
 
 def test_nothing_to_claim_for_a_missing_or_cancelled_job(settings: Settings,
-                                                         heart: str) -> None:
+                                                         cancer: str) -> None:
     assert claim(settings, new_id(), WORKER) is None
-    job_id = _queued_job(settings, heart)
+    job_id = _queued_job(settings, cancer)
     with session_scope(settings.database_url) as session:
         job_service.cancel(session, settings, TENANT, job_id)
     assert claim(settings, job_id, WORKER) is None
@@ -133,10 +136,10 @@ def test_nothing_to_claim_for_a_missing_or_cancelled_job(settings: Settings,
 
 
 def test_a_job_whose_dataset_is_gone_fails_with_the_reason(settings: Settings,
-                                                           heart: str) -> None:
-    job_id = _queued_job(settings, heart)
+                                                           cancer: str) -> None:
+    job_id = _queued_job(settings, cancer)
     with session_scope(settings.database_url) as session:  # as a racing delete could
-        session.delete(session.get(Dataset, heart))
+        session.delete(session.get(Dataset, cancer))
     claimed = _claimed(settings, job_id)
     assert claimed.dataset_id is None and claimed.blob_path is None
     assert run_claimed(settings, job_id, claimed) == "failed"
@@ -153,8 +156,8 @@ def _progress(iteration: int) -> dict[str, Any]:
 
 
 def test_progress_counts_only_while_the_attempt_holds_the_job(settings: Settings,
-                                                              heart: str) -> None:
-    job_id = _queued_job(settings, heart)
+                                                              cancer: str) -> None:
+    job_id = _queued_job(settings, cancer)
     first = _claimed(settings, job_id)
     recorder = ProgressRecorder(settings, job_id, first.attempt, 0.1)
     assert recorder(_progress(1)) is False  # go on
@@ -181,8 +184,8 @@ def _heartbeat(settings: Settings, job_id: str) -> datetime:
 
 
 def test_the_heartbeat_renews_the_lease_of_its_own_attempt_only(settings: Settings,
-                                                                heart: str) -> None:
-    job_id = _queued_job(settings, heart)
+                                                                cancer: str) -> None:
+    job_id = _queued_job(settings, cancer)
     first = _claimed(settings, job_id)
     claimed_at = _heartbeat(settings, job_id)
     with Heartbeat(settings, job_id, first.attempt):  # beats every 0.2 s here
@@ -202,8 +205,8 @@ def test_the_heartbeat_renews_the_lease_of_its_own_attempt_only(settings: Settin
 # -- finish ----------------------------------------------------------------------------
 
 def test_finish_stores_a_linear_model_with_the_succeeded_status(settings: Settings,
-                                                                heart: str) -> None:
-    job_id = _queued_job(settings, heart, loss="l1", eps=0.01)
+                                                                cancer: str) -> None:
+    job_id = _queued_job(settings, cancer, loss="l1", eps=0.01)
     claimed = _claimed(settings, job_id)
     X, y, result = _fit(settings, claimed)
     assert finish(settings, claimed, result, X, y) == "succeeded"
@@ -213,7 +216,7 @@ def test_finish_stores_a_linear_model_with_the_succeeded_status(settings: Settin
     assert job.status == JobStatus.SUCCEEDED and job.model_id == model.id
     assert [h["status"] for h in job.status_history] == ["queued", "running", "succeeded"]
     assert model.kind == "linear" and model.n_features == 13 and model.solver == "dcd"
-    assert model.labels == [-1.0, 1.0] and model.dataset_id == heart
+    assert model.labels == [-1.0, 1.0] and model.dataset_id == cancer
     assert job.result == model.result
     assert model.result["exit_reason"] == "converged" and model.converged
     for key in ("primal_objective", "dual_objective", "duality_gap", "train_accuracy"):
@@ -221,8 +224,8 @@ def test_finish_stores_a_linear_model_with_the_succeeded_status(settings: Settin
     assert model.train_accuracy is not None and model.train_accuracy > 0.8
 
 
-def test_finish_stores_a_kernel_model(settings: Settings, heart: str) -> None:
-    job_id = _queued_job(settings, heart, solver="smo", kernel="rbf", eps=0.001)
+def test_finish_stores_a_kernel_model(settings: Settings, cancer: str) -> None:
+    job_id = _queued_job(settings, cancer, solver="smo", kernel="rbf", eps=0.001)
     claimed = _claimed(settings, job_id)
     X, y, result = _fit(settings, claimed)
     assert finish(settings, claimed, result, X, y) == "succeeded"
@@ -234,8 +237,8 @@ def test_finish_stores_a_kernel_model(settings: Settings, heart: str) -> None:
 
 
 def test_an_old_attempt_cannot_finish_a_job_claimed_again(settings: Settings,
-                                                          heart: str) -> None:
-    job_id = _queued_job(settings, heart)
+                                                          cancer: str) -> None:
+    job_id = _queued_job(settings, cancer)
     first = _claimed(settings, job_id)
     X, y, result = _fit(settings, first)
     second = _requeue_and_claim_again(settings, job_id)
@@ -247,8 +250,8 @@ def test_an_old_attempt_cannot_finish_a_job_claimed_again(settings: Settings,
 
 
 def test_a_cancelled_fit_ends_cancelled_without_a_model(settings: Settings,
-                                                        heart: str) -> None:
-    job_id = _queued_job(settings, heart, C=1000.0, eps=1e-9, max_iter=1_000_000)
+                                                        cancer: str) -> None:
+    job_id = _queued_job(settings, cancer, C=1000.0, eps=1e-9, max_iter=1_000_000)
     claimed = _claimed(settings, job_id)
     with session_scope(settings.database_url) as session:
         job_service.cancel(session, settings, TENANT, job_id)
@@ -264,8 +267,8 @@ def test_a_cancelled_fit_ends_cancelled_without_a_model(settings: Settings,
     assert count == 0
 
 
-def test_a_failed_job_keeps_its_error_and_no_model(settings: Settings, heart: str) -> None:
-    job_id = _queued_job(settings, heart)
+def test_a_failed_job_keeps_its_error_and_no_model(settings: Settings, cancer: str) -> None:
+    job_id = _queued_job(settings, cancer)
     claimed = _claimed(settings, job_id)
     with session_scope(settings.database_url) as session:
         assert job_service.fail(session, claimed, "x" * 5000)
