@@ -4,7 +4,7 @@ live service: a real API server process and a real Celery worker process on SQLi
 from __future__ import annotations
 
 import fcntl
-import lzma
+import json
 import os
 import pty
 import re
@@ -20,12 +20,14 @@ import httpx
 import pytest
 
 from app.client import HingeClient, HingeError
+from testkit import bundled
 from tests.e2e.hinge_cli import cli_env, entry_point, hinge_bin_dir
-from tests.support import data_file, embedded_settings, running_service
+from tests.e2e.long_fit import long_fit_bytes, long_job
+from tests.support import embedded_settings, running_service
 
-# ijcnn1 at C = 1000 with a tight eps runs for seconds (see test_lifecycle.py); max_iter
-# and max_seconds bound it should nobody cancel it
-LONG_JOB = {"C": 1000.0, "loss": "l1", "eps": 1e-6, "max_iter": 200_000, "max_seconds": 60}
+# a fit that runs until cancelled, 60 s at most should nobody cancel it (long_fit.py)
+LONG_JOB = long_job(60.0)
+LONG_ARGS = [f"-p{k}={json.dumps(v)}" for k, v in LONG_JOB.items()]  # values as JSON
 
 
 class Live:
@@ -53,22 +55,29 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 
 @pytest.fixture(scope="module")
-def heart_text() -> bytes:
-    return lzma.decompress(data_file("heart_scale.xz").read_bytes())
+def long_file(live: Live) -> Path:
+    path = live.tmp / "long.txt"
+    path.write_bytes(long_fit_bytes())
+    return path
+
+
+def _shape(name: str) -> tuple[int, int]:
+    rows, features = bundled.load(name)[0].shape
+    return rows, features
 
 
 def test_the_console_script_is_declared() -> None:
     assert entry_point() == "app.cli:main"
 
 
-def test_client_upload_train_events_predict_export(live: Live, heart_text: bytes) -> None:
-    path = live.tmp / "heart_scale.txt"
-    path.write_bytes(heart_text)
+def test_client_upload_train_events_predict_export(live: Live, cancer_bytes: bytes) -> None:
+    path = live.tmp / "cancer.txt"
+    path.write_bytes(cancer_bytes)
     seen: list[tuple[int, int | None]] = []
     with live.client() as client:
         dataset = client.upload(path, progress=lambda sent, total: seen.append((sent, total)))
-        assert dataset["name"] == "heart_scale.txt" and dataset["rows"] == 270
-        assert seen and seen[-1] == (len(heart_text), len(heart_text))
+        assert dataset["name"] == "cancer.txt" and dataset["rows"] == _shape("cancer")[0]
+        assert seen and seen[-1] == (len(cancer_bytes), len(cancer_bytes))
         assert [s for s, _ in seen] == sorted(s for s, _ in seen)
         assert dataset["id"] in [d["id"] for d in client.datasets()]
         assert client.dataset(dataset["id"])["sha256"] == dataset["sha256"]
@@ -94,7 +103,7 @@ def test_client_upload_train_events_predict_export(live: Live, heart_text: bytes
         assert model["kind"] == "linear" and model["labels"] == [-1.0, 1.0]
         assert finished["model_id"] in [m["id"] for m in client.models()]
 
-        rows = b"\n".join(heart_text.splitlines()[:3]) + b"\n"
+        rows = b"\n".join(cancer_bytes.splitlines()[:3]) + b"\n"
         by_text = client.predict(model["id"], rows)
         assert len(by_text["labels"]) == 3 and set(by_text["labels"]) <= {-1.0, 1.0}
         # the same first row as a JSON instance
@@ -108,7 +117,7 @@ def test_client_upload_train_events_predict_export(live: Live, heart_text: bytes
         assert exported.startswith("solver_type L2R_L1LOSS_SVC_DUAL\n")
 
 
-def test_client_errors_carry_the_api_error_body(live: Live, heart_text: bytes) -> None:
+def test_client_errors_carry_the_api_error_body(live: Live, cancer_bytes: bytes) -> None:
     with live.client() as client:
         with pytest.raises(HingeError) as missing:
             client.job("0" * 32)
@@ -116,7 +125,8 @@ def test_client_errors_carry_the_api_error_body(live: Live, heart_text: bytes) -
         assert missing.value.body["error"]["message"] == missing.value.message
         assert "not found" in missing.value.message
 
-        dataset = client.upload(live.tmp / "heart_scale.txt")
+        (live.tmp / "cancer.txt").write_bytes(cancer_bytes)
+        dataset = client.upload(live.tmp / "cancer.txt")
         with pytest.raises(HingeError) as invalid:
             client.train(dataset["id"], "dcd", {"C": -1})
         assert invalid.value.status_code == 422 and "C" in invalid.value.message
@@ -145,12 +155,15 @@ def test_client_reads_its_address_and_key_from_the_environment(
         assert isinstance(client.datasets(), list)
 
 
-def test_cli_commands_and_exit_codes(live: Live, heart_text: bytes) -> None:
-    path = live.tmp / "heart.txt"
-    path.write_bytes(heart_text)
-    uploaded = live.hinge("upload", str(path), "--name", "heart")
+def test_cli_commands_and_exit_codes(live: Live, cancer_bytes: bytes, long_file: Path
+                                    ) -> None:
+    path = live.tmp / "cancer.txt"
+    path.write_bytes(cancer_bytes)
+    rows, features = _shape("cancer")
+    uploaded = live.hinge("upload", str(path), "--name", "cancer")
     assert uploaded.returncode == 0, uploaded.stderr
-    match = re.search(rb'dataset ([0-9a-f]{32}) "heart": 270 rows, 13 features', uploaded.stdout)
+    match = re.search(rf'dataset ([0-9a-f]{{32}}) "cancer": {rows} rows, {features} features'
+                      .encode(), uploaded.stdout)
     assert match, uploaded.stdout
     dataset = match.group(1).decode()
     assert b"uploading" in uploaded.stderr  # the progress bar (on stderr)
@@ -158,11 +171,11 @@ def test_cli_commands_and_exit_codes(live: Live, heart_text: bytes) -> None:
     quiet = live.hinge("upload", str(path), "-q")
     assert quiet.returncode == 0 and re.fullmatch(rb"[0-9a-f]{32}\n", quiet.stdout)
     # names are printed as they are, never read as Rich markup
-    marked = live.hinge("upload", str(path), "--name", "[red]heart[/red]")
-    assert b'"[red]heart[/red]": 270 rows' in marked.stdout, marked.stdout
+    marked = live.hinge("upload", str(path), "--name", "[red]cancer[/red]")
+    assert f'"[red]cancer[/red]": {rows} rows'.encode() in marked.stdout, marked.stdout
     listed = live.hinge("datasets")
     assert listed.returncode == 0 and dataset.encode() in listed.stdout
-    assert b"[red]heart[/red]" in listed.stdout
+    assert b"[red]cancer[/red]" in listed.stdout
 
     trained = live.hinge("train", dataset, "--solver", "dcd", "--param", "C=1",
                          "-p", "loss=l1", "--watch")
@@ -182,12 +195,12 @@ def test_cli_commands_and_exit_codes(live: Live, heart_text: bytes) -> None:
     models = live.hinge("models")
     assert models.returncode == 0 and model_id.encode() in models.stdout
 
-    rows = b"\n".join(heart_text.splitlines()[:4]) + b"\n"
-    (live.tmp / "rows.txt").write_bytes(rows)
+    head = b"\n".join(cancer_bytes.splitlines()[:4]) + b"\n"
+    (live.tmp / "rows.txt").write_bytes(head)
     predicted = live.hinge("predict", model_id, "rows.txt")
     assert predicted.returncode == 0, predicted.stderr
     with live.client() as client:
-        answer = client.predict(model_id, rows)
+        answer = client.predict(model_id, head)
     lines = predicted.stdout.decode().splitlines()
     assert len(lines) == 4
     for line, label, value in zip(lines, answer["labels"], answer["decision_values"],
@@ -195,12 +208,12 @@ def test_cli_commands_and_exit_codes(live: Live, heart_text: bytes) -> None:
         shown_label, shown_value = line.split("\t")
         assert float(shown_label) == label and float(shown_value) == pytest.approx(value,
                                                                                   rel=1e-5)
-    from_stdin = live.hinge("predict", model_id, "-", stdin=rows)
+    from_stdin = live.hinge("predict", model_id, "-", stdin=head)
     assert from_stdin.stdout == predicted.stdout
 
-    exported = live.hinge("export", model_id, "--format", "liblinear", "-o", "heart.model")
+    exported = live.hinge("export", model_id, "--format", "liblinear", "-o", "cancer.model")
     assert exported.returncode == 0
-    assert (live.tmp / "heart.model").read_text().startswith("solver_type L2R_L1LOSS_SVC_DUAL")
+    assert (live.tmp / "cancer.model").read_text().startswith("solver_type L2R_L1LOSS_SVC_DUAL")
 
     # 1: an API error, its message on stderr
     missing = live.hinge("job", "f" * 32)
@@ -213,13 +226,13 @@ def test_cli_commands_and_exit_codes(live: Live, heart_text: bytes) -> None:
     assert usage.returncode == 2 and b"NAME=VALUE" in usage.stderr
     # 3: a watched job that did not succeed (cancelled by someone else)
     with live.client() as client:
-        ijcnn1 = client.upload(data_file("ijcnn1.xz"), "ijcnn1")["id"]
+        long_id = client.upload(long_file, "long")["id"]
         watcher = subprocess.Popen(
-            ["hinge", "train", ijcnn1, "--solver", "dcd",
-             *(f"-p{k}={v}" for k, v in LONG_JOB.items()), "--watch"],
+            ["hinge", "train", long_id, "--solver", "dcd",
+             *LONG_ARGS, "--watch"],
             env=live.env, cwd=live.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            job_id = client.jobs(dataset_id=ijcnn1)[0]["id"] if _listed(client, ijcnn1) else ""
+            job_id = client.jobs(dataset_id=long_id)[0]["id"] if _listed(client, long_id) else ""
             _wait_progress(live, job_id)
             client.cancel(job_id)
             stdout, stderr = watcher.communicate(timeout=60)
@@ -286,12 +299,12 @@ def _wait_progress(live: Live, job_id: str) -> None:
 
 
 @pytest.mark.parametrize("answer", [b"y", b"n"])
-def test_ctrl_c_while_watching_asks_whether_to_cancel(live: Live, answer: bytes) -> None:
+def test_ctrl_c_while_watching_asks_whether_to_cancel(live: Live, long_file: Path,
+                                                      answer: bytes) -> None:
     with live.client() as client:
-        dataset = client.upload(data_file("ijcnn1.xz"), "ijcnn1")["id"]
+        dataset = client.upload(long_file, "long")["id"]
     process, master = _spawn_in_pty(
-        ["hinge", "train", dataset, "--solver", "dcd", *(f"-p{k}={v}" for k, v in
-                                                         LONG_JOB.items()), "--watch"],
+        ["hinge", "train", dataset, "--solver", "dcd", *LONG_ARGS, "--watch"],
         live.env | {"NO_COLOR": "1"}, live.tmp)
     seen = bytearray()
     try:

@@ -9,7 +9,6 @@ every page go to test-artifacts/dashboard/ (git-ignored).
 from __future__ import annotations
 
 import contextlib
-import lzma
 import re
 import shutil
 from collections.abc import Iterator
@@ -17,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
-from tests.support import IN_CI, REPO, data_file, embedded_settings, running_service, wait_for_job
+from testkit import bundled
+from tests.e2e.long_fit import long_fit_bytes, long_job
+from tests.support import IN_CI, REPO, embedded_settings, running_service, wait_for_job
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -28,9 +30,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 ARTIFACTS = REPO / "test-artifacts" / "dashboard"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
-# ijcnn1 at C = 1000 with 200,000 sweeps: about 45 s on a fast machine, longer than the
-# test's walk through the pages; the test cancels it.
-LONG_JOB = {"C": "1000", "loss": "l1", "eps": "1e-4", "max_iter": "200000"}
+# a fit that would run 120 s on any machine (long_fit.py), longer than the test's walk
+# through the pages; the test cancels it. The form's fields take text.
+LONG_JOB = {name: str(value).lower() if isinstance(value, bool) else str(value)
+            for name, value in long_job(120.0).items()}
 XSS_NAME = "<script>alert(1)</script>"
 EXPECTED_CSP = {
     "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
@@ -179,7 +182,9 @@ def _start_long_job(view: Page, dataset_id: str) -> str:
     page.fill("#param-C", LONG_JOB["C"])
     page.select_option("#param-loss", label=LONG_JOB["loss"])
     page.fill("#param-eps", LONG_JOB["eps"])
+    page.select_option("#param-fallback", label=LONG_JOB["fallback"])
     page.fill("#param-max_iter", LONG_JOB["max_iter"])
+    page.fill("#param-max_seconds", LONG_JOB["max_seconds"])
     page.get_by_role("button", name="Start training").click()
     return _job_id_from_url(view)
 
@@ -196,21 +201,28 @@ def _wait_for_status(view: Page, service: httpx.Client, job_id: str, status: str
                              ) from exc
 
 
-def _heart_file(tmp_path: Path) -> tuple[Path, list[str]]:
-    text = lzma.decompress(data_file("heart_scale.xz").read_bytes())
-    path = tmp_path / "heart_scale.txt"
+def _cancer_file(tmp_path: Path) -> tuple[Path, list[str]]:
+    text = bundled.svmlight_bytes("cancer")
+    path = tmp_path / "cancer.txt"
     path.write_bytes(text)
     return path, text.decode().splitlines()
+
+
+def _class_counts(name: str) -> str:
+    """The dataset table's classes cell for a bundled set: "-1: 357, 1: 212"."""
+    _X, y = bundled.load(name)
+    labels, counts = np.unique(y, return_counts=True)
+    return ", ".join(f"{label:g}: {count}" for label, count in zip(labels, counts, strict=True))
 
 
 def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Client,
                                               tmp_path: Path) -> None:
     page = desktop.page
-    heart, lines = _heart_file(tmp_path)
-    dataset_id = _upload(desktop, heart, "heart_scale")
+    cancer, lines = _cancer_file(tmp_path)
+    dataset_id = _upload(desktop, cancer, "cancer")
     row = page.locator(f"tr[data-dataset-id='{dataset_id}']")
-    assert row.locator("[data-field=rows]").inner_text() == "270"
-    assert row.locator("[data-field=classes]").inner_text() == "-1: 150, 1: 120"
+    assert row.locator("[data-field=rows]").inner_text() == str(len(lines))
+    assert row.locator("[data-field=classes]").inner_text() == _class_counts("cancer")
     desktop.shot("datasets")
 
     # The training form comes from GET /v1/solvers; fill it and submit it by keyboard only.
@@ -269,7 +281,7 @@ def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Clie
     table = page.locator(f"#confusion-{evaluation['id']}")
     cells = [[int(c) for c in row.locator("td").all_inner_texts()]
              for row in table.locator("tbody tr").all()]
-    assert cells == report["confusion_matrix"] and sum(map(sum, cells)) == 270
+    assert cells == report["confusion_matrix"] and sum(map(sum, cells)) == len(lines)
     shown = page.locator(f"#evaluation-{evaluation['id']} [data-field=accuracy]").inner_text()
     assert shown == f"{100 * report['accuracy']:.2f}%"
     roc = page.locator(f"#roc-{evaluation['id']}")
@@ -281,7 +293,7 @@ def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Clie
 
     page.goto("/models")
     row = page.locator(f"tr[data-model-id='{model_id}']")
-    assert "heart_scale" in row.inner_text()
+    assert "cancer" in row.inner_text()
     export = row.get_by_role("link", name=re.compile("^Export"))
     href = export.get_attribute("href")
     assert href == f"/v1/models/{model_id}/export?format=liblinear"
@@ -292,9 +304,12 @@ def test_upload_train_by_keyboard_and_predict(desktop: Page, service: httpx.Clie
     desktop.shot("models")
 
 
-def test_long_job_live_plot_progress_and_cancel(desktop: Page, service: httpx.Client) -> None:
+def test_long_job_live_plot_progress_and_cancel(desktop: Page, service: httpx.Client,
+                                                tmp_path: Path) -> None:
     page = desktop.page
-    dataset_id = _upload(desktop, data_file("ijcnn1.xz"), "ijcnn1")
+    path = tmp_path / "long.txt"
+    path.write_bytes(long_fit_bytes())
+    dataset_id = _upload(desktop, path, "long")
     watched = _start_long_job(desktop, dataset_id)
 
     # The plot gains points and the progress bar moves while the job runs.
@@ -318,7 +333,7 @@ def test_long_job_live_plot_progress_and_cancel(desktop: Page, service: httpx.Cl
     assert row.locator(".status").inner_text() == "running"
     page.wait_for_function(
         f"() => document.querySelector(\"tr[data-job-id='{watched}'] progress\").value > 0")
-    assert row.locator("[data-field=dataset]").inner_text() == "ijcnn1"
+    assert row.locator("[data-field=dataset]").inner_text() == "long"
     desktop.shot("jobs-running")
 
     # A second job waits behind the first (one worker); cancel it with the button.
@@ -346,8 +361,8 @@ def test_hostile_dataset_name_is_text_and_headers_are_strict(
     desktop: Page, service: httpx.Client, tmp_path: Path
 ) -> None:
     page = desktop.page
-    heart, _lines = _heart_file(tmp_path)
-    dataset_id = _upload(desktop, heart, XSS_NAME)
+    cancer, _lines = _cancer_file(tmp_path)
+    dataset_id = _upload(desktop, cancer, XSS_NAME)
     assert page.get_by_role("link", name=XSS_NAME, exact=True).is_visible()
     response = page.goto("/datasets")
     assert response is not None

@@ -1,5 +1,8 @@
 """The job page explains a job (headless Chromium against a real API and worker):
 
+Data from the repository (testkit): a pendigits-like 10-class set (`letter_like`), digits
+(10 classes: 45 one-vs-one pairs), the a9a-like `onehot` and `cancer`.
+
 - a 10-class one-vs-rest job: one series per binary problem, the current one named, and
   each problem's last point its certified relative gap from the result;
 - one-vs-one SMO: one series per class pair, positive quantities only (the KKT
@@ -17,7 +20,6 @@ Screenshots go to $HINGE_SHOTS (default /tmp/hinge-shots), outside the repositor
 from __future__ import annotations
 
 import json
-import lzma
 import os
 import re
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
+from testkit import bundled, datagen
 from tests.e2e.test_dashboard import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -36,7 +39,7 @@ from tests.e2e.test_dashboard import (
     _log_tails,
     _require_browser,
 )
-from tests.support import data_file, embedded_settings, running_service, wait_for_job
+from tests.support import embedded_settings, running_service, wait_for_job
 
 SHOTS = Path(os.environ.get("HINGE_SHOTS", "/tmp/hinge-shots"))
 
@@ -128,15 +131,20 @@ def _wait_final(view: Page) -> dict[str, Any]:
 
 def test_one_vs_rest_has_a_series_per_class_and_ends_at_the_result(
         view: Page, service: httpx.Client) -> None:
-    dataset = _upload(service, "pendigits", data_file("pendigits.xz").read_bytes())
-    job_id = _train(service, dataset, "dcd", C=1, eps=1e-3)
+    # 7,500 x 16 dense rows in 10 classes, shaped like pendigits; C = 100 and eps = 1e-4
+    # make the ten problems last (6.5 s and 29 progress events on a busy 2-core machine,
+    # about 1 s on a quiet one), so the page sees the job running and the events name
+    # their problem
+    content = bundled.dump_svmlight(*datagen.letter_like(rows_per_class=750, n_classes=10))
+    dataset = _upload(service, "ten-classes", content)
+    job_id = _train(service, dataset, "dcd", C=100, eps=1e-4)
     page = view.page
     page.goto(f"/jobs/{job_id}")
     page.wait_for_function("() => Number(document.getElementById('chart').dataset.points) >= 2",
                            timeout=120_000)
     current = page.locator("#chart-current")
     if service.get(f"/v1/jobs/{job_id}").json()["status"] == "running":
-        assert re.fullmatch(r"Training binary problem \d+ of 10: \d vs rest \(one-vs-rest; "
+        assert re.fullmatch(r"Training binary problem \d+ of 10: \d+ vs rest \(one-vs-rest; "
                             r"the thick line\)\.", current.inner_text()), current.inner_text()
         _shot(view, "ovr-running")
     page.wait_for_selector("#job-status[data-status='succeeded']", timeout=120_000)
@@ -164,7 +172,7 @@ def test_one_vs_rest_has_a_series_per_class_and_ends_at_the_result(
 
 def test_one_vs_one_smo_plots_positive_series_per_pair_and_progress_moves(
         view: Page, service: httpx.Client) -> None:
-    dataset = _upload(service, "pendigits-ovo", data_file("pendigits.xz").read_bytes())
+    dataset = _upload(service, "digits-ovo", bundled.svmlight_bytes("digits"))
     job_id = _train(service, dataset, "smo", scale="minmax", C=1e5, gamma=0.01, eps=1e-5)
     job = wait_for_job(service.get, job_id, timeout=180)
     assert job["status"] == "succeeded" and job["result"]["converged"] is True
@@ -199,16 +207,12 @@ def test_one_vs_one_smo_plots_positive_series_per_pair_and_progress_moves(
     print(f"\nscreenshot: {path}")
 
 
-def _a9a_head(rows: int) -> bytes:
-    lines = lzma.decompress(data_file("a9a.xz").read_bytes()).splitlines()[:rows]
-    return b"\n".join(lines) + b"\n"
-
-
 def test_binary_smo_plots_minus_dual_and_ends_at_the_result(
         view: Page, service: httpx.Client) -> None:
-    dataset = _upload(service, "a9a-16000", _a9a_head(16000))
-    # C = 100: about 2 s of progress events 0.2 s apart (at C = 1 the 0/1 rows' bit sets
-    # finish in 0.7 s, a handful of events)
+    dataset = _upload(service, "onehot", bundled.svmlight_bytes("onehot"))
+    # C = 100 on the a9a-like 8,000 one-hot rows: 11 s and 38 progress events 0.2 s apart
+    # on a busy 2-core machine, some 2 s on a quiet one (at C = 1 the 0/1 rows' bit sets
+    # finish in a fraction of a second, a handful of events)
     job_id = _train(service, dataset, "smo", C=100.0)
     job = wait_for_job(service.get, job_id, timeout=180)
     assert job["status"] == "succeeded"
@@ -231,10 +235,11 @@ def test_binary_smo_plots_minus_dual_and_ends_at_the_result(
 
 def test_a_job_stopped_at_max_iter_shows_a_warning_not_a_success(
         view: Page, service: httpx.Client) -> None:
-    dataset = _upload(service, "a9a-8000-capped", _a9a_head(8000))
-    # C = 1000, 50,000 steps: about 1 s of progress events (C = 1 with 1,500 steps ended
-    # in 0.15 s once 0/1 rows used bit sets, before the first event, and the chart then
-    # says there is nothing to plot)
+    dataset = _upload(service, "onehot-capped", bundled.svmlight_bytes("onehot"))
+    # C = 1000, 50,000 steps on the a9a-like one-hot rows: 10 s of progress events on a
+    # busy 2-core machine, about 1 s on a quiet one (C = 1 with 1,500 steps ended in 0.15 s
+    # once 0/1 rows used bit sets, before the first event, and the chart then says there
+    # is nothing to plot)
     job_id = _train(service, dataset, "smo", C=1000.0, max_iter=50_000)
     job = wait_for_job(service.get, job_id, timeout=180)
     assert job["status"] == "succeeded"
@@ -269,34 +274,34 @@ def test_a_job_stopped_at_max_iter_shows_a_warning_not_a_success(
 
 
 def test_a_duplicate_upload_offers_the_existing_dataset(
-        view: Page, service: httpx.Client, tmp_path: Path) -> None:
-    text = lzma.decompress(data_file("heart_scale.xz").read_bytes())
-    first = _upload(service, "heart-original", text)
-    path = tmp_path / "heart_copy.txt"
+        view: Page, service: httpx.Client, tmp_path: Path, cancer_bytes: bytes) -> None:
+    text = cancer_bytes
+    first = _upload(service, "cancer-original", text)
+    path = tmp_path / "cancer_copy.txt"
     path.write_bytes(text)
     page = view.page
     page.goto("/datasets")
     page.set_input_files("#upload-file", str(path))
-    page.fill("#upload-name", "heart-copy")
+    page.fill("#upload-name", "cancer-copy")
     page.get_by_role("button", name="Upload").click()
     notice = page.locator("#upload-duplicate")
     notice.wait_for(state="visible", timeout=30_000)
-    assert "heart-original" in notice.inner_text()
+    assert "cancer-original" in notice.inner_text()
     assert notice.get_attribute("data-existing-id") == first
     _shot(view, "duplicate-upload")
-    copies = [d for d in service.get("/v1/datasets").json()["data"] if d["name"] == "heart-copy"]
+    copies = [d for d in service.get("/v1/datasets").json()["data"] if d["name"] == "cancer-copy"]
     assert len(copies) == 1
     page.get_by_role("button", name="Use the existing dataset (delete this copy)").click()
-    page.wait_for_selector("#upload-status >> text=Using “heart-original”")
+    page.wait_for_selector("#upload-status >> text=Using “cancer-original”")
     assert notice.is_hidden()
     names = [d["name"] for d in service.get("/v1/datasets").json()["data"]]
-    assert "heart-copy" not in names and "heart-original" in names
+    assert "cancer-copy" not in names and "cancer-original" in names
     assert page.locator(f"tr[data-dataset-id='{copies[0]['id']}']").count() == 0
 
     # with the box ticked, the same file is not stored again at all
     page.set_input_files("#upload-file", str(path))
     page.check("#upload-reuse")
     page.get_by_role("button", name="Upload").click()
-    page.wait_for_selector("#upload-status >> text=uploaded before as “heart-original”")
+    page.wait_for_selector("#upload-status >> text=uploaded before as “cancer-original”")
     assert [d["name"] for d in service.get("/v1/datasets").json()["data"]].count(
-        "heart-original") == 1
+        "cancer-original") == 1

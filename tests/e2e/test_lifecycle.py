@@ -21,10 +21,10 @@ import pytest
 
 from app.queue import broker_holding
 from app.settings import Settings
+from tests.e2e.long_fit import long_fit_bytes, long_job
 from tests.support import (
     IN_CI,
     child_pids,
-    data_file,
     drop_queue,
     embedded_settings,
     free_port,
@@ -36,12 +36,11 @@ from tests.support import (
     wait_for_job,
 )
 
-# ijcnn1 with C=100 and a tight eps runs into max_iter after a few seconds, emitting
-# progress every 0.2 s: long enough to watch, cancel or kill, short enough for a test.
-# ijcnn1 at C = 1000 ends on max_iter after about 5 s on a fast 2-core machine (25 progress
-# events): long enough to watch, kill or cancel it, short enough to wait for. (C = 100 ran
-# 60,000 sweeps in 1.4 s on a faster machine: too few events.)
-LONG_JOB = {"C": 1000.0, "loss": "l1", "eps": 1e-4, "max_iter": 3_000}
+# A fit that ends on max_seconds after 6 s on any machine (tests/e2e/long_fit.py): about
+# 30 progress events 0.2 s apart, long enough to watch, kill or cancel it, short enough to
+# wait for. (A sweep budget on ijcnn1 ran 5 s on one machine and 1.4 s on a faster one.)
+LONG_SECONDS = 6.0
+LONG_JOB = long_job(LONG_SECONDS)
 
 
 def _settings(home: Path, **overrides) -> Settings:
@@ -51,11 +50,11 @@ def _settings(home: Path, **overrides) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def ijcnn1_bytes() -> bytes:
-    return data_file("ijcnn1.xz").read_bytes()
+def long_bytes() -> bytes:
+    return long_fit_bytes()
 
 
-def _upload(client: httpx.Client, payload: bytes, name: str = "ijcnn1") -> str:
+def _upload(client: httpx.Client, payload: bytes, name: str = "long") -> str:
     response = client.post(f"/v1/datasets?name={name}", content=payload)
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
@@ -97,9 +96,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
 
 
 def test_sse_streams_progress_then_terminal_and_resumes_without_gaps(
-    service: httpx.Client, ijcnn1_bytes: bytes
+    service: httpx.Client, long_bytes: bytes
 ) -> None:
-    job_id = _submit(service, _upload(service, ijcnn1_bytes), LONG_JOB)
+    job_id = _submit(service, _upload(service, long_bytes), LONG_JOB)
     events = _read_sse(service, job_id)
     stored = [e for e in events if "id" in e]
     progress = [e for e in stored if e["event"] == "progress"]
@@ -119,8 +118,11 @@ def test_sse_streams_progress_then_terminal_and_resumes_without_gaps(
     assert [int(e["id"]) for e in resumed] == ids[ids.index(middle) + 1:]
 
     job = service.get(f"/v1/jobs/{job_id}").json()
-    assert job["result"]["exit_reason"] in ("max_iter", "converged")
-    assert job["progress_fraction"] == 1.0
+    assert job["result"]["exit_reason"] == "max_seconds", job["result"]
+    assert progress[-1]["data"]["elapsed_s"] < LONG_SECONDS + 1.0
+    # stopped by the clock, not converged: the bar stays at the last event's fraction
+    assert job["result"]["converged"] is False
+    assert job["progress_fraction"] == progress[-1]["data"]["fraction"] < 1.0
 
 
 def _median_event_lag(client: httpx.Client, dataset: bytes) -> float:
@@ -135,13 +137,13 @@ def _median_event_lag(client: httpx.Client, dataset: bytes) -> float:
 
 
 def test_sse_event_latency_is_under_half_a_second(service: httpx.Client,
-                                                  ijcnn1_bytes: bytes) -> None:
-    assert _median_event_lag(service, ijcnn1_bytes) < 0.5
+                                                  long_bytes: bytes) -> None:
+    assert _median_event_lag(service, long_bytes) < 0.5
 
 
 @pytest.mark.postgres
 @pytest.mark.redis
-def test_sse_on_postgres_and_redis_wakes_on_pubsub(tmp_path: Path, ijcnn1_bytes: bytes
+def test_sse_on_postgres_and_redis_wakes_on_pubsub(tmp_path: Path, long_bytes: bytes
                                                    ) -> None:
     redis_url = require_redis()
     with postgres_schema() as database_url:
@@ -149,7 +151,7 @@ def test_sse_on_postgres_and_redis_wakes_on_pubsub(tmp_path: Path, ijcnn1_bytes:
                              broker_url=redis_url)
         with running_service(settings, tmp_path) as (client, _workers):
             # nudged: far below the 1 s fallback poll
-            assert _median_event_lag(client, ijcnn1_bytes) < 0.25
+            assert _median_event_lag(client, long_bytes) < 0.25
 
 
 @pytest.fixture
@@ -163,24 +165,24 @@ def rabbitmq_settings(tmp_path: Path) -> Iterator[Settings]:
 
 
 def test_cancel_running_job_within_two_seconds_and_no_model(
-    service: httpx.Client, ijcnn1_bytes: bytes
+    service: httpx.Client, long_bytes: bytes
 ) -> None:
-    _cancel_running_job(service, ijcnn1_bytes)
+    _cancel_running_job(service, long_bytes)
 
 
 @pytest.mark.rabbitmq
 def test_cancel_running_job_on_rabbitmq(rabbitmq_settings: Settings, tmp_path: Path,
-                                        ijcnn1_bytes: bytes) -> None:
+                                        long_bytes: bytes) -> None:
     with running_service(rabbitmq_settings, tmp_path) as (client, _workers):
-        _cancel_running_job(client, ijcnn1_bytes)
-        queued = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)
-        _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)  # keeps the worker busy
+        _cancel_running_job(client, long_bytes)
+        queued = _submit(client, _upload(client, long_bytes), LONG_JOB)
+        _submit(client, _upload(client, long_bytes), LONG_JOB)  # keeps the worker busy
         assert client.post(f"/v1/jobs/{queued}/cancel").status_code == 202
         assert wait_for_job(client.get, queued, timeout=10)["status"] == "cancelled"
 
 
-def _cancel_running_job(service: httpx.Client, ijcnn1_bytes: bytes) -> None:
-    job_id = _submit(service, _upload(service, ijcnn1_bytes), LONG_JOB)
+def _cancel_running_job(service: httpx.Client, long_bytes: bytes) -> None:
+    job_id = _submit(service, _upload(service, long_bytes), LONG_JOB)
     _wait_running_with_progress(service, job_id)
     asked = time.monotonic()
     response = service.post(f"/v1/jobs/{job_id}/cancel")
@@ -197,12 +199,12 @@ def _cancel_running_job(service: httpx.Client, ijcnn1_bytes: bytes) -> None:
 @pytest.mark.parametrize("broker", ["sqla", pytest.param("rabbitmq",
                                                           marks=pytest.mark.rabbitmq)])
 def test_sigkilled_worker_job_completes_on_a_new_attempt(
-    tmp_path: Path, ijcnn1_bytes: bytes, broker: str, request: pytest.FixtureRequest
+    tmp_path: Path, long_bytes: bytes, broker: str, request: pytest.FixtureRequest
 ) -> None:
     settings = (request.getfixturevalue("rabbitmq_settings") if broker == "rabbitmq"
                 else _settings(tmp_path / "home"))
     with running_service(settings, tmp_path) as (client, workers):
-        job_id = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)
+        job_id = _submit(client, _upload(client, long_bytes), LONG_JOB)
         job = _wait_running_with_progress(client, job_id)
         pid = int(job["worker"].rsplit(" ", 1)[1])
         assert pid in child_pids(workers[0].process.pid)
@@ -217,12 +219,12 @@ def test_sigkilled_worker_job_completes_on_a_new_attempt(
 
 
 def test_job_that_kills_its_worker_every_time_fails_after_the_cap(
-    tmp_path: Path, ijcnn1_bytes: bytes, cancer_bytes: bytes
+    tmp_path: Path, long_bytes: bytes, cancer_bytes: bytes
 ) -> None:
     settings = _settings(tmp_path / "home")
     with running_service(settings, tmp_path, kill_worker_on="crash-me") as (client, _workers):
         crashing = _submit(client, _upload(client, cancer_bytes, "crash-me"), {})
-        healthy = _submit(client, _upload(client, cancer_bytes, "heart"), {})
+        healthy = _submit(client, _upload(client, cancer_bytes, "cancer"), {})
         job = wait_for_job(client.get, crashing, timeout=120)
         assert job["status"] == "failed", job
         assert job["attempt"] == 3
@@ -269,15 +271,15 @@ def private_redis(tmp_path: Path) -> Iterator[tuple[str, callable]]:
 
 
 def test_redis_restart_with_jobs_queued_and_running(
-    tmp_path: Path, ijcnn1_bytes: bytes, cancer_bytes: bytes, private_redis
+    tmp_path: Path, long_bytes: bytes, cancer_bytes: bytes, private_redis
 ) -> None:
     redis_url, restart = private_redis
     settings = _settings(tmp_path / "home", broker_url=redis_url)
     with running_service(settings, tmp_path) as (client, _workers):
-        running = _submit(client, _upload(client, ijcnn1_bytes),
+        running = _submit(client, _upload(client, long_bytes),
                           LONG_JOB)
-        heart = _upload(client, cancer_bytes, "heart")
-        queued = [_submit(client, heart, {"C": c}) for c in (0.5, 1.0, 2.0)]
+        small = _upload(client, cancer_bytes, "cancer")
+        queued = [_submit(client, small, {"C": c}) for c in (0.5, 1.0, 2.0)]
         _wait_running_with_progress(client, running)
         restart()  # loses every queued message: this Redis keeps nothing on disk
         for job_id in [running, *queued]:
@@ -301,7 +303,7 @@ def _restart_rabbitmq() -> None:
 @pytest.mark.slow
 @pytest.mark.rabbitmq
 def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
-    tmp_path: Path, ijcnn1_bytes: bytes, cancer_bytes: bytes
+    tmp_path: Path, long_bytes: bytes, cancer_bytes: bytes
 ) -> None:
     """Durable queue, persistent messages, publisher confirms: a broker restart with jobs
     running and queued loses nothing, and the sweep is not needed: it is turned off here
@@ -312,9 +314,9 @@ def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
     settings = _settings(tmp_path / "home", broker_url=require_rabbitmq(), **no_sweep)
     try:
         with running_service(settings, tmp_path) as (client, workers):
-            running = _submit(client, _upload(client, ijcnn1_bytes), LONG_JOB)
-            heart = _upload(client, cancer_bytes, "heart")
-            queued = [_submit(client, heart, {"C": c}) for c in (0.5, 1.0, 2.0, 4.0, 8.0)]
+            running = _submit(client, _upload(client, long_bytes), LONG_JOB)
+            small = _upload(client, cancer_bytes, "cancer")
+            queued = [_submit(client, small, {"C": c}) for c in (0.5, 1.0, 2.0, 4.0, 8.0)]
             _wait_running_with_progress(client, running)
             assert broker_holding(settings.broker_url, settings.queue).ready == len(queued)
             _restart_rabbitmq()
@@ -335,7 +337,7 @@ def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
 def test_twenty_concurrent_writers_on_sqlite_never_see_a_lock(
     service: httpx.Client, cancer_bytes: bytes
 ) -> None:
-    dataset_id = _upload(service, cancer_bytes, "heart")
+    dataset_id = _upload(service, cancer_bytes, "cancer")
     statuses: list[int] = []
     bodies: list[str] = []
     lock = threading.Lock()

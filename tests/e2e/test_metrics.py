@@ -3,7 +3,6 @@ SQLite): every metric the README documents is there, with the values the work im
 
 from __future__ import annotations
 
-import lzma
 import threading
 import time
 from collections.abc import Iterator
@@ -15,9 +14,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.client import Event, HingeClient
-from tests.support import data_file, embedded_settings, running_service
+from testkit import bundled
+from tests.e2e.long_fit import DATASET as LONG_DATASET
+from tests.e2e.long_fit import long_job
+from tests.support import embedded_settings, running_service
 
-LONG_JOB = {"C": 1000.0, "loss": "l1", "eps": 1e-6, "max_iter": 200_000, "max_seconds": 60}
+LONG_JOB = long_job(60.0)  # runs until cancelled (tests/e2e/long_fit.py)
 LEASE_SECONDS = 10.0
 
 
@@ -48,16 +50,18 @@ def _seconds(job: dict) -> float:
     return (datetime.fromisoformat(job["finished_at"]) - started).total_seconds()
 
 
-def test_metrics_after_uploads_jobs_streams_and_predictions(service: httpx.Client) -> None:
+def test_metrics_after_uploads_jobs_streams_and_predictions(service: httpx.Client,
+                                                           tmp_path: Path) -> None:
     base = str(service.base_url).rstrip("/")
     key = service.headers["Authorization"].removeprefix("Bearer ")
-    ijcnn1 = data_file("ijcnn1.xz")
-    heart = lzma.decompress(data_file("heart_scale.xz").read_bytes())
+    long_file = bundled.write_xz(LONG_DATASET, tmp_path)
+    small_file = bundled.write_xz("cancer", tmp_path)
+    small_text = bundled.svmlight_bytes("cancer")
     with HingeClient(base, key) as client:
-        big = client.upload(ijcnn1)["id"]
-        small = client.upload(Path(data_file("heart_scale.xz")))["id"]
+        big = client.upload(long_file)["id"]
+        small = client.upload(small_file)["id"]
         samples = _scrape(service)
-        sent = ijcnn1.stat().st_size + data_file("heart_scale.xz").stat().st_size
+        sent = long_file.stat().st_size + small_file.stat().st_size
         assert _value(samples, "hinge_upload_bytes_total") == sent
 
         # a long job, followed live over SSE from another thread, and one queued behind it
@@ -86,7 +90,7 @@ def test_metrics_after_uploads_jobs_streams_and_predictions(service: httpx.Clien
         cancelled = client.job(long_job)
         finished = client.wait(queued_job, timeout=120)
         assert finished["status"] == "succeeded"
-        client.predict(finished["model_id"], heart[:2000].rsplit(b"\n", 1)[0])
+        client.predict(finished["model_id"], small_text[:2000].rsplit(b"\n", 1)[0])
 
         samples = _scrape(service)
     assert _value(samples, "hinge_jobs", status="succeeded") == 1

@@ -70,7 +70,7 @@ def test_a_model_deleted_through_one_api_process_is_gone_from_the_other(
     two_apis: tuple[Settings, str, httpx.Client, httpx.Client], cancer_bytes: bytes
 ) -> None:
     settings, _key, one, two = two_apis
-    uploaded = one.post("/v1/datasets?name=heart", content=cancer_bytes)
+    uploaded = one.post("/v1/datasets?name=cancer", content=cancer_bytes)
     assert uploaded.status_code == 201, uploaded.text
     submitted = one.post("/v1/jobs", json={"dataset_id": uploaded.json()["id"], "solver": "dcd",
                                            "params": {"eps": 0.01}})

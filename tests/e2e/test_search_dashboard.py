@@ -5,7 +5,6 @@ the page, and the phone layout. No script error or CSP violation on any of them.
 
 from __future__ import annotations
 
-import lzma
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from tests.e2e.test_dashboard import (
     _log_tails,
     _require_browser,
 )
-from tests.support import data_file, embedded_settings, running_service
+from tests.support import embedded_settings, running_service
 
 GRID = {"C": {"log2": [-5, 15, 4]}, "gamma": {"log2": [3, -15, -4]}}  # 6 x 5 points
 
@@ -54,22 +53,23 @@ def service(logs: Path, browser: Any) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def heart_id(service: httpx.Client) -> str:
-    content = lzma.decompress(data_file("heart_scale.xz").read_bytes())
-    return str(service.post("/v1/datasets?name=heart", content=content).json()["id"])
+def cancer_id(service: httpx.Client, cancer_bytes: bytes) -> str:
+    response = service.post("/v1/datasets?name=cancer", content=cancer_bytes)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
 
 
-def _search(service: httpx.Client, heart_id: str, **body: Any) -> str:
-    response = service.post("/v1/searches", json={"dataset_id": heart_id, **body})
+def _search(service: httpx.Client, dataset_id: str, **body: Any) -> str:
+    response = service.post("/v1/searches", json={"dataset_id": dataset_id, **body})
     assert response.status_code == 202, response.text
     return str(response.json()["id"])
 
 
 def test_live_heatmap_fills_and_rings_the_best_point(
-        browser: Any, service: httpx.Client, heart_id: str, logs: Path) -> None:
+        browser: Any, service: httpx.Client, cancer_id: str, logs: Path) -> None:
     view = Page(browser, str(service.base_url), DESKTOP, _key(service))
     try:
-        search_id = _search(service, heart_id, solver="smo", space=GRID)
+        search_id = _search(service, cancer_id, solver="smo", space=GRID)
         view.page.goto(f"/searches/{search_id}")
         # points arrive while the search runs (the page is open before it ends)
         view.page.wait_for_function(
@@ -96,10 +96,10 @@ def test_live_heatmap_fills_and_rings_the_best_point(
 
 
 def test_one_dimension_is_a_line_and_cancel_works_from_the_page(
-        browser: Any, service: httpx.Client, heart_id: str, logs: Path) -> None:
+        browser: Any, service: httpx.Client, cancer_id: str, logs: Path) -> None:
     view = Page(browser, str(service.base_url), DESKTOP, _key(service))
     try:
-        line_id = _search(service, heart_id, solver="dcd", space={"C": {"log2": [-5, 5, 1]}})
+        line_id = _search(service, cancer_id, solver="dcd", space={"C": {"log2": [-5, 5, 1]}})
         view.page.goto(f"/searches/{line_id}")
         view.page.wait_for_function(
             "() => document.getElementById('search-chart').dataset.best !== ''",
@@ -108,7 +108,7 @@ def test_one_dimension_is_a_line_and_cancel_works_from_the_page(
         assert view.page.locator("#search-chart .uplot").count() == 1
         view.shot("search-line")
         big = {"C": {"log2": [-5, 15, 1]}, "gamma": {"log2": [3, -15, -1]}}  # 399 points
-        cancel_id = _search(service, heart_id, solver="smo", space=big, refit=False)
+        cancel_id = _search(service, cancer_id, solver="smo", space=big, refit=False)
         view.page.goto(f"/searches/{cancel_id}")
         view.page.get_by_role("button", name="Cancel search").click()
         view.page.wait_for_function(
@@ -120,7 +120,7 @@ def test_one_dimension_is_a_line_and_cancel_works_from_the_page(
 
 
 def test_search_pages_fit_a_phone_screen(browser: Any, service: httpx.Client,
-                                         heart_id: str) -> None:
+                                         cancer_id: str) -> None:
     search_id = service.get("/v1/searches").json()["data"][-1]["id"]
     view = Page(browser, str(service.base_url), PHONE, _key(service))
     try:

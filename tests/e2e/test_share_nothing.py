@@ -33,11 +33,11 @@ from sqlalchemy.engine import make_url
 
 from app.settings import Settings
 from testkit.netns import Host, netns_unavailable_reason, separate_host
+from tests.e2e.long_fit import long_fit_bytes, long_job
 from tests.support import (
     ServiceProcess,
     bearer,
     broker_url_for,
-    data_file,
     drop_queue,
     embedded_settings,
     make_key,
@@ -50,11 +50,11 @@ from tests.support import (
     wait_for_job,
 )
 
-# ijcnn1 (35,000 rows) at C = 1000 runs into max_iter: about a second per 1,000 sweeps on
-# a fast machine, so a job holds its worker long enough for the next one to go elsewhere
-# (a fraction of a second suffices: the two jobs are submitted together).
-SHORT_JOB = {"C": 1000.0, "loss": "l1", "eps": 1e-4, "max_iter": 200}
-LONG_JOB = {"C": 1000.0, "loss": "l1", "eps": 1e-4, "max_iter": 3_000}
+# long_fit.py's fits end on max_seconds on any machine: a 1 s job holds its worker long
+# enough for the next one to go elsewhere (a fraction of a second suffices: the two jobs
+# are submitted together); a 6 s one is still running when its worker is killed.
+SHORT_JOB = long_job(1.0)
+LONG_JOB = long_job(6.0)
 
 
 @dataclass
@@ -162,7 +162,7 @@ def _hosts(network: str, tmp_path: Path, ports: list[int]) -> Iterator[list[Host
 
 
 def _upload(client: httpx.Client, payload: bytes) -> str:
-    response = client.post("/v1/datasets?name=ijcnn1", content=payload)
+    response = client.post("/v1/datasets?name=long", content=payload)
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
 
@@ -186,7 +186,7 @@ def test_workers_and_apis_share_nothing_but_the_servers(cluster: Cluster, networ
                                                         ) -> None:
     netns = network == "netns"
     first, second = cluster.apis
-    dataset_id = _upload(first, data_file("ijcnn1.xz").read_bytes())
+    dataset_id = _upload(first, long_fit_bytes())
 
     # jobs land on both workers (prefetch 1: a busy worker takes no second message, so
     # of two jobs submitted together each worker gets one)
