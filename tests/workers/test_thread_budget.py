@@ -20,7 +20,8 @@ from app.services import datasets as dataset_service
 from app.services import jobs as job_service
 from app.settings import Settings
 from solvers.svmlight import load_svmlight
-from tests.support import data_file, migrated_settings
+from testkit import bundled
+from tests.support import migrated_settings
 from workers.celery_app import make_celery
 from workers.training import claim, job_threads, run_claimed
 
@@ -79,12 +80,12 @@ def _run_ocas_job(settings: Settings, dataset_id: str, threads: int) -> int:
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 Numba threads")
-def test_a_job_asking_for_more_threads_runs_with_the_workers_budget(settings: Settings
-                                                                    ) -> None:
-    parsed = load_svmlight(data_file("heart_scale.xz"))
+def test_a_job_asking_for_more_threads_runs_with_the_workers_budget(settings: Settings,
+                                                                    tmp_path: Path) -> None:
+    parsed = load_svmlight(bundled.write_xz("cancer", tmp_path / "data"))
     with session_scope(settings.database_url) as session:
         dataset_id = dataset_service.create_dataset(session, settings, TENANT, parsed,
-                                                    "heart").id
+                                                    "cancer").id
     one = settings.model_copy(update={"solver_threads": 1})
     two = settings.model_copy(update={"solver_threads": 2})
     assert _run_ocas_job(one, dataset_id, threads=2) == 1  # capped
