@@ -50,7 +50,6 @@ from testkit import bundled
 from tests.support import (
     ServiceProcess,
     bearer,
-    child_pids,
     drop_queue,
     embedded_settings,
     free_port,
@@ -540,7 +539,7 @@ class Chaos:
         """SIGKILL one worker's pool process: one that runs a job (waiting up to 10 s for
         one to run), else any."""
         live = [w for w in self.workers if w.process.poll() is None]
-        pools = {pid for w in live for pid in child_pids(w.process.pid)}
+        pools = {pid for w in live for pid in _children(w.process.pid)}
         busy = self._running_pids(pools, wait=10.0)
         if not (busy or pools):
             self.counts["pool kills skipped"] += 1
@@ -570,9 +569,9 @@ class Chaos:
         """SIGKILL a whole worker (its process group), one running a job if any within
         10 s, then start another one."""
         live = [w for w in self.workers if w.process.poll() is None]
-        busy = self._running_pids({p for w in live for p in child_pids(w.process.pid)},
+        busy = self._running_pids({p for w in live for p in _children(w.process.pid)},
                                   wait=10.0)
-        victim = self.rng.choice([w for w in live if busy & set(child_pids(w.process.pid))]
+        victim = self.rng.choice([w for w in live if busy & _children(w.process.pid)]
                                  or live)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(victim.process.pid, signal.SIGKILL)
@@ -600,6 +599,17 @@ class Chaos:
         """Whether a request's transport error falls in a window in which the API was down
         (sent before it was back, failed after it was killed)."""
         return any(sent <= up + 0.5 and failed >= down - 0.1 for down, up in self.api_down)
+
+
+def _children(pid: int) -> set[int]:
+    """A process's children, whichever of its threads forked them (a Celery worker forks a
+    replacement pool process from another thread than the first one: child_pids, which
+    reads the main thread's list, misses it)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.update(int(p) for p in (task / "children").read_text().split())
+    return found
 
 
 def _svmlight_lines(name: str) -> list[bytes]:
