@@ -21,13 +21,11 @@ log = logging.getLogger("hinge.worker")
 class EvaluationHeartbeat(Heartbeat):
     """Renews an evaluation's lease (not a job's) from a thread."""
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                with session_scope(self.settings.database_url) as session:
-                    evaluations.renew_evaluation_lease(session, self.job_id, self.attempt)
-            except Exception:  # a database blip: the next beat tries again
-                log.warning("evaluation %s: heartbeat failed", self.job_id, exc_info=True)
+    kind = "evaluation"
+
+    def renew(self) -> bool:
+        with session_scope(self.settings.database_url) as session:
+            return evaluations.renew_evaluation_lease(session, self.job_id, self.attempt)
 
 
 def run_evaluation(settings: Settings, evaluation_id: str, hostname: str) -> str:

@@ -101,20 +101,22 @@ def score(model: Any, X: Any, y: np.ndarray, metric: str) -> float | None:
 
 
 class TaskHeartbeat(Heartbeat):
-    """Renews a search task's lease (not a job's) from a thread."""
+    """Renews a search task's lease (not a job's) from a thread; `held` until a renewal
+    finds it lost or none has succeeded for a whole lease (Heartbeat.lost)."""
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                with session_scope(self.settings.database_url) as session:
-                    self.held = searches.holds(session, self.claim)
-            except Exception:  # a database blip: the next beat tries again
-                log.warning("search task %s: heartbeat failed", self.job_id, exc_info=True)
+    kind = "search task"
 
     def __init__(self, settings: Settings, claim: TaskClaim) -> None:
         super().__init__(settings, claim.task_id, claim.attempt)
         self.claim = claim
-        self.held = True
+
+    def renew(self) -> bool:
+        with session_scope(self.settings.database_url) as session:
+            return searches.holds(session, self.claim)
+
+    @property
+    def held(self) -> bool:
+        return not self.lost
 
 
 class LeaseCheck:
@@ -125,8 +127,11 @@ class LeaseCheck:
         self.checked = time.monotonic()
 
     def lost(self) -> bool:
-        with session_scope(self.heartbeat.settings.database_url) as session:
-            self.heartbeat.held = searches.holds(session, self.heartbeat.claim)
+        started = time.monotonic()
+        if self.heartbeat.renew():
+            self.heartbeat.renewed(started)
+        else:
+            self.heartbeat.lose()
         self.checked = time.monotonic()
         return not self.heartbeat.held
 

@@ -127,14 +127,19 @@ class ProgressRecorder:
     The solver calls at most every 0.2 s. Each call updates the job's latest progress and
     heartbeat; the history keeps a point when the time since the last kept point exceeds
     max(0.2 s, elapsed/100), so a job keeps a few hundred points however long it runs.
+    With the attempt's `heartbeat`, a call also stops the fit once the heartbeat says the
+    lease is lost (`lease_lost` then says why the fit stopped), and a recorded event counts
+    as a renewal.
     """
 
-    def __init__(self, settings: Settings, job_id: str, attempt: int, eps: float | None
-                 ) -> None:
+    def __init__(self, settings: Settings, job_id: str, attempt: int, eps: float | None,
+                 heartbeat: Heartbeat | None = None) -> None:
         self.settings = settings
         self.job_id = job_id
         self.attempt = attempt
         self.eps = eps
+        self.heartbeat = heartbeat
+        self.lease_lost = False  # the fit was stopped because this attempt lost the job
         self.class_index = 0
         self.first_violation: float | None = None
         self.within = 0.0  # progress within the current binary problem, never backwards
@@ -179,6 +184,9 @@ class ProgressRecorder:
         return (class_index + self.within) / n_classes
 
     def __call__(self, event: dict[str, Any]) -> bool:
+        if self.heartbeat is not None and self.heartbeat.lost:
+            self.lease_lost = True  # stop: the sweep may have given the job to another
+            return True
         payload = {k: _plain(v) for k, v in event.items()}
         payload["at"] = time.time()  # wall clock, so a client can measure event latency
         fraction = self.fraction(event)
@@ -190,8 +198,13 @@ class ProgressRecorder:
         with session_scope(self.settings.database_url) as session:
             cancel = jobs.record_progress(session, self.job_id, self.attempt, payload,
                                           keep=keep)
-        if cancel is None:
-            return True  # the lease is lost: stop, another attempt owns the job
+        if cancel is None:  # the lease is lost: stop, another attempt owns the job
+            self.lease_lost = True
+            if self.heartbeat is not None:
+                self.heartbeat.lose()
+            return True
+        if self.heartbeat is not None:
+            self.heartbeat.renewed(now)
         if keep:
             self.last_kept = now
         notify(self.settings, self.job_id)
@@ -199,17 +212,37 @@ class ProgressRecorder:
 
 
 class Heartbeat:
-    """Refreshes the job's heartbeat from a thread while the solver runs.
+    """Holds an attempt's lease from a thread of the worker's pool process, from the claim
+    to the final write: through the data load, the fit, and the model's training accuracy
+    and storage (a kernel model predicts every training row: on a9a that takes longer than
+    the fit, and it used to run after the heartbeat had stopped, so a job with a short
+    lease was re-queued by the sweep while it was storing its model, on every attempt).
 
-    Solver progress also refreshes it, but a long data load or a long sweep between
-    progress events must not make a live job look dead to the sweep.
+    The sweep (app/sweep.py) takes back an item whose heartbeat is older than the lease;
+    this thread renews every quarter of the lease, so two renewals can fail or come late
+    before that happens. The thread is not starved of the GIL: the SMO step kernel
+    releases it (nogil) and the solvers return to Python between bounded calls
+    (solvers.backbone.Budget); on a 2-core machine at load 15-20 the thread waited at most
+    0.6 s for the GIL during an SMO fit of a9a, 0.13 s during its prediction.
+
+    `lost` turns True when a renewal finds that this attempt no longer holds the item (the
+    sweep re-queued it, another attempt claimed it, it was finished), or when no renewal
+    has succeeded for a whole lease (the database unreachable or locked: the sweep may
+    have taken the item meanwhile). The attempt checks it (the progress callback, before
+    storing a model) and stops cleanly: it writes nothing and ends `lost`; the conditional
+    final write would refuse it anyway. Subclasses renew another table's lease (`renew`).
     """
+
+    kind = "job"
 
     def __init__(self, settings: Settings, job_id: str, attempt: int) -> None:
         self.settings = settings
         self.job_id = job_id
         self.attempt = attempt
-        self.interval = max(0.2, settings.job_lease_seconds / 4)
+        self.lease = settings.job_lease_seconds
+        self.interval = max(0.05, self.lease / 4)
+        self.renewed_at = time.monotonic()  # the claim wrote the first heartbeat
+        self.gone = False  # a renewal found that this attempt no longer holds the item
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}",
                                         daemon=True)
@@ -219,16 +252,63 @@ class Heartbeat:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
+        self.stop()
         self._thread.join(timeout=5)
 
+    def stop(self) -> None:
+        """No more renewals (before the final write: a renewal racing it would only find
+        the item finished)."""
+        self._stop.set()
+
+    @property
+    def expired(self) -> bool:
+        """No renewal has succeeded for a whole lease."""
+        return time.monotonic() - self.renewed_at > self.lease
+
+    @property
+    def lost(self) -> bool:
+        return self.gone or self.expired
+
+    def lose(self) -> None:
+        """Another write found the lease gone (e.g. the progress callback)."""
+        self.gone = True
+        self._stop.set()
+
+    def renewed(self, at: float) -> None:
+        """A write that refreshed the heartbeat started at monotonic time `at`."""
+        self.renewed_at = max(self.renewed_at, at)
+
+    def renew(self) -> bool:
+        """Refresh the heartbeat while this attempt holds the item; False if it does not."""
+        with session_scope(self.settings.database_url) as session:
+            return jobs.renew_lease(session, self.job_id, self.attempt)
+
     def _run(self) -> None:
+        expired_logged = False
         while not self._stop.wait(self.interval):
+            started = time.monotonic()
             try:
-                with session_scope(self.settings.database_url) as session:
-                    jobs.renew_lease(session, self.job_id, self.attempt)
+                held = self.renew()
             except Exception:  # a database blip: the next beat tries again
-                log.warning("job %s: heartbeat failed", self.job_id, exc_info=True)
+                log.warning("%s %s: heartbeat failed, %.1f s after the last renewal (lease "
+                            "%g s)", self.kind, self.job_id, started - self.renewed_at,
+                            self.lease, exc_info=True)
+                if self.expired and not expired_logged:
+                    expired_logged = True
+                    log.error("%s %s attempt %d: no renewal for a whole lease; stopping",
+                              self.kind, self.job_id, self.attempt)
+                continue
+            if not held:
+                if not self._stop.is_set():  # (after stop(): the final write won the race)
+                    log.warning("%s %s attempt %d: the lease is lost (re-queued or finished "
+                                "elsewhere); stopping", self.kind, self.job_id, self.attempt)
+                    self.gone = True
+                return
+            late = started - self.renewed_at
+            if late > self.lease / 2:
+                log.warning("%s %s: heartbeat renewed %.1f s after the previous one (lease "
+                            "%g s)", self.kind, self.job_id, late, self.lease)
+            self.renewed(started)
 
 
 def _plain(value: Any) -> Any:
@@ -307,33 +387,50 @@ def run_claimed(settings: Settings, job_id: str, claimed: Claim | None) -> str:
 
 
 def _train(settings: Settings, claimed: Claim) -> str:
+    # The heartbeat holds the lease from here to the final write, finish() included.
+    with Heartbeat(settings, claimed.job_id, claimed.attempt) as heartbeat:
+        return _train_holding(settings, claimed, heartbeat)
+
+
+def _train_holding(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> str:
     if claimed.blob_path is None:
+        heartbeat.stop()
         _fail(settings, claimed, "the dataset was deleted before the job started")
         return "failed"
     try:
-        with Heartbeat(settings, claimed.job_id, claimed.attempt):
-            X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
-            params = dict(claimed.params)
-            if "threads" in params:
-                params["threads"] = job_threads(settings, params)
-            if params.get("max_seconds") is None:
-                params["max_seconds"] = settings.job_max_seconds
-            from solvers import fit
+        X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
+        params = dict(claimed.params)
+        if "threads" in params:
+            params["threads"] = job_threads(settings, params)
+        if params.get("max_seconds") is None:
+            params["max_seconds"] = settings.job_max_seconds
+        from solvers import fit
 
-            recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
-                                        params.get("eps"))
-            result = fit(X, y, solver=claimed.solver, progress=recorder, **params)
+        recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
+                                    params.get("eps"), heartbeat=heartbeat)
+        result = fit(X, y, solver=claimed.solver, progress=recorder, **params)
     except Exception as exc:
         log.exception("job %s failed", claimed.job_id)
+        heartbeat.stop()
         _fail(settings, claimed, public_error(exc))
         return "failed"
-    return finish(settings, claimed, result, X, y)
+    if recorder.lease_lost or heartbeat.gone:
+        # Stopped (or finished) without the lease: nothing is written, the job is another
+        # attempt's, or the sweep's once it sees the stale heartbeat.
+        log.warning("job %s attempt %d: the lease was lost during the fit; nothing stored",
+                    claimed.job_id, claimed.attempt)
+        return "lost"
+    return finish(settings, claimed, result, X, y, heartbeat=heartbeat)
 
 
-def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.ndarray
-           ) -> str:
+def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.ndarray,
+           heartbeat: Heartbeat | None = None) -> str:
     """Store the outcome of a fit: cancelled, failed (non-finite iterates), or succeeded
-    with its model, each only while this attempt still holds the job ("lost" if not)."""
+    with its model, each only while this attempt still holds the job ("lost" if not).
+    Under the attempt's `heartbeat` (stopped just before the final write), a lease found
+    lost after the training accuracy skips storing the model."""
+    if heartbeat is not None and result.exit_reason in ("cancelled", "numerical_error"):
+        heartbeat.stop()
     if result.exit_reason == "cancelled":
         with session_scope(settings.database_url) as session:
             done = jobs.cancelled(session, claimed)
@@ -345,6 +442,10 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.
     train_accuracy = float(np.mean(result.predict(X) == y))
     summary = _summary(result, train_accuracy)
     payload = model_to_bytes(result.model)
+    if heartbeat is not None and heartbeat.gone:
+        log.warning("job %s attempt %d: the lease was lost before the model was stored",
+                    claimed.job_id, claimed.attempt)
+        return "lost"
     model_id = new_id()
     store = blob_store(settings)
     arrays, in_blob = store_model_arrays(store, settings, model_id, payload)
@@ -356,6 +457,8 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.
         result=summary, converged=summary["converged"], arrays=arrays,
         size_bytes=len(payload), train_accuracy=train_accuracy,
     )
+    if heartbeat is not None:
+        heartbeat.stop()
     try:
         with session_scope(settings.database_url) as session:
             succeeded = jobs.succeed(session, claimed, summary, model)

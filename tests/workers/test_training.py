@@ -9,6 +9,7 @@ transaction as `succeeded`.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from app.db import session_scope
 from app.job_status import JobStatus
@@ -54,10 +55,13 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path, blob_overrides: dic
 
 @pytest.fixture
 def cancer(settings: Settings, tmp_path: Path) -> str:
-    """scikit-learn's breast_cancer, scaled (testkit.bundled), as an uploaded dataset."""
-    parsed = load_svmlight(bundled.write_xz("cancer", tmp_path / "upload"))
+    """scikit-learn's breast_cancer scaled to [-1, 1] (testkit.bundled), as an upload."""
+    parsed = load_svmlight(bundled.write_xz("cancer", tmp_path / "data"))
     with session_scope(settings.database_url) as session:
         return dataset_service.create_dataset(session, settings, TENANT, parsed, "cancer").id
+
+
+FEATURES = bundled.load("cancer")[0].shape[1]
 
 
 def _queued_job(settings: Settings, dataset_id: str | None, solver: str = "dcd",
@@ -115,8 +119,7 @@ def test_a_claim_runs_the_next_attempt_and_a_second_delivery_gets_nothing(
         blob_path = dataset_service.get_dataset(session, TENANT, cancer).blob_path
     assert claim(settings, job_id, WORKER) == Claim(
         job_id=job_id, tenant_id=TENANT, attempt=1, solver="dcd", params={"eps": 0.1, "C": 2.0},
-        dataset_id=cancer, dataset_name="cancer", blob_path=blob_path,
-        features=bundled.load("cancer")[0].shape[1])
+        dataset_id=cancer, dataset_name="cancer", blob_path=blob_path, features=FEATURES)
     assert claim(settings, job_id, "celery@other pid 2") is None  # duplicate delivery
     job = _job(settings, job_id)
     assert job.status == JobStatus.RUNNING and job.attempt == 1 and job.worker == WORKER
@@ -202,6 +205,88 @@ def test_the_heartbeat_renews_the_lease_of_its_own_attempt_only(settings: Settin
     assert _heartbeat(settings, job_id) == reclaimed_at
 
 
+def _wait_for(condition: Any, timeout: float) -> float:
+    """Seconds until `condition()` held (fails after `timeout`)."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout, "condition not met in time"
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def test_a_heartbeat_that_finds_its_lease_gone_stops_the_fit(settings: Settings,
+                                                             cancer: str) -> None:
+    job_id = _queued_job(settings, cancer)
+    first = _claimed(settings, job_id)
+    with Heartbeat(settings, job_id, first.attempt) as heartbeat:
+        assert heartbeat.interval <= settings.job_lease_seconds / 3  # well inside the lease
+        time.sleep(2 * heartbeat.interval)
+        assert not heartbeat.lost
+        recorder = ProgressRecorder(settings, job_id, first.attempt, 0.1, heartbeat=heartbeat)
+        assert recorder(_progress(1)) is False
+        _requeue_and_claim_again(settings, job_id)  # the sweep, then another worker
+        # the next beat sees it: within one interval (and the time a beat takes)
+        _wait_for(lambda: heartbeat.lost, timeout=heartbeat.interval + 2.0)
+        assert heartbeat.gone
+        assert recorder(_progress(2)) is True and recorder.lease_lost  # stop, write nothing
+    job = _job(settings, job_id)
+    assert job.attempt == 2 and job.status == JobStatus.RUNNING
+    assert job.progress is not None and job.progress["iteration"] == 1
+
+
+def test_a_heartbeat_that_cannot_renew_for_a_whole_lease_counts_the_lease_lost(
+    settings: Settings, cancer: str
+) -> None:
+    """Renewals blocked (the job's row locked by another transaction: a busy SQLite file, a
+    long PostgreSQL transaction) for longer than the lease: the sweep may have taken the job
+    meanwhile, so the attempt stops; once a renewal succeeds again, it holds the job."""
+    job_id = _queued_job(settings, cancer)
+    first = _claimed(settings, job_id)
+    lease = settings.job_lease_seconds
+    with Heartbeat(settings, job_id, first.attempt) as heartbeat:
+        recorder = ProgressRecorder(settings, job_id, first.attempt, 0.1, heartbeat=heartbeat)
+        with session_scope(settings.database_url) as session:  # holds the row's write lock
+            session.execute(select(Job).where(Job.id == job_id).with_for_update())
+            session.execute(update(Job).where(Job.id == job_id).values(heartbeat_at=utcnow()))
+            took = _wait_for(lambda: heartbeat.lost, timeout=lease + 5.0)
+            assert took >= lease - 2 * heartbeat.interval, took  # not before a lease
+            assert not heartbeat.gone  # not known to be taken, only not renewed
+            started = time.monotonic()
+            assert recorder(_progress(1)) is True and recorder.lease_lost
+            assert time.monotonic() - started < 0.5  # without waiting for the lock
+        _wait_for(lambda: not heartbeat.lost, timeout=lease + 5.0)  # renewed again
+    assert _job(settings, job_id).progress is None
+
+
+def test_an_attempt_that_loses_its_lease_mid_fit_stops_and_writes_nothing(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The whole attempt (run_claimed): a long fit stops within about a lease of the job
+    being taken from it, and ends `lost` without touching the job or storing a model."""
+    parsed = load_svmlight(bundled.write_xz("onehot", tmp_path / "data"))
+    with session_scope(settings.database_url) as session:
+        onehot = dataset_service.create_dataset(session, settings, TENANT, parsed, "onehot").id
+    # DCD with C = 1000 and eps = 1e-9 on onehot ends on max_seconds (tests/e2e/long_fit)
+    job_id = _queued_job(settings, onehot, C=1000.0, loss="l1", eps=1e-9, fallback=False,
+                         max_iter=100_000_000, max_seconds=60.0)
+    first = _claimed(settings, job_id)
+    outcome: list[str] = []
+    thread = threading.Thread(target=lambda: outcome.append(
+        run_claimed(settings, job_id, first)))
+    thread.start()
+    try:
+        _wait_for(lambda: _job(settings, job_id).progress is not None, timeout=60)
+        _requeue_and_claim_again(settings, job_id)
+        taken = time.monotonic()
+    finally:
+        thread.join(timeout=90)
+    assert outcome == ["lost"]
+    assert time.monotonic() - taken < settings.job_lease_seconds + 5.0
+    job = _job(settings, job_id)
+    assert job.status == JobStatus.RUNNING and job.attempt == 2
+    assert job.model_id is None and _models_of(settings, job_id) == []
+
+
 # -- finish ----------------------------------------------------------------------------
 
 def test_finish_stores_a_linear_model_with_the_succeeded_status(settings: Settings,
@@ -215,7 +300,7 @@ def test_finish_stores_a_linear_model_with_the_succeeded_status(settings: Settin
     [model] = _models_of(settings, job_id)
     assert job.status == JobStatus.SUCCEEDED and job.model_id == model.id
     assert [h["status"] for h in job.status_history] == ["queued", "running", "succeeded"]
-    assert model.kind == "linear" and model.n_features == 13 and model.solver == "dcd"
+    assert model.kind == "linear" and model.n_features == FEATURES and model.solver == "dcd"
     assert model.labels == [-1.0, 1.0] and model.dataset_id == cancer
     assert job.result == model.result
     assert model.result["exit_reason"] == "converged" and model.converged
@@ -230,7 +315,7 @@ def test_finish_stores_a_kernel_model(settings: Settings, cancer: str) -> None:
     X, y, result = _fit(settings, claimed)
     assert finish(settings, claimed, result, X, y) == "succeeded"
     [model] = _models_of(settings, job_id)
-    assert model.kind == "kernel" and model.n_features == 13
+    assert model.kind == "kernel" and model.n_features == FEATURES
     assert model.result["n_support"] > 0
     assert model.result["primal_objective"] is None and model.result["duality_gap"] is None
     assert model.train_accuracy is not None and model.train_accuracy > 0.8
