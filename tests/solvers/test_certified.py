@@ -252,16 +252,17 @@ def test_results_are_cached_per_problem() -> None:
     assert certified_optimum(X, y, 2.0, "l2", "free") is not first
 
 
+@pytest.mark.parametrize("case", ["madelon-like",
+                                  pytest.param("madelon.t", marks=pytest.mark.parity)])
 @pytest.mark.parametrize("loss", ["l1", "l2"])
-def test_unscaled_madelon_is_certified(loss: str) -> None:
+def test_unscaled_madelon_is_certified(loss: str, case: str) -> None:
     # separable, tiny optimum on values up to ~800 (madelon.t: 0.0132; clarabel's default
     # tolerances stopped at 4e-9 relative there); the reference must still certify 1e-9
-    X, y = load_case("madelon-like")
+    X, y = load_case(case)
     cert = certified_optimum(X, y, 1.0, loss, "augment")
     assert cert.relative_gap <= 1e-9
     assert cert.primal < 1e-3 * X.shape[0]  # separable: far below the n of w = 0
     value = primal_value(X, y, cert.w, cert.intercept, C=1.0, loss=loss, bias="augment")
     assert relative(value, cert.primal) <= 1e-12
-    if loss == "l2":  # a second method agrees
-        by_newton = certified_optimum(X, y, 1.0, "l2", "augment", method="liblinear")
-        assert relative(by_newton.primal, cert.primal) <= 2e-9
+    if case == "madelon.t":
+        assert 0.0131 < cert.primal < 0.0133

@@ -52,8 +52,12 @@ def test_the_start_is_feasible_its_w_matches_and_its_multiple_is_the_best(heart,
 
 
 @pytest.mark.parametrize(("solver", "loss"), [("dcd", "l1"), ("dcd", "l2"), ("acf", "l2")])
-def test_a_warm_c_path_is_certified_and_agrees_with_cold_fits(heart, solver, loss):
-    X, y = heart
+def test_a_warm_c_path_is_certified_and_agrees_with_cold_fits(solver, loss):
+    # wine, class 3 against the rest: the warm path saves 73% of dcd l2's sweeps there (as
+    # on LIBSVM's heart_scale); on cancer and digits it saves only 4-6%, so the sweep
+    # count claim is this data's, the agreement and the certificates hold on any
+    X, y = load_local("wine")
+    y = np.where(y == y.max(), 1.0, -1.0)
     previous = None
     warm_sweeps = cold_sweeps = 0
     for C in C_PATH:

@@ -151,8 +151,7 @@ def test_minmax_lower_zero_keeps_the_zeros_of_sparse_features() -> None:
                                                ("dcd", {}), ("alm", {})])
 def test_pipeline_arrays_round_trip_with_scaler_and_sigmoids(solver: str,
                                                              extra: dict[str, str]) -> None:
-    X, y = load_local("onehot3")  # 3 classes, like dna.scale
-    X, y = X[:300], y[:300]
+    X, y = load_local("wine")  # 3 classes
     result = fit(X, y, solver=solver, scale="maxabs", probability=True, **extra)
     model = result.model
     assert isinstance(model, Pipeline) and model.calibration is not None
@@ -165,7 +164,7 @@ def test_pipeline_arrays_round_trip_with_scaler_and_sigmoids(solver: str,
     assert probabilities is not None and probabilities2 is not None
     np.testing.assert_array_equal(probabilities, probabilities2)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-9)
-    assert probabilities.shape == (300, 3)
+    assert probabilities.shape == (X.shape[0], 3)
     layout = "ovr" if solver != "smo" or extra else "pairwise"
     assert model.calibration.layout == layout
     assert model.calibration.A.shape == (3,)
@@ -244,7 +243,8 @@ def test_scale_insensitive_solvers_do_not_warn(solver: str, extra: dict[str, str
 
 
 def test_all_rows_support_vectors_on_unscaled_data_warns() -> None:
-    X, y = load_local("cancer_raw")  # natively unscaled (values up to 4254), like pendigits
+    X, y = load_local("digits-raw")  # pixel levels 0..16, like pendigits' 0..100
+    X, y = X[:600], y[:600]
     n = X.shape[0]
     result = fit(X, y, solver="smo")
     assert result.n_support == n
