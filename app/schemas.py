@@ -114,7 +114,8 @@ class JobPublic(BaseModel):
     progress_fraction: float | None = None
     waiting_for: str | None = Field(
         None, description="A queued job: what it waits for, e.g. \"a worker (warming up, "
-        "12 s)\", \"a free worker (2 running)\" (worked out when the job is read)")
+        "12 s)\", \"a free worker (2 running)\" (worked out when the job is read; the "
+        "counts of other tenants' jobs only for an admin key)")
     status_history: list[dict[str, Any]]
     attempt: int
     worker: str | None

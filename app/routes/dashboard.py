@@ -276,7 +276,8 @@ def job_page(request: Request, job_id: str, session: SessionDep, principal: Page
     except NotFound as missing:
         return _not_found(request, missing)
     job = JobPublic.model_validate(row)
-    job.waiting_for = WaitExplainer(session, request.app.state.settings).explain(row)
+    job.waiting_for = WaitExplainer(session, request.app.state.settings,
+                                    principal.allows("admin")).explain(row)
     dataset = datasets.find_dataset(session, principal.tenant_id, job.dataset_id)
     return _page(request, "job.html", nav="jobs", job=job, dataset=dataset)
 

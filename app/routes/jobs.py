@@ -41,7 +41,7 @@ def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
     # `waiting_for` is read through a read session: on SQLite the write transaction
     # holds up every other writer, so it does no more than it must.
     key = idempotency.request_key(request)
-    waits = WaitExplainer(reads, settings)
+    waits = WaitExplainer(reads, settings, principal.allows("admin"))
     if key is None:
         submitted = service.submit(session, settings, principal.tenant_id, spec)
         session.commit()  # the job with its message; the message is sent right after
@@ -75,7 +75,7 @@ def list_jobs(
     tenant = principal.tenant_id
     rows = service.list_jobs(session, tenant, status=status, dataset_id=dataset_id,
                              limit=limit, offset=offset)
-    waits = WaitExplainer(session, settings)
+    waits = WaitExplainer(session, settings, principal.allows("admin"))
     return JobsPublic(data=[_public(j, waits) for j in rows],
                       count=service.count_jobs(session, tenant, status=status,
                                                dataset_id=dataset_id))
@@ -85,7 +85,7 @@ def list_jobs(
 def get_job(job_id: str, session: SessionDep, settings: SettingsDep, principal: ReadAuth
             ) -> JobPublic:
     return _public(service.get_job(session, principal.tenant_id, job_id),
-                   WaitExplainer(session, settings))
+                   WaitExplainer(session, settings, principal.allows("admin")))
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobPublic)

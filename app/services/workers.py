@@ -168,8 +168,10 @@ def _ago(seconds: float) -> str:
 
 
 def waiting_for(fleet: Fleet, queued_at: datetime | None, tenant_running: int,
-                tenant_max_running: int) -> str:
-    """Why a queued job has not started, in a few words (computed when it is read)."""
+                tenant_max_running: int, service_view: bool = True) -> str:
+    """Why a queued job has not started, in a few words (computed when it is read).
+    Without `service_view` (a key that is not an admin's) it names no count of other
+    tenants' jobs: how many run or wait ahead is the service's business."""
     if tenant_running >= tenant_max_running:
         return (f"one of its tenant's running jobs to end ({tenant_running} running, the "
                 f"tenant's limit is {tenant_max_running})")
@@ -186,19 +188,24 @@ def waiting_for(fleet: Fleet, queued_at: datetime | None, tenant_running: int,
     slots = len(fleet.ready)
     ahead = fleet.ahead_of(queued_at)
     if fleet.running >= slots:
+        if not service_view:
+            return f"a free worker (all {slots} busy)"
         queue = f", {ahead} queued ahead" if ahead else ""
         return f"a free worker ({fleet.running} running{queue})"
     if ahead:
-        return f"its turn in the queue ({ahead} queued ahead)"
+        return f"its turn in the queue ({ahead} queued ahead)" if service_view else \
+            "its turn in the queue"
     return f"a worker to pick it up ({slots - fleet.running} of {slots} free)"
 
 
 class WaitExplainer:
     """`waiting_for` of queued jobs, with the fleet and each tenant's count read once."""
 
-    def __init__(self, session: Session, settings: Settings) -> None:
+    def __init__(self, session: Session, settings: Settings, service_view: bool = False
+                 ) -> None:
         self.session = session
         self.settings = settings
+        self.service_view = service_view  # an admin key's: the service-wide counts
         self._fleet: Fleet | None = None
         self._tenants: dict[str, tuple[int, int]] = {}
 
@@ -218,4 +225,4 @@ class WaitExplainer:
         if self._fleet is None:
             self._fleet = read_fleet(self.session, self.settings)
         running, limit = self._tenant(job.tenant_id)
-        return waiting_for(self._fleet, job.queued_at, running, limit)
+        return waiting_for(self._fleet, job.queued_at, running, limit, self.service_view)

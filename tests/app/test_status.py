@@ -86,6 +86,14 @@ def test_a_warming_worker_then_a_ready_one_then_a_busy_one(
     third = _queued_job(client, cancer_bytes)
     assert _waiting_for(client, third) == "a free worker (1 running, 1 queued ahead)"
     assert client.get("/v1/status").json()["queue"] == {"queued": 2, "running": 1}
+    # another tenant's key learns nothing of those jobs: not how many run or wait ahead
+    other = make_key(settings, tenant="other", scopes=("read", "train"))
+    their_data = client.post("/v1/datasets", content=cancer_bytes,
+                             headers=bearer(other)).json()["id"]
+    theirs = client.post("/v1/jobs", headers=bearer(other),
+                         json={"dataset_id": their_data}).json()["id"]
+    shown = client.get(f"/v1/jobs/{theirs}", headers=bearer(other)).json()["waiting_for"]
+    assert shown == "a free worker (all 1 busy)", shown
     assert client.get(f"/v1/jobs/{job_id}").json()["waiting_for"] is None  # running
 
 
