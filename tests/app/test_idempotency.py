@@ -107,8 +107,8 @@ def _dead_holder() -> str:
 
 
 def test_a_key_whose_holder_is_gone_is_taken_over_once(
-        client: TestClient, settings: Settings, heart_id: str) -> None:
-    spec = {"dataset_id": heart_id}
+        client: TestClient, settings: Settings, cancer_id: str) -> None:
+    spec = {"dataset_id": cancer_id}
     key = {"Idempotency-Key": "crashed"}
     held = idempotency.begin(settings, _tenant_id(settings), "crashed", "POST /v1/jobs")
     assert isinstance(held, idempotency.Reserved)
@@ -129,8 +129,8 @@ def test_a_key_whose_holder_is_gone_is_taken_over_once(
 
 
 def test_another_hosts_holder_is_waited_for_until_its_lease_lapses(
-        client: TestClient, settings: Settings, heart_id: str) -> None:
-    spec = {"dataset_id": heart_id}
+        client: TestClient, settings: Settings, cancer_id: str) -> None:
+    spec = {"dataset_id": cancer_id}
     key = {"Idempotency-Key": "elsewhere"}
     held = idempotency.begin(settings, _tenant_id(settings), "elsewhere", "POST /v1/jobs")
     assert isinstance(held, idempotency.Reserved)

@@ -49,11 +49,11 @@ def _held(settings: Settings) -> tuple[frozenset[str], int]:
 
 
 def test_each_job_is_sent_once_and_its_outbox_row_goes(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    first = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    first = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
     assert _held(settings) == ({first}, 1)  # sent before the answer
-    second = client.post("/v1/jobs", json={"dataset_id": heart_id}).json()["id"]
+    second = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
     assert _held(settings) == ({first, second}, 2)
     # the second submission's transaction deleted the first one's row in passing
     assert _outbox(settings) == [second]
@@ -63,14 +63,14 @@ def test_each_job_is_sent_once_and_its_outbox_row_goes(
 
 
 def test_a_job_committed_without_its_send_gets_it_from_the_sweep(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
     # The API process dies between the commit and the send: here, the commit happens and
     # the send that follows it is dropped.
     with session_scope(settings.database_url) as session:
         tenant = tenant_by_name(session, "default")
         assert tenant is not None
-        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=heart_id))
+        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=cancer_id))
         session.info.pop(AFTER_COMMIT)
     assert _outbox(settings) == [job.id]
     assert _held(settings) == (frozenset(), 0)
@@ -84,12 +84,12 @@ def test_a_job_committed_without_its_send_gets_it_from_the_sweep(
 
 
 def test_the_sweep_drops_what_it_owes_for_a_job_already_claimed(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
     with session_scope(settings.database_url) as session:
         tenant = tenant_by_name(session, "default")
         assert tenant is not None
-        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=heart_id))
+        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=cancer_id))
         session.info.pop(AFTER_COMMIT)
     with session_scope(settings.database_url) as session:  # e.g. a duplicate delivered
         assert jobs.claim_job(session, job.id, "worker-1") is not None
@@ -133,9 +133,9 @@ def test_a_job_submitted_while_the_broker_is_down_is_accepted_and_sent_later(
 
 
 def test_a_rejected_job_owes_nothing(
-    client: TestClient, settings: Settings, heart_id: str
+    client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    response = client.post("/v1/jobs", json={"dataset_id": heart_id, "params": {"C": -1}})
+    response = client.post("/v1/jobs", json={"dataset_id": cancer_id, "params": {"C": -1}})
     assert response.status_code == 422
     assert _outbox(settings) == []
     assert _held(settings) == (frozenset(), 0)

@@ -19,7 +19,7 @@ C_PATH = [2.0 ** e for e in range(-5, 16, 2)]
 
 
 @pytest.fixture(scope="module")
-def heart() -> tuple[object, np.ndarray]:
+def cancer() -> tuple[object, np.ndarray]:
     return load_local("cancer")
 
 
@@ -29,8 +29,8 @@ def _problem(X: object, y: np.ndarray, C: float) -> LinearProblem:
 
 
 @pytest.mark.parametrize("loss", ["l1", "l2"])
-def test_the_start_is_feasible_its_w_matches_and_its_multiple_is_the_best(heart, loss):
-    X, y = heart
+def test_the_start_is_feasible_its_w_matches_and_its_multiple_is_the_best(cancer, loss):
+    X, y = cancer
     previous = fit(X, y, solver="dcd", C=0.5, loss=loss)
     alpha0 = previous.dual_solutions[0]
     assert alpha0 is not None and alpha0.max() > 0
@@ -74,15 +74,15 @@ def test_a_warm_c_path_is_certified_and_agrees_with_cold_fits(solver, loss):
         assert warm_sweeps < 0.5 * cold_sweeps
 
 
-def test_a_warm_start_of_another_shape_is_refused(heart):
-    X, y = heart
+def test_a_warm_start_of_another_shape_is_refused(cancer):
+    X, y = cancer
     previous = fit(X[:100], y[:100], solver="dcd")
     with pytest.raises(ValueError, match="alpha0"):
         fit(X, y, solver="dcd", warm_start=previous)
 
 
-def test_the_warm_start_has_no_effect_on_solvers_without_a_dual_solution(heart):
-    X, y = heart
+def test_the_warm_start_has_no_effect_on_solvers_without_a_dual_solution(cancer):
+    X, y = cancer
     previous = fit(X, y, solver="tron", C=1.0)
     assert previous.dual_solutions == [None]
     again = fit(X, y, solver="dcd", C=2.0, warm_start=previous)
