@@ -13,7 +13,10 @@ max_seconds, status succeeded).
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import httpx
 
 from testkit import bundled
 
@@ -30,3 +33,16 @@ def long_job(seconds: float) -> dict[str, Any]:
     """DCD parameters of a fit that ends on max_seconds after `seconds`."""
     return {"C": 1000.0, "loss": "l1", "eps": 1e-9, "fallback": False, "max_iter": MAX_ITER,
             "max_seconds": float(seconds)}
+
+
+def wait_running_with_progress(client: httpx.Client, job_id: str, timeout: float = 90
+                               ) -> dict[str, Any]:
+    """The job once it runs and has reported progress (fails if it ends first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] == "running" and job["progress"]:
+            return job
+        assert job["status"] in ("queued", "running"), job
+        time.sleep(0.05)
+    raise TimeoutError(job_id)

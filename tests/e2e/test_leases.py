@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
-import httpx
-
 from testkit import bundled
+from tests.e2e.long_fit import wait_running_with_progress
 from tests.support import child_pids, embedded_settings, running_service, wait_for_job
 
 LEASE = {"job_lease_seconds": 2.0, "sweep_interval_seconds": 0.5,
@@ -28,18 +26,6 @@ FIT_SECONDS = 5.0
 # C = 1000 on onehot: the dual needs far longer than FIT_SECONDS (34 s on a busy 2-core
 # machine), so the fit ends on max_seconds with thousands of support vectors.
 JOB = {"C": 1000.0, "max_seconds": FIT_SECONDS}
-
-
-def _wait_running_with_progress(client: httpx.Client, job_id: str, timeout: float = 120
-                                ) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] == "running" and job["progress"]:
-            return job
-        assert job["status"] in ("queued", "running"), job
-        time.sleep(0.05)
-    raise TimeoutError(job_id)
 
 
 def test_a_sigkilled_job_with_a_short_lease_succeeds_once_on_its_second_attempt(
@@ -55,7 +41,7 @@ def test_a_sigkilled_job_with_a_short_lease_succeeds_once_on_its_second_attempt(
         assert submitted.status_code == 202, submitted.text
         job_id = submitted.json()["id"]
 
-        job = _wait_running_with_progress(client, job_id)
+        job = wait_running_with_progress(client, job_id, timeout=120)
         pid = int(job["worker"].rsplit(" ", 1)[1])
         assert pid in child_pids(workers[0].process.pid)
         os.kill(pid, signal.SIGKILL)

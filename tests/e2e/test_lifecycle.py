@@ -21,7 +21,7 @@ import pytest
 
 from app.queue import broker_holding
 from app.settings import Settings
-from tests.e2e.long_fit import long_fit_bytes, long_job
+from tests.e2e.long_fit import long_fit_bytes, long_job, wait_running_with_progress
 from tests.support import (
     IN_CI,
     child_pids,
@@ -65,18 +65,6 @@ def _submit(client: httpx.Client, dataset_id: str, params: dict) -> str:
                                              "params": params})
     assert response.status_code == 202, response.text
     return str(response.json()["id"])
-
-
-def _wait_running_with_progress(client: httpx.Client, job_id: str, timeout: float = 90
-                                ) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] == "running" and job["progress"]:
-            return job
-        assert job["status"] in ("queued", "running"), job
-        time.sleep(0.05)
-    raise TimeoutError(job_id)
 
 
 def _read_sse(client: httpx.Client, job_id: str, last_event_id: str | None = None,
@@ -127,7 +115,7 @@ def test_sse_streams_progress_then_terminal_and_resumes_without_gaps(
 
 def _median_event_lag(client: httpx.Client, dataset: bytes) -> float:
     job_id = _submit(client, _upload(client, dataset), LONG_JOB)
-    _wait_running_with_progress(client, job_id)
+    wait_running_with_progress(client, job_id)
     live = _read_sse(client, job_id, stop_after=30)
     lags = sorted(event["received"] - event["data"]["at"] for event in live
                   if event["event"] == "progress" and "at" in event["data"])
@@ -183,7 +171,7 @@ def test_cancel_running_job_on_rabbitmq(rabbitmq_settings: Settings, tmp_path: P
 
 def _cancel_running_job(service: httpx.Client, long_bytes: bytes) -> None:
     job_id = _submit(service, _upload(service, long_bytes), LONG_JOB)
-    _wait_running_with_progress(service, job_id)
+    wait_running_with_progress(service, job_id)
     asked = time.monotonic()
     response = service.post(f"/v1/jobs/{job_id}/cancel")
     assert response.status_code == 202
@@ -205,7 +193,7 @@ def test_sigkilled_worker_job_completes_on_a_new_attempt(
                 else _settings(tmp_path / "home"))
     with running_service(settings, tmp_path) as (client, workers):
         job_id = _submit(client, _upload(client, long_bytes), LONG_JOB)
-        job = _wait_running_with_progress(client, job_id)
+        job = wait_running_with_progress(client, job_id)
         pid = int(job["worker"].rsplit(" ", 1)[1])
         assert pid in child_pids(workers[0].process.pid)
         os.kill(pid, signal.SIGKILL)
@@ -280,7 +268,7 @@ def test_redis_restart_with_jobs_queued_and_running(
                           LONG_JOB)
         small = _upload(client, cancer_bytes, "cancer")
         queued = [_submit(client, small, {"C": c}) for c in (0.5, 1.0, 2.0)]
-        _wait_running_with_progress(client, running)
+        wait_running_with_progress(client, running)
         restart()  # loses every queued message: this Redis keeps nothing on disk
         for job_id in [running, *queued]:
             job = wait_for_job(client.get, job_id, timeout=180)
@@ -317,7 +305,7 @@ def test_rabbitmq_restart_loses_no_queued_job_without_the_sweep(
             running = _submit(client, _upload(client, long_bytes), LONG_JOB)
             small = _upload(client, cancer_bytes, "cancer")
             queued = [_submit(client, small, {"C": c}) for c in (0.5, 1.0, 2.0, 4.0, 8.0)]
-            _wait_running_with_progress(client, running)
+            wait_running_with_progress(client, running)
             assert broker_holding(settings.broker_url, settings.queue).ready == len(queued)
             _restart_rabbitmq()
             for job_id in [running, *queued]:

@@ -17,6 +17,7 @@ probe of `f00179e`: such requests were 500s, and some had committed a job that t
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -34,8 +35,9 @@ from tests.support import bearer, embedded_settings, make_key, migrate, start_ap
 PROMPT = 10.0
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Settings]]:
+@contextlib.contextmanager
+def _served(tmp_path: Path) -> Iterator[tuple[httpx.Client, Settings]]:
+    """A real API process on a new embedded home, and an admin client of it."""
     settings = embedded_settings(tmp_path / "home")
     settings.ensure_dirs()
     migrate(settings.database_url)
@@ -46,6 +48,12 @@ def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Settings]]:
             yield client, settings
     finally:
         server.stop()
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, Settings]]:
+    with _served(tmp_path) as served:
+        yield served
 
 
 class WriteLock:
@@ -128,16 +136,8 @@ BOUND = 1.0  # HINGE_SQLITE_WRITE_WAIT_SECONDS of the API below
 def impatient_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                   ) -> Iterator[tuple[httpx.Client, Settings]]:
     monkeypatch.setenv("HINGE_SQLITE_WRITE_WAIT_SECONDS", str(BOUND))
-    settings = embedded_settings(tmp_path / "home")
-    settings.ensure_dirs()
-    migrate(settings.database_url)
-    server, base = start_api(settings, tmp_path)
-    try:
-        with httpx.Client(base_url=base, timeout=PROMPT,
-                          headers=bearer(make_key(settings))) as client:
-            yield client, settings
-    finally:
-        server.stop()
+    with _served(tmp_path) as served:
+        yield served
 
 
 def _count(settings: Settings, table: str) -> int:
