@@ -101,6 +101,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _operational(request: Request, exc: OperationalError) -> JSONResponse:
         if is_lock_timeout(exc):
             return _database_busy(request, exc)
+        if is_refused_connection(exc):
+            log.warning("%s %s: %s; answered 503", request.method, request.url.path, exc)
+            return _json(503, "the database cannot be reached right now; try again shortly",
+                         None, headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)})
         return _unhandled_error(request)
 
     @app.exception_handler(Exception)
@@ -113,6 +117,13 @@ def is_lock_timeout(exc: OperationalError) -> bool:
     and its transaction did not commit."""
     message = str(exc.orig)
     return "database is locked" in message or "database is busy" in message
+
+
+def is_refused_connection(exc: OperationalError) -> bool:
+    """A new connection was refused (PostgreSQL down, or at its max_connections): the
+    statement that needed it never ran."""
+    message = str(exc.orig)
+    return message.startswith("connection failed") or "too many clients" in message
 
 
 def _database_busy(request: Request, exc: Exception) -> JSONResponse:
