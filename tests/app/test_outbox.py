@@ -62,16 +62,23 @@ def test_each_job_is_sent_once_and_its_outbox_row_goes(
     assert _held(settings) == ({first, second}, 2)
 
 
+def _committed_without_its_send(settings: Settings, dataset_id: str) -> Job:
+    """A job submitted and committed whose send, due after the commit, is dropped (as when
+    the API process dies between the two)."""
+    with session_scope(settings.database_url) as session:
+        tenant = tenant_by_name(session, "default")
+        assert tenant is not None
+        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=dataset_id))
+        session.info.pop(AFTER_COMMIT)
+    return job
+
+
 def test_a_job_committed_without_its_send_gets_it_from_the_sweep(
     client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
     # The API process dies between the commit and the send: here, the commit happens and
     # the send that follows it is dropped.
-    with session_scope(settings.database_url) as session:
-        tenant = tenant_by_name(session, "default")
-        assert tenant is not None
-        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=cancer_id))
-        session.info.pop(AFTER_COMMIT)
+    job = _committed_without_its_send(settings, cancer_id)
     assert _outbox(settings) == [job.id]
     assert _held(settings) == (frozenset(), 0)
 
@@ -86,11 +93,7 @@ def test_a_job_committed_without_its_send_gets_it_from_the_sweep(
 def test_the_sweep_drops_what_it_owes_for_a_job_already_claimed(
     client: TestClient, settings: Settings, cancer_id: str
 ) -> None:
-    with session_scope(settings.database_url) as session:
-        tenant = tenant_by_name(session, "default")
-        assert tenant is not None
-        job = jobs.submit(session, settings, tenant.id, JobCreate(dataset_id=cancer_id))
-        session.info.pop(AFTER_COMMIT)
+    job = _committed_without_its_send(settings, cancer_id)
     with session_scope(settings.database_url) as session:  # e.g. a duplicate delivered
         assert jobs.claim_job(session, job.id, "worker-1") is not None
     _past_the_grace(settings)
