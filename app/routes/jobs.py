@@ -38,10 +38,16 @@ def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
     busy with other writes, say, may simply be sent again."""
     # The job, its message to the workers (app.outbox) and the stored answer of an
     # idempotent request commit in one transaction, the last thing before the answer.
-    # `waiting_for` is read through a read session: on SQLite the write transaction
-    # holds up every other writer, so it does no more than it must.
+    # `waiting_for` is read through a read session, before the write transaction begins:
+    # on SQLite the write transaction holds up every other writer, so it does no more
+    # than it must. The read session is closed before the write one takes its connection:
+    # a request never holds one pooled connection while it waits for another, so a burst
+    # of submissions queued on the submission lock cannot take the whole pool while the
+    # one holding the lock waits for a connection (PostgreSQL's pool timed out so).
     key = idempotency.request_key(request)
     waits = WaitExplainer(reads, settings, principal.allows("admin"))
+    waits.prefetch(principal.tenant_id)
+    reads.close()
     if key is None:
         submitted = service.submit(session, settings, principal.tenant_id, spec)
         session.commit()  # the job with its message; the message is sent right after

@@ -108,10 +108,12 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
                            {"field": "dataset_id"}) from None
         evaluation.status, evaluation.attempt, evaluation.finished_at = SUCCEEDED, 1, utcnow()
         evaluation.worker = "inline"
+        reader.close()  # its connection back to the pool before the write one is taken
         _lock_owners(session, tenant_id, model_id, dataset.id)
         session.add(evaluation)
         session.flush()
         return evaluation
+    reader.close()  # no request holds one pooled connection while it waits for another
     _lock_owners(session, tenant_id, model_id, dataset.id)
     session.add(evaluation)
     session.commit()  # the row exists before the message does

@@ -219,6 +219,13 @@ class WaitExplainer:
             self._tenants[tenant_id] = (int(running), int(limit))
         return self._tenants[tenant_id]
 
+    def prefetch(self, tenant_id: str) -> None:
+        """Read now what `explain` needs for a job of `tenant_id`, so that the session can
+        be closed (its connection back in the pool) before a write transaction begins."""
+        if self._fleet is None:
+            self._fleet = read_fleet(self.session, self.settings)
+        self._tenant(tenant_id)
+
     def explain(self, job: Job) -> str | None:
         if job.status != JobStatus.QUEUED:
             return None
