@@ -257,9 +257,17 @@ def _spawn_in_pty(args: list[str], env: dict[str, str], cwd: Path
     """`args` in a new session whose controlling terminal is a pty: bytes written to the
     master are typed at the keyboard (0x03 is Ctrl-C: the terminal sends SIGINT)."""
     master, slave = pty.openpty()
+
+    def as_a_terminal_starts_it() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        # A shell at a terminal starts a command with SIGINT at its default; pytest may
+        # itself run with SIGINT ignored (started in the background by a script), and an
+        # ignored SIGINT is inherited, so Ctrl-C would never reach the CLI.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     process = subprocess.Popen(
         args, env=env | {"TERM": "xterm"}, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
-        start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        start_new_session=True, preexec_fn=as_a_terminal_starts_it)
     os.close(slave)
     return process, master
 
