@@ -61,29 +61,37 @@ def load(quick: bool) -> tuple[str, sp.csr_matrix, np.ndarray]:
     return f"ijcnn1 ({FULL_ROWS} rows, seed 0)", X[rows], y[rows]
 
 
-def hinge_search(X: sp.csr_matrix, y: np.ndarray, body: dict[str, Any], workers: int
-                 ) -> dict[str, Any]:
-    """Wall time of a search on `workers` real worker processes, and its best point."""
+def hinge_searches(X: sp.csr_matrix, y: np.ndarray, bodies: dict[str, dict[str, Any]],
+                   workers: int) -> dict[str, dict[str, Any]]:
+    """Each search of `bodies`, one after the other on one service with `workers` real
+    worker processes: its wall time (from submission to its end) and its best point."""
     from solvers.svmlight import dump_svmlight
     from testkit.service import embedded_settings, running_service
 
     text = io.BytesIO()
     dump_svmlight(X, y, text)
+    results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as home:
         settings = embedded_settings(Path(home) / "home", rate_per_second=0)
         with running_service(settings, Path(home), workers=workers) as (client, _):
             dataset = client.post("/v1/datasets?name=bench", content=text.getvalue()).json()
-            started = time.perf_counter()
-            created = client.post("/v1/searches", json={"dataset_id": dataset["id"],
-                                                        "refit": False, **body})
-            created.raise_for_status()
-            search_id = created.json()["id"]
-            while True:
-                search = client.get(f"/v1/searches/{search_id}").json()
-                if search["status"] in ("succeeded", "failed", "cancelled"):
-                    break
-                time.sleep(0.05)
-            seconds = time.perf_counter() - started
+            for name, body in bodies.items():
+                results[name] = _one_search(client, dataset["id"], body)
+    return results
+
+
+def _one_search(client: Any, dataset_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    started = time.perf_counter()
+    created = client.post("/v1/searches", json={"dataset_id": dataset_id, "refit": False,
+                                                **body})
+    created.raise_for_status()
+    search_id = created.json()["id"]
+    while True:
+        search = client.get(f"/v1/searches/{search_id}").json()
+        if search["status"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.05)
+    seconds = time.perf_counter() - started
     if search["status"] != "succeeded":
         raise RuntimeError(f"search ended {search['status']}: {search.get('error')}")
     best = search["best"]
@@ -196,8 +204,11 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
     linear_body = {"solver": "dcd", "params": {"loss": "l2"}, "space": LINEAR_C,
                    "cv": {"folds": 5, "seed": 0}}
     load_before = os.getloadavg()
-    kernel = {"hinge 1 worker": hinge_search(X, y, kernel_body, 1),
-              "hinge 2 workers": hinge_search(X, y, kernel_body, 2)}
+    # one service for each number of workers, running the kernel and the linear search
+    bodies = {"kernel": kernel_body, "linear": linear_body}
+    one_worker, two_workers = (hinge_searches(X, y, bodies, n) for n in (1, 2))
+    kernel = {"hinge 1 worker": one_worker["kernel"],
+              "hinge 2 workers": two_workers["kernel"]}
     started = time.perf_counter()
     reference = grid_search(X, y, processes=2, c_exponents=tuple(c_exps),
                             gamma_exponents=tuple(g_exps))
@@ -205,8 +216,8 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
         "seconds": time.perf_counter() - started, "cv": reference.cv_rate,
         "values": {"C": reference.C, "gamma": reference.gamma}}
     kernel["GridSearchCV(SVC, n_jobs=2)"] = sklearn_svc(X, y, c_exps, g_exps)
-    linear = {"hinge dcd 1 worker": hinge_search(X, y, linear_body, 1),
-              "hinge dcd 2 workers": hinge_search(X, y, linear_body, 2),
+    linear = {"hinge dcd 1 worker": one_worker["linear"],
+              "hinge dcd 2 workers": two_workers["linear"],
               "GridSearchCV(LinearSVC, n_jobs=2)": sklearn_linear(X, y),
               "LIBLINEAR -C -s 2": liblinear_c(X, y)}
     paths = {loss: warm_path(X, y, loss) for loss in ("l2", "l1")}
