@@ -5,7 +5,7 @@ The database stays the only source of truth: a nudge carries no data, it only te
 stream to read the job's new events now instead of at its next poll. Without Redis (the
 embedded default) streams poll the database every 0.1 s; with Redis they wake on the nudge
 and fall back to a 1 s poll, so a lost nudge only delays an event. On RabbitMQ, streams
-poll the database every 0.1 s as on the embedded broker (README: "Brokers").
+poll the database every 0.1 s as on the embedded broker (docs/operations.md: "Brokers").
 """
 
 from __future__ import annotations

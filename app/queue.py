@@ -7,7 +7,7 @@ compares with the queued jobs and evaluations alone (RabbitMQ only tells a queue
 search's waiting tasks used to hide that many lost jobs). Workers consume both whatever
 their `--queues` (workers.celery_app).
 
-Three brokers (README: "Brokers"):
+Three brokers (docs/operations.md: "Brokers"):
 - the embedded default, kombu's SQLAlchemy transport on a SQLite file (on disk: a restart
   loses nothing). The file is not the app's database: it has its own write lock, and the
   worker's poll takes it ten times a second. Every connection to it runs in WAL mode and

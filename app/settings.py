@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     # A search (POST /v1/searches) of more fits (points x folds) than this is a 413.
     max_search_fits: int = Field(20_000, gt=0)
 
-    # -- broker, thread budget and API processes (README: "Brokers", "Thread budget") --
+    # -- broker, thread budget and API processes (docs/operations.md: "Brokers", "Thread budget") --
     # Celery worker processes per worker host (`--concurrency`; `make run` and compose).
     worker_concurrency: int = Field(1, ge=1)
     # Numba threads per worker process, and the cap on a job's `threads`. 0 (the default)
@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     # key revoked elsewhere stops working within this long; 0: read it on every request).
     key_cache_seconds: float = Field(1.0, ge=0)
 
-    # -- security (README: "Keys, limits and the security model") --------------------
+    # -- security (docs/security.md) --------------------
     # The key that hashes API keys (HMAC-SHA256) and signs dashboard sessions. Empty: a
     # random one kept in $HINGE_HOME/secret_key (mode 0600), created on first use.
     secret_key: SecretStr = SecretStr("")
@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     # Blobs with no row (a crash between file and commit) are removed after this long.
     orphan_blob_grace_seconds: float = Field(3600.0, gt=0)
 
-    # -- blob storage (app/storage.py; README: "Running on several hosts") --------------
+    # -- blob storage (app/storage.py; docs/operations.md: "Running on several hosts") --------------
     # local: files under `home` (one host, or a shared filesystem); s3: an S3-compatible
     # object store, so hosts share nothing but the store, the database and the broker.
     blob_backend: Literal["local", "s3"] = "local"

@@ -30,7 +30,7 @@ from pathlib import Path
 PACKAGES = ("app", "workers", "solvers", "migrations")
 # alembic's environment script runs the migrations when it is imported (alembic does that)
 NOT_IMPORTED = {"migrations.env"}
-# the brokers the README documents: embedded (sqla), Redis, RabbitMQ (amqp)
+# the brokers docs/operations.md documents: embedded (sqla), Redis, RabbitMQ (amqp)
 TRANSPORTS = ("sqla", "redis", "amqp")
 
 

@@ -100,7 +100,7 @@ def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
             run.wait()
 
 
-# How make was started decides how it ends on Ctrl-C (README, "make run"). From a terminal
+# How make was started decides how it ends on Ctrl-C (README, "The two commands"). From a terminal
 # (SIGINT at its default), make gets the SIGINT with its process group, waits for app.run
 # (which stops the service and exits 0, so make prints no `make: *** ... Error`), then
 # re-raises the signal: killed by SIGINT, status 130 in a shell. A POSIX shell starts a

@@ -1,5 +1,5 @@
 """/metrics after real work on a live service (API server + Celery worker processes on
-SQLite): every metric the README documents is there, with the values the work implies."""
+SQLite): every metric docs/operations.md documents is there, with the values the work implies."""
 
 from __future__ import annotations
 
