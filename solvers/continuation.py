@@ -10,7 +10,9 @@ solver stopped; a solver's own "converged" that the certificate does not confirm
 "stalled", so exit "converged" always comes with converged true (a limit such as max_iter
 may still be hit by a model that is certified: converged true, exit "max_iter").
 
-The rule (`next_step`), as LIBLINEAR switches -s 1 to -s 2 at its sweep limit:
+The rule, as LIBLINEAR switches -s 1 to -s 2 at its sweep limit (each solver's steps are
+its registry entry's `fallback`, solvers/params.py; `next_step` takes the first that
+applies):
 - dcd / acf whose own stop rule held without a certificate: the same solver again from
   its dual point a with eps / 10 (the cheap way on scaled data: a few more sweeps);
 - dcd / acf, not certified (sweep limit), on few wide examples (solvers.auto.gram_suits:
@@ -52,51 +54,50 @@ from typing import Any
 from solvers.auto import GRAM_MAX_ROWS, NEWTON_MAX_WEIGHTS, gram_suits
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, SolverModule
 from solvers.certificate import Certificate, certify, problem_loss
-from solvers.params import SOLVERS, validate_params
+from solvers.params import SOLVERS, Size, validate_params
 
 MAX_STEPS = 8
 MIN_EPS = 1e-12  # continuation stops tightening below this
 _FINAL = ("max_seconds", "cancelled", "numerical_error")
-_WARM = ("tron", "ocas")  # solvers continued with a smaller eps
 SHARE = 0.5  # of the time left, for a step that has a follow-up
+
+
+def _size_suits(size: Size, n_rows: int, n_weights: int) -> bool:
+    """Whether a problem of n_rows examples and n_weights weights suits a Step's target."""
+    if size == "few_weights":
+        return n_weights <= NEWTON_MAX_WEIGHTS
+    if size == "few_rows":
+        return n_rows <= GRAM_MAX_ROWS
+    if size == "few_wide_rows":
+        return gram_suits(n_rows, n_weights - 1)
+    return True
 
 
 def next_step(solver: str, loss: str, solution: BinarySolution, params: dict[str, Any],
               tol: float) -> tuple[str, dict[str, Any], str] | None:
-    """(next solver, its parameter overrides, why) after an uncertified step, or None."""
+    """(next solver, its parameter overrides, why) after an uncertified step, or None: the
+    first of the solver's registered fallback steps (SolverSpec.fallback) that applies."""
     exit_reason = solution.exit_reason
-    if exit_reason in _FINAL:
+    if exit_reason in _FINAL or not params.get("fallback", True):
         return None
-    if solver in ("dcd", "acf") and exit_reason == "converged" and params.get(
-            "fallback", True) and float(params["eps"]) / 10.0 >= MIN_EPS:
-        return solver, {"eps": float(params["eps"]) / 10.0}, (
-            f"{solver}'s stop rule held at eps {params['eps']:g} without a certificate: "
-            "continued from its dual point with eps / 10")
-    if solver in ("dcd", "acf") and params.get("fallback", True):
-        why = (f"{solver} stopped at {exit_reason} without a certificate "
-               f"(relative gap above tol {tol:g})")
-        if loss in ("l1", "l2") and gram_suits(params.get("n_rows", GRAM_MAX_ROWS + 1),
-                                               params.get("n_weights", 1) - 1):
-            return "gram", {"loss": loss}, why + "; few wide examples: interior point"
-        if loss == "l2":
-            return "tron", {"eps": 0.01}, why
-        if loss == "l1":
-            return "ocas", {"eps": tol}, why
-    if solver == "tron" and exit_reason in ("max_iter", "stalled") and (
-            params.get("n_weights", 0) <= NEWTON_MAX_WEIGHTS):
-        return "newton", {}, (f"tron stopped at {exit_reason} without a certificate; "
-                              "few weights: exact Newton steps")
-    if solver == "ocas" and exit_reason in ("max_iter", "stalled") and (
-            params.get("n_rows", GRAM_MAX_ROWS + 1) <= GRAM_MAX_ROWS):
-        return "gram", {"loss": loss}, (f"ocas stopped at {exit_reason} without a "
-                                        "certificate; few examples: interior point on "
-                                        "the dual's Gram matrix")
-    if solver in _WARM and exit_reason in ("converged", "stalled") and (
-            solver != "tron" or exit_reason == "converged"):
-        eps = float(params["eps"]) / 10.0
-        if eps >= MIN_EPS:
-            return solver, {"eps": eps}, (f"{solver}'s stop rule held at eps "
-                                          f"{params['eps']:g} without a certificate")
+    spec = SOLVERS[solver]
+    for step in spec.fallback:
+        if step.on is not None and exit_reason not in step.on:
+            continue
+        if step.target is None:  # the same solver, tighter
+            eps = float(params["eps"]) / 10.0
+            if eps < MIN_EPS:
+                continue
+            why = f"{solver}'s stop rule held at eps {params['eps']:g} without a certificate"
+            if spec.warm_start == "dual":
+                why += ": continued from its dual point with eps / 10"
+            return solver, {"eps": eps}, why
+        if loss in step.losses and _size_suits(step.size,
+                                               params.get("n_rows", GRAM_MAX_ROWS + 1),
+                                               params.get("n_weights", 1)):
+            return step.target, {"eps": tol} if step.eps_from_tol else {}, (
+                f"{solver} stopped at {exit_reason} without a certificate"
+                + step.note.format(tol=tol))
     return None
 
 
@@ -147,7 +148,7 @@ def solve_certified(
         if shared_out:
             reason = reason.replace(f"{solver} stopped at max_iter",
                                     f"{solver} used its share ({SHARE:g}) of the time left")
-        params = _follow_up_params(following, applied, overrides)
+        params = _follow_up_params(following, applied, loss, overrides)
         limits.setdefault(following, int(params["max_iter"]))
         params["max_iter"] = limits[following] - iterations.get(following, 0)
         if params["max_iter"] <= 0:
@@ -156,7 +157,7 @@ def solve_certified(
         # on unscaled data a stalled dual CD can end above it, a bad start for Newton
         better = solution.primal is not None and solution.primal < float(problem.cost.sum())
         params["w0"] = solution.w if better else None
-        if following == solver and solver in ("dcd", "acf"):
+        if following == solver and SOLVERS[solver].warm_start == "dual":
             params["alpha0"] = solution.alpha  # the dual CD continues from its dual point
         solver = following
     monitor.solver, monitor.iteration_offset = None, 0
@@ -166,22 +167,22 @@ def solve_certified(
 def _has_follow_up(solver: str, loss: str, params: dict[str, Any], problem: LinearProblem
                    ) -> bool:
     """Whether the rule has a next step for `solver` when it stops at a limit."""
-    if solver in ("dcd", "acf"):
-        return bool(params.get("fallback", True)) and loss in ("l1", "l2")
-    if solver == "tron":
-        return problem.n_weights <= NEWTON_MAX_WEIGHTS
-    if solver == "ocas":
-        return problem.X.n_rows <= GRAM_MAX_ROWS
-    return False
+    return bool(params.get("fallback", True)) and any(
+        step.target is not None and (step.on is None or "max_iter" in step.on)
+        and loss in step.losses
+        and _size_suits(step.size, problem.X.n_rows, problem.n_weights)
+        for step in SOLVERS[solver].fallback)
 
 
-def _follow_up_params(solver: str, applied: dict[str, Any], overrides: dict[str, Any]
-                      ) -> dict[str, Any]:
-    """The follow-up's parameters: its defaults, the loss, bias, threads, tol and time
-    limit of the fit, and the eps of the rule."""
+def _follow_up_params(solver: str, applied: dict[str, Any], loss: str,
+                      overrides: dict[str, Any]) -> dict[str, Any]:
+    """The follow-up's parameters: its defaults, the loss (of the problem), bias, threads,
+    tol and time limit of the fit, and the eps of the rule."""
     accepted = {param.name for param in SOLVERS[solver].params}
-    shared = {"threads", "bias", "bias_scale", "tol", "max_seconds", "loss"} & accepted
+    shared = {"threads", "bias", "bias_scale", "tol", "max_seconds"} & accepted
     given = {key: applied[key] for key in shared if key in applied}
+    if "loss" in accepted:
+        given["loss"] = loss
     return validate_params(solver, {**given, **overrides})
 
 

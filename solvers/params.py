@@ -122,14 +122,66 @@ def label_key(label: float) -> str:
     return str(int(label)) if float(label).is_integer() else repr(float(label))
 
 
+WarmStart = Literal["dual", "primal", "state"]
+Certificate = Literal["duality_gap", "kkt"]
+Size = Literal["any", "few_weights", "few_rows", "few_wide_rows"]
+Task = Literal["binary", "multiclass_ovr", "multiclass_ovo"]
+LINEAR_TASKS: tuple[Task, ...] = ("binary", "multiclass_ovr")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the fallback rule (solvers/continuation.py) after a fit of this solver
+    that the certificate does not confirm. The steps of a solver are tried in order; the
+    first that applies is taken.
+
+    `target` None: the same solver again with eps / 10 (from its dual point when its warm
+    start is "dual", else from its w), while eps / 10 >= continuation.MIN_EPS. Otherwise:
+    `target`, warm-started from w, when the fit's loss is one of `losses` and the problem's
+    size suits the target (`size`: "few_weights" at most auto.NEWTON_MAX_WEIGHTS weights,
+    "few_rows" at most auto.GRAM_MAX_ROWS examples, "few_wide_rows" auto.gram_suits).
+    """
+
+    on: tuple[str, ...] | None = None  # the exit reasons it follows; None: any non-final one
+    target: str | None = None
+    losses: tuple[str, ...] = ("l1", "l2")
+    size: Size = "any"
+    eps_from_tol: bool = False  # the target's eps is the fit's tol (ocas: a relative gap)
+    note: str = ""  # the end of the step's reason; {tol} is the fit's tol
+
+
 @dataclass(frozen=True)
 class SolverSpec:
+    """A registered solver: where it lives, what it solves, its parameters, and what it
+    can do (the control flow of solvers.train, solvers.continuation, solvers.workflow and
+    the search worker asks these fields, never a solver's name)."""
+
     name: str
     module: str  # the module implementing solve(problem, params, monitor) -> BinarySolution
     kind: Literal["linear", "kernel"]  # the model it trains (solvers.models)
     description: str
     problem: str
     params: tuple[Param, ...] = field(default_factory=tuple)
+    losses: tuple[str, ...] = ("l1", "l2")  # what problem_loss(applied) can be
+    tasks: tuple[Task, ...] = LINEAR_TASKS  # how many classes it trains, and how
+    # how `converged` is decided: "duality_gap" (linear: the relative gap recomputed at
+    # the returned w <= tol, continued by `fallback` until it holds, solvers/continuation)
+    # or "kkt" (kernel: the solver's own stop rule on the dual's optimality conditions)
+    certificate: Certificate = "duality_gap"
+    # what a fit can continue from: "dual" an earlier fit's dual solution (fit's
+    # warm_start, alpha0), "state" an earlier fit's solver state (warm_start with
+    # keep_solver_state), "primal" a w (w0, as a follow-up of the fallback rule); None
+    warm_start: WarmStart | None = None
+    fallback: tuple[Step, ...] = ()  # the fallback rule after an uncertified fit
+    randomized: bool = False  # uses `seed`; a deterministic solver takes no seed of its own
+    scale_sensitive: bool = False  # crawls on unscaled features (kernel: non-linear kernels)
+    chooses: bool = False  # trains nothing itself: picks a solver from the data (auto)
+
+    @property
+    def continues_fits(self) -> bool:
+        """Whether `fit(warm_start=earlier)` continues from an earlier fit of the same rows
+        (a C path: the search worker fits a path's points in increasing C)."""
+        return self.warm_start in ("dual", "state")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -175,10 +227,16 @@ def _limits(max_iter: int, what: str = "outer iterations (sweeps)") -> tuple[Par
     )
 
 
+def _class_weight() -> Param:
+    return Param("class_weight", "class_weight", None,
+                 "Per-class multiplier of C, e.g. {\"1\": 5.0}.", nullable=True)
+
+
 def _weights_and_seed(seed_what: str = "Seed of the random permutation") -> tuple[Param, ...]:
+    """class_weight and the seed of a randomized solver (SolverSpec.randomized); a
+    deterministic solver takes the workflow's seed instead (probability only)."""
     return (
-        Param("class_weight", "class_weight", None,
-              "Per-class multiplier of C, e.g. {\"1\": 5.0}.", nullable=True),
+        _class_weight(),
         Param("seed", "int", 0, f"{seed_what}; runs with the same seed are reproducible.",
               minimum=0, maximum=2**63 - 1),
     )
@@ -208,9 +266,9 @@ def _tol_param() -> Param:
 
 def _deterministic_tail(eps: Param, bias: tuple[str, ...], bias_default: str,
                         max_iter: int, what: str) -> tuple[Param, ...]:
-    """eps, tol, bias, limits, class weights, seed and threads of a deterministic solver."""
+    """eps, tol, bias, limits, class weights and threads of a deterministic solver."""
     return (eps, _tol_param(), *_bias_params(bias, bias_default), *_limits(max_iter, what),
-            *_weights_and_seed("Seed (deterministic; kept for uniformity)"), _threads())
+            _class_weight(), _threads())
 
 
 def _fallback_param() -> Param:
@@ -240,11 +298,22 @@ def _common(eps: float, loss: Param | None = None, eps_text: str = _DCD_EPS
     )
 
 
+# after the dual CD (dcd, acf), as LIBLINEAR switches -s 1 to -s 2 at its sweep limit
+_GAP_NOTE = " (relative gap above tol {tol:g})"
+_DUAL_CD_FALLBACK = (
+    Step(on=("converged",)),
+    Step(target="gram", size="few_wide_rows",
+         note=_GAP_NOTE + "; few wide examples: interior point"),
+    Step(target="tron", losses=("l2",), note=_GAP_NOTE),
+    Step(target="ocas", losses=("l1",), eps_from_tol=True, note=_GAP_NOTE),
+)
+
 SOLVERS: dict[str, SolverSpec] = {
     "dcd": SolverSpec(
         name="dcd",
         module="solvers.dcd",
         kind="linear",
+        warm_start="dual", fallback=_DUAL_CD_FALLBACK, randomized=True, scale_sensitive=True,
         description="Dual coordinate descent with random permutation and shrinking "
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
@@ -255,6 +324,10 @@ SOLVERS: dict[str, SolverSpec] = {
         name="tron",
         module="solvers.tron",
         kind="linear",
+        losses=("l2", "logistic"), warm_start="primal",
+        fallback=(Step(on=("max_iter", "stalled"), target="newton", losses=("l2", "logistic"),
+                       size="few_weights", note="; few weights: exact Newton steps"),
+                  Step(on=("converged",))),
         description="Truncated Newton method with preconditioned conjugate gradient on "
         "the primal (Lin, Weng & Keerthi 2008; Hsia, Chiang & Lin 2018; Galli & Lin 2021): "
         "a line search along the Newton direction as LIBLINEAR >= 2.40 -s 2, or the trust "
@@ -287,6 +360,7 @@ SOLVERS: dict[str, SolverSpec] = {
         name="newton",
         module="solvers.dense_newton",
         kind="linear",
+        losses=("l2", "logistic"), warm_start="primal",
         description="Newton's method on the primal with the Newton system solved exactly "
         "(dense Cholesky; Keerthi & DeCoste 2005): for at most 2000 weights (features + "
         "bias). Indifferent to feature scaling where TRON's conjugate gradient stalls "
@@ -300,7 +374,7 @@ SOLVERS: dict[str, SolverSpec] = {
             _tol_param(),
             *_bias_params(("augment", "none"), "augment"),
             *_limits(200, "Newton steps"),
-            *_weights_and_seed("Seed (deterministic; kept for uniformity)"),
+            _class_weight(),
         ),
     ),
     "gram": SolverSpec(
@@ -325,13 +399,14 @@ SOLVERS: dict[str, SolverSpec] = {
             _tol_param(),
             *_bias_params(("augment", "none"), "augment"),
             *_limits(200, "interior-point iterations"),
-            *_weights_and_seed("Seed (deterministic; kept for uniformity)"),
+            _class_weight(),
         ),
     ),
     "acf": SolverSpec(
         name="acf",
         module="solvers.acf",
         kind="linear",
+        warm_start="dual", fallback=_DUAL_CD_FALLBACK, randomized=True, scale_sensitive=True,
         description="Dual coordinate descent with adaptive coordinate frequencies "
         "(Glasmachers & Dogan 2013); fastest at large C.",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
@@ -346,6 +421,10 @@ SOLVERS: dict[str, SolverSpec] = {
         name="ocas",
         module="solvers.ocas",
         kind="linear",
+        losses=("l1",), warm_start="primal",
+        fallback=(Step(on=("max_iter", "stalled"), target="gram", size="few_rows",
+                       note="; few examples: interior point on the dual's Gram matrix"),
+                  Step(on=("converged", "stalled"))),
         description="Optimized cutting planes (Franc & Sonnenburg 2008); strong on dense, "
         "low-dimensional data.",
         problem="min_w 1/2||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i)",
@@ -360,7 +439,7 @@ SOLVERS: dict[str, SolverSpec] = {
                   minimum=0.0, exclusive_minimum=True, maximum=1e12, nullable=True),
             *_bias_params(("augment", "none"), "augment"),
             *_limits(10_000, "cutting-plane iterations"),
-            *_weights_and_seed("Seed (OCAS is deterministic; kept for uniformity)"),
+            _class_weight(),
             _threads(),
         ),
     ),
@@ -368,6 +447,7 @@ SOLVERS: dict[str, SolverSpec] = {
         name="alm",
         module="solvers.alm",
         kind="linear",
+        losses=("l1", "l2", "lp"),
         description="Inexact augmented-Lagrangian primal solver for the Lp-loss SVM "
         "(Nie et al. 2014), free bias.",
         problem="min_{w,b} 1/2||w||^2 + sum_i C_i max(0, 1 - y_i (w.x_i + b))^p",
@@ -388,6 +468,7 @@ SOLVERS: dict[str, SolverSpec] = {
         name="pegasos",
         module="solvers.pegasos",
         kind="linear",
+        losses=("l1",), randomized=True, scale_sensitive=True,
         description="Stochastic sub-gradient descent (Shalev-Shwartz et al. 2007), the "
         "approximate baseline; reports the primal objective it reaches. It has no stop "
         "rule (exit 'epochs_done'): its default 10 epochs end 4e-2..3e-1 above the "
@@ -410,6 +491,8 @@ SOLVERS: dict[str, SolverSpec] = {
         name="auto",
         module="solvers.auto",
         kind="linear",
+        # its choice continues from an earlier fit's dual point when it is a dual CD
+        warm_start="dual", randomized=True, chooses=True,
         description="The default for linear jobs: " + AUTO_RULE,
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
         "squared hinge (l2)",
@@ -430,6 +513,8 @@ SOLVERS: dict[str, SolverSpec] = {
         name="smo",
         module="solvers.smo",
         kind="kernel",
+        losses=("l1",), tasks=("binary", "multiclass_ovo", "multiclass_ovr"),
+        certificate="kkt", warm_start="state", scale_sensitive=True,
         description="Sequential minimal optimization for kernel SVMs (Platt 1998) with "
         "second-order working-set selection, shrinking and a kernel cache; LIBSVM C-SVC.",
         problem="min_a 1/2 a'Qa - e'a, 0 <= a_i <= C_i, y'a = 0, Q_ij = y_i y_j K(x_i, x_j)",
@@ -449,7 +534,7 @@ SOLVERS: dict[str, SolverSpec] = {
             Param("multiclass", "choice", "ovo", "'ovo' one-vs-one with voting (as LIBSVM) "
                   "or 'ovr' one-vs-rest.", choices=("ovo", "ovr")),
             *_limits(10_000_000, "SMO steps"),
-            *_weights_and_seed("Seed (SMO is deterministic; kept for uniformity)"),
+            _class_weight(),
             _threads(),
         ),
     ),
@@ -473,6 +558,11 @@ WORKFLOW_PARAMS: tuple[Param, ...] = (
           "Fit Platt sigmoids on 5-fold cross-validated decision values (LIBSVM -b 1); "
           "predict then returns probabilities. Costs about five more fits.",
           choices=(False, True)),
+    # a randomized solver's own seed (SolverSpec.randomized) also seeds this shuffle
+    Param("seed", "int", None,
+          "Seed of the row shuffle of the cross-validation that fits probabilities "
+          "(probability true; null: 0). The solver itself uses no randomness, so a seed "
+          "without probability is refused.", minimum=0, maximum=2**63 - 1, nullable=True),
 )
 
 
@@ -520,6 +610,13 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
         applied[param.name] = param.coerce(given[param.name]) if param.name in given else (
             param.default
         )
+    if not spec.randomized and applied.get("seed") is not None and not applied.get(
+            "probability"):
+        randomized = ", ".join(name for name, s in SOLVERS.items() if s.randomized)
+        raise ParamError(
+            f"seed: solver {solver!r} uses no randomness, so a seed would change nothing; "
+            "here it only seeds the cross-validation of probability true. Leave seed out, "
+            f"or choose a randomized solver ({randomized})", "seed")
     return applied
 
 

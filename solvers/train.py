@@ -3,9 +3,12 @@ the FitResult with its servable model; and `warmup`, which compiles every solver
 
 A solver module (registered in `solvers.params.SOLVERS`, imported on first use) exposes
 `solve(problem, params, monitor) -> BinarySolution` (solvers/backbone.py). How a training
-set becomes binary problems and the solutions become a model is the module's `ASSEMBLY`
-when it has one (SMO: one-vs-one or one-vs-rest kernel problems, a KernelModel), else
-`LINEAR`: one-vs-rest `LinearProblem`s and a LinearModel. This module owns the rest:
+set becomes binary problems and the solutions become a model follows the registry entry's
+`kind`: "linear", `LINEAR` here (one-vs-rest `LinearProblem`s, each certified and
+continued by the fallback rule, a LinearModel); "kernel", a `KernelSolverModule` with its
+own `ASSEMBLY` and `solve_all` (SMO: one-vs-one or one-vs-rest kernel problems, a
+KernelModel). What else a fit does (warm starts, how `converged` is decided) the entry's
+capabilities say (SolverSpec). This module owns the rest:
 validation, the wall-clock limit, throttled progress and cancellation (one
 ProgressMonitor per fit), and the summed result.
 """
@@ -52,8 +55,6 @@ _STOPPED = ("cancelled", "max_seconds")  # a fit stopped: the remaining problems
 class Assembly(Protocol):
     """How a training set becomes binary problems, and their solutions a FitResult."""
 
-    skip_when_late: bool  # leave a problem untrained when the time is up before it starts
-
     def problems(self, data: TrainingSet, applied: dict[str, Any]) -> list[Any]: ...
 
     def untrained(self, problem: Any, applied: dict[str, Any],
@@ -62,6 +63,16 @@ class Assembly(Protocol):
     def result(self, solver: str, data: TrainingSet, problems: list[Any],
                solutions: list[BinarySolution], applied: dict[str, Any],
                timings: dict[str, float]) -> FitResult: ...
+
+
+class KernelSolverModule(SolverModule, Protocol):
+    """A solver of kind "kernel": it builds its own problems and model, and schedules the
+    solves of its problems itself."""
+
+    ASSEMBLY: Assembly
+
+    def solve_all(self, problems: list[Any], params: dict[str, Any],
+                  monitor: ProgressMonitor) -> list[BinarySolution]: ...
 
 
 def solver_module(name: str) -> SolverModule:
@@ -104,34 +115,30 @@ def fit(
         return workflow.fit_workflow(X, y, solver, progress, applied, fit)
     data = training_set(X, y, applied)
     auto = None
-    if solver == "auto":
+    if SOLVERS[solver].chooses:
         solver, applied, auto = _resolve_auto(data, applied)
+    spec = SOLVERS[solver]
     module = solver_module(solver)
-    assembly: Assembly = getattr(module, "ASSEMBLY", LINEAR)
+    kernel = cast(KernelSolverModule, module) if spec.kind == "kernel" else None
+    assembly: Assembly = LINEAR if kernel is None else kernel.ASSEMBLY
     problems = assembly.problems(data, applied)
-    if assembly is not LINEAR and (keep_solver_state or warm_start is not None):
+    if spec.warm_start == "state" and (keep_solver_state or warm_start is not None):
         problems = _kernel_warm_problems(problems, warm_start, keep_solver_state)
     validate_s = time.perf_counter() - t0
 
     monitor = ProgressMonitor(progress, applied.get("max_seconds"), n_classes=len(problems))
     solutions: list[BinarySolution] = []
-    solve_all = getattr(module, "solve_all", None)  # a solver that schedules its problems
-    if solve_all is not None:
-        solutions = solve_all(problems, applied, monitor)
-    for k, problem in enumerate(problems if solve_all is None else ()):
+    if kernel is not None:  # it schedules its problems itself
+        solutions = kernel.solve_all(problems, applied, monitor)
+    for k, problem in enumerate(problems if kernel is None else ()):
         started = time.perf_counter()
         stopped = solutions[-1].exit_reason if solutions else None
         if stopped in _STOPPED:
-            solution = assembly.untrained(problem, applied, cast(str, stopped))
-        elif assembly.skip_when_late and monitor.out_of_time():
-            solution = assembly.untrained(problem, applied, "max_seconds")
+            solution = LINEAR.untrained(problem, applied, cast(str, stopped))
         else:
             monitor.class_index = k
-            if assembly is LINEAR:
-                solution = solve_certified(solver, solver_module, problem,
-                                           _warm_params(applied, warm_start, k), monitor)
-            else:
-                solution = module.solve(problem, applied, monitor)
+            solution = solve_certified(solver, solver_module, problem,
+                                       _warm_params(applied, warm_start, k), monitor)
         solution.details["train_seconds"] = time.perf_counter() - started
         solutions.append(solution)
     solve_s = time.perf_counter() - t0 - validate_s
@@ -143,13 +150,12 @@ def fit(
     result = assembly.result(solver, data, problems, solutions, applied, timings)
     result.warnings.extend(workflow.fit_warnings(data.X, solver, applied, result))
     result.auto = auto
-    if assembly is LINEAR:
-        result.dual_solutions = [s.alpha if s.details.get("solver") in _DUAL_CD else None
-                                 for s in solutions]
-    else:
+    if spec.certificate == "duality_gap":  # certified per output (solvers/continuation.py)
+        result.dual_solutions = [s.alpha if _dual_warm_start(s) else None for s in solutions]
+    else:  # "kkt": the solver's own stop rule decides
         result.converged = result.exit_reason == "converged"
-        if keep_solver_state:
-            result.kernel_states = [s.state for s in solutions]
+    if spec.warm_start == "state" and keep_solver_state:
+        result.kernel_states = [s.state for s in solutions]
     for solution in solutions:
         solution.state = None
     return result
@@ -170,7 +176,11 @@ def _kernel_warm_problems(problems: list[Any], warm_start: FitResult | None,
             for p, w in zip(problems, warm, strict=True)]
 
 
-_DUAL_CD = ("dcd", "acf")  # solvers whose dual solution can warm-start another fit
+def _dual_warm_start(solution: BinarySolution) -> bool:
+    """Whether the output ended in a solver whose dual solution can warm-start another fit
+    (the last solver of its fallback path)."""
+    last = solution.details.get("solver")
+    return last in SOLVERS and SOLVERS[last].warm_start == "dual"
 
 
 def _warm_params(applied: dict[str, Any], warm_start: FitResult | None, output: int
@@ -195,7 +205,8 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
     chosen, reason = choose(shape, applied["loss"], float(applied["C"]), applied["bias"])
     accepted = {p.name for p in SOLVERS[chosen].params}
     given = {key: value for key, value in applied.items()
-             if key in accepted and not (key == "max_iter" and value is None)}
+             if key in accepted and not (key == "max_iter" and value is None)
+             and not (key == "seed" and not SOLVERS[chosen].randomized)}
     given = {**settings(shape, chosen, applied["loss"]), **given}
     return chosen, validate_params(chosen, given), {"chosen": chosen, "reason": reason}
 
@@ -205,8 +216,6 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
 
 
 class _LinearAssembly:
-    skip_when_late = False
-
     def problems(self, data: TrainingSet, applied: dict[str, Any]) -> list[LinearProblem]:
         cost = data.class_cost[data.label_index]
         bias_scale = float(applied["bias_scale"]) if applied.get("bias") == "augment" else 0.0

@@ -115,8 +115,7 @@ import numpy as np
 
 from solvers import _tron_kernels as kernels
 from solvers import parallel
-from solvers.objectives import LinearProblem
-from solvers.train import BinarySolution, ProgressMonitor
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
     {"loss": "l2"},

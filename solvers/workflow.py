@@ -46,12 +46,12 @@ import scipy.sparse as sp
 from solvers.backbone import CsrArrays, ProgressCallback
 from solvers.calibration import CV_FOLDS, cv_decision_values, platt_fit
 from solvers.models import Calibration, KernelModel, Pipeline, estimator_of
+from solvers.params import SOLVERS
 from solvers.result import FitResult
 from solvers.scaling import Scaler, fit_scaler
 
 RANGE_RATIO_WARNING = 100.0
 SUPPORT_FRACTION_WARNING = 0.9  # kernel models, unscaled rows wider than [-1, 1]
-SCALE_SENSITIVE = {"dcd", "acf", "pegasos"}  # and smo with a non-linear kernel
 _INNER = {"scale": "none", "probability": False}
 
 FitFunction = Callable[..., FitResult]
@@ -69,6 +69,8 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
     matrix = sp.csr_matrix(X, dtype=np.float64)
     labels = np.asarray(y, dtype=np.float64).reshape(-1)
     inner = {**applied, **_INNER}
+    if not SOLVERS[solver].randomized:  # its seed only shuffles the cross-validation
+        inner["seed"] = None
     warnings: list[str] = []
     scaler = _fit_scaler(matrix, applied)
     scaled = matrix if scaler is None else scaler.transform(matrix)
@@ -86,7 +88,7 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
             deadline = _deadline(applied, started)
             try:
                 calibration, notes = calibrate(scaled, labels, solver, inner, result, fit,
-                                               progress, deadline)
+                                               progress, deadline, applied.get("seed"))
                 warnings += notes
             except _Stopped as stopped:  # the model is kept, without probabilities
                 exit_reason = stopped.exit_reason
@@ -100,7 +102,8 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
 
 
 def _public(applied: dict[str, Any]) -> dict[str, Any]:
-    return {k: applied[k] for k in ("scale", "scale_lower", "probability") if k in applied}
+    return {k: applied[k] for k in ("scale", "scale_lower", "probability", "seed")
+            if k in applied}
 
 
 def _fit_scaler(matrix: sp.csr_matrix, applied: dict[str, Any]) -> Scaler | None:
@@ -121,9 +124,12 @@ def _deadline(applied: dict[str, Any], started: float) -> float | None:
 
 
 def scale_sensitive(solver: str, applied: dict[str, Any]) -> bool:
-    if solver == "smo":
-        return applied.get("kernel", "rbf") != "linear"
-    return solver in SCALE_SENSITIVE
+    """The registry's word (SolverSpec.scale_sensitive); a kernel solver with the linear
+    kernel is not."""
+    spec = SOLVERS[solver]
+    if spec.kind == "kernel" and applied.get("kernel", "rbf") == "linear":
+        return False
+    return spec.scale_sensitive
 
 
 def feature_ranges(matrix: sp.csr_matrix) -> np.ndarray:
@@ -173,7 +179,8 @@ def range_warnings(matrix: sp.csr_matrix, solver: str, applied: dict[str, Any]) 
     ratio = float(varying.max() / varying.min())
     if ratio <= RANGE_RATIO_WARNING:
         return []
-    what = f"smo with the {applied.get('kernel', 'rbf')} kernel" if solver == "smo" else solver
+    kernel = SOLVERS[solver].kind == "kernel"
+    what = f"{solver} with the {applied.get('kernel', 'rbf')} kernel" if kernel else solver
     return [f"unscaled features: their value ranges differ by {ratio:.3g}x (from "
             f"{varying.min():.3g} to {varying.max():.3g}), and {what} is sensitive to scale "
             "(slow convergence or a poor model); train with \"scale\": \"minmax\" (or "
@@ -185,14 +192,14 @@ def range_warnings(matrix: sp.csr_matrix, solver: str, applied: dict[str, Any]) 
 
 def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any],
               result: FitResult, fit: FitFunction, progress: ProgressCallback | None,
-              deadline: float | None) -> tuple[Calibration, list[str]]:
+              deadline: float | None, seed: int | None) -> tuple[Calibration, list[str]]:
     """Platt sigmoids for the model of `result` (trained on X, y); see the docstring.
-    Raises _Stopped when cancelled or out of time."""
+    `seed` shuffles the rows (null: 0). Raises _Stopped when cancelled or out of time."""
     classes = result.classes
     estimator = estimator_of(result.model)
     pairwise = classes.shape[0] == 2 or (isinstance(estimator, KernelModel)
                                          and estimator.multiclass == "ovo")
-    rng = np.random.default_rng(int(inner.get("seed", 0)))
+    rng = np.random.default_rng(0 if seed is None else int(seed))
     k = classes.shape[0]
     n_fits = CV_FOLDS * (k * (k - 1) // 2 if pairwise else 1)
     runner = _FoldRunner(X, solver, inner, fit, progress, deadline, n_fits)

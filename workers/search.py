@@ -40,6 +40,7 @@ from app.services import searches
 from app.services.searches import FitOutcome, TaskClaim
 from app.settings import Settings
 from app.storage import blob_store, load_dataset
+from solvers.params import SOLVERS
 from workers.training import Heartbeat, job_threads, public_error, worker_name
 
 log = logging.getLogger("hinge.worker")
@@ -246,7 +247,7 @@ def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
 
 
 def _warm_path(claim: TaskClaim, params: dict[str, Any]) -> bool:
-    return claim.solver in (*searches.WARM_SOLVERS, "auto") and not params.get("probability")
+    return SOLVERS[claim.solver].continues_fits and not params.get("probability")
 
 
 def _warm_started(result: Any, previous: Any) -> bool:
@@ -282,7 +283,7 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
         if warm:
             params["scale"] = "none"
         started = time.perf_counter()
-        if warm and claim.solver == "smo":
+        if warm and SOLVERS[claim.solver].warm_start == "state":
             params["keep_solver_state"] = True
         result = fit(X_train, y_train, solver=claim.solver, progress=check,
                      warm_start=previous if warm else None, **params)

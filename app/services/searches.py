@@ -87,7 +87,6 @@ log = logging.getLogger("hinge.searches")
 QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
 SUCCEEDED, FAILED, CANCELLED = JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
 LOWER_IS_BETTER = {"log_loss"}
-WARM_SOLVERS = ("dcd", "acf", "smo")  # their dual solution warm-starts the next C
 
 
 # -- submit ------------------------------------------------------------------------------

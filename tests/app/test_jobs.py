@@ -55,6 +55,7 @@ def test_submit_fills_defaults_and_queues(client: TestClient, cancer_id: str) ->
         ({"params": {"max_iter": 0}}, "params.max_iter", ">= 1"),
         ({"params": {"class_weight": {"7": 2.0}}}, "params.class_weight", "not in the dataset"),
         ({"params": {"class_weight": {"1": -2.0}}}, "params.class_weight", "> 0"),
+        ({"solver": "tron", "params": {"seed": 3}}, "params.seed", "uses no randomness"),
         ({"dataset_id": "missing"}, "dataset_id", "no dataset"),
     ],
 )
