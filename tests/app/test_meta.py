@@ -8,6 +8,8 @@ import sys
 
 from fastapi.testclient import TestClient
 
+from solvers.params import SOLVERS
+from testkit.layers import import_graph, training_modules
 from tests.support import REPO
 
 
@@ -45,9 +47,10 @@ def test_unknown_route_and_wrong_method_use_the_error_shape(client: TestClient) 
 
 
 def test_the_api_never_loads_a_solver() -> None:
-    """app imports from solvers only the registry and parameter schemas, the parser, the
-    servable model objects and the model file formats (docs: architecture), never a
-    training module."""
+    """app never loads training code: the driver, the backbone, a registered solver, or
+    what loads or only serves them (testkit/layers.py derives the set from the registry
+    and the import graph; the import-linter contract `training_code` checks it
+    statically)."""
     code = (
         "import sys, app.main, app.routes.jobs, app.routes.models, app.predict,"
         " app.routes.evaluations, app.services.evaluations, app.services.splits;"
@@ -56,10 +59,17 @@ def test_the_api_never_loads_a_solver() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=REPO).stdout
     loaded = set(ast.literal_eval(out.strip()))
-    # solvers.auto: the pure-Python rule of solver "auto", quoted by the registry;
-    # solvers.svmlight_stream: the parser's decompression and errors (part of the parser)
-    assert loaded <= {"solvers", "solvers.params", "solvers.auto", "solvers.svmlight",
-                      "solvers.svmlight_stream", "solvers._svmlight_kernels",
-                      "solvers.models", "solvers.kernels", "solvers.formats",
-                      # the light workflow modules: a stored scaler, stored sigmoids, metrics
-                      "solvers.scaling", "solvers.probability", "solvers.metrics"}, loaded
+    training = training_modules(import_graph())
+    assert "solvers.params" in loaded  # the registry: the API validates specs with it
+    assert not loaded & training, sorted(loaded & training)
+
+
+def test_training_code_is_derived_from_the_registry() -> None:
+    """Every registered solver that trains, its compiled kernels and the driver are
+    training code; the registry, the parser and the servable models are not."""
+    training = training_modules(import_graph())
+    assert {spec.module for spec in SOLVERS.values() if not spec.chooses} <= training
+    assert {"solvers.train", "solvers.backbone", "solvers.continuation",
+            "solvers._tron_kernels", "solvers._alm_kernels", "solvers.smo.steps"} <= training
+    assert not {"solvers.params", "solvers.auto", "solvers.svmlight", "solvers.models",
+                "solvers.formats", "solvers.kernels", "solvers.scaling"} & training
