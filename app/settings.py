@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     # Blobs with no row (a crash between file and commit) are removed after this long.
     orphan_blob_grace_seconds: float = Field(3600.0, gt=0)
 
-    # -- blob storage (app/storage.py; docs/operations.md: "Running on several hosts") --------------
+    # -- blob storage (app/storage.py; docs/operations.md: "Running on several hosts") --
     # local: files under `home` (one host, or a shared filesystem); s3: an S3-compatible
     # object store, so hosts share nothing but the store, the database and the broker.
     blob_backend: Literal["local", "s3"] = "local"

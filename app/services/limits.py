@@ -18,7 +18,10 @@ from app.errors import not_found
 from app.orm import Dataset, Tenant
 from app.settings import Settings
 
-SUBMIT_LOCK = 0x68696E6765  # "hinge": pg_advisory_xact_lock key of job submission
+# pg_advisory_xact_lock(SUBMIT_LOCK, hashtext(current_schema())): advisory locks belong
+# to the whole database, so the key includes the schema, or two deployments in one
+# database (the test suite's schemas, a soak beside them) would queue on each other.
+SUBMIT_LOCK = 0x68696E67  # "hing"
 
 
 def tenant_limit(tenant: Tenant, settings: Settings, name: str) -> int:
@@ -51,4 +54,5 @@ def lock_dataset(session: Session, tenant_id: str, dataset_id: str) -> Dataset |
 def lock_submissions(session: Session) -> None:
     """Serialise job submissions (the global queue cap) until the transaction ends."""
     if _is_postgres(session):
-        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SUBMIT_LOCK})
+        session.execute(text("SELECT pg_advisory_xact_lock(:key, hashtext(current_schema()))"),
+                        {"key": SUBMIT_LOCK})

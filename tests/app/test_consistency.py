@@ -166,3 +166,35 @@ def test_a_failed_job_names_no_server_path(api: TestClient, backend: Settings,
     assert job["error"], job
     assert str(backend.home) not in job["error"] and ".npz" not in job["error"], job["error"]
     assert "/" not in job["error"], job["error"]
+
+
+@pytest.mark.postgres
+def test_another_schemas_submissions_do_not_hold_up_this_ones(tmp_path: Path,
+                                                               cancer_bytes: bytes) -> None:
+    """The submission lock is an advisory lock, which belongs to the whole database: two
+    deployments in one database (schemas) must not queue on each other's. Another schema
+    holds its submission lock; this one's submission is answered at once."""
+    import sqlalchemy as sa
+    from sqlalchemy.orm import Session
+
+    from app.services.limits import lock_submissions
+
+    with migrated_settings("postgres", tmp_path / "other") as other, \
+            migrated_settings("postgres", tmp_path / "home", rate_per_second=0) as settings, \
+            TestClient(create_app(settings), headers=bearer(make_key(settings))) as api:
+        dataset_id = _upload(api, cancer_bytes)
+        holder = sa.create_engine(other.database_url)
+        pool = ThreadPoolExecutor(1)
+        try:
+            with holder.connect() as connection:
+                transaction = connection.begin()
+                lock_submissions(Session(bind=connection))  # held until the rollback
+                answer = pool.submit(api.post, "/v1/jobs", json={"dataset_id": dataset_id})
+                try:
+                    status = answer.result(timeout=20).status_code
+                finally:
+                    transaction.rollback()
+        finally:
+            pool.shutdown(wait=True)
+            holder.dispose()
+    assert status == 202
