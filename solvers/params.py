@@ -610,6 +610,10 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
         applied[param.name] = param.coerce(given[param.name]) if param.name in given else (
             param.default
         )
+    if not spec.randomized and applied.get("seed") == 0 and not applied.get("probability"):
+        # 0 was every solver's default before only randomized ones took a seed: the params
+        # stored with earlier jobs, searches and models carry it, and mean no seed
+        applied["seed"] = None
     if not spec.randomized and applied.get("seed") is not None and not applied.get(
             "probability"):
         randomized = ", ".join(name for name, s in SOLVERS.items() if s.randomized)

@@ -89,6 +89,8 @@ def test_a_deterministic_solver_refuses_a_seed_without_probability(solver: str) 
     assert raised.value.field == "seed"
     assert validate_params(solver, {})["seed"] is None
     assert validate_params(solver, {"seed": 3, "probability": True})["seed"] == 3
+    # the params stored before (every solver's default seed was 0) still validate
+    assert validate_params(solver, {"seed": 0})["seed"] is None
 
 
 @pytest.mark.parametrize("solver", sorted(n for n, s in SOLVERS.items() if s.randomized))
