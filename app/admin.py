@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from app.bus import announce
 from app.db import after_commit, session_scope
-from app.errors import ApiError
+from app.errors import DomainError, NotFound
 from app.services import tenants
 from app.settings import Settings
 
@@ -71,7 +71,7 @@ def run(argv: list[str], settings: Settings) -> str:
             if args.tenant is not None:
                 found = tenants.tenant_by_name(session, args.tenant)
                 if found is None:
-                    raise ApiError(404, f"no tenant {args.tenant!r}")
+                    raise NotFound("tenant", args.tenant, f"no tenant {args.tenant!r}")
                 owner_id = found.id
             return "\n".join(
                 f"{k.id}  tenant={k.tenant_id}  scopes={','.join(k.scopes)}  "
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     settings.ensure_dirs()
     try:
         print(run(sys.argv[1:] if argv is None else argv, settings))
-    except ApiError as exc:
+    except DomainError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
     return 0

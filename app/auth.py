@@ -29,7 +29,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.db import read_sessionmaker_for
-from app.errors import ApiError
+from app.http_errors import ApiError
 from app.ratelimit import take_token
 from app.services import tenants
 from app.services.tenants import Principal

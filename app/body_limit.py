@@ -25,7 +25,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import error_body
+from app.http_errors import error_body
 from app.ingest import MULTIPART_OVERHEAD
 from app.settings import Settings
 

@@ -1,57 +1,30 @@
-"""One JSON error shape for every failure: {"error": {"code", "message", "detail"}}."""
+"""What the domain refuses, in its own words: services, the parsers and the workers raise
+these, and import neither FastAPI nor Starlette. The HTTP edge (app.http_errors) turns each
+kind into its answer: NotFound 404, Conflict 409, Invalid 422, TooLarge 413, OverLimit 429,
+Unavailable 503, Unsupported 415, Malformed 400, all in the one error shape
+{"error": {"code", "message", "detail"}} with `detail` as given here."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.db import DatabaseBusy
+class DomainError(Exception):
+    """A request the domain cannot carry out; `message` says why, `detail` (JSON-able)
+    says what to change."""
 
-log = logging.getLogger("hinge.api")
-
-# How soon a client should try again after a 503 for a busy database.
-BUSY_RETRY_AFTER_SECONDS = 2
-
-_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    411: "length_required",
-    413: "too_large",
-    415: "unsupported_media_type",
-    422: "invalid_input",
-    429: "too_many_requests",
-    500: "internal_error",
-    503: "unavailable",
-}
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, detail: Any = None, code: str | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(self, message: str, detail: Any = None) -> None:
         super().__init__(message)
-        self.status = status
         self.message = message
         self.detail = detail
-        self.code = code or _CODES.get(status, "error")
-        self.headers = headers
 
 
-class NotFound(ApiError):
-    """No such resource: a 404 for the API, the not-found page for the dashboard."""
+class NotFound(DomainError):
+    """No such resource (of this tenant): a 404 for the API, the not-found page for the
+    dashboard."""
 
-    def __init__(self, kind: str, ident: str) -> None:
-        super().__init__(404, f"{kind} {ident!r} not found")
+    def __init__(self, kind: str, ident: str, message: str | None = None) -> None:
+        super().__init__(message or f"{kind} {ident!r} not found")
         self.kind = kind
         self.ident = ident
 
@@ -60,80 +33,49 @@ def not_found(kind: str, ident: str) -> NotFound:
     return NotFound(kind, ident)
 
 
-def error_body(status: int, message: str, detail: Any = None, code: str | None = None) -> dict:
-    return {"error": {"code": code or _CODES.get(status, "error"), "message": message,
-                      "detail": detail}}
+class Conflict(DomainError):
+    """The resource's state forbids it (a finished job cancelled, a name taken)."""
 
 
-def _json(status: int, message: str, detail: Any = None, code: str | None = None,
-          headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(status, message, detail, code), status_code=status,
-                        headers=headers)
+class Invalid(DomainError):
+    """The request asks for something that cannot be: `field` names the input at fault."""
+
+    def __init__(self, message: str, detail: Any = None, *, field: str | None = None
+                 ) -> None:
+        if field is not None:
+            detail = {"field": field, **(detail or {})}
+        super().__init__(message, detail)
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return _json(exc.status, exc.message, exc.detail, exc.code, exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-            for e in exc.errors()
-        ]
-        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"] if p != "body")
-        message = f"{where}: {first['msg']}" if where else str(first["msg"])
-        return _json(422, message, errors)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = exc.detail if isinstance(exc.detail, str) else "request failed"
-        return _json(exc.status_code, message, headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(DatabaseBusy)
-    @app.exception_handler(PoolTimeout)
-    async def _busy(request: Request, exc: Exception) -> JSONResponse:
-        return _database_busy(request, exc)
-
-    @app.exception_handler(OperationalError)
-    async def _operational(request: Request, exc: OperationalError) -> JSONResponse:
-        if is_lock_timeout(exc):
-            return _database_busy(request, exc)
-        if is_refused_connection(exc):
-            log.warning("%s %s: %s; answered 503", request.method, request.url.path, exc)
-            return _json(503, "the database cannot be reached right now; try again shortly",
-                         None, headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)})
-        return _unhandled_error(request)
-
-    @app.exception_handler(Exception)
-    async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
-        return _unhandled_error(request)
+class TooLarge(DomainError):
+    """The request is bigger than a limit allows (its bytes, rows, fits, or the tenant's
+    stored datasets): sending it again will not help."""
 
 
-def is_lock_timeout(exc: OperationalError) -> bool:
-    """SQLite's "database is locked" (or "busy"): a statement outlived its busy timeout,
-    and its transaction did not commit."""
-    message = str(exc.orig)
-    return "database is locked" in message or "database is busy" in message
+class OverLimit(DomainError):
+    """A queue or rate limit is full now: the same request may succeed `retry_after`
+    seconds later."""
+
+    def __init__(self, message: str, detail: Any = None, *, retry_after: int | None = None
+                 ) -> None:
+        super().__init__(message, detail)
+        self.retry_after = retry_after
 
 
-def is_refused_connection(exc: OperationalError) -> bool:
-    """A new connection was refused (PostgreSQL down, or at its max_connections): the
-    statement that needed it never ran."""
-    message = str(exc.orig)
-    return message.startswith("connection failed") or "too many clients" in message
+class Unavailable(DomainError):
+    """A service it needs (the broker, the database) cannot be reached; nothing was
+    started."""
+
+    def __init__(self, message: str, detail: Any = None, *, retry_after: int | None = None
+                 ) -> None:
+        super().__init__(message, detail)
+        self.retry_after = retry_after
 
 
-def _database_busy(request: Request, exc: Exception) -> JSONResponse:
-    """503 with Retry-After: the write transaction never began or never committed, so the
-    request changed nothing."""
-    log.warning("%s %s: %s; answered 503", request.method, request.url.path, exc)
-    return _json(503, "the database is busy with other writes; try again shortly", None,
-                 headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)})
+class Unsupported(DomainError):
+    """A content type the operation does not read."""
 
 
-def _unhandled_error(request: Request) -> JSONResponse:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return _json(500, "internal server error")
+class Malformed(DomainError):
+    """The request's framing is broken (a multipart body, a length) before its content
+    could be read."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.errors import ApiError
+from app.errors import Invalid
 from solvers.formats import LIBLINEAR_SOLVER_TYPES, ModelFormatError
 from solvers.formats import liblinear_model_text as _liblinear_model_text
 from solvers.models import LinearModel
@@ -18,4 +18,4 @@ def liblinear_model_text(model: LinearModel, params: dict[str, Any]) -> str:
     try:
         return _liblinear_model_text(model, params)
     except ModelFormatError as exc:
-        raise ApiError(422, str(exc)) from None
+        raise Invalid(str(exc)) from None

@@ -42,7 +42,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.db import session_scope
-from app.errors import ApiError
+from app.http_errors import ApiError
 from app.orm import IdempotencyRecord, utcnow
 from app.settings import Settings
 

@@ -25,7 +25,7 @@ from python_multipart import MultipartParser
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
-from app.errors import ApiError
+from app.errors import Invalid, Malformed, TooLarge
 from app.metrics import UPLOAD_BYTES
 from app.settings import Settings
 from solvers.svmlight import (
@@ -46,7 +46,7 @@ MULTIPART_OVERHEAD = 64 << 10
 
 
 class UploadSink:
-    """Counts, decompresses and parses bytes; raises ApiError 413/422 on bad input.
+    """Counts, decompresses and parses bytes; raises TooLarge or Invalid on bad input.
 
     `max_array_bytes`: the most the parsed arrays may take (default: the dataset limit)."""
 
@@ -70,24 +70,24 @@ class UploadSink:
             )
         )
 
-    def _too_large(self, what: str) -> ApiError:
-        return ApiError(413, f"{what} exceeds the limit of {self.max_bytes} bytes "
-                             "(HINGE_MAX_UPLOAD_BYTES)", {"limit": self.max_bytes})
+    def _too_large(self, what: str) -> TooLarge:
+        return TooLarge(f"{what} exceeds the limit of {self.max_bytes} bytes "
+                        "(HINGE_MAX_UPLOAD_BYTES)", {"limit": self.max_bytes})
 
     def _check_parsed(self) -> None:
         self._check_counts(self.parser.rows_parsed, self.parser.entries_parsed)
 
     def _check_counts(self, rows: int, nnz: int) -> None:
         if rows > self.max_rows:
-            raise ApiError(413, f"the dataset has more than {self.max_rows} rows "
-                                "(HINGE_MAX_DATASET_ROWS)", {"limit": self.max_rows})
+            raise TooLarge(f"the dataset has more than {self.max_rows} rows "
+                           "(HINGE_MAX_DATASET_ROWS)", {"limit": self.max_rows})
         if nnz > self.max_nnz:
-            raise ApiError(413, f"the dataset has more than {self.max_nnz} non-zeros "
-                                "(HINGE_MAX_DATASET_NNZ)", {"limit": self.max_nnz})
+            raise TooLarge(f"the dataset has more than {self.max_nnz} non-zeros "
+                           "(HINGE_MAX_DATASET_NNZ)", {"limit": self.max_nnz})
         if rows * ROW_BYTES + nnz * ENTRY_BYTES > self.max_array_bytes:
-            raise ApiError(413, f"the dataset's arrays would exceed {self.max_array_bytes} "
-                                "bytes (HINGE_MAX_DATASET_BYTES, or what is left of the "
-                                "tenant's stored bytes)", {"limit": self.max_array_bytes})
+            raise TooLarge(f"the dataset's arrays would exceed {self.max_array_bytes} "
+                           "bytes (HINGE_MAX_DATASET_BYTES, or what is left of the "
+                           "tenant's stored bytes)", {"limit": self.max_array_bytes})
 
     def _parse(self, pieces: Iterator[bytes]) -> None:
         for piece in pieces:  # one decompressor step at a time, never a whole chunk's
@@ -121,8 +121,8 @@ class UploadSink:
             raise self._too_large("decompressed upload") from None
 
 
-def invalid_dataset(exc: SvmlightError) -> ApiError:
-    return ApiError(422, f"invalid dataset: {exc}", {"line": exc.line, "reason": exc.reason})
+def invalid_dataset(exc: SvmlightError) -> Invalid:
+    return Invalid(f"invalid dataset: {exc}", {"line": exc.line, "reason": exc.reason})
 
 
 class _MultipartCollector:
@@ -170,7 +170,7 @@ class _MultipartCollector:
         self._field = options.get(b"name", b"").decode("latin-1")
         if self._field == "file":
             if self.saw_file:
-                raise ApiError(422, "more than one `file` part in the upload")
+                raise Invalid("more than one `file` part in the upload")
             self.saw_file = True
             raw_name = options.get(b"filename")
             self.filename = raw_name.decode("utf-8", "replace") if raw_name else None
@@ -182,19 +182,19 @@ class _MultipartCollector:
         elif self._field == "name":
             self.name_parts.append(data[start:end])
             if sum(len(p) for p in self.name_parts) > MAX_NAME_BYTES:
-                raise ApiError(422, f"name: at most {MAX_NAME_BYTES} bytes")
+                raise Invalid(f"name: at most {MAX_NAME_BYTES} bytes")
 
     def write(self, chunk: bytes) -> None:
         try:
             self._parser.write(chunk)
         except MultipartParseError as exc:
-            raise ApiError(400, f"malformed multipart body: {exc}") from None
+            raise Malformed(f"malformed multipart body: {exc}") from None
 
     def finalize(self) -> None:
         try:
             self._parser.finalize()
         except MultipartParseError as exc:
-            raise ApiError(400, f"malformed multipart body: {exc}") from None
+            raise Malformed(f"malformed multipart body: {exc}") from None
 
     def take(self) -> list[bytes]:
         pieces, self.pending, self.pending_bytes = self.pending, [], 0
@@ -214,8 +214,8 @@ async def _capped(body: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes
         total += len(chunk)
         UPLOAD_BYTES.inc(len(chunk))
         if total > limit:
-            raise ApiError(413, f"request body exceeds the limit of {limit} bytes "
-                                "(HINGE_MAX_UPLOAD_BYTES)", {"limit": limit})
+            raise TooLarge(f"request body exceeds the limit of {limit} bytes "
+                           "(HINGE_MAX_UPLOAD_BYTES)", {"limit": limit})
         yield chunk
 
 
@@ -240,8 +240,8 @@ def upload_gate(state: object, settings: Settings) -> UploadGate:
 def check_name(name: str) -> str:
     """A dataset name as stored: 422 for control characters (NUL cannot be stored)."""
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise ApiError(422, "name: control characters (such as NUL) are not allowed",
-                       {"field": "name"})
+        raise Invalid("name: control characters (such as NUL) are not allowed",
+                      field="name")
     return name
 
 
@@ -257,10 +257,10 @@ async def receive_dataset(
         try:
             declared = int(content_length)
         except ValueError:
-            raise ApiError(400, "Content-Length is not a number") from None
+            raise Malformed("Content-Length is not a number") from None
         if declared > settings.max_upload_bytes + MULTIPART_OVERHEAD:
-            raise ApiError(413, f"upload of {declared} bytes exceeds the limit of "
-                                f"{settings.max_upload_bytes} bytes (HINGE_MAX_UPLOAD_BYTES)",
+            raise TooLarge(f"upload of {declared} bytes exceeds the limit of "
+                           f"{settings.max_upload_bytes} bytes (HINGE_MAX_UPLOAD_BYTES)",
                            {"limit": settings.max_upload_bytes})
     sink = UploadSink(settings, max_array_bytes)
 
@@ -273,7 +273,7 @@ async def receive_dataset(
     if media_type == b"multipart/form-data":
         boundary = options.get(b"boundary")
         if not boundary:
-            raise ApiError(400, "multipart/form-data without a boundary")
+            raise Malformed("multipart/form-data without a boundary")
         collector = _MultipartCollector(boundary)
         async for chunk in body:
             collector.write(chunk)
@@ -281,7 +281,7 @@ async def receive_dataset(
                 await run(sink.write, collector.take())
         collector.finalize()
         if not collector.saw_file:
-            raise ApiError(422, "multipart upload needs a `file` field with the svmlight data")
+            raise Invalid("multipart upload needs a `file` field with the svmlight data")
         await run(sink.write, collector.take())
         name = collector.name or collector.filename
     else:

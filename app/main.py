@@ -17,7 +17,7 @@ from app import bus
 from app.auth import CSRF_HEADER, SignInRequired, declare_bearer_security
 from app.body_limit import BodyLimitMiddleware
 from app.docs import install_docs
-from app.errors import install_error_handlers
+from app.http_errors import install_error_handlers
 from app.routes import (
     admin,
     dashboard,

@@ -12,7 +12,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 import scipy.sparse as sp
 
-from app.errors import ApiError
+from app.errors import Invalid, TooLarge
 from app.schemas import Instance
 from solvers import models as solver_models
 from solvers.models import LinearModel
@@ -96,9 +96,9 @@ class ModelCache:
         return len(self._items)
 
 
-def too_many_rows(rows: int, max_rows: int) -> ApiError:
-    return ApiError(413, f"{rows} rows exceed the limit of {max_rows} rows per request "
-                         "(HINGE_MAX_PREDICT_ROWS)", {"limit": max_rows})
+def too_many_rows(rows: int, max_rows: int) -> TooLarge:
+    return TooLarge(f"{rows} rows exceed the limit of {max_rows} rows per request "
+                    "(HINGE_MAX_PREDICT_ROWS)", {"limit": max_rows})
 
 
 def rows_from_instances(instances: list[Instance], n_features: int,
@@ -183,16 +183,16 @@ def linear_few_rows(model: LinearModel, instances: list[Instance]
 
 def _check_row(row: int, instance: Instance) -> None:
     if len(instance.indices) != len(instance.values):
-        raise ApiError(422, f"instances[{row}]: {len(instance.indices)} indices but "
-                            f"{len(instance.values)} values")
+        raise Invalid(f"instances[{row}]: {len(instance.indices)} indices but "
+                      f"{len(instance.values)} values")
     for index, value in zip(instance.indices, instance.values, strict=True):
         if index < 1:
-            raise ApiError(422, f"instances[{row}]: feature index {index} < 1: indices "
-                                "are 1-based (the first feature is 1); with 0-based "
-                                "indices, add 1 to every index")
+            raise Invalid(f"instances[{row}]: feature index {index} < 1: indices "
+                          "are 1-based (the first feature is 1); with 0-based "
+                          "indices, add 1 to every index")
         if not math.isfinite(value):
-            raise ApiError(422, f"instances[{row}]: value {value} for feature {index} "
-                                "is not finite")
+            raise Invalid(f"instances[{row}]: value {value} for feature {index} "
+                          "is not finite")
 
 
 def _rows_one_by_one(instances: list[Instance], n_features: int) -> sp.csr_matrix:
@@ -231,8 +231,8 @@ def rows_from_svmlight(text: bytes, n_features: int, max_rows: int,
         parser.feed(b"\n".join(labelled))
         parsed = parser.finish()
     except SvmlightError as exc:
-        raise ApiError(422, f"invalid svmlight rows: {exc}",
-                       {"line": exc.line, "reason": exc.reason}) from None
+        raise Invalid(f"invalid svmlight rows: {exc}",
+                      {"line": exc.line, "reason": exc.reason}) from None
     rows = len(parsed.indptr) - 1
     if rows > max_rows:
         raise too_many_rows(rows, max_rows)

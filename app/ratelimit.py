@@ -20,7 +20,7 @@ import anyio.to_thread
 import redis
 
 from app.bus import redis_url
-from app.errors import ApiError
+from app.http_errors import ApiError
 from app.settings import Settings
 
 log = logging.getLogger("hinge.ratelimit")

@@ -19,7 +19,7 @@ from urllib.parse import unquote_to_bytes, urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import error_body
+from app.http_errors import error_body
 
 BASE_HEADERS = {
     "x-content-type-options": "nosniff",

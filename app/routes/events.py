@@ -28,7 +28,8 @@ from app.auth import ReadAuth
 from app.bus import subscribe
 from app.db import read_sessionmaker_for
 from app.deps import SettingsDep
-from app.errors import ApiError, not_found
+from app.errors import not_found
+from app.http_errors import ApiError
 from app.job_status import TERMINAL_STATUSES
 from app.metrics import observe_progress_lag
 from app.orm import JobEvent

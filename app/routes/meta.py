@@ -11,7 +11,7 @@ from sqlalchemy import text
 from app.auth import AdminAuth, Public, ReadAuth
 from app.db import read_sessionmaker_for
 from app.deps import SettingsDep
-from app.errors import ApiError
+from app.http_errors import ApiError
 from app.metrics import exposition
 from app.schemas import SolverPublic, SolversPublic
 from solvers.params import describe_solvers

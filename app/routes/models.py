@@ -13,7 +13,7 @@ from app.auth import ReadAuth, TrainAuth
 from app.bus import announce
 from app.db import after_commit
 from app.deps import SessionDep, SettingsDep, WriteSessionDep
-from app.errors import ApiError
+from app.http_errors import ApiError
 from app.orm import Model
 from app.schemas import ModelPublic, ModelsPublic, PredictRequest, PredictResponse
 from app.services import models as service

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db import after_commit, after_rollback, read_sessionmaker_for
-from app.errors import ApiError, not_found
+from app.errors import Conflict, TooLarge, not_found
 from app.job_status import ACTIVE_STATUSES
 from app.orm import Dataset, Job, Tenant, new_id
 from app.services.limits import lock_dataset, lock_tenant, tenant_limit
@@ -41,13 +41,13 @@ def check_quota(session: Session, settings: Settings, tenant: Tenant, adding: in
         .where(Dataset.tenant_id == tenant.id)).one()
     if count + datasets > max_datasets:
         more = "one more" if datasets == 1 else f"{datasets} more"
-        raise ApiError(413, f"the tenant has {count} datasets; {more} would exceed its limit "
-                            f"of {max_datasets} (HINGE_TENANT_MAX_DATASETS or the tenant's "
-                            "own); delete some first", {"limit": max_datasets})
+        raise TooLarge(f"the tenant has {count} datasets; {more} would exceed its limit "
+                       f"of {max_datasets} (HINGE_TENANT_MAX_DATASETS or the tenant's "
+                       "own); delete some first", {"limit": max_datasets})
     if stored + adding > max_bytes:
-        raise ApiError(413, f"storing {adding} more bytes would exceed the tenant's limit of "
-                            f"{max_bytes} stored bytes ({stored} used; "
-                            "HINGE_TENANT_MAX_STORED_BYTES or the tenant's own)",
+        raise TooLarge(f"storing {adding} more bytes would exceed the tenant's limit of "
+                       f"{max_bytes} stored bytes ({stored} used; "
+                       "HINGE_TENANT_MAX_STORED_BYTES or the tenant's own)",
                        {"limit": max_bytes, "used": int(stored), "adding": adding})
 
 
@@ -171,8 +171,8 @@ def delete_dataset(session: Session, settings: Settings, tenant_id: str, dataset
             Job.dataset_id == dataset_id, Job.status.in_(ACTIVE_STATUSES))
     )
     if active:
-        raise ApiError(409, f"dataset {dataset_id!r} has {active} queued or running job(s); "
-                            "cancel them or wait for them to finish first")
+        raise Conflict(f"dataset {dataset_id!r} has {active} queued or running job(s); "
+                       "cancel them or wait for them to finish first")
     blob = BlobRef.parse(dataset.blob_path)
     store = blob_store(settings)
     session.delete(dataset)

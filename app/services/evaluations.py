@@ -28,7 +28,7 @@ import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.errors import ApiError, not_found
+from app.errors import Invalid, Unavailable, not_found
 from app.job_status import JobStatus
 from app.orm import Dataset, Evaluation, Model, new_id, utcnow
 from app.predict import ServableModel
@@ -64,8 +64,8 @@ def compute_report(model: ServableModel, X: Any, y: np.ndarray) -> dict[str, Any
 
 # -- the API's side ----------------------------------------------------------------------
 
-def _no_dataset(dataset_id: str) -> ApiError:
-    return ApiError(422, f"dataset_id: no dataset {dataset_id!r}", {"field": "dataset_id"})
+def _no_dataset(dataset_id: str) -> Invalid:
+    return Invalid(f"dataset_id: no dataset {dataset_id!r}", field="dataset_id")
 
 
 def create_evaluation(reader: Session, session: Session, settings: Settings, tenant_id: str,
@@ -81,14 +81,14 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
     if dataset is None:
         raise _no_dataset(spec.dataset_id)
     if dataset.features > metadata.n_features:
-        raise ApiError(422, f"dataset {dataset.id!r} has {dataset.features} features, more "
-                            f"than the model's {metadata.n_features}", {"field": "dataset_id"})
+        raise Invalid(f"dataset {dataset.id!r} has {dataset.features} features, more "
+                      f"than the model's {metadata.n_features}", field="dataset_id")
     unknown = sorted(set(dataset.labels) - set(metadata.labels))
     if unknown:
-        raise ApiError(422, f"dataset {dataset.id!r} has labels the model does not know: "
-                            f"{', '.join(f'{v:g}' for v in unknown[:10])} (model classes: "
-                            f"{', '.join(f'{v:g}' for v in metadata.labels)})",
-                       {"field": "dataset_id"})
+        raise Invalid(f"dataset {dataset.id!r} has labels the model does not know: "
+                      f"{', '.join(f'{v:g}' for v in unknown[:10])} (model classes: "
+                      f"{', '.join(f'{v:g}' for v in metadata.labels)})",
+                      field="dataset_id")
     now = utcnow()
     evaluation = Evaluation(
         id=new_id(), tenant_id=tenant_id, model_id=model_id, dataset_id=dataset.id,
@@ -104,8 +104,8 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
         try:
             evaluation.report = compute_report(model, X, y)
         except ValueError as exc:  # a dataset that does not fit the model after all
-            raise ApiError(422, f"cannot evaluate on dataset {dataset.id!r}: {exc}",
-                           {"field": "dataset_id"}) from None
+            raise Invalid(f"cannot evaluate on dataset {dataset.id!r}: {exc}",
+                          field="dataset_id") from None
         evaluation.status, evaluation.attempt, evaluation.finished_at = SUCCEEDED, 1, utcnow()
         evaluation.worker = "inline"
         reader.close()  # its connection back to the pool before the write one is taken
@@ -124,8 +124,8 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
         _finish(session, evaluation.id, QUEUED, None, error=f"could not enqueue: "
                                                             f"{type(exc).__name__}")
         session.commit()
-        raise ApiError(503, "the job queue is unavailable; the evaluation was not started",
-                       {"evaluation_id": evaluation.id}) from None
+        raise Unavailable("the job queue is unavailable; the evaluation was not started",
+                          {"evaluation_id": evaluation.id}) from None
     session.refresh(evaluation)
     return evaluation
 

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app import outbox
 from app.bus import notify
 from app.db import after_commit
-from app.errors import ApiError, not_found
+from app.errors import Conflict, Invalid, OverLimit, not_found
 from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.queue import TRAIN_TASK
@@ -192,9 +192,9 @@ def _check_caps(applied: dict[str, Any], settings: Settings) -> None:
     for param, setting in PARAM_CAPS.items():
         value, cap = applied.get(param), getattr(settings, setting)
         if isinstance(value, int | float) and value > cap:
-            raise ApiError(422, f"params.{param}: {value:g} exceeds this service's limit of "
-                                f"{cap:g} (HINGE_{setting.upper()})",
-                           {"field": f"params.{param}", "limit": cap})
+            raise Invalid(f"params.{param}: {value:g} exceeds this service's limit of "
+                          f"{cap:g} (HINGE_{setting.upper()})",
+                          {"limit": cap}, field=f"params.{param}")
 
 
 def validated_params(spec: JobCreate, settings: Settings) -> dict[str, Any]:
@@ -203,7 +203,7 @@ def validated_params(spec: JobCreate, settings: Settings) -> dict[str, Any]:
         applied = validate_params(spec.solver, spec.params)
     except ParamError as exc:
         field = "solver" if exc.field == "solver" else f"params.{exc.field}"
-        raise ApiError(422, str(exc), {"field": field}) from None
+        raise Invalid(str(exc), field=field) from None
     _check_caps(applied, settings)
     return applied
 
@@ -212,26 +212,25 @@ def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | 
                    ) -> None:
     """422 for a dataset the job cannot train on."""
     if dataset is None:
-        raise ApiError(422, f"dataset_id: no dataset {spec.dataset_id!r}",
-                       {"field": "dataset_id"})
+        raise Invalid(f"dataset_id: no dataset {spec.dataset_id!r}",
+                      field="dataset_id")
     if len(dataset.labels) < 2:
-        raise ApiError(
-            422,
+        raise Invalid(
             f"dataset {dataset.id!r} has only one class ({dataset.labels[0]:g}); an SVM needs "
             "at least two",
-            {"field": "dataset_id"},
+            field="dataset_id",
         )
     try:
         check_scale_for_data(applied, dataset.rows, dataset.features, dataset.nnz)
     except ParamError as exc:
-        raise ApiError(422, str(exc), {"field": f"params.{exc.field}"}) from None
+        raise Invalid(str(exc), field=f"params.{exc.field}") from None
     weights = applied.get("class_weight") or {}
     known = {label_key(v) for v in dataset.labels}
     unknown = sorted(set(weights) - known)
     if unknown:
-        raise ApiError(422, f"params.class_weight: label(s) {', '.join(unknown)} not in the "
-                            f"dataset (labels: {', '.join(sorted(known))})",
-                       {"field": "params.class_weight"})
+        raise Invalid(f"params.class_weight: label(s) {', '.join(unknown)} not in the "
+                      f"dataset (labels: {', '.join(sorted(known))})",
+                      field="params.class_weight")
 
 
 def _check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
@@ -240,15 +239,15 @@ def _check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> N
     queued = session.scalar(select(func.count()).select_from(Job)
                             .where(Job.status == QUEUED)) or 0
     if queued >= settings.max_queued_jobs:
-        raise ApiError(429, f"{queued} jobs are already queued (HINGE_MAX_QUEUED_JOBS); "
-                            "try again later", headers={"Retry-After": "10"})
+        raise OverLimit(f"{queued} jobs are already queued (HINGE_MAX_QUEUED_JOBS); "
+                        "try again later", retry_after=10)
     mine = session.scalar(select(func.count()).select_from(Job)
                           .where(Job.status == QUEUED, Job.tenant_id == tenant_id)) or 0
     limit = tenant_limit(tenant, settings, "max_queued_jobs")
     if mine >= limit:
-        raise ApiError(429, f"the tenant has {mine} queued jobs, its limit "
-                            "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again later",
-                       {"limit": limit}, headers={"Retry-After": "10"})
+        raise OverLimit(f"the tenant has {mine} queued jobs, its limit "
+                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again later",
+                        {"limit": limit}, retry_after=10)
 
 
 def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate) -> Job:
@@ -287,7 +286,7 @@ def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) ->
     elif job.status in ACTIVE_STATUSES:  # (a failed transition has re-read the status)
         job.cancel_requested = True  # the worker's progress callback sees it
     else:
-        raise ApiError(409, f"job {job_id!r} is already {job.status}",
+        raise Conflict(f"job {job_id!r} is already {job.status}",
                        {"status": job.status.value})
     session.flush()
     session.refresh(job)

@@ -20,7 +20,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, defer
 
 from app.db import after_commit, read_sessionmaker_for
-from app.errors import ApiError, not_found
+from app.errors import Invalid, Unsupported, not_found
 from app.export import liblinear_model_text
 from app.metrics import PREDICT_SECONDS
 from app.orm import Model
@@ -186,11 +186,11 @@ def predict_media_type(content_type: str) -> str:
         return "application/json"
     why = (" (curl's default for -d and --data-binary)"
            if media == "application/x-www-form-urlencoded" else "")
-    raise ApiError(415, f"Content-Type {media}{why} is not accepted: {PREDICT_TYPES}",
-                   {"accepted": ["application/json", "text/plain"]})
+    raise Unsupported(f"Content-Type {media}{why} is not accepted: {PREDICT_TYPES}",
+                      {"accepted": ["application/json", "text/plain"]})
 
 
-def _invalid_json(exc: ValidationError, body: bytes) -> ApiError:
+def _invalid_json(exc: ValidationError, body: bytes) -> Invalid:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
     message = f"{where}: {first['msg']}" if where else first["msg"]
@@ -200,7 +200,7 @@ def _invalid_json(exc: ValidationError, body: bytes) -> ApiError:
                         "-H 'Content-Type: text/plain'")
         else:
             message += f"; {PREDICT_TYPES}"
-    return ApiError(422, message, [{"loc": list(e["loc"]), "msg": e["msg"]}
+    return Invalid(message, [{"loc": list(e["loc"]), "msg": e["msg"]}
                                    for e in exc.errors()])
 
 
@@ -248,9 +248,9 @@ def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_ty
     if not np.all(np.isfinite(values)):
         bad = int(np.flatnonzero(~np.isfinite(np.asarray(values).reshape(len(labels), -1)
                                              ).any(axis=1))[0])
-        raise ApiError(422, f"row {bad + 1}: the decision value overflows (feature values too "
-                            "large for this model's weights); scale the input",
-                       {"row": bad + 1})
+        raise Invalid(f"row {bad + 1}: the decision value overflows (feature values too "
+                      "large for this model's weights); scale the input",
+                      {"row": bad + 1})
     PREDICT_SECONDS.labels(entry.kind).observe(time.perf_counter() - started)
     return {
         "model_id": entry.model_id,
@@ -278,11 +278,11 @@ def export_model(session: Session, settings: Settings, tenant_id: str, model_id:
     model = pipeline.estimator if pipeline is not None else served
     if wanted == "liblinear":
         if not isinstance(model, LinearModel):
-            raise ApiError(422, "a kernel model cannot be written as a LIBLINEAR file; "
-                                "use format=libsvm")
+            raise Invalid("a kernel model cannot be written as a LIBLINEAR file; "
+                          "use format=libsvm")
         return liblinear_model_text(model, metadata.params)
     if isinstance(model, LinearModel):
-        raise ApiError(422, "a linear model is exported as format=liblinear")
+        raise Invalid("a linear model is exported as format=liblinear")
     from solvers.formats import libsvm_model_text
     from solvers.kernels import KernelModel
 
@@ -295,14 +295,14 @@ def export_model(session: Session, settings: Settings, tenant_id: str, model_id:
             return libsvm_model_text(model, calibration.A, calibration.B)
         return libsvm_model_text(model)
     except ValueError as exc:
-        raise ApiError(422, str(exc)) from None
+        raise Invalid(str(exc)) from None
 
 
 def _range_file(pipeline: Pipeline | None) -> str:
     if pipeline is None or pipeline.scaler is None:
-        raise ApiError(422, "this model was trained without scaling: there is no range file "
-                            "(train with \"scale\": \"minmax\" to get one)")
+        raise Invalid("this model was trained without scaling: there is no range file "
+                      "(train with \"scale\": \"minmax\" to get one)")
     try:
         return scaler_to_range_text(pipeline.scaler)
     except ScalingError as exc:
-        raise ApiError(422, str(exc)) from None
+        raise Invalid(str(exc)) from None

@@ -55,7 +55,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app import leases
-from app.errors import ApiError, not_found
+from app.errors import Conflict, Invalid, OverLimit, TooLarge, Unavailable, not_found
 from app.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.orm import Dataset, Job, Search, SearchResult, SearchTask, new_id, utcnow
 from app.queue import enqueue_search_task
@@ -95,16 +95,16 @@ def _points(spec: SearchCreate, settings: Settings, folds: int) -> list[dict[str
     """The search's points ({"values", "params"}), each a valid job spec; 413 when the
     search needs more fits than HINGE_MAX_SEARCH_FITS."""
     if spec.strategy.type == "random" and spec.strategy.n is None:
-        raise ApiError(422, "strategy 'random' needs n, the number of points to draw",
-                       {"field": "strategy.n"})
+        raise Invalid("strategy 'random' needs n, the number of points to draw",
+                      field="strategy.n")
     overlap = sorted(set(spec.space) & set(spec.params))
     if overlap:
-        raise ApiError(422, f"space and params both set {', '.join(overlap)}; a parameter "
-                            "is either searched or fixed", {"field": f"space.{overlap[0]}"})
+        raise Invalid(f"space and params both set {', '.join(overlap)}; a parameter "
+                      "is either searched or fixed", field=f"space.{overlap[0]}")
     try:
         values = {name: dimension_values(name, dim) for name, dim in spec.space.items()}
     except SpaceError as exc:
-        raise ApiError(422, str(exc), {"field": exc.field}) from None
+        raise Invalid(str(exc), field=exc.field) from None
     n_points = points_count(grid_size(values), spec.strategy)
     _check_fits(settings, n_points * folds, n_points, folds)  # halving: its first round
     points = []
@@ -114,9 +114,9 @@ def _points(spec: SearchCreate, settings: Settings, folds: int) -> list[dict[str
                         params={**spec.params, **point})
         try:
             applied = validated_params(job, settings)
-        except ApiError as exc:
-            raise ApiError(422, f"point {number} {json.dumps(point)}: {exc.message}",
-                           {**(exc.detail or {}), "point": number, "values": point}) from None
+        except Invalid as exc:
+            raise Invalid(f"point {number} {json.dumps(point)}: {exc.message}",
+                          {**(exc.detail or {}), "point": number, "values": point}) from None
         points.append({"values": point, "params": applied})
     return points
 
@@ -133,9 +133,9 @@ def _check_fits(settings: Settings, fits: int, points: int, folds: int,
         shape = (f"{' + '.join(str(r.candidates) for r in rounds)} points in "
                  f"{len(rounds)} halving rounds x {folds} folds")
         detail["rounds"] = [r.candidates for r in rounds]
-    raise ApiError(413, f"the search needs {fits} fits ({shape}), more than this "
-                        f"service's limit of {settings.max_search_fits} "
-                        "(HINGE_MAX_SEARCH_FITS)", detail)
+    raise TooLarge(f"the search needs {fits} fits ({shape}), more than this "
+                   f"service's limit of {settings.max_search_fits} "
+                   "(HINGE_MAX_SEARCH_FITS)", detail)
 
 
 def _halving(spec: SearchCreate, settings: Settings, points: list[dict[str, Any]],
@@ -145,9 +145,9 @@ def _halving(spec: SearchCreate, settings: Settings, points: list[dict[str, Any]
     strategy = spec.strategy
     if isinstance(strategy.min_resources, int) and not (
             1 <= strategy.min_resources <= dataset.rows):
-        raise ApiError(422, f"strategy.min_resources: {strategy.min_resources} rows; the "
-                            f"dataset has {dataset.rows}",
-                       {"field": "strategy.min_resources"})
+        raise Invalid(f"strategy.min_resources: {strategy.min_resources} rows; the "
+                      f"dataset has {dataset.rows}",
+                      field="strategy.min_resources")
     counts = [int(dataset.class_counts[label_key(v)]) for v in sorted(dataset.labels)]
     first, rounds = halving_schedule(len(points), counts, folds, strategy.factor,
                                      strategy.min_resources)
@@ -162,11 +162,11 @@ def _halving(spec: SearchCreate, settings: Settings, points: list[dict[str, Any]
 
 def _check_metric(spec: SearchCreate, points: list[dict[str, Any]], dataset: Dataset) -> None:
     if spec.metric == "roc_auc" and len(dataset.labels) != 2:
-        raise ApiError(422, f"metric roc_auc needs two classes; dataset {dataset.id!r} has "
-                            f"{len(dataset.labels)}", {"field": "metric"})
+        raise Invalid(f"metric roc_auc needs two classes; dataset {dataset.id!r} has "
+                      f"{len(dataset.labels)}", field="metric")
     if spec.metric == "log_loss" and not all(p["params"].get("probability") for p in points):
-        raise ApiError(422, "metric log_loss needs probabilities: set params.probability "
-                            "to true", {"field": "metric"})
+        raise Invalid("metric log_loss needs probabilities: set params.probability "
+                      "to true", field="metric")
 
 
 def _check_holdout(session: Session, tenant_id: str, spec: SearchCreate,
@@ -175,16 +175,16 @@ def _check_holdout(session: Session, tenant_id: str, spec: SearchCreate,
         return None
     holdout = lock_dataset(session, tenant_id, spec.cv.dataset_id)
     if holdout is None:
-        raise ApiError(422, f"cv.dataset_id: no dataset {spec.cv.dataset_id!r}",
-                       {"field": "cv.dataset_id"})
+        raise Invalid(f"cv.dataset_id: no dataset {spec.cv.dataset_id!r}",
+                      field="cv.dataset_id")
     if holdout.features > dataset.features:
-        raise ApiError(422, f"cv.dataset_id: the holdout has {holdout.features} features, "
-                            f"more than the training dataset's {dataset.features}",
-                       {"field": "cv.dataset_id"})
+        raise Invalid(f"cv.dataset_id: the holdout has {holdout.features} features, "
+                      f"more than the training dataset's {dataset.features}",
+                      field="cv.dataset_id")
     unknown = sorted(set(holdout.labels) - set(dataset.labels))
     if unknown:
-        raise ApiError(422, f"cv.dataset_id: labels {', '.join(f'{v:g}' for v in unknown)} "
-                            "are not in the training dataset", {"field": "cv.dataset_id"})
+        raise Invalid(f"cv.dataset_id: labels {', '.join(f'{v:g}' for v in unknown)} "
+                      "are not in the training dataset", field="cv.dataset_id")
     return holdout
 
 
@@ -210,9 +210,9 @@ def _check_active_searches(session: Session, settings: Settings, tenant_id: str)
         Search.tenant_id == tenant_id, Search.status.in_(ACTIVE_STATUSES))) or 0
     limit = tenant_limit(tenant, settings, "max_queued_jobs")
     if active >= limit:
-        raise ApiError(429, f"the tenant has {active} active searches, its limit "
-                            "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
-                            "later", {"limit": limit}, headers={"Retry-After": "10"})
+        raise OverLimit(f"the tenant has {active} active searches, its limit "
+                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
+                        "later", {"limit": limit}, retry_after=10)
 
 
 def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCreate) -> Search:
@@ -232,10 +232,10 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
     _check_metric(spec, points, dataset)
     holdout_dataset = _check_holdout(session, tenant_id, spec, dataset)
     if not holdout and min(dataset.class_counts.values()) < 1:
-        raise ApiError(422, "dataset has an empty class", {"field": "dataset_id"})
+        raise Invalid("dataset has an empty class", field="dataset_id")
     if not holdout and dataset.rows < folds:
-        raise ApiError(422, f"cv.folds: {folds} folds need at least {folds} rows; the "
-                            f"dataset has {dataset.rows}", {"field": "cv.folds"})
+        raise Invalid(f"cv.folds: {folds} folds need at least {folds} rows; the "
+                      f"dataset has {dataset.rows}", field="cv.folds")
     stored = spec.model_dump(mode="json")
     total = len(points) * folds
     if spec.strategy.type == "halving":
@@ -264,8 +264,8 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
         _end_search(session, search.id, FAILED, error=f"could not enqueue: "
                                                       f"{type(exc).__name__}")
         session.commit()
-        raise ApiError(503, "the job queue is unavailable; the search was not started",
-                       {"search_id": search.id}) from None
+        raise Unavailable("the job queue is unavailable; the search was not started",
+                          {"search_id": search.id}) from None
     session.refresh(search)
     return search
 
@@ -399,7 +399,7 @@ def cancel(session: Session, tenant_id: str, search_id: str) -> Search:
     search = get_search(session, tenant_id, search_id)
     if not _end_search(session, search_id, CANCELLED, cancel_requested=True):
         session.refresh(search)
-        raise ApiError(409, f"search {search_id!r} is already {search.status}",
+        raise Conflict(f"search {search_id!r} is already {search.status}",
                        {"status": search.status.value})
     session.flush()
     session.refresh(search)

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from sqlalchemy.orm import Session
 
 from app.db import after_rollback
-from app.errors import ApiError, not_found
+from app.errors import Invalid, not_found
 from app.orm import Dataset, new_id
 from app.schemas import SplitCreate
 from app.services.datasets import check_quota, get_dataset
@@ -63,10 +63,10 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
     test = split_rows(y, spec.test_fraction, spec.stratify, spec.seed)
     n_test = int(test.sum())
     if n_test == 0 or n_test == y.shape[0]:
-        raise ApiError(422, f"test_fraction {spec.test_fraction} of {y.shape[0]} rows leaves "
-                            f"{'no' if n_test == 0 else 'every'} row in the test part; both "
-                            "parts need at least one row",
-                       {"field": "test_fraction"})
+        raise Invalid(f"test_fraction {spec.test_fraction} of {y.shape[0]} rows leaves "
+                      f"{'no' if n_test == 0 else 'every'} row in the test part; both "
+                      "parts need at least one row",
+                      field="test_fraction")
     stored: list[_Part] = []
     try:
         for part, mask in (("train", ~test), ("test", test)):

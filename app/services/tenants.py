@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db import after_commit
-from app.errors import ApiError, not_found
+from app.errors import Conflict, Invalid, not_found
 from app.orm import ApiKey, Tenant, new_id, utcnow
 
 SCOPES = ("read", "train", "admin")
@@ -157,15 +157,15 @@ def principal_for_key_id(session: Session, key_id: str) -> Principal | None:
 def _valid_name(name: str) -> str:
     name = name.strip()
     if not 1 <= len(name) <= 64 or not all(c.isalnum() or c in "-_." for c in name):
-        raise ApiError(422, "tenant name: 1 to 64 letters, digits, '-', '_' or '.'",
-                       {"field": "name"})
+        raise Invalid("tenant name: 1 to 64 letters, digits, '-', '_' or '.'",
+                      field="name")
     return name
 
 
 def create_tenant(session: Session, name: str, **limits: int | None) -> Tenant:
     name = _valid_name(name)
     if session.scalar(select(Tenant.id).where(Tenant.name == name)) is not None:
-        raise ApiError(409, f"tenant {name!r} already exists")
+        raise Conflict(f"tenant {name!r} already exists")
     tenant = Tenant(id=new_id(), name=name, created_at=utcnow(), **limits)
     session.add(tenant)
     session.flush()
@@ -202,8 +202,8 @@ def create_key(session: Session, secret_key: bytes, tenant_id: str, scopes: list
     """A new key for the tenant: its row and the full key (shown once, never stored)."""
     unknown = sorted(set(scopes) - set(SCOPES))
     if unknown or not scopes:
-        raise ApiError(422, f"scopes: choose from {', '.join(SCOPES)}",
-                       {"field": "scopes", "unknown": unknown})
+        raise Invalid(f"scopes: choose from {', '.join(SCOPES)}",
+                      {"unknown": unknown}, field="scopes")
     get_tenant(session, tenant_id)
     key_id = secrets.token_hex(KEY_ID_HEX // 2)
     secret = secrets.token_urlsafe(32)
