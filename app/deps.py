@@ -33,9 +33,10 @@ def get_session(settings: SettingsDep) -> Iterator[Session]:
 
 def get_write_session(settings: SettingsDep) -> Iterator[Session]:
     """A write session, one unit of work per request: it commits when the handler returns
-    and rolls back when it raises. Handlers and services never commit it themselves
-    (except where the workflow needs a row committed before a side effect: a job before
-    its message).
+    and rolls back when it raises. Handlers and services never commit it themselves: a
+    state-changing POST commits through app.idempotency.Write (its work together with the
+    stored answer of its Idempotency-Key), and a service commits only where a row must
+    exist before a side effect (an evaluation or a search task before its message).
 
     Registered with `scope="function"` (WriteSessionDep), so FastAPI runs the code after
     `yield` as soon as the handler has returned, BEFORE it sends the response: a client

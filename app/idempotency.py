@@ -19,6 +19,10 @@ the lease has lapsed (the holder died, on any host) or at once when the holder i
 process of this host's PID namespace that is gone (a PID that no longer exists, or that
 now belongs to a process started later). That is the crash the key is for: the API killed
 in the middle of an upload, and the client sending the same request again.
+
+Every state-changing POST goes through one wrapper, `Write`: it takes the key (if any),
+replays a stored answer, and commits the work together with its answer; on any failure it
+rolls the work back and drops the reservation.
 """
 
 from __future__ import annotations
@@ -30,12 +34,16 @@ import socket
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import TracebackType
 
+import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import Response
+from pydantic import BaseModel
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -242,6 +250,75 @@ def begin(settings: Settings, tenant_id: str, key: str, route: str) -> Stored | 
     except IntegrityError:  # a concurrent request reserved it first
         raise _in_progress() from None
     return Reserved(settings, tenant_id, key)
+
+
+# -- the wrapper of every state-changing request ----------------------------------------
+
+class Write:
+    """One state-changing request: its work, its answer and their one commit, with or
+    without an Idempotency-Key. The key is read (422 if malformed) when it is made; the
+    key is reserved, or its stored answer found, on entering the block:
+
+        with idempotency.Write(request, settings, tenant_id, "POST /v1/jobs", session) as w:
+            return w.run(request_hash(...), lambda: (202, answer_model))
+
+    `run` (or `replay` then `answer`, when the request's hash is known only halfway
+    through the work, as for an upload) replays the stored answer of an earlier request
+    with the same key (422 if it asked something else), or does the work and commits it in
+    the request's write session together with its stored answer: a crash leaves both or
+    neither. Leaving the block by an exception rolls the work back (releasing SQLite's
+    write lock) and then drops the reservation, so that the request may be retried.
+    `async with` does the same from a coroutine, the database steps on a worker thread."""
+
+    def __init__(self, request: Request, settings: Settings, tenant_id: str, route: str,
+                 session: Session) -> None:
+        self.key = request_key(request)
+        self.settings = settings
+        self.tenant_id = tenant_id
+        self.route = route
+        self.session = session
+        self.held: Stored | Reserved | None = None
+
+    def __enter__(self) -> Write:
+        if self.key is not None:
+            self.held = begin(self.settings, self.tenant_id, self.key, self.route)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is not None and isinstance(self.held, Reserved):
+            self.session.rollback()  # release this request's transaction first
+            self.held.abandon()
+
+    async def __aenter__(self) -> Write:
+        return await anyio.to_thread.run_sync(self.__enter__)
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await anyio.to_thread.run_sync(self.__exit__, kind, exc, tb)
+
+    def replay(self, asked: str) -> Response | None:
+        """The stored answer of an earlier request with this key (422 when that one asked
+        something else than `asked`); None when this request is to do the work."""
+        return self.held.replay(asked) if isinstance(self.held, Stored) else None
+
+    def answer(self, status_code: int, body: BaseModel, asked: str) -> Response:
+        """Commit the work and, with a key, its stored answer in the same transaction."""
+        if isinstance(self.held, Stored):
+            raise RuntimeError("a request with a stored answer is replayed, not answered")
+        data = body.model_dump_json().encode()
+        if isinstance(self.held, Reserved):
+            self.held.complete(status_code, data, asked, session=self.session)
+        self.session.commit()  # (the outbox sends the work's messages right after)
+        return Response(data, status_code=status_code, media_type="application/json")
+
+    def run(self, asked: str, work: Callable[[], tuple[int, BaseModel]]) -> Response:
+        """The stored answer, or `work()`'s (status, body) committed with the work."""
+        replayed = self.replay(asked)
+        if replayed is not None:
+            return replayed
+        status_code, body = work()
+        return self.answer(status_code, body, asked)
 
 
 # -- the lease: renewed by one thread per process while any reservation lives ------------

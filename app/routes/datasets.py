@@ -68,25 +68,13 @@ async def upload_dataset(
 ) -> DatasetPublic | Response:
     if name is not None:
         check_name(name)
-    key = idempotency.request_key(request)
-    held: idempotency.Stored | idempotency.Reserved | None = None
-    if key is not None:
-        held = await anyio.to_thread.run_sync(
-            idempotency.begin, settings, principal.tenant_id, key, "POST /v1/datasets")
-    try:
-        return await _upload(request, settings, session, principal.tenant_id, name, held,
-                             reuse)
-    except BaseException:
-        if isinstance(held, idempotency.Reserved):
-            await anyio.to_thread.run_sync(session.rollback)  # free SQLite's write lock
-            await anyio.to_thread.run_sync(held.abandon)
-        raise
+    async with idempotency.Write(request, settings, principal.tenant_id,
+                                 "POST /v1/datasets", session) as write:
+        return await _upload(request, settings, write, principal.tenant_id, name, reuse)
 
 
-async def _upload(request: Request, settings: SettingsDep, session: WriteSessionDep,
-                  tenant_id: str, name: str | None,
-                  held: idempotency.Stored | idempotency.Reserved | None, reuse: bool
-                  ) -> DatasetPublic | Response:
+async def _upload(request: Request, settings: Settings, write: idempotency.Write,
+                  tenant_id: str, name: str | None, reuse: bool) -> Response:
     remaining = await anyio.to_thread.run_sync(
         service.remaining_stored_bytes, settings, tenant_id)
     gate = upload_gate(request.app.state, settings)
@@ -100,27 +88,22 @@ async def _upload(request: Request, settings: SettingsDep, session: WriteSession
         final_name = name or form_name or "dataset"
         asked = idempotency.request_hash(parsed.sha256, final_name,
                                          *(("reuse",) if reuse else ()))
-        if isinstance(held, idempotency.Stored):
-            return held.replay(asked)
+        replayed = write.replay(asked)  # the hash of an upload is known once it is read
+        if replayed is not None:
+            return replayed
         earlier = await anyio.to_thread.run_sync(service.same_content, settings, tenant_id,
                                                  parsed.sha256)
         if reuse and earlier:
             status, answer = 200, DatasetPublic.model_validate(earlier[0])
         else:
             dataset = await anyio.to_thread.run_sync(
-                service.create_dataset, session, settings, tenant_id, parsed, final_name,
+                service.create_dataset, write.session, settings, tenant_id, parsed, final_name,
                 limiter=gate.threads)
             status, answer = 201, DatasetPublic.model_validate(dataset)
             answer.duplicate_of = [d.id for d in earlier]
-    if held is None:
-        return Response(answer.model_dump_json(), status_code=status,
-                        media_type="application/json")
-    body = answer.model_dump_json().encode()
     # the dataset and its stored answer commit together: a crash leaves both or neither
     # (and a retry of a request whose process died takes the key over: app/idempotency.py)
-    await anyio.to_thread.run_sync(held.complete, status, body, asked, session)
-    await anyio.to_thread.run_sync(session.commit)
-    return Response(body, status_code=status, media_type="application/json")
+    return await anyio.to_thread.run_sync(write.answer, status, answer, asked)
 
 
 @router.get("", response_model=DatasetsPublic)
@@ -162,24 +145,11 @@ datasets, and a different one a 422."""
 def split_dataset(dataset_id: str, spec: SplitCreate, request: Request, reader: SessionDep,
                   session: WriteSessionDep, settings: SettingsDep, principal: TrainAuth
                   ) -> SplitPublic | Response:
-    key = idempotency.request_key(request)
-    if key is None:
-        return _split(reader, session, settings, principal.tenant_id, dataset_id, spec)
-    asked = idempotency.request_hash(dataset_id, spec.model_dump_json())
-    held = idempotency.begin(settings, principal.tenant_id, key,
-                             "POST /v1/datasets/{id}/split")
-    if isinstance(held, idempotency.Stored):
-        return held.replay(asked)
-    try:
-        answer = _split(reader, session, settings, principal.tenant_id, dataset_id, spec)
-    except BaseException:
-        session.rollback()  # release this request's transaction (SQLite: its write lock)
-        held.abandon()
-        raise
-    body = answer.model_dump_json().encode()
-    held.complete(201, body, asked, session)  # the datasets and their answer commit together
-    session.commit()
-    return Response(body, status_code=201, media_type="application/json")
+    with idempotency.Write(request, settings, principal.tenant_id,
+                           "POST /v1/datasets/{id}/split", session) as write:
+        return write.run(idempotency.request_hash(dataset_id, spec.model_dump_json()),
+                         lambda: (201, _split(reader, session, settings, principal.tenant_id,
+                                              dataset_id, spec)))
 
 
 def _split(reader: Session, session: Session, settings: Settings, tenant_id: str,

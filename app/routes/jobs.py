@@ -44,28 +44,14 @@ def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
     # a request never holds one pooled connection while it waits for another, so a burst
     # of submissions queued on the submission lock cannot take the whole pool while the
     # one holding the lock waits for a connection (PostgreSQL's pool timed out so).
-    key = idempotency.request_key(request)
+    write = idempotency.Write(request, settings, principal.tenant_id, "POST /v1/jobs",
+                              session)
     waits = WaitExplainer(reads, settings, principal.allows("admin"))
     waits.prefetch(principal.tenant_id)
     reads.close()
-    if key is None:
-        submitted = service.submit(session, settings, principal.tenant_id, spec)
-        session.commit()  # the job with its message; the message is sent right after
-        return _public(submitted, waits)
-    asked = idempotency.request_hash(spec.model_dump_json())
-    held = idempotency.begin(settings, principal.tenant_id, key, "POST /v1/jobs")
-    if isinstance(held, idempotency.Stored):
-        return held.replay(asked)
-    try:
-        job = _public(service.submit(session, settings, principal.tenant_id, spec), waits)
-        body = job.model_dump_json().encode()
-        held.complete(202, body, asked, session=session)  # the answer commits with the job
-        session.commit()
-    except BaseException:
-        session.rollback()  # release this request's transaction (SQLite: its write lock)
-        held.abandon()
-        raise
-    return Response(body, status_code=202, media_type="application/json")
+    with write:
+        return write.run(idempotency.request_hash(spec.model_dump_json()), lambda: (
+            202, _public(service.submit(session, settings, principal.tenant_id, spec), waits)))
 
 
 @router.get("", response_model=JobsPublic)

@@ -53,25 +53,13 @@ def create_search(spec: SearchCreate, request: Request, session: WriteSessionDep
     """Submit a search: every point is validated as a job spec (422 names the point and
     the parameter), a search of more fits than HINGE_MAX_SEARCH_FITS is a 413 that gives
     the number of fits. An `Idempotency-Key` header works as for POST /v1/jobs."""
-    key = idempotency.request_key(request)
-    if key is None:
-        return public(session, service.submit(session, settings, principal.tenant_id, spec),
-                      False)
-    asked = idempotency.request_hash(spec.model_dump_json())
-    held = idempotency.begin(settings, principal.tenant_id, key, "POST /v1/searches")
-    if isinstance(held, idempotency.Stored):
-        return held.replay(asked)
-    try:
-        search = public(session, service.submit(session, settings, principal.tenant_id, spec),
-                        False)
-    except BaseException:
-        session.rollback()
-        held.abandon()
-        raise
-    body = search.model_dump_json().encode()
-    held.complete(202, body, asked, session)  # the search and its answer commit together
-    session.commit()
-    return Response(body, status_code=202, media_type="application/json")
+    # (service.submit commits the search and its tasks before it sends their messages;
+    # the stored answer commits right after, in a transaction of its own)
+    with idempotency.Write(request, settings, principal.tenant_id, "POST /v1/searches",
+                           session) as write:
+        return write.run(idempotency.request_hash(spec.model_dump_json()), lambda: (
+            202, public(session, service.submit(session, settings, principal.tenant_id, spec),
+                        False)))
 
 
 @router.get("", response_model=SearchesPublic)
