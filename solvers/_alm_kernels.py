@@ -7,24 +7,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-# Row loops: copies, see solvers/backbone.py; unsigned counters: no negative-index
-# wraparound code in inner loops.
+from solvers._kernel_helpers import row_axpy, row_dot
 
-
-@njit(cache=True, inline="always")
-def _row_dot(w, data, indices, start, end):
-    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
-    total = 0.0
-    for k in range(start, end):
-        total += w[np.uint32(indices[k])] * data[k]
-    return total
-
-
-@njit(cache=True, inline="always")
-def _row_axpy(scale, data, indices, start, end, w):
-    """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
-    for k in range(start, end):
-        w[np.uint32(indices[k])] += scale * data[k]
+# Row loops: solvers/_kernel_helpers.py; unsigned counters: no negative-index wraparound
+# code in inner loops.
 
 
 @njit(cache=True, parallel=True)
@@ -35,7 +21,7 @@ def _x_times(rows, w, bias_scale, shift, bounds, out, chunk_sums):
     for c in prange(bounds.shape[0] - 1):
         total = 0.0
         for i in range(bounds[c], bounds[c + 1]):
-            value = _row_dot(w, data, indices, np.uint64(indptr[i]),
+            value = row_dot(w, data, indices, np.uint64(indptr[i]),
                              np.uint64(indptr[i + 1])) + bias_term
             out[i] = value
             total += (value + shift) * (value + shift)
@@ -57,7 +43,7 @@ def _xt_times(rows, v, bias_scale, bounds, chunk_acc, out):
             # acc += v_i x_i
             v_i = v[i]
             if v_i != 0.0:
-                _row_axpy(v_i, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]),
+                row_axpy(v_i, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]),
                           acc)
                 bias_total += v_i
         acc[bias_slot] += bias_total * bias_scale
@@ -95,14 +81,14 @@ def _certificate_products(rows, vectors, bias_scale, bounds, chunk_acc, out):
             if a_i != 0.0:
                 # acc_pos or acc_neg += a_i x_i
                 if y[i] > 0.0:
-                    _row_axpy(a_i, data, indices, row_start, row_end, acc_pos)
+                    row_axpy(a_i, data, indices, row_start, row_end, acc_pos)
                     acc_pos[bias_slot] += a_i * bias_scale
                 else:
-                    _row_axpy(a_i, data, indices, row_start, row_end, acc_neg)
+                    row_axpy(a_i, data, indices, row_start, row_end, acc_neg)
                     acc_neg[bias_slot] += a_i * bias_scale
             if with_coef and coef[i] != 0.0:
                 # acc_coef += coef_i x_i
-                _row_axpy(coef[i], data, indices, row_start, row_end, acc_coef)
+                row_axpy(coef[i], data, indices, row_start, row_end, acc_coef)
                 acc_coef[bias_slot] += coef[i] * bias_scale
     for j in prange(size):
         total_pos = 0.0

@@ -24,6 +24,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from solvers._kernel_helpers import row_axpy, row_dot
+
 L2, LOGISTIC = 0, 1
 
 # CG status codes
@@ -35,25 +37,6 @@ _CG_ITER, _CG_MAX, _CG_RULE = 0, 1, 2
 N_CG_COUNTERS = 3
 # CG stop rules (cg_counters[_CG_RULE])
 RESIDUAL_RULE, QUADRATIC_RULE = 0, 1
-
-
-# Row loops (a copy per module: see the note in solvers/objectives.py about Numba's cache).
-
-
-@njit(cache=True, inline="always")
-def _row_dot(w, data, indices, start, end):
-    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
-    total = 0.0
-    for k in range(start, end):
-        total += w[np.uint32(indices[k])] * data[k]
-    return total
-
-
-@njit(cache=True, inline="always")
-def _row_axpy(scale, data, indices, start, end, w):
-    """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
-    for k in range(start, end):
-        w[np.uint32(indices[k])] += scale * data[k]
 
 
 # A reduction of the groups' accumulators runs in parallel only above this many entries
@@ -141,7 +124,7 @@ def margins_and_loss(rows, y, cost, w, bias_scale, loss_kind, bounds, margins, c
         total = 0.0
         for i in range(bounds[c], bounds[c + 1]):
             # m_i = y_i (x_i . w + B w_b);  total += C_i loss(m_i)
-            dot = _row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+            dot = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
             m = y[i] * (dot + bias_term)
             margins[i] = m
             total += cost[i] * _loss(m, loss_kind)
@@ -170,7 +153,7 @@ def trial_margins(rows, y, cost, s, bias_scale, loss_kind, bounds, margins, new_
         total = 0.0
         for i in range(bounds[c], bounds[c + 1]):
             # step_i = y_i x_i.s;  total += C_i (loss(m_i + step_i) - loss(m_i))
-            dot = _row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+            dot = row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
             step = y[i] * (dot + bias_term)
             new_margins[i] = margins[i] + step
             total += cost[i] * _loss_change(margins[i], step, loss_kind)
@@ -298,9 +281,9 @@ def hessian_vector(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_
                 start = np.uint64(indptr[i])
                 end = np.uint64(indptr[i + 1])
                 # t = x_i . v;  out += h_i t x_i;  quadratic += h_i t^2
-                t = _row_dot(v, data, indices, start, end) + bias_v
+                t = row_dot(v, data, indices, start, end) + bias_v
                 coef = active_h[q] * t
-                _row_axpy(coef, data, indices, start, end, out)
+                row_axpy(coef, data, indices, start, end, out)
                 out[bias_slot] += coef * bias_scale
                 quadratic += coef * t
         return quadratic
@@ -315,9 +298,9 @@ def hessian_vector(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_
                 start = np.uint64(indptr[i])
                 end = np.uint64(indptr[i + 1])
                 # t = x_i . v;  acc_g += h_i t x_i;  partial += h_i t^2
-                t = _row_dot(v, data, indices, start, end) + bias_v
+                t = row_dot(v, data, indices, start, end) + bias_v
                 coef = active_h[q] * t
-                _row_axpy(coef, data, indices, start, end, acc)
+                row_axpy(coef, data, indices, start, end, acc)
                 acc[bias_slot] += coef * bias_scale
                 partial += coef * t
         group_sums[g] = partial
@@ -535,7 +518,7 @@ def direction_margins(rows, y, s, bias_scale, bounds, steps):
     bias_term = s[s.shape[0] - 1] * bias_scale
     for c in prange(bounds.shape[0] - 1):
         for i in range(bounds[c], bounds[c + 1]):
-            dot = _row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+            dot = row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
             steps[i] = y[i] * (dot + bias_term)
 
 

@@ -54,6 +54,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from solvers._kernel_helpers import next_below, next_unit, row_axpy, row_dot
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.dual_cd import DualState, solve_dual
 
@@ -125,30 +126,9 @@ class _AcfState(DualState):
         return {"updates": int(self.counters[_UPDATES]), **super().details()}
 
 
-# Row loops and the RNG: copies, see solvers/backbone.py. Unsigned counters and indices:
-# no negative-index wraparound code.
-
-
-@njit(cache=True, inline="always")
-def _row_dot(w, data, indices, start, end):
-    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
-    total = 0.0
-    for k in range(start, end):
-        total += w[np.uint32(indices[k])] * data[k]
-    return total
-
-
-@njit(cache=True, inline="always")
-def _row_axpy(scale, data, indices, start, end, w):
-    """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
-    for k in range(start, end):
-        w[np.uint32(indices[k])] += scale * data[k]
-
-
-_U1, _U11, _U12, _U25, _U27, _U32 = (np.uint64(v) for v in (1, 11, 12, 25, 27, 32))
-_XORSHIFT_MULTIPLIER = np.uint64(0x2545F4914F6CDD1D)
-_U32_LIMIT = 1 << 32
-_INV_2_53 = 1.0 / 9007199254740992.0
+# Row loops and the RNG: solvers/_kernel_helpers.py. Unsigned counters and indices: no
+# negative-index wraparound code.
+_U1 = np.uint64(1)
 
 
 @intrinsic
@@ -189,33 +169,6 @@ def _prefetch_variable(rows, labels, variables, i):
         _prefetch(array, i)
 
 
-@njit(cache=True, inline="always")
-def _next_raw(rng):
-    """The next 64-bit output of the xorshift64* generator with state rng[0]."""
-    x = rng[0]
-    x ^= x >> _U12
-    x ^= x << _U25
-    x ^= x >> _U27
-    rng[0] = x
-    return x * _XORSHIFT_MULTIPLIER
-
-
-@njit(cache=True)
-def _next_below(rng, bound):
-    """A pseudo-random integer in [0, bound)."""
-    r = _next_raw(rng)
-    if bound < _U32_LIMIT:
-        # Lemire's multiply-shift on the high 32 bits
-        return np.int64(((r >> _U32) * np.uint64(bound)) >> _U32)
-    return np.int64(r % np.uint64(bound))
-
-
-@njit(cache=True)
-def _next_unit(rng):
-    """A pseudo-random float64 in [0, 1) (the top 53 bits)."""
-    return np.float64(_next_raw(rng) >> _U11) * _INV_2_53
-
-
 @njit(cache=True)
 def _build_schedule(preference, schedule, rng):
     """Algorithm 4: schedule[:length] lists i about p_i n / psum times; then shuffled.
@@ -234,7 +187,7 @@ def _build_schedule(preference, schedule, rng):
         # m = p_i (n - j) / N; copies = floor(m) + Bernoulli(m - floor(m))
         m = preference[i] * (n_rows - j) / remaining if remaining > 0.0 else float(n_rows - j)
         copies = math.floor(m)
-        if _next_unit(rng) < m - copies:
+        if next_unit(rng) < m - copies:
             copies += 1
         copies = min(copies, n_rows - j)
         if copies > 0:
@@ -245,7 +198,7 @@ def _build_schedule(preference, schedule, rng):
         remaining -= preference[i]  # N <- N - p_i
     # schedule[:j] = random permutation of itself (Fisher-Yates): "in random order"
     for t in range(j - 1):
-        k = t + _next_below(rng, j - t)
+        k = t + next_below(rng, j - t)
         swap = schedule[t]
         schedule[t] = schedule[k]
         schedule[k] = swap
@@ -325,7 +278,7 @@ def _acf_sweeps(rows, labels, variables, state, settings):
             end = np.uint64(row_end)
 
             # G = y_i w.x_i - 1 + D_ii a_i   (gradient of D along a_i; the paper's g = -G)
-            dot = _row_dot(w, data, indices, start, end)
+            dot = row_dot(w, data, indices, start, end)
             dot += w[bias_slot] * bias_scale
             a_i = alpha[i]
             u_i = upper[i]
@@ -348,7 +301,7 @@ def _acf_sweeps(rows, labels, variables, state, settings):
                 step = a_new - a_i
                 alpha[i] = a_new
                 scaled = step * y[i]
-                _row_axpy(scaled, data, indices, start, end, w)
+                row_axpy(scaled, data, indices, start, end, w)
                 w[bias_slot] += scaled * bias_scale
             updates += 1
 

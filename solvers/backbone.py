@@ -9,17 +9,11 @@ for one binary problem: a `LinearProblem` for the linear solvers, a
 `solvers.smo.KernelProblem` for SMO. `solvers.train.fit` owns everything around that call.
 This module imports only NumPy: it is the bottom of the import graph of `solvers/`.
 
-Numba's on-disk cache (`cache=True`) keys a compiled function on the timestamp of its own
-source file only. A compiled function that inlines or calls a compiled function of another
-file keeps the old copy of that callee when the callee's file changes, until the caller's
-own file changes. Hence:
-- the tiny `@njit(inline="always")` row loops (`_row_dot`, `_row_axpy`), the xorshift RNG
-  (`_next_below`) and the kernel-value helpers (`_powi`, `_kernel_from_dot`) are copied
-  into every file whose compiled code uses them, and the copies must stay identical;
-- `solvers/smo/` splits one compiled solver over several files (columns <- selection <-
-  steps): after editing `columns.py` or `selection.py`, clear the cache
-  (`find solvers -name '*.nbi' -delete`) or touch `steps.py`.
-Everything else exists once.
+Numba's on-disk cache (`cache=True`) checks a compiled function against its own source
+file only, so a kernel that inlines a compiled helper of another file (the row loops, the
+RNG and the kernel values of `solvers/_kernel_helpers.py`; SMO's kernels across
+`solvers/smo/`) would keep an older helper. `solvers/__init__.py` therefore names the
+cache folder after a hash of every source of this package: any edit compiles anew.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from solvers._kernel_helpers import next_below, row_axpy, row_dot
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.dual_cd import DualState, solve_dual
 
@@ -100,44 +101,9 @@ class _DcdState(DualState):
                 "active_size": int(self.counters[_ACTIVE_SIZE])}
 
 
-# Row loops and the RNG: copies, see solvers/backbone.py. Unsigned counters and indices:
-# no negative-index wraparound code in the innermost loops.
-
-
-@njit(cache=True, inline="always")
-def _row_dot(w, data, indices, start, end):
-    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
-    total = 0.0
-    for k in range(start, end):
-        total += w[np.uint32(indices[k])] * data[k]
-    return total
-
-
-@njit(cache=True, inline="always")
-def _row_axpy(scale, data, indices, start, end, w):
-    """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
-    for k in range(start, end):
-        w[np.uint32(indices[k])] += scale * data[k]
-
-
-_U1, _U12, _U25, _U27, _U32 = (np.uint64(v) for v in (1, 12, 25, 27, 32))
-_XORSHIFT_MULTIPLIER = np.uint64(0x2545F4914F6CDD1D)
-_U32_LIMIT = 1 << 32
-
-
-@njit(cache=True)
-def _next_below(rng, bound):
-    """A pseudo-random integer in [0, bound) from the xorshift64* state rng[0]."""
-    x = rng[0]
-    x ^= x >> _U12
-    x ^= x << _U25
-    x ^= x >> _U27
-    rng[0] = x
-    r = x * _XORSHIFT_MULTIPLIER
-    if bound < _U32_LIMIT:
-        # Lemire's multiply-shift on the high 32 bits
-        return np.int64(((r >> _U32) * np.uint64(bound)) >> _U32)
-    return np.int64(r % np.uint64(bound))
+# Row loops and the RNG: solvers/_kernel_helpers.py. Unsigned counters and indices: no
+# negative-index wraparound code in the innermost loops.
+_U1 = np.uint64(1)
 
 
 @njit(cache=True, error_model="numpy")
@@ -179,7 +145,7 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
             pg_min_new = np.inf
             # index[:active_size] = random permutation of itself (Fisher-Yates)
             for t in range(active_size - 1):
-                j = t + _next_below(rng, active_size - t)
+                j = t + next_below(rng, active_size - t)
                 swap = index[t]
                 index[t] = index[j]
                 index[j] = swap
@@ -195,7 +161,7 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
             end = np.uint64(row_end)
 
             # G = y_i w.x_i - 1 + D_ii a_i   (gradient of D along a_i)
-            dot = _row_dot(w, data, indices, start, end)
+            dot = row_dot(w, data, indices, start, end)
             dot += w[bias_slot] * bias_scale
             a_i = alpha[i]
             u_i = upper[i]
@@ -234,7 +200,7 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
                 a_new = min(max(a_i - g / qbar_diag[i], 0.0), u_i)
                 alpha[i] = a_new
                 step = (a_new - a_i) * y[i]
-                _row_axpy(step, data, indices, start, end, w)
+                row_axpy(step, data, indices, start, end, w)
                 w[bias_slot] += step * bias_scale
             s += 1
 

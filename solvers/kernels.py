@@ -33,7 +33,6 @@ Decision values (`KernelModel.predict`, `decision_values`):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,13 +41,15 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
+from solvers._kernel_helpers import LINEAR, POLY, RBF, SIGMOID, kernel_from_dot
+
 KERNEL_CODES: dict[str, int] = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3}
 KERNEL_NAMES: dict[int, str] = {code: name for name, code in KERNEL_CODES.items()}
 MULTICLASS_CODES: dict[str, int] = {"ovo": 0, "ovr": 1}
 MULTICLASS_NAMES: dict[int, str] = {code: name for name, code in MULTICLASS_CODES.items()}
 MODEL_FORMAT_VERSION = 1
 
-_LINEAR, _POLY, _RBF, _SIGMOID = 0, 1, 2, 3
+_LINEAR, _POLY, _RBF, _SIGMOID = LINEAR, POLY, RBF, SIGMOID
 _ROWS_PER_CHUNK = 64  # prediction: rows per parallel work item
 
 
@@ -351,34 +352,7 @@ class _threads:
 
 
 # --------------------------------------------------------------------------------------
-# Compiled kernels. `solvers/smo.py` keeps its own copies of `_powi` and `_kernel_from_dot`
-# (Numba's on-disk cache does not notice changes of inlined functions in other files).
-
-
-@njit(cache=True, inline="always")
-def _powi(base, times):
-    """base**times by squaring, exactly as LIBSVM's powi."""
-    tmp = base
-    ret = 1.0
-    t = times
-    while t > 0:
-        if t % 2 == 1:
-            ret *= tmp
-        tmp = tmp * tmp
-        t //= 2
-    return ret
-
-
-@njit(cache=True, inline="always")
-def _kernel_from_dot(kind, dot, sq_a, sq_b, gamma, coef0, degree):
-    """K(a, b) from a.b and the squared norms (kind: LIBSVM's kernel_type)."""
-    if kind == _RBF:
-        return math.exp(-gamma * (sq_a + sq_b - 2.0 * dot))
-    if kind == _LINEAR:
-        return dot
-    if kind == _POLY:
-        return _powi(gamma * dot + coef0, degree)
-    return math.tanh(gamma * dot + coef0)
+# Compiled kernels (the kernel values: solvers/_kernel_helpers.py).
 
 
 @njit(cache=True)
@@ -403,7 +377,7 @@ def _kernel_column_kernel(rows, j, params, dense, out):
         dot = 0.0
         for k in range(np.uint64(indptr[r]), np.uint64(indptr[r + 1])):
             dot += data[k] * dense[np.uint32(indices[k])]
-        out[r] = _kernel_from_dot(kind, dot, sq[r], sq[j], gamma, coef0, degree)
+        out[r] = kernel_from_dot(kind, dot, sq[r], sq[j], gamma, coef0, degree)
     for k in range(indptr[j], indptr[j + 1]):
         dense[indices[k]] = 0.0
 
@@ -464,7 +438,7 @@ def _decision_kernel(queries, svs, params, layout, n_features, merge, out):
                     dot = 0.0
                     for k in range(np.uint64(s_indptr[s]), np.uint64(s_indptr[s + 1])):
                         dot += s_data[k] * dense[np.uint32(s_indices[k])]
-                values[s] = _kernel_from_dot(kind, dot, q_sq[r], s_sq[s], gamma, coef0,
+                values[s] = kernel_from_dot(kind, dot, q_sq[r], s_sq[s], gamma, coef0,
                                              degree)
             if not merge:
                 for k in range(start, end):

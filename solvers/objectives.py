@@ -23,6 +23,7 @@ import math
 import numpy as np
 from numba import njit
 
+from solvers._kernel_helpers import row_dot
 from solvers.backbone import LinearProblem
 
 LOSSES = ("l1", "l2")
@@ -116,7 +117,7 @@ def _margins_kernel(data, indices, indptr, y, w, bias_scale, out):
     n_features = w.shape[0] - 1 if bias_scale > 0.0 else w.shape[0]
     for i in range(indptr.shape[0] - 1):
         # out[i] = y_i * (x_i . w[:d] + B * w[d])
-        dot = _row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+        dot = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
         if bias_scale > 0.0:
             dot += w[n_features] * bias_scale
         out[i] = y[i] * dot
@@ -148,23 +149,10 @@ def _loss_sum_kernel(data, indices, indptr, y, cost, w, bias_scale, squared):
     total = 0.0
     for i in range(indptr.shape[0] - 1):
         # xi = max(0, 1 - y_i w.x_i); total += C_i * (xi or xi^2)
-        dot = _row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+        dot = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
         if bias_scale > 0.0:
             dot += w[n_features] * bias_scale
         slack = 1.0 - y[i] * dot
         if slack > 0.0:
             total += cost[i] * (slack * slack if squared else slack)
-    return total
-
-
-# Row loop copied into every file whose kernels use it (see solvers/backbone.py). Loop
-# counters and column indices are unsigned: no negative-index wraparound code.
-
-
-@njit(cache=True, inline="always")
-def _row_dot(w, data, indices, start, end):
-    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
-    total = 0.0
-    for k in range(start, end):
-        total += w[np.uint32(indices[k])] * data[k]
     return total

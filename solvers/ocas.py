@@ -51,6 +51,7 @@ import numpy as np
 from numba import njit, prange
 
 from solvers import parallel
+from solvers._kernel_helpers import row_axpy, row_dot
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.objectives import primal_objective
 
@@ -283,24 +284,8 @@ def _iterate(
 
 
 # --------------------------------------------------------------------------------------
-# Kernels. Row loops: copies, see solvers/backbone.py; unsigned counters: no
-# negative-index wraparound code in inner loops.
-
-
-@njit(cache=True, inline="always")
-def _row_dot(w, data, indices, start, end):
-    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
-    total = 0.0
-    for k in range(start, end):
-        total += w[np.uint32(indices[k])] * data[k]
-    return total
-
-
-@njit(cache=True, inline="always")
-def _row_axpy(scale, data, indices, start, end, w):
-    """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
-    for k in range(start, end):
-        w[np.uint32(indices[k])] += scale * data[k]
+# Kernels. Row loops: solvers/_kernel_helpers.py; unsigned counters: no negative-index
+# wraparound code in inner loops.
 
 
 @njit(cache=True, parallel=True)
@@ -310,7 +295,7 @@ def _outputs_kernel(rows, y, w, bias_scale, bounds, out):
     bias_term = w[w.shape[0] - 1] * bias_scale
     for c in prange(bounds.shape[0] - 1):
         for i in range(bounds[c], bounds[c + 1]):
-            dot = _row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+            dot = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
             out[i] = y[i] * (dot + bias_term)
 
 
@@ -424,7 +409,7 @@ def _update_and_cut(rows, labels, outputs, settings, bounds, chunk_acc, chunk_su
             if best + lam * (out_t[i] - best) <= 1.0:
                 # acc += C_i y_i x_i
                 scale = cost[i] * y[i]
-                _row_axpy(scale, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]),
+                row_axpy(scale, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]),
                           acc)
                 acc[bias_slot] += scale * bias_scale
                 offset += cost[i]

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from solvers._kernel_helpers import next_below, row_dot
 from solvers.backbone import (
     BinarySolution,
     Budget,
@@ -152,17 +153,9 @@ class _PegasosState:
                 "active_size": self.problem.X.n_rows}
 
 
-# Row loops and the RNG: copies, see solvers/backbone.py. Unsigned counters and indices:
-# no negative-index wraparound code.
-
-
-@njit(cache=True, inline="always")
-def _row_dot(w, data, indices, start, end):
-    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
-    total = 0.0
-    for k in range(start, end):
-        total += w[np.uint32(indices[k])] * data[k]
-    return total
+# Row loops and the RNG: solvers/_kernel_helpers.py. Unsigned counters and indices: no
+# negative-index wraparound code.
+_U1 = np.uint64(1)
 
 
 @njit(cache=True, inline="always")
@@ -176,26 +169,6 @@ def _row_axpy_norm(scale, data, indices, start, end, v):
         v[j] = new
         change += new * new - old * old
     return change
-
-
-_U1, _U12, _U25, _U27, _U32 = (np.uint64(v) for v in (1, 12, 25, 27, 32))
-_XORSHIFT_MULTIPLIER = np.uint64(0x2545F4914F6CDD1D)
-_U32_LIMIT = 1 << 32
-
-
-@njit(cache=True)
-def _next_below(rng, bound):
-    """A pseudo-random integer in [0, bound) from the xorshift64* state rng[0]."""
-    x = rng[0]
-    x ^= x >> _U12
-    x ^= x << _U25
-    x ^= x >> _U27
-    rng[0] = x
-    r = x * _XORSHIFT_MULTIPLIER
-    if bound < _U32_LIMIT:
-        # Lemire's multiply-shift on the high 32 bits
-        return np.int64(((r >> _U32) * np.uint64(bound)) >> _U32)
-    return np.int64(r % np.uint64(bound))
 
 
 @njit(cache=True)
@@ -241,12 +214,12 @@ def _pegasos_steps(rows, labels, variables, state, settings):
         # A_t+ = {i in A_t : y_i w.x_i < 1}, w = scale * v (margins before the step)
         violators = 0
         for _ in range(batch_size):
-            i = np.uint64(_next_below(rng, n_rows))
+            i = np.uint64(next_below(rng, n_rows))
             start = np.uint64(indptr[i])
             end = np.uint64(indptr[i + _U1])
             work += indptr[i + _U1] - indptr[i] + 1
             margin = y[i] * scale * (
-                _row_dot(v, data, indices, start, end) + v[bias_slot] * bias_scale
+                row_dot(v, data, indices, start, end) + v[bias_slot] * bias_scale
             )
             if not np.isfinite(margin):
                 status = _NON_FINITE

@@ -7,14 +7,15 @@ installed is importable. `python -m testkit.runtime_venv` (or `make runtime-venv
 or refreshes it; the tests' session fixture does the same when it is missing or stale.
 
 Then, as the Dockerfile does, it compiles every solver kernel into Numba's on-disk cache
-(beside the installed package), so that no deployment test waits for a compiler. Two
-things keep that cheap, without changing what is installed: the installed sources get
-the repository files' modification times back (pip stamps them with the install's time),
-so a refresh invalidates only the kernels of files that changed; and kernels already
-compiled in the checkout (its __pycache__ folders, which the dev suite fills) are copied
-beside the installed sources first. Numba checks each cache index against its source
-file's time and size, and against its own version and the CPU: an entry that does not
-apply is compiled again, never used.
+(beside the installed package: `solvers/__pycache__/hinge-solvers-<hash of the solvers
+sources>`, see solvers/__init__.py), so that no deployment test waits for a compiler.
+Kernels already compiled in the checkout (the same folder of its own `solvers`, which the
+dev suite fills) are copied there first, when the two hashes agree: Numba names a
+kernel's folder in the cache after the absolute path of its source folder, so each is
+copied to the name of the installed folder. Numba checks each cache index against its
+source file, its own version and the CPU: an entry that does not apply is compiled
+again, never used. The installed sources also get the repository files' modification
+times back (pip stamps them with the install's time).
 
 Staleness: the virtualenv records a fingerprint of what it was built from. When
 pyproject.toml changed, it is made again from nothing (`python -m venv`, `pip install`),
@@ -131,18 +132,41 @@ def _restore_times(venv: Path, repo: Path) -> None:
         os.utime(installed, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
+def _kernel_cache(python: Path, cwd: Path) -> Path | None:
+    """The folder of Numba's cache that `python` uses for the `solvers` it imports from
+    `cwd` (solvers/__init__.py chooses it), or None."""
+    done = subprocess.run(
+        [str(python), "-c", "import solvers; print(solvers.kernel_cache_dir() or '')"],
+        cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=60)
+    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
+
+
+def _numba_subfolder(source_folder: Path) -> str:
+    """Numba's name for the cache folder of the sources in `source_folder`, inside
+    NUMBA_CACHE_DIR (numba.core.caching: get_suitable_cache_subpath)."""
+    path = os.path.abspath(source_folder)
+    return f"{os.path.basename(path)}_{hashlib.sha1(path.encode()).hexdigest()}"
+
+
 def _seed_numba_cache(venv: Path, repo: Path) -> int:
-    """Copy the checkout's Numba cache files beside the installed sources; returns how
-    many were copied."""
+    """Copy the checkout's compiled kernels into the virtualenv's cache folder (when both
+    were compiled from the same sources); returns how many files were copied."""
+    ours = _kernel_cache(Path(sys.executable), repo)
+    theirs = _kernel_cache(python_of(venv), venv)
+    if ours is None or theirs is None or ours.name != theirs.name:
+        return 0
     installed = site_packages(venv)
     copied = 0
-    for package in PACKAGES:
-        for cached in (repo / package).rglob("__pycache__/*.nb[ic]"):
-            target = installed / cached.relative_to(repo)
-            if target.parent.parent.is_dir():
-                target.parent.mkdir(exist_ok=True)
-                shutil.copy2(cached, target)
-                copied += 1
+    for folder in [repo / "solvers", *sorted(p for p in (repo / "solvers").rglob("*")
+                                               if p.is_dir() and p.name != "__pycache__")]:
+        source = ours / _numba_subfolder(folder)
+        if not source.is_dir():
+            continue
+        target = theirs / _numba_subfolder(installed / folder.relative_to(repo))
+        target.mkdir(parents=True, exist_ok=True)
+        for cached in source.glob("*.nb[ic]"):
+            shutil.copy2(cached, target / cached.name)
+            copied += 1
     return copied
 
 
@@ -161,6 +185,11 @@ def _warm_up(python: Path) -> str:
 def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV"}}
+    cache = env.get("NUMBA_CACHE_DIR")
+    if cache and Path(cache).resolve().parent == (REPO / "solvers" / "__pycache__").resolve():
+        # chosen by this process's import of the checkout's solvers, not by the user: the
+        # virtualenv keeps its kernels beside its own sources
+        del env["NUMBA_CACHE_DIR"]
     return env
 
 

@@ -5,52 +5,20 @@ swaps that follow the shrinking."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 from numba.typed import List
 
+from solvers._kernel_helpers import kernel_from_dot
 from solvers.smo.layout import (
     _CACHE_FREE,
     _EVALS,
     _HITS,
-    _LINEAR,
     _MISSES,
-    _POLY,
     _RBF,
     _U1,
 )
-
-# Kernel values: copies of solvers/kernels.py's `_powi` and `_kernel_from_dot` (see
-# solvers/backbone.py).
-
-
-@njit(cache=True, inline="always")
-def _powi(base, times):
-    """base**times by squaring, exactly as LIBSVM's powi."""
-    tmp = base
-    ret = 1.0
-    t = times
-    while t > 0:
-        if t % 2 == 1:
-            ret *= tmp
-        tmp = tmp * tmp
-        t //= 2
-    return ret
-
-
-@njit(cache=True, inline="always")
-def _kernel_from_dot(kind, dot, sq_a, sq_b, gamma, coef0, degree):
-    """K(a, b) from a.b and the squared norms (kind: LIBSVM's kernel_type)."""
-    if kind == _RBF:
-        return math.exp(-gamma * (sq_a + sq_b - 2.0 * dot))
-    if kind == _LINEAR:
-        return dot
-    if kind == _POLY:
-        return _powi(gamma * dot + coef0, degree)
-    return math.tanh(gamma * dot + coef0)
 
 
 @njit(cache=True, nogil=True)
@@ -59,7 +27,7 @@ def _kernel_diagonal(sq_norms, kernel, out):
     for t in range(sq_norms.shape[0]):
         # out[t] = K(x_t, x_t)   (LIBSVM's QD)
         sq = sq_norms[t]
-        out[t] = _kernel_from_dot(kind, sq, sq, sq, gamma, coef0, degree)
+        out[t] = kernel_from_dot(kind, sq, sq, sq, gamma, coef0, degree)
 
 
 @njit(cache=True, nogil=True)
@@ -294,7 +262,7 @@ def _column_range(rows, kernel, y, i, lo, hi, out):
         _rbf_values(sq_norms, sq_i, gamma, y, y_i, lo, hi, dots, scale, out)
         return
     for t in range(lo, hi):
-        value = _kernel_from_dot(kind, dots[t], sq_i, sq_norms[t], gamma, coef0, degree)
+        value = kernel_from_dot(kind, dots[t], sq_i, sq_norms[t], gamma, coef0, degree)
         out[t] = np.float32(value if y[t] == y_i else -value)
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from solvers._kernel_helpers import LINEAR, POLY, RBF, SIGMOID
+
 # Kernel codes (LIBSVM's kernel_type) and alpha status.
-_LINEAR, _POLY, _RBF, _SIGMOID = 0, 1, 2, 3
+_LINEAR, _POLY, _RBF, _SIGMOID = LINEAR, POLY, RBF, SIGMOID
 _LOWER, _UPPER, _FREE = 0, 1, 2
 _U1 = np.uint64(1)
 _TAU = 1e-12  # LIBSVM's TAU: quadratic coefficient used when K_ii + K_jj - 2 K_ij <= 0

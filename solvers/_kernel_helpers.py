@@ -1,0 +1,95 @@
+"""The small compiled helpers that the kernels of several modules inline or call: the
+sparse row loops, the xorshift64* generator and the kernel values of the kernel SVMs.
+
+One copy each. Numba's on-disk cache checks a compiled function against its own source
+file only, so a kernel that inlined an older helper would be loaded after the helper
+changed; `solvers/__init__.py` therefore keys the whole cache folder by a hash of every
+source of this package, and an edit here compiles every kernel again.
+
+Loop counters and column indices are unsigned (`np.uint64`, `np.uint32`): no
+negative-index wraparound code in the innermost loops.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# Kernel codes (LIBSVM's kernel_type).
+LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3
+
+_U11, _U12, _U25, _U27, _U32 = (np.uint64(v) for v in (11, 12, 25, 27, 32))
+_XORSHIFT_MULTIPLIER = np.uint64(0x2545F4914F6CDD1D)
+_U32_LIMIT = 1 << 32
+_INV_2_53 = 1.0 / 9007199254740992.0
+
+
+@njit(cache=True, inline="always")
+def row_dot(w, data, indices, start, end):
+    """w[indices[start:end]] @ data[start:end] (start, end: np.uint64)."""
+    total = 0.0
+    for k in range(start, end):
+        total += w[np.uint32(indices[k])] * data[k]
+    return total
+
+
+@njit(cache=True, inline="always")
+def row_axpy(scale, data, indices, start, end, w):
+    """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
+    for k in range(start, end):
+        w[np.uint32(indices[k])] += scale * data[k]
+
+
+@njit(cache=True, inline="always")
+def next_raw(rng):
+    """The next 64-bit output of the xorshift64* generator with state rng[0]."""
+    x = rng[0]
+    x ^= x >> _U12
+    x ^= x << _U25
+    x ^= x >> _U27
+    rng[0] = x
+    return x * _XORSHIFT_MULTIPLIER
+
+
+@njit(cache=True)
+def next_below(rng, bound):
+    """A pseudo-random integer in [0, bound) from the xorshift64* state rng[0]."""
+    r = next_raw(rng)
+    if bound < _U32_LIMIT:
+        # Lemire's multiply-shift on the high 32 bits
+        return np.int64(((r >> _U32) * np.uint64(bound)) >> _U32)
+    return np.int64(r % np.uint64(bound))
+
+
+@njit(cache=True)
+def next_unit(rng):
+    """A pseudo-random float64 in [0, 1) (the top 53 bits)."""
+    return np.float64(next_raw(rng) >> _U11) * _INV_2_53
+
+
+@njit(cache=True, inline="always")
+def powi(base, times):
+    """base**times by squaring, exactly as LIBSVM's powi."""
+    tmp = base
+    ret = 1.0
+    t = times
+    while t > 0:
+        if t % 2 == 1:
+            ret *= tmp
+        tmp = tmp * tmp
+        t //= 2
+    return ret
+
+
+@njit(cache=True, inline="always")
+def kernel_from_dot(kind, dot, sq_a, sq_b, gamma, coef0, degree):
+    """K(a, b) from a.b and the squared norms (kind: LIBSVM's kernel_type)."""
+    if kind == RBF:
+        return math.exp(-gamma * (sq_a + sq_b - 2.0 * dot))
+    if kind == LINEAR:
+        return dot
+    if kind == POLY:
+        return powi(gamma * dot + coef0, degree)
+    return math.tanh(gamma * dot + coef0)
