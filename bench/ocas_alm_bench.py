@@ -340,7 +340,7 @@ def matvec_ceiling(X: sp.csr_matrix, reps: int) -> float:
     output kernel): the memory-bound ceiling. A pass reads 12 bytes per non-zero, so on a
     machine whose memory bandwidth does not double with a second core no solver that
     streams X can do better."""
-    from solvers.ocas import _outputs_kernel, chunk_bounds
+    from solvers.ocas import chunk_bounds, signed_margins
 
     arrays = as_csr_arrays(X)
     rows = (arrays.data, arrays.indices, arrays.indptr)
@@ -351,7 +351,7 @@ def matvec_ceiling(X: sp.csr_matrix, reps: int) -> float:
 
     def passes() -> None:
         for _ in range(20):
-            _outputs_kernel(rows, y, w, 1.0, bounds, out)
+            signed_margins(rows, y, w, 1.0, bounds, out)
 
     return thread_speedup(passes, reps)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from solvers._kernel_helpers import row_axpy, row_dot
+from solvers._kernel_helpers import reduce_chunks, row_axpy, row_dot
 
 # Row loops: solvers/_kernel_helpers.py; unsigned counters: no negative-index wraparound
 # code in inner loops.
@@ -47,11 +47,7 @@ def _xt_times(rows, v, bias_scale, bounds, chunk_acc, out):
                           acc)
                 bias_total += v_i
         acc[bias_slot] += bias_total * bias_scale
-    for j in prange(size):
-        total = 0.0
-        for c in range(n_chunks):
-            total += chunk_acc[c, j]
-        out[j] = total
+    reduce_chunks(chunk_acc, out)
 
 
 @njit(cache=True, parallel=True)

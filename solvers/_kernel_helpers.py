@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 # Kernel codes (LIBSVM's kernel_type).
 LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3
@@ -40,6 +40,35 @@ def row_axpy(scale, data, indices, start, end, w):
     """w[indices[start:end]] += scale * data[start:end] (start, end: np.uint64)."""
     for k in range(start, end):
         w[np.uint32(indices[k])] += scale * data[k]
+
+
+@njit(cache=True, parallel=True)
+def signed_margins(rows, y, w, bias_scale, bounds, out):
+    """out_i = y_i (x_i . w[:d] + B w[d]), rows in parallel (`bounds`: row chunks of about
+    equal nnz, solvers.parallel; each chunk owns its slice of out)."""
+    bias_term = w[w.shape[0] - 1] * bias_scale
+    for c in prange(bounds.shape[0] - 1):
+        for i in range(bounds[c], bounds[c + 1]):
+            out[i] = row_margin(w, rows, i, y[i], bias_term)
+
+
+@njit(cache=True, inline="always")
+def row_margin(w, rows, i, y_i, bias_term):
+    """y_i (x_i . w[:d] + bias_term) for row i of rows = (data, indices, indptr)."""
+    data, indices, indptr = rows
+    dot = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+    return y_i * (dot + bias_term)
+
+
+@njit(cache=True, parallel=True)
+def reduce_chunks(chunk_acc, out):
+    """out = chunk_acc.sum(axis=0), summed in chunk order; each thread owns a column slice."""
+    n_chunks, size = chunk_acc.shape
+    for j in prange(size):
+        total = 0.0
+        for c in range(n_chunks):
+            total += chunk_acc[c, j]
+        out[j] = total
 
 
 @njit(cache=True, inline="always")

@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from solvers._kernel_helpers import row_axpy, row_dot
+from solvers._kernel_helpers import row_axpy, row_dot, row_margin
 
 L2, LOGISTIC = 0, 1
 
@@ -117,15 +117,13 @@ def margins_and_loss(rows, y, cost, w, bias_scale, loss_kind, bounds, margins, c
 
     Exact (one pass over X); chunk_sums[c] holds the chunk's loss sum.
     """
-    data, indices, indptr = rows
     bias_term = w[w.shape[0] - 1] * bias_scale
     n_chunks = bounds.shape[0] - 1
     for c in prange(n_chunks):
         total = 0.0
         for i in range(bounds[c], bounds[c + 1]):
             # m_i = y_i (x_i . w + B w_b);  total += C_i loss(m_i)
-            dot = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
-            m = y[i] * (dot + bias_term)
+            m = row_margin(w, rows, i, y[i], bias_term)
             margins[i] = m
             total += cost[i] * _loss(m, loss_kind)
         chunk_sums[c] = total
@@ -146,15 +144,13 @@ def trial_margins(rows, y, cost, s, bias_scale, loss_kind, bounds, margins, new_
     Returns sum_i C_i (loss(new_margins_i) - loss(margins_i)), each term computed from the
     margin change itself (no cancellation between two large loss sums).
     """
-    data, indices, indptr = rows
     bias_term = s[s.shape[0] - 1] * bias_scale
     n_chunks = bounds.shape[0] - 1
     for c in prange(n_chunks):
         total = 0.0
         for i in range(bounds[c], bounds[c + 1]):
             # step_i = y_i x_i.s;  total += C_i (loss(m_i + step_i) - loss(m_i))
-            dot = row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
-            step = y[i] * (dot + bias_term)
+            step = row_margin(s, rows, i, y[i], bias_term)
             new_margins[i] = margins[i] + step
             total += cost[i] * _loss_change(margins[i], step, loss_kind)
         chunk_sums[c] = total
@@ -255,6 +251,30 @@ def gradient_and_preconditioner(rows, bias_scale, bounds, active, n_groups, chun
     return math.sqrt(norm)
 
 
+@njit(cache=True, inline="always")
+def _hessian_rows(rows, bias_scale, bounds, active, first_chunk, end_chunk, v, acc):
+    """acc += sum h_i (x_i.v) x_i over the active rows of the chunks; returns
+    sum h_i (x_i.v)^2 over them."""
+    data, indices, indptr = rows
+    active_idx, _, active_h, active_count = active
+    bias_slot = v.shape[0] - 1
+    bias_v = v[bias_slot] * bias_scale
+    total = 0.0
+    for c in range(first_chunk, end_chunk):
+        first = bounds[c]
+        for q in range(first, first + active_count[c]):
+            i = active_idx[q]
+            start = np.uint64(indptr[i])
+            end = np.uint64(indptr[i + 1])
+            # t = x_i . v;  acc += h_i t x_i;  total += h_i t^2
+            t = row_dot(v, data, indices, start, end) + bias_v
+            coef = active_h[q] * t
+            row_axpy(coef, data, indices, start, end, acc)
+            acc[bias_slot] += coef * bias_scale
+            total += coef * t
+    return total
+
+
 @njit(cache=True, parallel=True)
 def hessian_vector(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_sums, v,
                    out):
@@ -265,45 +285,17 @@ def hessian_vector(rows, bias_scale, bounds, active, n_groups, chunk_acc, group_
     accumulator each (n_groups = 1: straight into out, no reduction). n_groups is chosen
     from the active nnz (`hessian_groups`), so it does not depend on the thread count.
     """
-    data, indices, indptr = rows
-    active_idx, _, active_h, active_count = active
-    bias_slot = v.shape[0] - 1
-    bias_v = v[bias_slot] * bias_scale
     n_chunks = bounds.shape[0] - 1
     if n_groups == 1:
         for j in range(v.shape[0]):
             out[j] = v[j]
-        quadratic = 0.0
-        for c in range(n_chunks):
-            first = bounds[c]
-            for q in range(first, first + active_count[c]):
-                i = active_idx[q]
-                start = np.uint64(indptr[i])
-                end = np.uint64(indptr[i + 1])
-                # t = x_i . v;  out += h_i t x_i;  quadratic += h_i t^2
-                t = row_dot(v, data, indices, start, end) + bias_v
-                coef = active_h[q] * t
-                row_axpy(coef, data, indices, start, end, out)
-                out[bias_slot] += coef * bias_scale
-                quadratic += coef * t
-        return quadratic
+        return _hessian_rows(rows, bias_scale, bounds, active, 0, n_chunks, v, out)
     for g in prange(n_groups):
         acc = chunk_acc[0, g]
         acc[:] = 0.0
-        partial = 0.0
-        for c in range(g * n_chunks // n_groups, (g + 1) * n_chunks // n_groups):
-            first = bounds[c]
-            for q in range(first, first + active_count[c]):
-                i = active_idx[q]
-                start = np.uint64(indptr[i])
-                end = np.uint64(indptr[i + 1])
-                # t = x_i . v;  acc_g += h_i t x_i;  partial += h_i t^2
-                t = row_dot(v, data, indices, start, end) + bias_v
-                coef = active_h[q] * t
-                row_axpy(coef, data, indices, start, end, acc)
-                acc[bias_slot] += coef * bias_scale
-                partial += coef * t
-        group_sums[g] = partial
+        group_sums[g] = _hessian_rows(rows, bias_scale, bounds, active,
+                                      g * n_chunks // n_groups,
+                                      (g + 1) * n_chunks // n_groups, v, acc)
     if v.shape[0] * n_groups >= _PARALLEL_REDUCTION:
         for j in prange(v.shape[0]):
             out[j] = _reduced(chunk_acc, 0, n_groups, j, v[j])
@@ -509,17 +501,6 @@ def add_step(w, s):
 
 
 # Line search (newton.cpp's linesearch_and_update, with the margins of the direction kept)
-
-
-@njit(cache=True, parallel=True)
-def direction_margins(rows, y, s, bias_scale, bounds, steps):
-    """steps_i = y_i (x_i.s[:d] + B s[d]): the margin change of a unit step along s."""
-    data, indices, indptr = rows
-    bias_term = s[s.shape[0] - 1] * bias_scale
-    for c in prange(bounds.shape[0] - 1):
-        for i in range(bounds[c], bounds[c + 1]):
-            dot = row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
-            steps[i] = y[i] * (dot + bias_term)
 
 
 @njit(cache=True, parallel=True)

@@ -449,8 +449,6 @@ def _iterate(state: _AlmState, eps: float, max_iter: int, monitor: ProgressMonit
                 return "converged"
             if state.stalled(min(STALL_TOLERANCE, eps / 100.0)):
                 return "stalled"
-        if state.iteration >= max_iter:
-            return "max_iter"
-        stop = monitor.interruption(state.snapshot)
+        stop = monitor.stop_reason(state.iteration, max_iter, state.snapshot)
         if stop is not None:
             return stop

@@ -185,6 +185,14 @@ class ProgressMonitor:
             return "cancelled"
         return None
 
+    def stop_reason(self, iteration: int, max_iter: int,
+                    make_event: Callable[[], dict[str, Any]]) -> str | None:
+        """Between two iterations of a solver's own loop: "max_iter" once `iteration`
+        reached it, else `interruption`."""
+        if iteration >= max_iter:
+            return "max_iter"
+        return self.interruption(make_event)
+
 
 # --------------------------------------------------------------------------------------
 # The bounded-budget driver loop

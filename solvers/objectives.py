@@ -19,6 +19,7 @@ Weight vectors: `w` has `problem.n_weights` entries: the feature weights, then (
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -36,7 +37,7 @@ def check_loss(loss: str) -> None:
 
 def margins(problem: LinearProblem, w: np.ndarray) -> np.ndarray:
     """y_i * w.x_i (bias feature included) for every row, as a new float64 array."""
-    weights = _checked_weights(problem, w)
+    weights = checked_weights(problem, w)
     X = problem.X
     out = np.empty(X.n_rows, dtype=np.float64)
     _margins_kernel(X.data, X.indices, X.indptr, problem.y, weights, problem.bias_scale, out)
@@ -56,7 +57,7 @@ def transpose_times(problem: LinearProblem, u: np.ndarray) -> np.ndarray:
 def primal_objective(problem: LinearProblem, w: np.ndarray, loss: str) -> float:
     """P(w) = 1/2 ||w||^2 + sum_i C_i loss(1 - y_i w.x_i)."""
     check_loss(loss)
-    weights = _checked_weights(problem, w)
+    weights = checked_weights(problem, w)
     X = problem.X
     loss_sum = _loss_sum_kernel(
         X.data, X.indices, X.indptr, problem.y, problem.cost, weights, problem.bias_scale,
@@ -72,7 +73,7 @@ def dual_objective(problem: LinearProblem, alpha: np.ndarray, w: np.ndarray, los
     pair is then >= 0 up to rounding.
     """
     check_loss(loss)
-    weights = _checked_weights(problem, w)
+    weights = checked_weights(problem, w)
     alpha = np.asarray(alpha, dtype=np.float64)
     value = float(np.sum(alpha)) - 0.5 * float(np.dot(weights, weights))
     if loss == "l2":
@@ -101,11 +102,13 @@ def qbar_diagonal(problem: LinearProblem, diag: np.ndarray) -> np.ndarray:
     return out
 
 
-def _checked_weights(problem: LinearProblem, w: np.ndarray) -> np.ndarray:
+def checked_weights(problem: LinearProblem, w: Any, name: str = "w") -> np.ndarray:
+    """`w` as a contiguous float64 array of the problem's n_weights entries (else a
+    ValueError that names it `name`)."""
     weights = np.ascontiguousarray(w, dtype=np.float64)
     if weights.shape != (problem.n_weights,):
         raise ValueError(
-            f"w has shape {weights.shape}; this problem has {problem.n_weights} weights "
+            f"{name} has shape {weights.shape}; this problem has {problem.n_weights} weights "
             f"({problem.X.n_features} features"
             + (" + the bias feature)" if problem.bias_scale > 0 else ")")
         )

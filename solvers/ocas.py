@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit, prange
 
 from solvers import parallel
-from solvers._kernel_helpers import row_axpy, row_dot
+from solvers._kernel_helpers import reduce_chunks, row_axpy, signed_margins
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.objectives import primal_objective
 
@@ -155,7 +155,7 @@ class _OcasState:
         self.timings = {"qp_s": 0.0, "output_s": 0.0, "line_search_s": 0.0, "cut_s": 0.0}
         if w0 is not None:  # warm start: w_best = w0, the first plane is taken there
             self.w_best[:] = w0
-            _outputs_kernel(self.rows, problem.y, self.w_best, self.bias_scale, self.bounds,
+            signed_margins(self.rows, problem.y, self.w_best, self.bias_scale, self.bounds,
                             self.out_best)
             self.out_t[:] = self.out_best
 
@@ -173,7 +173,7 @@ class _OcasState:
 
     def compute_outputs(self) -> None:
         started = time.perf_counter()
-        _outputs_kernel(self.rows, self.problem.y, self.w_t, self.bias_scale, self.bounds,
+        signed_margins(self.rows, self.problem.y, self.w_t, self.bias_scale, self.bounds,
                         self.out_t)
         self.timings["output_s"] += time.perf_counter() - started
 
@@ -198,7 +198,7 @@ class _OcasState:
         _update_and_cut(self.rows, (self.problem.y, self.problem.cost),
                         (self.out_best, self.out_t), (k, LAMBDA, self.bias_scale), self.bounds,
                         self.chunk_acc, self.chunk_sums)
-        _reduce_chunks(self.chunk_acc, self.plane)
+        reduce_chunks(self.chunk_acc, self.plane)
         sums = self.chunk_sums.sum(axis=0)  # tiny; chunk order fixed
         self.primal = 0.5 * float(self.w_best @ self.w_best) + float(sums[0])
         self.n_loss = int(sums[2])
@@ -275,9 +275,7 @@ def _iterate(
         gap = state.primal - state.dual
         if gap <= eps * abs(state.primal) or (eps_abs is not None and gap <= eps_abs):
             return "converged"
-        if state.iteration >= max_iter:
-            return "max_iter"
-        stop = monitor.interruption(state.snapshot)
+        stop = monitor.stop_reason(state.iteration, max_iter, state.snapshot)
         if stop is not None:
             return stop
         state.add_plane()
@@ -286,17 +284,6 @@ def _iterate(
 # --------------------------------------------------------------------------------------
 # Kernels. Row loops: solvers/_kernel_helpers.py; unsigned counters: no negative-index
 # wraparound code in inner loops.
-
-
-@njit(cache=True, parallel=True)
-def _outputs_kernel(rows, y, w, bias_scale, bounds, out):
-    """out_i = y_i (x_i . w[:d] + B w[d]), rows in parallel (each chunk owns its slice)."""
-    data, indices, indptr = rows
-    bias_term = w[w.shape[0] - 1] * bias_scale
-    for c in prange(bounds.shape[0] - 1):
-        for i in range(bounds[c], bounds[c + 1]):
-            dot = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
-            out[i] = y[i] * (dot + bias_term)
 
 
 @njit(cache=True, parallel=True)
@@ -416,17 +403,6 @@ def _update_and_cut(rows, labels, outputs, settings, bounds, chunk_acc, chunk_su
         chunk_sums[c, 0] = loss
         chunk_sums[c, 1] = offset
         chunk_sums[c, 2] = n_loss
-
-
-@njit(cache=True, parallel=True)
-def _reduce_chunks(chunk_acc, out):
-    """out = chunk_acc.sum(axis=0), summed in chunk order; each thread owns a column slice."""
-    n_chunks, size = chunk_acc.shape
-    for j in prange(size):
-        total = 0.0
-        for c in range(n_chunks):
-            total += chunk_acc[c, j]
-        out[j] = total
 
 
 @njit(cache=True, parallel=True)

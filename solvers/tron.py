@@ -115,7 +115,9 @@ import numpy as np
 
 from solvers import _tron_kernels as kernels
 from solvers import parallel
+from solvers._kernel_helpers import signed_margins
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
+from solvers.objectives import checked_weights
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
     {"loss": "l2"},
@@ -243,13 +245,7 @@ def solve(
 def _warm_start(problem: LinearProblem, w0: Any) -> np.ndarray | None:
     if w0 is None:
         return None
-    start = np.asarray(w0, dtype=np.float64)
-    if start.shape != (problem.n_weights,):
-        raise ValueError(
-            f"w0 has shape {start.shape}; this problem has {problem.n_weights} weights "
-            f"({problem.X.n_features} features"
-            + (" + the bias feature)" if problem.bias_scale > 0 else ")")
-        )
+    start = checked_weights(problem, w0, "w0")
     if not np.all(np.isfinite(start)):
         raise ValueError("w0 contains NaN or infinity; pass a finite warm start")
     padded = np.zeros(problem.X.n_features + 1)
@@ -525,7 +521,8 @@ def _line_search(state: _TronState) -> str:
         return ("numerical_error" if math.isnan(gs)
                 else "the Newton direction is not a descent direction")
     steps = state.new_margins
-    kernels.direction_margins(state.rows, state.y, s, state.bias_scale, state.bounds, steps)
+    # steps_i = y_i (x_i.s[:d] + B s[d]): the margin change of a unit step along s
+    signed_margins(state.rows, state.y, s, state.bias_scale, state.bounds, steps)
     alpha = 1.0
     outcome = "the line search found no decrease in 20 halvings of the step"
     for _ in range(LINE_SEARCH_HALVINGS):

@@ -170,6 +170,14 @@ def _select_j(y, status, gradient, diagonal, q_i, i, gmax, active, parallel):
     return j, gmax2
 
 
+@njit(cache=True, inline="always")
+def _current_gmax(positions, active, counters, values, parallel):
+    """(Gmax, i) on the active set: the pair kept by the last step while still valid."""
+    if counters[_GMAX_VALID] == 1:
+        return values[_GMAX], counters[_GMAX_IDX]
+    return _gmax(positions, active, parallel)
+
+
 @njit(cache=True)
 def _select_working_set(rows, kernel, positions, cache, counters, values, parallel):
     """LIBSVM's select_working_set: (i, j, Gmax, Gmax2, Q_i); i or j = -1 if there is
@@ -177,11 +185,7 @@ def _select_working_set(rows, kernel, positions, cache, counters, values, parall
     cache: the same values and the same LRU order once Q_j is fetched). `_smo_steps` runs
     the same code inline on its hot path."""
     active = counters[_ACTIVE]
-    if counters[_GMAX_VALID] == 1:
-        gmax = values[_GMAX]
-        i = counters[_GMAX_IDX]
-    else:
-        gmax, i = _gmax(positions, active, parallel)
+    gmax, i = _current_gmax(positions, active, counters, values, parallel)
     if i < 0:
         return -1, -1, gmax, -np.inf, cache[4]
     q_i = _get_column(i, active, rows, kernel, positions, cache, counters, parallel)

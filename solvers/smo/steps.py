@@ -30,8 +30,6 @@ from solvers.smo.layout import (
     _CONVERGED,
     _COUNTER,
     _FREE,
-    _GMAX,
-    _GMAX_IDX,
     _GMAX_VALID,
     _ITER,
     _LOWER,
@@ -46,9 +44,9 @@ from solvers.smo.layout import (
     _VIOLATION,
 )
 from solvers.smo.selection import (
+    _current_gmax,
     _do_shrinking,
     _flush_gradient_bar,
-    _gmax,
     _gmax_parallel,
     _gradient_bar_parallel,
     _reconstruct_gradient,
@@ -277,11 +275,7 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
             counters[_GMAX_VALID] = 0
         # _select_working_set, inline: only a cache miss passes the whole state
         active = counters[_ACTIVE]
-        if counters[_GMAX_VALID] == 1:
-            gmax = values[_GMAX]
-            i = counters[_GMAX_IDX]
-        else:
-            gmax, i = _gmax(positions, active, parallel)
+        gmax, i = _current_gmax(positions, active, counters, values, parallel)
         j = -1
         gmax2 = -np.inf
         if i >= 0:

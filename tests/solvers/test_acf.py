@@ -83,7 +83,7 @@ def naive_acf(
 ) -> tuple[np.ndarray, int, int]:
     """Glasmachers & Dogan 2013, Algorithm 3 with Algorithms 4 and 5, literally: the dual
     gradient from the explicit Qbar, the schedule as a Python list. It draws the same
-    random numbers as the kernel (acf._next_unit for Algorithm 4's coins, acf._next_below
+    random numbers as the kernel (acf.next_unit for Algorithm 4's coins, acf.next_below
     for the shuffle), so both follow the same path. Returns (alpha, sweeps, steps)."""
     Q = qbar(X, y, cost, loss)
     upper = upper_bounds(cost, loss)
@@ -107,12 +107,12 @@ def naive_acf(
                 break
             m = p[i] * (n - len(schedule)) / N
             copies = math.floor(m)
-            if acf._next_unit(rng) < m - copies:
+            if acf.next_unit(rng) < m - copies:
                 copies += 1
             schedule += [i] * min(copies, n - len(schedule))
             N -= p[i]
         for t in range(len(schedule) - 1):  # "in random order"
-            k = t + acf._next_below(rng, len(schedule) - t)
+            k = t + acf.next_below(rng, len(schedule) - t)
             schedule[t], schedule[k] = schedule[k], schedule[t]
         for i in schedule:
             g = 1.0 - Q[i] @ alpha  # the paper's g: derivative of the maximised dual
@@ -430,7 +430,7 @@ def test_same_seed_gives_bit_identical_weights(monkeypatch: pytest.MonkeyPatch) 
 
 def test_unit_draws_are_uniform_enough() -> None:
     rng = np.array([seed_state(0)], dtype=np.uint64)
-    draws = np.array([acf._next_unit(rng) for _ in range(10_000)])
+    draws = np.array([acf.next_unit(rng) for _ in range(10_000)])
     assert draws.min() >= 0.0 and draws.max() < 1.0
     counts = np.histogram(draws, bins=10, range=(0.0, 1.0))[0]
     assert np.all(np.abs(counts - 1000) < 150)

@@ -371,11 +371,11 @@ def test_seed_state_is_never_zero() -> None:
 
 def test_permutation_rng_is_uniform_enough() -> None:
     rng = np.array([seed_state(0)], dtype=np.uint64)
-    draws = np.array([dcd._next_below(rng, 7) for _ in range(7000)])
+    draws = np.array([dcd.next_below(rng, 7) for _ in range(7000)])
     assert draws.min() == 0 and draws.max() == 6
     counts = np.bincount(draws, minlength=7)
     assert np.all(np.abs(counts - 1000) < 150)
-    assert 0 <= dcd._next_below(rng, 2**40) < 2**40
+    assert 0 <= dcd.next_below(rng, 2**40) < 2**40
 
 
 def test_sparse_and_dense_input_give_identical_results() -> None:

@@ -55,7 +55,7 @@ def test_outputs_and_cutting_plane_match_numpy(bias_scale: float) -> None:
     w = np.append(rng.normal(size=6), rng.normal() if bias_scale else 0.0)
     bounds = ocas.chunk_bounds(as_csr_arrays(X).indptr, 7)
     out = np.empty(97)
-    ocas._outputs_kernel(rows_of(X), y, w, bias_scale, bounds, out)
+    ocas.signed_margins(rows_of(X), y, w, bias_scale, bounds, out)
     np.testing.assert_allclose(out, y * (Xa @ w[: Xa.shape[1]]), rtol=1e-13, atol=1e-13)
 
     # w_best moves by k towards w_t; the cut is taken at (1 - lam) w_best + lam w_t
@@ -68,7 +68,7 @@ def test_outputs_and_cutting_plane_match_numpy(bias_scale: float) -> None:
     ocas._update_and_cut(rows_of(X), (y, cost), (out_best, out_t), (k, lam, bias_scale), bounds,
                          acc, sums)
     plane = np.empty(7)
-    ocas._reduce_chunks(acc, plane)
+    ocas.reduce_chunks(acc, plane)
     w_best = w + k * (w_t - w)
     expected_best = y * (Xa @ w_best[: Xa.shape[1]])
     np.testing.assert_allclose(out_best, expected_best, rtol=1e-12, atol=1e-12)

@@ -59,7 +59,7 @@ def naive_pegasos(
     X: np.ndarray, y: np.ndarray, cost: np.ndarray, C: float, k: int, steps: int, seed: int
 ) -> np.ndarray:
     """Mini-batch Pegasos on dense arrays with an explicit w, drawing the kernel's samples
-    (the same xorshift state through pegasos._next_below): lambda = 1/(C n), eta_t = 1/(lambda t),
+    (the same xorshift state through pegasos.next_below): lambda = 1/(C n), eta_t = 1/(lambda t),
     w <- (1 - eta_t lambda) w + eta_t/k sum_{A_t+} (C_i/C) y_i x_i, then w is projected onto
     the ball of radius sqrt(sum_i C_i) (= 1/sqrt(lambda) when every C_i = C)."""
     n = X.shape[0]
@@ -68,7 +68,7 @@ def naive_pegasos(
     rng = np.array([seed_state(seed)], dtype=np.uint64)
     w = np.zeros(X.shape[1])
     for t in range(1, steps + 1):
-        batch = [pegasos._next_below(rng, n) for _ in range(k)]
+        batch = [pegasos.next_below(rng, n) for _ in range(k)]
         violators = [i for i in batch if y[i] * (X[i] @ w) < 1.0]
         eta = 1.0 / (lam * t)
         w = (1.0 - eta * lam) * w
