@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(10.0, gt=0)
     max_attempts: int = Field(3, ge=1)
     requeue_after_seconds: float = Field(120.0, gt=0)
+    # A running job reports progress (GET /v1/jobs/{id}, its SSE stream, the history) at
+    # most this often: the solvers' default (solvers.backbone.PROGRESS_INTERVAL_S). Tests
+    # set it lower, so that even a short fit reports.
+    progress_interval_seconds: float = Field(0.2, ge=0)
     # Worker readiness (GET /v1/status): a worker process whose heartbeat (every third of
     # this) is older than this is presumed gone.
     worker_stale_seconds: float = Field(30.0, gt=0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib
 import math
@@ -34,6 +35,7 @@ import scipy.sparse as sp
 from solvers import workflow
 from solvers.auto import DataShape, choose, settings
 from solvers.backbone import (
+    PROGRESS_INTERVAL_S,
     BinarySolution,
     LinearProblem,
     ProgressCallback,
@@ -84,7 +86,8 @@ def solver_module(name: str) -> SolverModule:
 
 def fit(
     X: Any, y: Any, solver: str = "dcd", progress: ProgressCallback | None = None,
-    warm_start: FitResult | None = None, keep_solver_state: bool = False, **params: Any,
+    warm_start: FitResult | None = None, keep_solver_state: bool = False,
+    progress_interval: float = PROGRESS_INTERVAL_S, **params: Any,
 ) -> FitResult:
     """Train an SVM with `solver`; binary, or several binary problems for more classes.
 
@@ -108,11 +111,19 @@ def fit(
     next fit (the fit's cache_mb is then shared by its problems, all kept alive). No
     effect with other solvers or with scale / probability (the workflow's fits start
     cold).
+
+    `progress_interval`: the least number of seconds between two `progress` events (an
+    event is sent between two compiled calls of a solver, once that long has passed since
+    the last one; 0: between every two calls).
     """
     t0 = time.perf_counter()
+    if not 0.0 <= progress_interval < math.inf:
+        raise ValueError(f"progress_interval must be a number of seconds >= 0, not "
+                         f"{progress_interval!r}")
     applied = validate_params(solver, params)
     if workflow.requested(applied):  # scale and/or probability around the plain fit
-        return workflow.fit_workflow(X, y, solver, progress, applied, fit)
+        return workflow.fit_workflow(X, y, solver, progress, applied,
+                                     functools.partial(fit, progress_interval=progress_interval))
     data = training_set(X, y, applied)
     auto = None
     if SOLVERS[solver].chooses:
@@ -126,7 +137,8 @@ def fit(
         problems = _kernel_warm_problems(problems, warm_start, keep_solver_state)
     validate_s = time.perf_counter() - t0
 
-    monitor = ProgressMonitor(progress, applied.get("max_seconds"), n_classes=len(problems))
+    monitor = ProgressMonitor(progress, applied.get("max_seconds"), n_classes=len(problems),
+                              interval=progress_interval)
     solutions: list[BinarySolution] = []
     if kernel is not None:  # it schedules its problems itself
         solutions = kernel.solve_all(problems, applied, monitor)

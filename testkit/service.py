@@ -75,6 +75,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_SWEEP_INTERVAL_SECONDS": str(settings.sweep_interval_seconds),
         "HINGE_MAX_ATTEMPTS": str(settings.max_attempts),
         "HINGE_REQUEUE_AFTER_SECONDS": str(settings.requeue_after_seconds),
+        "HINGE_PROGRESS_INTERVAL_SECONDS": str(settings.progress_interval_seconds),
         "HINGE_WORKER_STALE_SECONDS": str(settings.worker_stale_seconds),
         "HINGE_ALLOWED_HOSTS": ",".join(settings.allowed_hosts),
         "HINGE_RATE_PER_SECOND": str(settings.rate_per_second),

@@ -124,9 +124,10 @@ def stop_kernel_compilers() -> None:
 class ProgressRecorder:
     """The solver's progress callback: persists a throttled history, sees cancellation.
 
-    The solver calls at most every 0.2 s. Each call updates the job's latest progress and
-    heartbeat; the history keeps a point when the time since the last kept point exceeds
-    max(0.2 s, elapsed/100), so a job keeps a few hundred points however long it runs.
+    The solver calls at most every `progress_interval_seconds` (0.2 s). Each call updates
+    the job's latest progress and heartbeat; the history keeps a point when the time since
+    the last kept point exceeds max(that interval, elapsed/100), so a job keeps a few
+    hundred points however long it runs.
     With the attempt's `heartbeat`, a call also stops the fit once the heartbeat says the
     lease is lost (`lease_lost` then says why the fit stopped), and a recorded event counts
     as a renewal.
@@ -194,7 +195,8 @@ class ProgressRecorder:
             payload["fraction"] = round(fraction, 4)
         now = time.monotonic()
         elapsed = now - self.started
-        keep = now - self.last_kept >= max(0.2, elapsed / 100.0)
+        keep = now - self.last_kept >= max(self.settings.progress_interval_seconds,
+                                           elapsed / 100.0)
         with session_scope(self.settings.database_url) as session:
             cancel = jobs.record_progress(session, self.job_id, self.attempt, payload,
                                           keep=keep)
@@ -408,7 +410,8 @@ def _train_holding(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> 
 
         recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
                                     params.get("eps"), heartbeat=heartbeat)
-        result = fit(X, y, solver=claimed.solver, progress=recorder, **params)
+        result = fit(X, y, solver=claimed.solver, progress=recorder,
+                     progress_interval=settings.progress_interval_seconds, **params)
     except Exception as exc:
         log.exception("job %s failed", claimed.job_id)
         heartbeat.stop()

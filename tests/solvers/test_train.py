@@ -3,6 +3,7 @@ bias handling, invariances and degenerate inputs."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -398,7 +399,7 @@ def test_warmup_compiles_every_kernel_that_python_calls() -> None:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # the probe sees every solver's entry kernels, SMO's and the prediction kernels
     for expected in ("solvers.dcd._dcd_sweeps", "solvers.acf._acf_sweeps",
-                     "solvers.pegasos._pegasos_steps", "solvers.ocas._outputs_kernel",
+                     "solvers.pegasos._pegasos_steps", "solvers.ocas.signed_margins",
                      "solvers.alm._x_times", "solvers.smo.steps._smo_steps",
                      "solvers.kernels._decision_kernel"):
         assert expected in report["entries"]
@@ -426,3 +427,29 @@ def test_warmup_compiles_everything_once() -> None:
     warmup()
     assert _compiled_signatures() == before
     assert sum(len(signatures) for signatures in before.values()) > 0
+
+
+# --------------------------------------------------------------------------------------
+# progress_interval
+
+
+@pytest.mark.parametrize("scale", ["none", "minmax"])  # the plain fit, and the workflow's
+def test_progress_interval_sets_the_least_time_between_events(scale: str) -> None:
+    """Fits bounded by max_seconds, so that what is counted does not depend on the speed
+    of the machine: no event within a longer interval, one per compiled call at 0."""
+    X, y = load_local("onehot")
+    spec = {"loss": "l1", "eps": 1e-12, "max_iter": 10_000_000, "max_seconds": 0.5,
+            "fallback": False, "scale": scale}
+    counted: dict[float, list[float]] = {}
+    for interval in (60.0, 0.0, 0.15):  # the first one compiles (when not cached)
+        events: list[dict[str, Any]] = []
+        result = fit(X, y, progress=events.append, progress_interval=interval, **spec)
+        assert result.exit_reason == "max_seconds"
+        counted[interval] = [e["elapsed_s"] for e in events]
+    assert counted[60.0] == []
+    assert len(counted[0.0]) >= 5 and len(counted[0.0]) > len(counted[0.15])
+    times = counted[0.15]
+    assert 1 <= len(times) <= 4 and times[0] >= 0.15
+    assert all(b - a >= 0.15 for a, b in itertools.pairwise(times))
+    with pytest.raises(ValueError, match="progress_interval"):
+        fit(X, y, progress_interval=-1.0)
