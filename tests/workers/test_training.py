@@ -9,6 +9,7 @@ transaction as `succeeded`.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from sqlalchemy import func, select, update
 
 from app.db import session_scope
 from app.job_status import JobStatus
-from app.orm import Dataset, Job, Model, Tenant, new_id, utcnow
+from app.orm import Dataset, Job, JobEvent, Model, Tenant, new_id, utcnow
 from app.services import datasets as dataset_service
 from app.services import jobs as job_service
 from app.services.jobs import Claim
@@ -106,7 +107,8 @@ def _fit(settings: Settings, claimed: Claim, progress: Any = None) -> Any:
 
     assert claimed.blob_path is not None
     X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
-    return X, y, fit(X, y, solver=claimed.solver, progress=progress, **claimed.params)
+    return X, y, fit(X, y, solver=claimed.solver, progress=progress,
+                     progress_interval=settings.progress_interval_seconds, **claimed.params)
 
 
 # -- claim -----------------------------------------------------------------------------
@@ -287,6 +289,25 @@ def test_an_attempt_that_loses_its_lease_mid_fit_stops_and_writes_nothing(
     assert job.model_id is None and _models_of(settings, job_id) == []
 
 
+def test_a_job_reports_progress_at_the_configured_interval(settings: Settings,
+                                                            cancer: str) -> None:
+    """HINGE_PROGRESS_INTERVAL_SECONDS reaches the fit and the kept history: a fit that
+    ends on max_seconds after 1 s keeps more than the 5 points 0.2 s apart that the
+    default allows, each at least the interval after the one before."""
+    job_id = _queued_job(settings, cancer, C=1000.0, loss="l1", eps=1e-9, fallback=False,
+                         max_iter=100_000_000, max_seconds=1.0)
+    settings = settings.model_copy(update={"progress_interval_seconds": 0.05})
+    assert run_claimed(settings, job_id, _claimed(settings, job_id)) == "succeeded"
+    with session_scope(settings.database_url) as session:
+        kept = [e.payload for e in session.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.kind == "progress")
+            .order_by(JobEvent.seq))]
+    assert _job(settings, job_id).result["exit_reason"] == "max_seconds"  # type: ignore[index]
+    assert len(kept) > 5, kept
+    times = [event["elapsed_s"] for event in kept]
+    assert all(b - a >= 0.05 for a, b in itertools.pairwise(times))
+
+
 # -- finish ----------------------------------------------------------------------------
 
 def test_finish_stores_a_linear_model_with_the_succeeded_status(settings: Settings,
@@ -336,10 +357,12 @@ def test_an_old_attempt_cannot_finish_a_job_claimed_again(settings: Settings,
 
 def test_a_cancelled_fit_ends_cancelled_without_a_model(settings: Settings,
                                                         cancer: str) -> None:
+    # a fit of more than one compiled call; its first event (interval 0) sees the cancel
     job_id = _queued_job(settings, cancer, C=1000.0, eps=1e-9, max_iter=1_000_000)
     claimed = _claimed(settings, job_id)
     with session_scope(settings.database_url) as session:
         job_service.cancel(session, settings, TENANT, job_id)
+    settings = settings.model_copy(update={"progress_interval_seconds": 0.0})
     recorder = ProgressRecorder(settings, job_id, claimed.attempt, 1e-9)
     X, y, result = _fit(settings, claimed, progress=recorder)
     assert result.exit_reason == "cancelled"
