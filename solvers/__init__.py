@@ -20,11 +20,12 @@ against its own source file only, not against the helpers of other files that it
 `use_kernel_cache` points Numba's cache (NUMBA_CACHE_DIR, and Numba's config when Numba
 is already imported) at a folder named after a hash of every solvers source,
 `<base>/hinge-solvers-<hash>`: a kernel is only ever loaded by the sources it was
-compiled from. `<base>` is NUMBA_CACHE_DIR as given (the Dockerfile's /tmp/numba-cache),
-else this package's `__pycache__` (a checkout, a writable install), else
-~/.cache/hinge-numba, else a folder of this user in the temporary directory: the first
-one that is writable. Older folders in it are removed once a new one is made, the newest
-few kept. Standard library only: importing `solvers` loads no NumPy and no Numba.
+compiled from. `<base>` is NUMBA_CACHE_DIR as given (the Dockerfile's /tmp/numba-cache;
+child processes inherit it with HINGE_NUMBA_CACHE_BASE, which says it was given), else
+this package's `__pycache__` (a checkout, a writable install), else ~/.cache/hinge-numba,
+else a folder of this user in the temporary directory: the first one that is writable.
+Older folders in it are removed once a new one is made, the newest few kept. Standard
+library only: importing `solvers` loads no NumPy and no Numba.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def fit(X: Any, y: Any, solver: str = "dcd", progress: Any = None, **params: Any
 _ROOT = Path(__file__).resolve().parent
 _CACHE_PREFIX = "hinge-solvers-"
 _CACHE_NAME = re.compile(re.escape(_CACHE_PREFIX) + "[0-9a-f]{16}")
+_BASE_ENV = "HINGE_NUMBA_CACHE_BASE"  # NUMBA_CACHE_DIR as the user gave it (see _given_base)
 _CACHES_KEPT = 4  # cache folders of other sources kept beside the current one
 
 
@@ -65,11 +67,26 @@ def sources_digest(root: Path = _ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
-def _cache_bases() -> Iterator[Path]:
+def _given_base() -> Path | None:
+    """NUMBA_CACHE_DIR as the user gave it, also when a parent process replaced it by its
+    folder in it (it then says so in HINGE_NUMBA_CACHE_BASE). A folder that a parent
+    process chose by default (the __pycache__ of its own sources, which may be another
+    install) is not the user's: this process chooses its own."""
     given = os.environ.get("NUMBA_CACHE_DIR", "")
-    if given:  # as given, or the base of a folder that a parent process chose
-        path = Path(given)
-        yield path.parent if _CACHE_NAME.fullmatch(path.name) else path
+    if not given:
+        return None
+    path = Path(given)
+    if not _CACHE_NAME.fullmatch(path.name):
+        return path
+    if os.environ.get(_BASE_ENV) == str(path.parent):
+        return path.parent
+    return None
+
+
+def _cache_bases() -> Iterator[Path]:
+    given = _given_base()
+    if given is not None:
+        yield given
     yield _ROOT / "__pycache__"
     try:
         home: Path | None = Path.home()
@@ -116,9 +133,14 @@ def _prune(base: Path, current: Path) -> None:
 
 def use_kernel_cache() -> Path | None:
     """Point Numba's on-disk cache at `kernel_cache_dir()`; returns it."""
+    given = _given_base()
     folder = kernel_cache_dir()
     if folder is not None:
         os.environ["NUMBA_CACHE_DIR"] = str(folder)  # what Numba's config reload reads
+        if folder.parent == given:
+            os.environ[_BASE_ENV] = str(given)
+        else:
+            os.environ.pop(_BASE_ENV, None)
         config = sys.modules.get("numba.core.config")
         if config is not None:  # Numba already imported: it read the environment then
             config.CACHE_DIR = str(folder)  # type: ignore[attr-defined]

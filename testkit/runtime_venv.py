@@ -185,11 +185,6 @@ def _warm_up(python: Path) -> str:
 def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV"}}
-    cache = env.get("NUMBA_CACHE_DIR")
-    if cache and Path(cache).resolve().parent == (REPO / "solvers" / "__pycache__").resolve():
-        # chosen by this process's import of the checkout's solvers, not by the user: the
-        # virtualenv keeps its kernels beside its own sources
-        del env["NUMBA_CACHE_DIR"]
     return env
 
 

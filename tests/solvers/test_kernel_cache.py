@@ -34,9 +34,10 @@ print(json.dumps({"margins": out.tolist(), "cache": os.environ["NUMBA_CACHE_DIR"
 """
 
 
-def _probe(source_root: Path, cache_dir: Path) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(source_root), NUMBA_CACHE_DIR=str(cache_dir))
+def _probe(source_root: Path, cache_dir: Path, **more_env: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "HINGE_NUMBA_CACHE_BASE")}
+    env.update(PYTHONPATH=str(source_root), NUMBA_CACHE_DIR=str(cache_dir), **more_env)
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=source_root, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -65,11 +66,26 @@ def test_editing_a_shared_helper_compiles_its_callers_again(tmp_path: Path) -> N
     assert row_dot.count("    return total\n") == 1
     helpers.write_text(text.replace(row_dot, row_dot.replace("    return total\n",
                                                              "    return 2.0 * total\n")))
-    # as a child of a process that chose the old folder: the base is kept, not nested
-    edited = _probe(source_root, Path(first["cache"]))
+    # as a child of a process that chose the old folder in the given base: the base is
+    # kept, not nested
+    edited = _probe(source_root, Path(first["cache"]), HINGE_NUMBA_CACHE_BASE=str(base))
     assert edited["margins"] == [2.0, -1.5]
     assert (edited["hits"], edited["misses"]) == (0, 1)
     assert Path(edited["cache"]).parent == base and edited["cache"] != first["cache"]
+
+
+def test_a_folder_that_a_parent_process_chose_by_default_is_not_inherited(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parent's default folder (the __pycache__ of its own solvers: another checkout or
+    install) is not a base the user gave: this process chooses its own default."""
+    other = tmp_path / "other" / "solvers" / "__pycache__" / "hinge-solvers-0123456789abcdef"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(other))
+    monkeypatch.delenv("HINGE_NUMBA_CACHE_BASE", raising=False)
+    own = solvers.kernel_cache_dir()
+    assert own is not None and own.parent != other.parent
+    assert own.name == f"hinge-solvers-{solvers.sources_digest()}"
+    monkeypatch.setenv("HINGE_NUMBA_CACHE_BASE", str(other.parent))  # given by the user
+    assert solvers.kernel_cache_dir() == other.parent / own.name
 
 
 def test_old_cache_folders_are_pruned_when_a_new_one_is_made(
