@@ -19,4 +19,4 @@ RUN pip install . && useradd --create-home --uid 1000 hinge && mkdir -p /data \
     && chown -R hinge /data "$NUMBA_CACHE_DIR"
 USER hinge
 EXPOSE 8000
-CMD ["uvicorn", "--factory", "app.main:create_app", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["uvicorn", "--factory", "app.api.main:create_app", "--host", "0.0.0.0", "--port", "8000"]

@@ -16,10 +16,10 @@ import argparse
 import sys
 from datetime import timedelta
 
-from app.bus import announce
-from app.db import after_commit, session_scope
-from app.errors import DomainError, NotFound
-from app.services import tenants
+from app.domain.errors import DomainError, NotFound
+from app.domain.services import tenants
+from app.infra.bus import announce
+from app.infra.db import after_commit, session_scope
 from app.settings import Settings
 
 LIMITS = ("max_stored_bytes", "max_datasets", "max_running_jobs", "max_queued_jobs")

@@ -19,8 +19,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from app.db import session_scope
-from app.services.tenants import bootstrap_admin_key
+from app.domain.services.tenants import bootstrap_admin_key
+from app.infra.db import session_scope
 from app.settings import Settings
 
 RESTART_DELAY_SECONDS = 1.0
@@ -85,7 +85,7 @@ class Child:
 def api_command(settings: Settings, python: str = sys.executable) -> list[str]:
     """uvicorn serving the API; with HINGE_API_WORKERS > 1 its own supervisor runs that
     many processes on one listening socket (and replaces one that dies)."""
-    command = [python, "-m", "uvicorn", "--factory", "app.main:create_app",
+    command = [python, "-m", "uvicorn", "--factory", "app.api.main:create_app",
                "--host", settings.host, "--port", str(settings.port)]
     if settings.api_workers > 1:
         command += ["--workers", str(settings.api_workers)]

@@ -33,12 +33,12 @@ class Settings(BaseSettings):
     max_predict_bytes: int = Field(32 << 20, gt=0)
     # Every other request body (the JSON control routes: jobs, searches, splits,
     # evaluations, admin), checked on the raw stream before it is parsed or the key is
-    # checked (app/body_limit.py); uploads and predict have the two limits above.
+    # checked (app/api/body_limit.py); uploads and predict have the two limits above.
     max_json_body_bytes: int = Field(1 << 20, gt=0)
     job_max_seconds: float = Field(3600.0, gt=0)
     max_queued_jobs: int = Field(1000, gt=0)
     # On SQLite, how long a write (a submission, an upload, a claim) waits in line for the
-    # write lock before it gives up; the API then answers 503 with Retry-After (app.db).
+    # write lock before it gives up; the API then answers 503 with Retry-After (app.infra.db).
     sqlite_write_wait_seconds: float = Field(15.0, gt=0)
     # Crash recovery: a running job whose heartbeat is older than the lease is re-queued
     # (or failed with "worker lost" after max_attempts); the API sweeps every interval.
@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     # Blobs with no row (a crash between file and commit) are removed after this long.
     orphan_blob_grace_seconds: float = Field(3600.0, gt=0)
 
-    # -- blob storage (app/storage.py; docs/operations.md: "Running on several hosts") --
+    # -- blob storage (app/infra/storage.py; docs/operations.md: "Running on several hosts") --
     # local: files under `home` (one host, or a shared filesystem); s3: an S3-compatible
     # object store, so hosts share nothing but the store, the database and the broker.
     blob_backend: Literal["local", "s3"] = "local"

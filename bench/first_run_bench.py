@@ -14,7 +14,7 @@ data, POST a job with no solver named (auto), poll every 50 ms until it ends):
   90 s of `make run` (install included), the first model within 240 s.
 
 The data: LIBSVM's a9a (32,561 rows, from ../shared/data) when it is there, else `hinge
-sample --rows 32561` (a9a-like, made by app/sample.py), named in the report.
+sample --rows 32561` (a9a-like, made by app/client/sample.py), named in the report.
 
     .venv/bin/python -m bench.first_run_bench [--quick] [--fresh-clone]
 Writes bench/results/first_run.md (each mode rewrites its own section).
@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from app.sample import sample
+from app.client.sample import sample
 from bench.paths import DATA_DIR, REPO, results_dir
 from testkit.first_run import first_job
 

@@ -91,9 +91,9 @@ def trained_model() -> tuple[Any, Any]:
 def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
     """A migrated SQLite HINGE_HOME holding `model` for tenant "default"; the environment
     of a server on it and an API key."""
-    from app.db import session_scope
-    from app.orm import Model
-    from app.services import tenants
+    from app.domain.orm import Model
+    from app.domain.services import tenants
+    from app.infra.db import session_scope
     from solvers.models import model_to_bytes
     from testkit.service import embedded_settings, make_key, migrate, settings_env
 
@@ -197,7 +197,7 @@ def http_rounds(X: Any, model: Any, rounds: int, seconds: float, before: Path | 
     auth = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
     plain = {"Content-Type": "application/json"}
     predict = f"/v1/models/{MODEL_ID}/predict"
-    hinge = ["--factory", "app.main:create_app"]
+    hinge = ["--factory", "app.api.main:create_app"]
     servers: list[tuple[str, list[str], dict[str, str], Path, str, dict[str, str]]] = [
         ("bare FastAPI route", ["bench.bare_app:app"], dict(os.environ), REPO, "/predict",
          plain),
@@ -231,7 +231,7 @@ def median(runs: list[dict[str, float]], key: str) -> float:
 def batch_rows_per_second(model: Any, X: Any, reps: int) -> float:
     import scipy.sparse as sp
 
-    from app.predict import ModelCache  # noqa: F401  (the API's own import path)
+    from app.domain.predict import ModelCache  # noqa: F401  (the API's own import path)
 
     repeats = max(1, math.ceil(BATCH_ROWS / X.shape[0]))
     big = sp.vstack([X] * repeats, format="csr")[:BATCH_ROWS]

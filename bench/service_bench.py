@@ -382,9 +382,9 @@ def rbf_model(client: httpx.Client, config: Config) -> tuple[str | None, str]:
 @contextlib.contextmanager
 def throwaway_job(home: Path) -> Iterator[tuple[Any, str]]:
     """A migrated SQLite database in `home` with one `running` job row (attempt 1)."""
-    from app.db import session_scope
-    from app.orm import Job, new_id, utcnow
-    from app.services.tenants import DEFAULT_TENANT, create_tenant
+    from app.domain.orm import Job, new_id, utcnow
+    from app.domain.services.tenants import DEFAULT_TENANT, create_tenant
+    from app.infra.db import session_scope
     from testkit.service import embedded_settings, migrate
 
     settings = embedded_settings(home)

@@ -7,8 +7,8 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
-from app.db import make_engine
-from app.orm import Base
+from app.domain.orm import Base
+from app.infra.db import make_engine
 from app.settings import Settings
 
 config = context.config

@@ -8,7 +8,7 @@ one JSON report; every list in it is empty when the install is complete:
   or a piece that a documented deployment loads by name (the kombu transports of the
   three brokers, the PostgreSQL dialect, boto3 for S3), with the error;
 - "missing": a top-level module that the sources import (anywhere: also inside a
-  function, as app.s3_store does with boto3) and that is not installed;
+  function, as app.infra.s3_store does with boto3) and that is not installed;
 - "undeclared": a distribution that the sources import from but that pyproject.toml does
   not list in [project.dependencies] (it came in only as someone else's dependency).
 

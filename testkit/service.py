@@ -49,8 +49,8 @@ def embedded_settings(home: Path, **overrides: Any) -> Settings:
 def make_key(settings: Settings, tenant: str = "default", scopes: tuple[str, ...] = ("admin",),
              **options: Any) -> str:
     """A new API key of `tenant` (created if missing) in the settings' database."""
-    from app.db import session_scope
-    from app.services import tenants
+    from app.domain.services import tenants
+    from app.infra.db import session_scope
 
     with session_scope(settings.database_url) as session:
         owner = tenants.tenant_by_name(session, tenant) or tenants.create_tenant(session, tenant)
@@ -251,7 +251,7 @@ def start_api(settings: Settings, log_dir: Path, *, python: str | None = None,
     /healthz answers. `python`, `cwd`: as for start_worker."""
     port = free_port()
     api = ServiceProcess(
-        [python or sys.executable, "-m", "uvicorn", "--factory", "app.main:create_app",
+        [python or sys.executable, "-m", "uvicorn", "--factory", "app.api.main:create_app",
          "--host", "127.0.0.1", "--port", str(port)],
         process_env(settings, python),
         log_dir / f"api-{port}.log",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from app.api.main import create_app
 from app.settings import Settings
 from testkit import bundled
 from tests.support import (

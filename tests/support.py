@@ -162,7 +162,7 @@ def broker_url_for(broker: str) -> str:
 def drop_queue(broker_url: str, queue: str) -> None:
     """Remove a test's queue and its search queue from a shared broker (RabbitMQ queues
     are durable)."""
-    from app.queue import search_queue
+    from app.infra.queue import search_queue
 
     names = [queue, search_queue(queue)]
     if broker_url.startswith("redis"):
@@ -192,12 +192,12 @@ BLOB_BACKENDS = ["local", pytest.param("s3", marks=pytest.mark.s3)]
 
 def blob_exists(settings: Settings, key: str) -> bool:
     """Whether the blob store of `settings` holds `key` (e.g. "datasets/<id>.npz")."""
-    from app.storage import LocalBlobStore, blob_store
+    from app.infra.storage import LocalBlobStore, blob_store
 
     store = blob_store(settings)
     if isinstance(store, LocalBlobStore):
         return store.path(key).exists()
-    from app.s3_store import S3BlobStore
+    from app.infra.s3_store import S3BlobStore
 
     assert isinstance(store, S3BlobStore)
     listed = store.client.list_objects_v2(Bucket=store.bucket, Prefix=store.prefix + key)

@@ -65,7 +65,7 @@ def test_dockerfile_builds_one_image_for_api_and_worker() -> None:
     for folder in ("app", "workers", "solvers", "migrations"):
         assert f"COPY {folder} ./{folder}" in text
     assert "USER hinge" in text
-    assert "app.main:create_app" in text
+    assert "app.api.main:create_app" in text
 
 
 @pytest.mark.parametrize("client", [["docker", "compose"], ["docker-compose"]])

@@ -4,8 +4,8 @@ Training is long and must not be lost: late acknowledgement, rejection on worker
 prefetch 1. The Redis visibility timeout (the redelivery clock) is derived from the hard
 time limit of a job so a long job is never delivered twice while it runs. The queue is
 durable and messages persistent; on RabbitMQ publishes wait for the broker's confirm
-(app.queue.broker_conf, shared with the API's producer). Search tasks wait in a queue of
-their own (app.queue.search_queue), which a worker consumes beside the queue it is given.
+(app.infra.queue.broker_conf, shared with the API's producer). Search tasks wait in a queue of
+their own (app.infra.queue.search_queue), which a worker consumes beside the queue it is given.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
-from app.queue import broker_conf, search_queue
+from app.infra.queue import broker_conf, search_queue
 from app.settings import Settings, get_settings
 
 TRAIN_TASK = "hinge.train"

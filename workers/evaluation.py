@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from app.db import read_sessionmaker_for, session_scope
-from app.services import evaluations
+from app.domain.services import evaluations
+from app.infra.db import read_sessionmaker_for, session_scope
 from app.settings import Settings
 from workers.training import Heartbeat, worker_name
 

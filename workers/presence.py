@@ -1,4 +1,4 @@
-"""A worker process's presence in the `workers` table (app/services/workers.py): `warming`
+"""A worker process's presence in the `workers` table (app/domain/services/workers.py): `warming`
 while it loads the solver kernels, `ready` after, a heartbeat from a thread, its row
 removed when it stops.
 
@@ -18,8 +18,8 @@ import threading
 
 from sqlalchemy.orm import Session
 
-from app.db import make_engine, session_scope
-from app.services import workers
+from app.domain.services import workers
+from app.infra.db import make_engine, session_scope
 from app.settings import Settings
 
 log = logging.getLogger("hinge.worker")

@@ -7,7 +7,7 @@ alphas, kernel-column cache and row layout - fit(keep_solver_state=True)); scali
 fitted once on the fold's training rows. Probabilities (a workflow with its own inner
 folds) start every fit cold.
 
-Guarantees as for jobs (app/services/searches.py, app/leases.py): the claim is a
+Guarantees as for jobs (app/domain/services/searches.py, app/domain/leases.py): the claim is a
 conditional update, a heartbeat thread renews the lease, every fit's result is recorded
 only while this attempt holds the task and at most once per (point, fold), and the fit's
 progress callback stops the solver within a progress interval once the lease is lost (the
@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from app.bus import notify
-from app.db import session_scope
-from app.queue import enqueue_search_task, enqueue_training
-from app.search_space import stratified_counts
-from app.services import searches
-from app.services.searches import FitOutcome, TaskClaim
+from app.domain.search_space import stratified_counts
+from app.domain.services import searches
+from app.domain.services.searches import FitOutcome, TaskClaim
+from app.infra.bus import notify
+from app.infra.db import session_scope
+from app.infra.queue import enqueue_search_task, enqueue_training
+from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
-from app.storage import blob_store, load_dataset
 from solvers.params import SOLVERS
 from workers.training import Heartbeat, job_threads, public_error, worker_name
 
@@ -68,7 +68,7 @@ def fold_of_rows(y: np.ndarray, folds: int, stratified: bool, seed: int) -> np.n
 
 def subsample_rows(y: np.ndarray, n_rows: int, folds: int, seed: int) -> np.ndarray:
     """A halving round's rows (ascending): from each class (in label order) the first
-    app.search_space.stratified_counts of its rows shuffled by `seed`. The shuffles do not
+    app.domain.search_space.stratified_counts of its rows shuffled by `seed`. The shuffles do not
     depend on n_rows, so a larger subsample contains a smaller one; n_rows >= every row
     takes them all, in order."""
     labels, counts = np.unique(y, return_counts=True)

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.bus import notify
-from app.db import session_scope
-from app.orm import Model, new_id
-from app.queue import enqueue_training
-from app.services import jobs
-from app.services.jobs import Claim
+from app.domain.orm import Model, new_id
+from app.domain.services import jobs
+from app.domain.services.jobs import Claim
+from app.infra.bus import notify
+from app.infra.db import session_scope
+from app.infra.queue import enqueue_training
+from app.infra.storage import blob_store, load_dataset, model_key, store_model_arrays
 from app.settings import Settings, available_cores
-from app.storage import blob_store, load_dataset, model_key, store_model_arrays
 from solvers.models import model_to_bytes
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ class Heartbeat:
     the fit, and it used to run after the heartbeat had stopped, so a job with a short
     lease was re-queued by the sweep while it was storing its model, on every attempt).
 
-    The sweep (app/sweep.py) takes back an item whose heartbeat is older than the lease;
+    The sweep (app/domain/sweep.py) takes back an item whose heartbeat is older than the lease;
     this thread renews every quarter of the lease, so two renewals can fail or come late
     before that happens. The thread is not starved of the GIL: the SMO step kernel
     releases it (nogil) and the solvers return to Python between bounded calls

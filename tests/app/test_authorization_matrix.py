@@ -2,7 +2,7 @@
 {no key, wrong key, revoked key, a read-only key, another tenant's key}, each with the
 status its declared scope implies, on SQLite and on PostgreSQL.
 
-A route declares its scope in one place (`app.auth.require_scope`: read, train, admin or
+A route declares its scope in one place (`app.api.auth.require_scope`: read, train, admin or
 public); the expected statuses come from that declaration, so a new route is covered the
 moment it is in the schema, and a route that declares no scope, or has a path parameter
 this test cannot fill, fails here.
@@ -33,10 +33,10 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
 
-from app.auth import PUBLIC, declared_scope
-from app.db import session_scope
-from app.main import create_app
-from app.services import tenants
+from app.api.auth import PUBLIC, declared_scope
+from app.api.main import create_app
+from app.domain.services import tenants
+from app.infra.db import session_scope
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate, postgres_schema
 from workers.training import run_job

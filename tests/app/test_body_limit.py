@@ -1,4 +1,4 @@
-"""Every request body is bounded before it is read (app/body_limit.py): the JSON control
+"""Every request body is bounded before it is read (app/api/body_limit.py): the JSON control
 routes by HINGE_MAX_JSON_BODY_BYTES, uploads and predict by their own limits; a 413 in the
 project's error shape that names the limit, before the key is checked. (A real API process
 under 20 concurrent 400 MB bodies: tests/e2e/test_body_limit.py.)"""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from app.api.main import create_app
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate
 

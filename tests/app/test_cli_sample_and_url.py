@@ -1,4 +1,4 @@
-"""`hinge sample` (app/sample.py) writes a dataset a fresh clone can train on, and the
+"""`hinge sample` (app/client/sample.py) writes a dataset a fresh clone can train on, and the
 client and the CLI find the server at HINGE_URL, else at HINGE_PORT's address (the README's
 walk-through relies on both: tests/e2e/test_readme.py)."""
 
@@ -19,7 +19,7 @@ import pytest
 import scipy.sparse as sp
 
 from app.client import HingeClient, default_url
-from app.sample import _ATTRIBUTES, DEFAULT_ROWS, sample
+from app.client.sample import _ATTRIBUTES, DEFAULT_ROWS, sample
 from solvers.svmlight import parse_stream
 from solvers.train import fit
 from testkit.paths import REPO
@@ -75,8 +75,8 @@ def test_a_multiclass_sample_has_three_classes() -> None:
 
 def _hinge(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
            ) -> subprocess.CompletedProcess[str]:
-    """The CLI as a real process (`python -m app.cli`, the `hinge` script's module)."""
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
+    """The CLI as a real process (`python -m app.client.cli`, the `hinge` script's module)."""
+    return subprocess.run([sys.executable, "-m", "app.client.cli", *args], capture_output=True,
                           text=True, timeout=120, cwd=cwd or REPO,
                           env=env if env is not None else dict(os.environ))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from app.api.main import create_app
 from app.settings import Settings
 from tests.support import (
     BACKENDS,
@@ -177,7 +177,7 @@ def test_another_schemas_submissions_do_not_hold_up_this_ones(tmp_path: Path,
     import sqlalchemy as sa
     from sqlalchemy.orm import Session
 
-    from app.services.limits import lock_submissions
+    from app.domain.services.limits import lock_submissions
 
     with migrated_settings("postgres", tmp_path / "other") as other, \
             migrated_settings("postgres", tmp_path / "home", rate_per_second=0) as settings, \

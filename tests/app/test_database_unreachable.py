@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.http_errors import install_error_handlers
+from app.api.http_errors import install_error_handlers
 
 
 def _refused_connection() -> sa.exc.OperationalError:

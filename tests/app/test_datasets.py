@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sklearn.datasets import load_svmlight_file
 
-from app.main import create_app
+from app.api.main import create_app
 from testkit import bundled
 from tests.support import (
     BLOB_BACKENDS,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from app.db import read_sessionmaker_for, session_scope, write_sessionmaker_for
-from app.orm import Dataset, Tenant
+from app.domain.orm import Dataset, Tenant
+from app.infra.db import read_sessionmaker_for, session_scope, write_sessionmaker_for
 from tests.support import migrate, postgres_schema, sqlite_write_lock_error
 
 TENANT = "t" * 32
@@ -94,7 +94,7 @@ def test_a_read_session_refuses_to_write(database_url: str) -> None:
 
 
 def test_actions_follow_the_outcome_of_the_transaction(database_url: str) -> None:
-    from app.db import after_commit, after_rollback
+    from app.infra.db import after_commit, after_rollback
 
     ran: list[str] = []
     with session_scope(database_url) as session:

@@ -1,5 +1,5 @@
-"""Domain errors inside, HTTP at the edge: services and workers raise app.errors' kinds
-and load neither FastAPI nor Starlette; app.http_errors alone turns each kind into its
+"""Domain errors inside, HTTP at the edge: services and workers raise app.domain.errors' kinds
+and load neither FastAPI nor Starlette; app.api.http_errors alone turns each kind into its
 HTTP answer."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-import app.services
-from app import errors
-from app.http_errors import DOMAIN_STATUS, install_error_handlers
+import app.domain.services
+from app.api.http_errors import DOMAIN_STATUS, install_error_handlers
+from app.domain import errors
 from tests.support import REPO
 
 
@@ -36,14 +36,15 @@ def test_the_workers_task_module_loads_neither_fastapi_nor_starlette() -> None:
 
 
 def test_no_service_module_loads_fastapi_or_starlette() -> None:
-    services = [f"app.services.{m.name}" for m in pkgutil.iter_modules(app.services.__path__)]
+    services = [f"app.domain.services.{m.name}"
+                for m in pkgutil.iter_modules(app.domain.services.__path__)]
     assert len(services) >= 9, services
-    assert _web_modules_after_importing("app.errors", *services) == set()
+    assert _web_modules_after_importing("app.domain.errors", *services) == set()
 
 
 def test_the_check_sees_a_web_import() -> None:
     """(The two tests above would pass vacuously if the check could not see one.)"""
-    assert "fastapi" in _web_modules_after_importing("app.http_errors")
+    assert "fastapi" in _web_modules_after_importing("app.api.http_errors")
 
 
 def test_every_kind_of_domain_error_has_an_http_status() -> None:

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from kombu import Connection
 
-from app.main import create_app
+from app.api.main import create_app
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate, require_redis
 

@@ -23,7 +23,7 @@ import anyio.to_thread
 import httpx
 import pytest
 
-from app.main import create_app
+from app.api.main import create_app
 from tests.support import (
     ServiceProcess,
     bearer,

@@ -14,10 +14,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
-from app import idempotency
-from app.db import session_scope
-from app.orm import IdempotencyRecord, utcnow
-from app.services import tenants
+from app.api import idempotency
+from app.domain.orm import IdempotencyRecord, utcnow
+from app.domain.services import tenants
+from app.infra.db import session_scope
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate
 

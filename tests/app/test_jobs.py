@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sklearn.datasets import load_svmlight_file
 
-from app.db import session_scope
-from app.orm import Dataset
+from app.domain.orm import Dataset
+from app.infra.db import session_scope
 from app.settings import Settings
 from testkit import bundled
 from tests.support import BLOB_BACKENDS
@@ -202,7 +202,7 @@ def test_events_of_unknown_job_is_404_and_bad_last_event_id_is_422(
 
 
 def test_queue_limit_is_429(tmp_path, cancer_bytes: bytes) -> None:
-    from app.main import create_app
+    from app.api.main import create_app
     from tests.support import bearer, embedded_settings, make_key, migrate
 
     settings = embedded_settings(tmp_path / "home", max_queued_jobs=2)

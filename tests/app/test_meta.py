@@ -52,8 +52,8 @@ def test_the_api_never_loads_a_solver() -> None:
     and the import graph; the import-linter contract `training_code` checks it
     statically)."""
     code = (
-        "import sys, app.main, app.routes.jobs, app.routes.models, app.predict,"
-        " app.routes.evaluations, app.services.evaluations, app.services.splits;"
+        "import sys, app.api.main, app.api.routes.jobs, app.api.routes.models, app.domain.predict,"
+        " app.api.routes.evaluations, app.domain.services.evaluations, app.domain.services.splits;"
         "print(sorted(m for m in sys.modules if m.startswith('solvers')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""The database-side Prometheus metrics (app/metrics.py, JobsCollector) on SQLite and
+"""The database-side Prometheus metrics (app/domain/metrics.py, JobsCollector) on SQLite and
 PostgreSQL: job rows with known times give known gauges and histogram buckets."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.db import session_scope
-from app.job_status import JobStatus
-from app.metrics import DURATION_BUCKETS, exposition
-from app.orm import Job, Tenant, WorkerProcess, utcnow
+from app.domain.job_status import JobStatus
+from app.domain.metrics import DURATION_BUCKETS, exposition
+from app.domain.orm import Job, Tenant, WorkerProcess, utcnow
+from app.infra.db import session_scope
 from app.settings import Settings
 from tests.support import BACKENDS, migrated_settings
 

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sklearn.datasets import load_svmlight_file
 
-from app.main import create_app
+from app.api.main import create_app
 from app.settings import Settings
 from testkit import bundled
 from tests.support import BLOB_BACKENDS, bearer, embedded_settings, make_key, migrate

@@ -17,7 +17,7 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from app.main import create_app
+from app.api.main import create_app
 from tests.support import bearer, embedded_settings, make_key, migrate
 from workers.training import run_job
 

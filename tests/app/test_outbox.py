@@ -1,4 +1,4 @@
-"""A submitted job and its message commit together (app.outbox), on a real SQLite database
+"""A submitted job and its message commit together (app.domain.outbox), on a real SQLite database
 and the real embedded broker (no worker: the tests read the broker's queue).
 
 The message is owed in the same transaction as the job; it is sent right after the commit,
@@ -16,16 +16,16 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
-from app.db import AFTER_COMMIT, read_sessionmaker_for, session_scope
-from app.main import create_app
-from app.orm import Job, OutboxMessage, utcnow
-from app.outbox import grace_seconds, sweep_outbox
-from app.queue import broker_holding
-from app.schemas import JobCreate
-from app.services import jobs
-from app.services.tenants import tenant_by_name
+from app.api.main import create_app
+from app.domain.orm import Job, OutboxMessage, utcnow
+from app.domain.outbox import grace_seconds, sweep_outbox
+from app.domain.schemas import JobCreate
+from app.domain.services import jobs
+from app.domain.services.tenants import tenant_by_name
+from app.domain.sweep import sweep
+from app.infra.db import AFTER_COMMIT, read_sessionmaker_for, session_scope
+from app.infra.queue import broker_holding
 from app.settings import Settings
-from app.sweep import sweep
 from tests.support import bearer, make_key
 
 

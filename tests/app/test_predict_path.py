@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.predict import _rows_one_by_one, linear_few_rows, rows_from_instances
+from app.domain.predict import _rows_one_by_one, linear_few_rows, rows_from_instances
+from app.domain.schemas import Instance
+from app.domain.services import models as model_service
+from app.domain.services import tenants
 from app.run import api_command
-from app.schemas import Instance
-from app.services import models as model_service
-from app.services import tenants
 from app.settings import Settings
 from tests.support import bearer, make_key
 from workers.training import run_job

@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.db import session_scope
-from app.orm import Dataset, SearchTask
-from app.search_space import halving_schedule, stratified_counts
+from app.domain.orm import Dataset, SearchTask
+from app.domain.search_space import halving_schedule, stratified_counts
+from app.infra.db import session_scope
+from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
-from app.storage import blob_store, load_dataset
 from tests.support import search_events
 from workers.search import fold_of_rows, run_search_task, score, subsample_rows
 

@@ -16,12 +16,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
-from app.db import session_scope
-from app.orm import SearchResult, SearchTask, utcnow
-from app.services import searches
+from app.domain.orm import SearchResult, SearchTask, utcnow
+from app.domain.services import searches
+from app.domain.sweep import sweep
+from app.infra.db import session_scope
+from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
-from app.storage import blob_store, load_dataset
-from app.sweep import sweep
 from tests.support import search_events
 from workers.search import fold_of_rows, run_search_task, score
 from workers.training import run_job
@@ -177,8 +177,8 @@ def test_random_strategy_draws_n_points_of_the_grid_by_seed(
 
 
 def test_log2_ranges_follow_grid_py() -> None:
-    from app.search_schemas import Log2Range
-    from app.search_space import dimension_values
+    from app.domain.search_schemas import Log2Range
+    from app.domain.search_space import dimension_values
 
     assert dimension_values("C", Log2Range(log2=(-5, 15, 2))) == [2.0 ** e for e in
                                                                   range(-5, 16, 2)]
@@ -377,7 +377,7 @@ def test_idempotent_submission(client: TestClient, cancer_id: str) -> None:
 
 
 def _cancer(settings: Settings, dataset_id: str) -> tuple[Any, np.ndarray]:
-    from app.orm import Dataset
+    from app.domain.orm import Dataset
 
     with session_scope(settings.database_url) as session:
         dataset = session.get(Dataset, dataset_id)

@@ -16,13 +16,13 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from app.admin import run as admin
-from app.db import session_scope
-from app.main import create_app
-from app.orm import ApiKey
-from app.services import tenants
+from app.api.main import create_app
+from app.domain.orm import ApiKey
+from app.domain.services import tenants
+from app.domain.sweep import sweep_storage
+from app.infra.db import session_scope
+from app.infra.storage import PARTIAL
 from app.settings import Settings
-from app.storage import PARTIAL
-from app.sweep import sweep_storage
 from tests.support import (
     bearer,
     downgrade,

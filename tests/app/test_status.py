@@ -1,5 +1,5 @@
 """GET /v1/status and a queued job's `waiting_for`, from the rows worker processes write
-(app/services/workers.py; the processes themselves: tests/workers/test_presence.py)."""
+(app/domain/services/workers.py; the processes themselves: tests/workers/test_presence.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from app.db import session_scope
-from app.orm import Job, Tenant, WorkerProcess, utcnow
-from app.services import workers
+from app.domain.orm import Job, Tenant, WorkerProcess, utcnow
+from app.domain.services import workers
+from app.infra.db import session_scope
 from app.settings import Settings
 from tests.support import bearer, make_key
 from workers.training import claim
@@ -166,7 +166,7 @@ def test_a_tenant_key_sees_its_own_queue_and_no_worker_identities(
 
 
 def test_the_sweep_forgets_long_stale_workers(settings: Settings) -> None:
-    from app.sweep import sweep
+    from app.domain.sweep import sweep
 
     _worker(settings, "ready", age=workers.FORGET_AFTER_SECONDS + 60)
     recent = _worker(settings, "ready", age=settings.worker_stale_seconds + 5)

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.blob_cache import BlobCache, BlobIntegrityError
-from app.main import create_app
-from app.settings import Settings
-from app.storage import (
+from app.api.main import create_app
+from app.domain.sweep import sweep_storage
+from app.infra.blob_cache import BlobCache, BlobIntegrityError
+from app.infra.storage import (
     MODEL_BLOB_MARKER,
     BlobRef,
     blob_store,
@@ -28,7 +28,7 @@ from app.storage import (
     save_dataset_arrays,
     store_model_arrays,
 )
-from app.sweep import sweep_storage
+from app.settings import Settings
 from tests.support import (
     BLOB_BACKENDS,
     bearer,

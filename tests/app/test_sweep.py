@@ -7,12 +7,12 @@ from datetime import timedelta
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text, update
 
-from app.db import session_scope
-from app.job_status import JobStatus
-from app.orm import Job, utcnow
-from app.services.jobs import transition
+from app.domain.job_status import JobStatus
+from app.domain.orm import Job, utcnow
+from app.domain.services.jobs import transition
+from app.domain.sweep import sweep
+from app.infra.db import session_scope
 from app.settings import Settings
-from app.sweep import sweep
 
 RUNNING, SUCCEEDED = JobStatus.RUNNING, JobStatus.SUCCEEDED
 

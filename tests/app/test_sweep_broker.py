@@ -18,12 +18,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, func, select, text, update
 
-from app.db import session_scope
-from app.main import create_app
-from app.orm import Job, SearchTask, utcnow
-from app.queue import broker_holding, search_queue
+from app.api.main import create_app
+from app.domain.orm import Job, SearchTask, utcnow
+from app.domain.sweep import sweep
+from app.infra.db import session_scope
+from app.infra.queue import broker_holding, search_queue
 from app.settings import Settings
-from app.sweep import sweep
 from tests.support import (
     BROKERS,
     bearer,
@@ -178,7 +178,7 @@ def _purge_one_amqp(settings: Settings) -> None:
 
 
 def test_rabbitmq_queue_is_durable_messages_persistent_and_publishes_confirmed() -> None:
-    from app.queue import producer
+    from app.infra.queue import producer
     from workers.celery_app import WARM_UP_TIMEOUT_SECONDS, make_celery
 
     settings = Settings(broker_url="amqp://guest:guest@127.0.0.1:5672//", queue="hinge.q")

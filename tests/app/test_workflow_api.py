@@ -23,12 +23,12 @@ from sklearn import metrics as skm
 from sklearn.datasets import load_svmlight_file
 from sqlalchemy import update
 
-from app.db import session_scope
-from app.main import create_app
-from app.orm import Evaluation, utcnow
-from app.services.splits import split_rows
+from app.api.main import create_app
+from app.domain.orm import Evaluation, utcnow
+from app.domain.services.splits import split_rows
+from app.domain.sweep import sweep
+from app.infra.db import session_scope
 from app.settings import Settings
-from app.sweep import sweep
 from testkit import bundled
 from tests.support import BLOB_BACKENDS, IN_CI, bearer
 from workers.evaluation import run_evaluation

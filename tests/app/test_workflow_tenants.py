@@ -14,8 +14,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.db import session_scope
-from app.orm import Dataset, Evaluation
+from app.domain.orm import Dataset, Evaluation
+from app.infra.db import session_scope
 from app.settings import Settings
 from tests.support import bearer, make_key
 from workers.training import run_job

@@ -1,4 +1,4 @@
-"""SQLite's writers wait in line, for a bounded time (app.db.WriteGate), on a real file.
+"""SQLite's writers wait in line, for a bounded time (app.infra.db.WriteGate), on a real file.
 
 Writers of one process take turns first come, first served; a writer that cannot begin
 within the bound raises DatabaseBusy with nothing written, and the line is never left
@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import READ_ONLY, DatabaseBusy, WriteGate, make_engine
-from app.orm import Tenant
+from app.domain.orm import Tenant
+from app.infra.db import READ_ONLY, DatabaseBusy, WriteGate, make_engine
 from tests.support import migrate
 
 WAIT = 0.5  # the bound of the engine under test

@@ -23,9 +23,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
-from app.deps import get_write_session
-from app.main import create_app
-from app.orm import Dataset
+from app.api.deps import get_write_session
+from app.api.main import create_app
+from app.domain.orm import Dataset
 from app.settings import Settings
 from tests.support import (
     BACKENDS,

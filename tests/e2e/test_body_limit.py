@@ -2,7 +2,7 @@
 one is answered 413 at the first bytes past HINGE_MAX_JSON_BODY_BYTES (or at once, for a
 declared Content-Length), the server closes the connection, and its memory stays flat.
 
-Before app/body_limit.py, FastAPI read and parsed each whole body before it checked the
+Before app/api/body_limit.py, FastAPI read and parsed each whole body before it checked the
 key: four 400 MB bodies grew the API from 510 MB to 4.7 GB, each answered 401.
 
 The clients are raw sockets: the body comes from a generator of one 64 KiB piece (nothing

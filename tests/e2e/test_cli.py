@@ -1,5 +1,6 @@
-"""The Python client (app/client.py) and the `hinge` command line (app/cli.py) against a
-live service: a real API server process and a real Celery worker process on SQLite."""
+"""The Python client (app/client/__init__.py) and the `hinge` command line
+(app/client/cli.py) against a live service: a real API server process and a real Celery
+worker process on SQLite."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def _shape(name: str) -> tuple[int, int]:
 
 
 def test_the_console_script_is_declared() -> None:
-    assert entry_point() == "app.cli:main"
+    assert entry_point() == "app.client.cli:main"
 
 
 def test_client_upload_train_events_predict_export(live: Live, cancer_bytes: bytes) -> None:

@@ -5,7 +5,7 @@ Found by a probe of `f00179e`: 50 concurrent POST /v1/jobs on SQLite gave 20 x 2
 30 x 500 (the pool's 30 s timeout, "database is locked"), and 5 of the requests answered 500
 had committed a job that then ran. Here every request of a burst of 50 and of 200 is
 answered 202, and the jobs in the database are exactly those answered, each with its message
-on the broker (app.outbox); neither log shows a lock or pool timeout.
+on the broker (app.domain.outbox); neither log shows a lock or pool timeout.
 
 On PostgreSQL the chaos soak found bursts of 50 answered 503 after 30 s ("QueuePool limit
 of size 10 overflow 20 reached"): a submission held its write connection, queued on the

@@ -3,7 +3,7 @@
 same request again. The retry runs (once: exactly one dataset exists) within 30 s of the
 API answering again; a further retry gets the stored answer. On SQLite and PostgreSQL.
 
-Before the reservation was leased to its process (app/idempotency.py), the retry got 409
+Before the reservation was leased to its process (app/api/idempotency.py), the retry got 409
 "still in progress" for HINGE_IDEMPOTENCY_HOURS.
 """
 
@@ -21,8 +21,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from app.db import session_scope
-from app.orm import Dataset, IdempotencyRecord
+from app.domain.orm import Dataset, IdempotencyRecord
+from app.infra.db import session_scope
 from tests.support import embedded_settings, make_key, migrate, postgres_schema, start_api
 
 KEY = "crash-retry-1"

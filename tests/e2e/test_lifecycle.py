@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.queue import broker_holding
+from app.infra.queue import broker_holding
 from app.settings import Settings
 from tests.e2e.long_fit import long_fit_bytes, long_job, wait_running_with_progress
 from tests.support import (

@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.db import session_scope
-from app.orm import SearchTask
+from app.domain.orm import SearchTask
+from app.infra.db import session_scope
 from app.settings import Settings
 from testkit import bundled
 from testkit.datasets import load_dataset

@@ -17,8 +17,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.db import session_scope
-from app.orm import SearchResult, SearchTask
+from app.domain.orm import SearchResult, SearchTask
+from app.infra.db import session_scope
 from app.settings import Settings
 from tests.e2e.long_fit import long_fit_bytes, long_job
 from tests.support import (
@@ -224,7 +224,7 @@ def test_a_halving_search_runs_its_rounds_on_the_workers(
 def _halving_rounds(rows: int, candidates: int, factor: int = 3, classes: int = 2
                     ) -> list[tuple[int, int]]:
     """(candidates, rows) of each round of the default halving search ('exhaust'), by
-    the rule app/search_space.py documents, after scikit-learn's HalvingGridSearchCV:
+    the rule app/domain/search_space.py documents, after scikit-learn's HalvingGridSearchCV:
     rounds needed = 1 + floor(log_factor(candidates)); the first round's rows
     rows // factor^(needed - 1), at least 2 x classes x folds; round r has first x
     factor^r rows, the last round every row; the best ceil(candidates / factor) go on."""

@@ -473,7 +473,7 @@ class Api:
     def start(self, timeout: float = 120.0) -> None:
         self.starts += 1
         self.process = ServiceProcess(
-            [sys.executable, "-m", "uvicorn", "--factory", "app.main:create_app",
+            [sys.executable, "-m", "uvicorn", "--factory", "app.api.main:create_app",
              "--host", "127.0.0.1", "--port", str(self.port)],
             settings_env(self.settings), self.log_dir / f"api-{self.port}-{self.starts}.log")
         deadline = time.monotonic() + timeout

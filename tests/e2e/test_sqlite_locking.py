@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.queue import broker_holding
+from app.infra.queue import broker_holding
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate, start_api
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from app.api.main import create_app
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate, start_worker
 

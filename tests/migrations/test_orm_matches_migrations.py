@@ -1,4 +1,4 @@
-"""The ORM (app/orm.py) and the Alembic migrations describe the same schema.
+"""The ORM (app/domain/orm.py) and the Alembic migrations describe the same schema.
 
 `alembic upgrade head` builds the database, then Alembic's autogenerate comparison looks
 for anything the ORM declares that the migrations did not create (or the reverse): tables,
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from app.orm import Base
+from app.domain.orm import Base
 from tests.support import migrate, postgres_schema
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numba
 import pytest
 
-from app.db import session_scope
-from app.job_status import JobStatus
-from app.orm import Job, Tenant, new_id, utcnow
-from app.services import datasets as dataset_service
-from app.services import jobs as job_service
+from app.domain.job_status import JobStatus
+from app.domain.orm import Job, Tenant, new_id, utcnow
+from app.domain.services import datasets as dataset_service
+from app.domain.services import jobs as job_service
+from app.infra.db import session_scope
 from app.settings import Settings
 from solvers.svmlight import load_svmlight
 from testkit import bundled

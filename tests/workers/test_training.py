@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
-from app.db import session_scope
-from app.job_status import JobStatus
-from app.orm import Dataset, Job, JobEvent, Model, Tenant, new_id, utcnow
-from app.services import datasets as dataset_service
-from app.services import jobs as job_service
-from app.services.jobs import Claim
+from app.domain.job_status import JobStatus
+from app.domain.orm import Dataset, Job, JobEvent, Model, Tenant, new_id, utcnow
+from app.domain.services import datasets as dataset_service
+from app.domain.services import jobs as job_service
+from app.domain.services.jobs import Claim
+from app.infra.db import session_scope
+from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
-from app.storage import blob_store, load_dataset
 from solvers.svmlight import load_svmlight
 from testkit import bundled
 from tests.support import BACKENDS, BLOB_BACKENDS, migrated_settings

@@ -1,0 +1,160 @@
+"""/v1/datasets: upload (streamed through the parser), list, show, delete, split."""
+
+from __future__ import annotations
+
+import anyio.to_thread
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from sqlalchemy.orm import Session
+
+from app.api import idempotency
+from app.api.auth import ReadAuth, TrainAuth
+from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.domain.ingest import check_name, receive_dataset, upload_gate
+from app.domain.orm import Dataset
+from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
+from app.domain.services import datasets as service
+from app.domain.services import splits
+from app.settings import Settings
+
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+
+UPLOAD_DOC = """Upload an svmlight/LIBSVM file, plain or gzip/bz2/xz (detected by magic bytes).
+
+Send it as multipart form data (field `file`, optional field `name`) or as the raw request
+body (optional query parameter `name`). Bad input gets 422 naming the line and the
+problem; an upload over HINGE_MAX_UPLOAD_BYTES (compressed or decompressed) gets 413.
+
+The same content uploaded again (the same sha256 of the decompressed text, by the same
+tenant) makes a new dataset whose answer lists the earlier ones in `duplicate_of`; with
+`reuse=true` the answer is instead the oldest of them (200) and nothing is stored.
+"""
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=DatasetPublic,
+    description=UPLOAD_DOC,
+    responses={200: {"model": DatasetPublic,
+                     "description": "reuse=true: a dataset with the same content"}},
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "file": {"type": "string", "format": "binary"},
+                            "name": {"type": "string"},
+                        },
+                        "required": ["file"],
+                    }
+                },
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            },
+            "required": True,
+        }
+    },
+)
+async def upload_dataset(
+    request: Request,
+    settings: SettingsDep,
+    session: WriteSessionDep,
+    principal: TrainAuth,
+    name: str | None = Query(None, max_length=255),
+    reuse: bool = Query(False, description="Answer with the tenant's dataset of the same "
+                        "content (200), if there is one, instead of storing a copy"),
+) -> DatasetPublic | Response:
+    if name is not None:
+        check_name(name)
+    async with idempotency.Write(request, settings, principal.tenant_id,
+                                 "POST /v1/datasets", session) as write:
+        return await _upload(request, settings, write, principal.tenant_id, name, reuse)
+
+
+async def _upload(request: Request, settings: Settings, write: idempotency.Write,
+                  tenant_id: str, name: str | None, reuse: bool) -> Response:
+    remaining = await anyio.to_thread.run_sync(
+        service.remaining_stored_bytes, settings, tenant_id)
+    gate = upload_gate(request.app.state, settings)
+    async with gate.slots:
+        parsed, form_name = await receive_dataset(
+            request.stream(),
+            request.headers.get("content-type", ""),
+            request.headers.get("content-length"),
+            settings, threads=gate.threads, max_array_bytes=remaining,
+        )
+        final_name = name or form_name or "dataset"
+        asked = idempotency.request_hash(parsed.sha256, final_name,
+                                         *(("reuse",) if reuse else ()))
+        replayed = write.replay(asked)  # the hash of an upload is known once it is read
+        if replayed is not None:
+            return replayed
+        earlier = await anyio.to_thread.run_sync(service.same_content, settings, tenant_id,
+                                                 parsed.sha256)
+        if reuse and earlier:
+            status, answer = 200, DatasetPublic.model_validate(earlier[0])
+        else:
+            dataset = await anyio.to_thread.run_sync(
+                service.create_dataset, write.session, settings, tenant_id, parsed, final_name,
+                limiter=gate.threads)
+            status, answer = 201, DatasetPublic.model_validate(dataset)
+            answer.duplicate_of = [d.id for d in earlier]
+    # the dataset and its stored answer commit together: a crash leaves both or neither
+    # (and a retry of a request whose process died takes the key over: app/api/idempotency.py)
+    return await anyio.to_thread.run_sync(write.answer, status, answer, asked)
+
+
+@router.get("", response_model=DatasetsPublic)
+def list_datasets(
+    session: SessionDep,
+    principal: ReadAuth,
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
+) -> DatasetsPublic:
+    rows = service.list_datasets(session, principal.tenant_id, limit=limit, offset=offset)
+    return DatasetsPublic(data=[DatasetPublic.model_validate(r) for r in rows],
+                          count=service.count_datasets(session, principal.tenant_id))
+
+
+@router.get("/{dataset_id}", response_model=DatasetPublic)
+def get_dataset(dataset_id: str, session: SessionDep, principal: ReadAuth) -> Dataset:
+    return service.get_dataset(session, principal.tenant_id, dataset_id)
+
+
+@router.delete("/{dataset_id}", status_code=204)
+def delete_dataset(dataset_id: str, session: WriteSessionDep, settings: SettingsDep,
+                   principal: TrainAuth) -> None:
+    service.delete_dataset(session, settings, principal.tenant_id, dataset_id)
+
+
+SPLIT_DOC = """Two new datasets, train and test, from this one's rows: `test_fraction` of the rows
+(of each class with `stratify`, the default) go to test, chosen by a shuffle seeded by
+`seed` (the same seed gives the same split). Each part records its parent, the seed and
+the fraction, and keeps the parent's feature count.
+
+Both parts belong to the caller's tenant and count against its limits like uploads (413
+over the number of datasets or the stored bytes). With an `Idempotency-Key` header, a repeat
+of the same request gets the first answer (for HINGE_IDEMPOTENCY_HOURS) instead of two more
+datasets, and a different one a 422."""
+
+
+@router.post("/{dataset_id}/split", status_code=201, response_model=SplitPublic,
+             description=SPLIT_DOC)
+def split_dataset(dataset_id: str, spec: SplitCreate, request: Request, reader: SessionDep,
+                  session: WriteSessionDep, settings: SettingsDep, principal: TrainAuth
+                  ) -> SplitPublic | Response:
+    with idempotency.Write(request, settings, principal.tenant_id,
+                           "POST /v1/datasets/{id}/split", session) as write:
+        return write.run(idempotency.request_hash(dataset_id, spec.model_dump_json()),
+                         lambda: (201, _split(reader, session, settings, principal.tenant_id,
+                                              dataset_id, spec)))
+
+
+def _split(reader: Session, session: Session, settings: Settings, tenant_id: str,
+           dataset_id: str, spec: SplitCreate) -> SplitPublic:
+    train, test = splits.split_dataset(reader, session, settings, tenant_id, dataset_id,
+                                       spec)
+    return SplitPublic(train=DatasetPublic.model_validate(train),
+                       test=DatasetPublic.model_validate(test))

@@ -1,0 +1,66 @@
+"""/v1/models/{id}/evaluations: evaluate a model on a stored dataset, list, show.
+
+Creating one needs the `train` scope: it stores a record and may run a task on a worker,
+as a job does; listing and showing need `read`. The model and the dataset must be the
+caller's tenant's."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Response
+
+from app.api.auth import ReadAuth, TrainAuth
+from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.domain.job_status import JobStatus
+from app.domain.schemas import EvaluationCreate, EvaluationPublic, EvaluationsPublic
+from app.domain.services import evaluations as service
+
+router = APIRouter(prefix="/v1/models", tags=["evaluations"])
+
+CREATE_DOC = """Evaluate the model on a stored dataset (`dataset_id`) whose features fit the model
+and whose labels are among its classes. A dataset of at most HINGE_EVALUATE_INLINE_ROWS rows
+is evaluated at once: 201 with the finished record. A larger one runs on a worker: 202 with
+a `queued` record; GET it until `succeeded` (or `failed`).
+
+The report: accuracy, balanced accuracy, the confusion matrix (rows = true class, columns =
+predicted, classes sorted), per-class precision, recall, F1 and support, macro and
+weighted averages; for two classes ROC AUC, average precision and the ROC and
+precision-recall curves (at most 200 points, scored by the decision value); log loss and
+Brier score when the model has probabilities. Equal to scikit-learn's metrics on the same
+predictions.
+
+Needs the `train` scope. Another tenant's model is a 404 and another tenant's dataset a
+422, the same answers as for ones that do not exist."""
+
+
+@router.post("/{model_id}/evaluations", status_code=201, response_model=EvaluationPublic,
+             description=CREATE_DOC,
+             responses={202: {"model": EvaluationPublic, "description": "queued for a worker"}})
+def create_evaluation(model_id: str, spec: EvaluationCreate, response: Response,
+                      reader: SessionDep, session: WriteSessionDep,
+                      settings: SettingsDep, principal: TrainAuth) -> EvaluationPublic:
+    evaluation = service.create_evaluation(reader, session, settings, principal.tenant_id,
+                                           model_id, spec)
+    if evaluation.status == JobStatus.QUEUED:
+        response.status_code = 202
+    return EvaluationPublic.model_validate(evaluation)
+
+
+@router.get("/{model_id}/evaluations", response_model=EvaluationsPublic)
+def list_evaluations(
+    model_id: str,
+    session: SessionDep,
+    principal: ReadAuth,
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
+) -> EvaluationsPublic:
+    tenant = principal.tenant_id
+    rows = service.list_evaluations(session, tenant, model_id, limit=limit, offset=offset)
+    return EvaluationsPublic(data=[EvaluationPublic.model_validate(r) for r in rows],
+                             count=service.count_evaluations(session, tenant, model_id))
+
+
+@router.get("/{model_id}/evaluations/{evaluation_id}", response_model=EvaluationPublic)
+def get_evaluation(model_id: str, evaluation_id: str, session: SessionDep,
+                   principal: ReadAuth) -> EvaluationPublic:
+    return EvaluationPublic.model_validate(
+        service.get_evaluation(session, principal.tenant_id, model_id, evaluation_id))

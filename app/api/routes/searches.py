@@ -1,0 +1,185 @@
+"""/v1/searches: submit a cross-validated parameter search, list, show (with its table of
+points), cancel, and stream its finished points as Server-Sent Events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import Response
+from sqlalchemy.orm import Session
+from sse_starlette import EventSourceResponse
+
+from app.api import idempotency
+from app.api.auth import ReadAuth, TrainAuth
+from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.routes.events import NUDGED_POLL_SECONDS, POLL_SECONDS, parse_last_event_id
+from app.domain.errors import not_found
+from app.domain.job_status import TERMINAL_STATUSES
+from app.domain.orm import Search
+from app.domain.search_schemas import (
+    SearchCreate,
+    SearchesPublic,
+    SearchPoint,
+    SearchPublic,
+    SearchRound,
+)
+from app.domain.services import searches as service
+from app.infra.bus import subscribe
+from app.infra.db import read_sessionmaker_for
+
+router = APIRouter(prefix="/v1/searches", tags=["searches"])
+
+
+def public(session: Session, search: Search, with_points: bool) -> SearchPublic:
+    body = SearchPublic.model_validate(search)
+    body.model_id = service.refit_model_id(session, search)
+    if with_points:
+        body.points = [SearchPoint.model_validate(p)
+                       for p in service.point_table(session, search)]
+    rounds = service.round_table(search)
+    if rounds is not None:
+        body.rounds = [SearchRound.model_validate(r) for r in rounds]
+    return body
+
+
+@router.post("", status_code=202, response_model=SearchPublic)
+def create_search(spec: SearchCreate, request: Request, session: WriteSessionDep,
+                  settings: SettingsDep, principal: TrainAuth) -> SearchPublic | Response:
+    """Submit a search: every point is validated as a job spec (422 names the point and
+    the parameter), a search of more fits than HINGE_MAX_SEARCH_FITS is a 413 that gives
+    the number of fits. An `Idempotency-Key` header works as for POST /v1/jobs."""
+    # (service.submit commits the search and its tasks before it sends their messages;
+    # the stored answer commits right after, in a transaction of its own)
+    with idempotency.Write(request, settings, principal.tenant_id, "POST /v1/searches",
+                           session) as write:
+        return write.run(idempotency.request_hash(spec.model_dump_json()), lambda: (
+            202, public(session, service.submit(session, settings, principal.tenant_id, spec),
+                        False)))
+
+
+@router.get("", response_model=SearchesPublic)
+def list_searches(
+    session: SessionDep,
+    principal: ReadAuth,
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
+) -> SearchesPublic:
+    rows = service.list_searches(session, principal.tenant_id, limit=limit, offset=offset)
+    return SearchesPublic(data=[public(session, s, False) for s in rows],
+                          count=service.count_searches(session, principal.tenant_id))
+
+
+@router.get("/{search_id}", response_model=SearchPublic)
+def get_search(search_id: str, session: SessionDep, principal: ReadAuth) -> SearchPublic:
+    """Status, done/total, the best point, the refit job and model, and the table of
+    points (mean and std of the metric over the folds, fit time, convergence)."""
+    return public(session, service.get_search(session, principal.tenant_id, search_id), True)
+
+
+@router.post("/{search_id}/cancel", status_code=202, response_model=SearchPublic)
+def cancel_search(search_id: str, session: WriteSessionDep, settings: SettingsDep,
+                  principal: TrainAuth) -> SearchPublic:
+    """Stops every task: queued ones at once, running ones within a progress interval;
+    a finished search is a 409."""
+    search = service.cancel(session, principal.tenant_id, search_id)
+    return public(session, search, False)
+
+
+# -- events ------------------------------------------------------------------------------
+
+def _exists(database_url: str, tenant_id: str, search_id: str) -> bool:
+    with read_sessionmaker_for(database_url)() as session:
+        return service.search_exists(session, tenant_id, search_id)
+
+
+def _snapshot(database_url: str, search_id: str, known_done: int
+              ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """The search's status fields, and its point table when `done` moved."""
+    with read_sessionmaker_for(database_url)() as session:
+        search = session.get(Search, search_id)
+        assert search is not None
+        state = {"status": search.status.value, "done": search.done, "total": search.total,
+                 "best": search.best, "refit_job_id": search.refit_job_id,
+                 "error": search.error}
+        table = service.point_table(session, search) if search.done != known_done else None
+        session.commit()
+        return state, table
+
+
+def _point_message(point: dict[str, Any]) -> dict[str, Any]:
+    fields = {k: point[k] for k in ("index", "values", "mean", "std", "scores",
+                                    "fit_seconds", "converged", "exit_reasons", "round",
+                                    "n_rows")}
+    return {"id": str(point["completed_seq"]), "event": "point",
+            "data": json.dumps({"seq": point["completed_seq"], **fields})}
+
+
+@router.get(
+    "/{search_id}/events",
+    response_class=EventSourceResponse,
+    responses={200: {"content": {"text/event-stream": {}},
+                     "description": "SSE stream of `point`, `progress` and `status` events"}},
+)
+async def search_events(
+    search_id: str,
+    request: Request,
+    settings: SettingsDep,
+    principal: ReadAuth,
+    last_event_id: str | None = Header(None, alias="Last-Event-ID"),
+) -> EventSourceResponse:
+    """One `point` event per finished point (every fold in; its id is the sequence number
+    of its last fit, so `Last-Event-ID` resumes without gaps), `progress` events with
+    done/total, and a final `status` event, after which the stream ends."""
+    after = parse_last_event_id(last_event_id)
+    if not await anyio.to_thread.run_sync(_exists, settings.database_url,
+                                          principal.tenant_id, search_id):
+        raise not_found("search", search_id)
+
+    async def stream() -> AsyncIterator[dict[str, Any]]:
+        pubsub = await subscribe(settings, search_id)
+        try:
+            async for message in _events(pubsub):
+                yield message
+        finally:
+            if pubsub is not None:
+                await pubsub.aclose()
+
+    async def _events(pubsub: Any) -> AsyncIterator[dict[str, Any]]:
+        seq, known_done = after, -1
+        while True:
+            state, table = await anyio.to_thread.run_sync(
+                _snapshot, settings.database_url, search_id, known_done)
+            if table is not None:
+                known_done = state["done"]
+                finished = sorted((p for p in table if p["completed_seq"] is not None
+                                   and p["completed_seq"] > seq),
+                                  key=lambda p: p["completed_seq"])
+                for point in finished:
+                    seq = point["completed_seq"]
+                    yield _point_message(point)
+                yield {"event": "progress", "data": json.dumps(
+                    {"done": state["done"], "total": state["total"]})}
+            if state["status"] in TERMINAL_STATUSES:
+                yield {"event": "status", "data": json.dumps(state)}
+                return
+            if await request.is_disconnected():
+                return
+            if pubsub is None:
+                await asyncio.sleep(POLL_SECONDS)
+                continue
+            try:
+                if await pubsub.get_message(ignore_subscribe_messages=True,
+                                            timeout=NUDGED_POLL_SECONDS):
+                    while await pubsub.get_message(ignore_subscribe_messages=True,
+                                                   timeout=0):
+                        pass
+            except Exception:  # Redis went away: keep streaming from the database
+                pubsub = None
+
+    return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache",
+                                                           "X-Accel-Buffering": "no"})

@@ -1,0 +1,361 @@
+"""A small typed Python client of Hinge's HTTP API, for other services and for the `hinge`
+command line (app/client/cli.py).
+
+It needs only httpx and httpx-sse: no server module is imported (an import-linter contract
+in pyproject.toml says so), so a service that talks to Hinge imports this package alone.
+
+    from app.client import HingeClient
+
+    with HingeClient() as hinge:          # HINGE_URL (or HINGE_PORT), HINGE_API_KEY
+        dataset = hinge.upload("a9a.xz", name="a9a")
+        job = hinge.train(dataset["id"], solver="dcd", params={"C": 1})
+        for event in hinge.events(job["id"]):         # Server-Sent Events, to the end
+            print(event.kind, event.data)
+        model_id = hinge.job(job["id"])["model_id"]
+        hinge.predict(model_id, "1 3:1 11:1 14:1\\n")["labels"]
+
+Every method raises `HingeError` for an answer that is not a success; the error carries
+the status code and the API's error body (`{"error": {"code", "message", "detail"}}`).
+Answers are the API's JSON, typed as TypedDicts (the keys the API documents; a newer
+server may add keys).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, TypedDict, cast
+
+import httpx
+from httpx_sse import connect_sse
+
+DEFAULT_PORT = 8000  # HINGE_PORT's default, the port `make run` serves on
+
+
+def default_url() -> str:
+    """$HINGE_URL, else the address `make run` serves on: http://127.0.0.1:$HINGE_PORT
+    (HINGE_PORT defaults to 8000)."""
+    url = os.environ.get("HINGE_URL")
+    if url:
+        return url
+    port = os.environ.get("HINGE_PORT") or str(DEFAULT_PORT)
+    return f"http://127.0.0.1:{port}"
+
+
+UPLOAD_CHUNK_BYTES = 1 << 20
+# the job statuses after which nothing changes (tests/app/test_client_alone.py checks them
+# against the server's app.domain.job_status)
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class Dataset(TypedDict, total=False):
+    id: str
+    name: str
+    rows: int
+    features: int
+    nnz: int
+    labels: list[float]
+    class_counts: dict[str, int]
+    sha256: str
+    size_bytes: int
+    created_at: str
+    parent_id: str | None
+    split_part: str | None
+
+
+class JobResult(TypedDict, total=False):
+    primal_objective: float | None
+    dual_objective: float | None
+    duality_gap: float | None
+    iterations: int | None
+    train_seconds: float | None
+    exit_reason: str | None
+    converged: bool | None
+    train_accuracy: float | None
+    n_support: int | None
+    relative_gap: float | None
+    tol: float | None
+    warnings: list[str] | None
+    path: list[dict[str, Any]]
+    auto: dict[str, str] | None
+
+
+class Job(TypedDict, total=False):
+    id: str
+    dataset_id: str | None
+    solver: str
+    params: dict[str, Any]
+    status: str  # queued | running | succeeded | failed | cancelled (app.domain.job_status)
+    error: str | None
+    model_id: str | None
+    result: JobResult | None
+    progress: dict[str, Any] | None
+    progress_fraction: float | None
+    status_history: list[dict[str, Any]]
+    attempt: int
+    worker: str | None
+    cancel_requested: bool
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+class Model(TypedDict, total=False):
+    id: str
+    job_id: str | None
+    dataset_id: str | None
+    kind: str  # linear | kernel
+    solver: str
+    params: dict[str, Any]
+    labels: list[float]
+    n_features: int
+    result: dict[str, Any]
+    converged: bool
+    train_accuracy: float | None
+    size_bytes: int
+    created_at: str
+
+
+class Prediction(TypedDict, total=False):
+    model_id: str
+    labels: list[float]
+    decision_values: list[float] | list[list[float]]
+    classes: list[float]
+    probabilities: list[list[float]] | None
+
+
+class Instance(TypedDict):
+    indices: list[int]  # 1-based feature indices
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One Server-Sent Event of a job: `kind` is "status" or "progress"; `id` is the
+    stored event's sequence number (None for a live progress point between stored ones)."""
+
+    kind: str
+    data: dict[str, Any]
+    id: int | None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.kind == "status" and self.data.get("status") in TERMINAL
+
+
+class HingeError(Exception):
+    """An answer that is not a success (or no answer at all: `status_code` 0).
+
+    `code`, `message` and `detail` come from the API's error body
+    `{"error": {"code", "message", "detail"}}`; `body` is the whole parsed body (or the
+    text, when it was not that JSON)."""
+
+    def __init__(self, status_code: int, code: str, message: str, detail: Any = None,
+                 body: Any = None) -> None:
+        super().__init__(f"{status_code} {code}: {message}" if status_code else message)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.detail = detail
+        self.body = body
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> HingeError:
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = response.text
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict):
+            return cls(response.status_code, str(error.get("code", "error")),
+                       str(error.get("message", "")), error.get("detail"), body)
+        return cls(response.status_code, "error",
+                   (response.text or response.reason_phrase)[:500], None, body)
+
+
+ProgressCallback = Callable[[int, int | None], None]  # (bytes sent, total bytes or None)
+
+
+class HingeClient:
+    """Hinge's API over one httpx connection pool. `url` defaults to $HINGE_URL (else
+    http://127.0.0.1:$HINGE_PORT, port 8000 by default), `api_key` to $HINGE_API_KEY."""
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, *,
+                 timeout: float = 60.0, transport: httpx.BaseTransport | None = None) -> None:
+        self.url = (url or default_url()).rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("HINGE_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
+                                  transport=transport)
+
+    def __enter__(self) -> HingeClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise HingeError(0, "connection_error",
+                             f"cannot reach Hinge at {self.url}: {exc}") from exc
+        if response.is_error:
+            raise HingeError.from_response(response)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
+
+    # -- datasets --------------------------------------------------------------------
+
+    def upload(self, file: str | os.PathLike[str] | BinaryIO, name: str | None = None, *,
+               progress: ProgressCallback | None = None,
+               idempotency_key: str | None = None) -> Dataset:
+        """Upload an svmlight file (plain, gzip, bz2 or xz), streamed in 1 MiB chunks as the
+        raw request body; `progress(sent, total)` is called after each chunk."""
+        if isinstance(file, str | os.PathLike):
+            path = Path(file)
+            with path.open("rb") as handle:
+                return self.upload(handle, name or path.name, progress=progress,
+                                   idempotency_key=idempotency_key)
+        total: int | None = None
+        try:
+            total = os.fstat(file.fileno()).st_size - file.tell()
+        except (AttributeError, OSError, ValueError):
+            total = None
+
+        def chunks() -> Iterator[bytes]:
+            sent = 0
+            while chunk := file.read(UPLOAD_CHUNK_BYTES):
+                sent += len(chunk)
+                yield chunk
+                if progress is not None:
+                    progress(sent, total)
+
+        headers = {"content-type": "application/octet-stream"}
+        if total is not None:
+            headers["content-length"] = str(total)
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        params = {"name": name} if name else {}
+        return cast(Dataset, self._json("POST", "/v1/datasets", content=chunks(),
+                                        headers=headers, params=params))
+
+    def datasets(self, *, limit: int = 100, offset: int = 0) -> list[Dataset]:
+        page = self._json("GET", "/v1/datasets", params={"limit": limit, "offset": offset})
+        return cast(list[Dataset], page["data"])
+
+    def dataset(self, dataset_id: str) -> Dataset:
+        return cast(Dataset, self._json("GET", f"/v1/datasets/{dataset_id}"))
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        self._request("DELETE", f"/v1/datasets/{dataset_id}")
+
+    # -- jobs ------------------------------------------------------------------------
+
+    def train(self, dataset_id: str, solver: str | None = None,
+              params: dict[str, Any] | None = None, *,
+              idempotency_key: str | None = None) -> Job:
+        """Submit a training job (202: queued). Without `solver` the server's "auto"
+        chooses."""
+        spec: dict[str, Any] = {"dataset_id": dataset_id, "params": params or {}}
+        if solver:
+            spec["solver"] = solver
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return cast(Job, self._json("POST", "/v1/jobs", json=spec, headers=headers))
+
+    def jobs(self, *, status: str | None = None, dataset_id: str | None = None,
+             limit: int = 100, offset: int = 0) -> list[Job]:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if status:
+            params["status"] = status
+        if dataset_id:
+            params["dataset_id"] = dataset_id
+        return cast(list[Job], self._json("GET", "/v1/jobs", params=params)["data"])
+
+    def job(self, job_id: str) -> Job:
+        return cast(Job, self._json("GET", f"/v1/jobs/{job_id}"))
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a queued job (at once) or a running one (at its next progress check);
+        HingeError 409 once the job has finished."""
+        return cast(Job, self._json("POST", f"/v1/jobs/{job_id}/cancel"))
+
+    def events(self, job_id: str, *, last_event_id: int | None = None,
+               timeout: float | None = None) -> Iterator[Event]:
+        """The job's Server-Sent Events: the stored history (after `last_event_id`), then
+        live progress, ending after the terminal status event. `timeout` bounds the wait
+        for each piece of the stream (None: wait as long as the job runs)."""
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
+        try:
+            with connect_sse(self._http, "GET", f"/v1/jobs/{job_id}/events", headers=headers,
+                             timeout=httpx.Timeout(self._http.timeout.connect,
+                                                   read=timeout)) as source:
+                if source.response.is_error:
+                    source.response.read()
+                    raise HingeError.from_response(source.response)
+                for message in source.iter_sse():
+                    if not message.data:
+                        continue
+                    payload = message.json()
+                    ident = int(message.id) if message.id and message.id.isdigit() else None
+                    event = Event(message.event, payload if isinstance(payload, dict)
+                                  else {"data": payload}, ident)
+                    yield event
+                    if event.is_terminal:
+                        return
+        except httpx.HTTPError as exc:
+            raise HingeError(0, "connection_error",
+                             f"event stream from {self.url} broke: {exc}") from exc
+
+    def wait(self, job_id: str, *, timeout: float | None = None) -> Job:
+        """Follow the job's events to its end; the job as it ended."""
+        for _event in self.events(job_id, timeout=timeout):
+            pass
+        return self.job(job_id)
+
+    # -- models ----------------------------------------------------------------------
+
+    def models(self, *, limit: int = 100, offset: int = 0) -> list[Model]:
+        page = self._json("GET", "/v1/models", params={"limit": limit, "offset": offset})
+        return cast(list[Model], page["data"])
+
+    def model(self, model_id: str) -> Model:
+        return cast(Model, self._json("GET", f"/v1/models/{model_id}"))
+
+    def delete_model(self, model_id: str) -> None:
+        self._request("DELETE", f"/v1/models/{model_id}")
+
+    def predict(self, model_id: str, rows: str | bytes | list[Instance]) -> Prediction:
+        """Predict svmlight lines (str or bytes; labels optional) or JSON instances with
+        1-based feature indices."""
+        path = f"/v1/models/{model_id}/predict"
+        if isinstance(rows, str | bytes):
+            body = rows.encode() if isinstance(rows, str) else rows
+            return cast(Prediction, self._json(
+                "POST", path, content=body, headers={"content-type": "text/plain"}))
+        return cast(Prediction, self._json("POST", path, json={"instances": rows}))
+
+    def export(self, model_id: str, format: str | None = None) -> str:
+        """The model file: `liblinear` (linear models' default), `libsvm` (kernel models'
+        default) or `scale` (the svm-scale range file of a `scale: minmax` model)."""
+        params = {"format": format} if format else {}
+        return self._request("GET", f"/v1/models/{model_id}/export", params=params).text
+
+    # -- the rest --------------------------------------------------------------------
+
+    def solvers(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self._json("GET", "/v1/solvers")["data"])
+
+    def health(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self._json("GET", "/healthz"))

@@ -1,0 +1,298 @@
+"""Streaming upload of svmlight datasets: request body -> decompressor -> compiled parser.
+
+The body is never held whole: multipart or raw chunks go through an incremental
+decompressor (format detected by magic bytes) into the incremental parser, in a worker
+thread so the event loop stays free. Everything a hostile upload could inflate is bounded
+as it streams, with a 413 the moment a bound is crossed:
+- compressed and decompressed bytes (HINGE_MAX_UPLOAD_BYTES): the decompressor yields at
+  most DECOMPRESS_STEP bytes per call, and each piece is counted before it is parsed, so a
+  few kilobytes that expand to gigabytes never exist in memory at once;
+- rows, non-zeros and the bytes the arrays will take (HINGE_MAX_DATASET_ROWS, _NNZ,
+  _BYTES, and the tenant's remaining stored bytes), checked after every parsed block: a
+  small file of short lines (each row costs ~24 bytes of arrays for 2 of text) stops
+  at its bound instead of growing 13x;
+- at most HINGE_MAX_CONCURRENT_UPLOADS uploads per API process parse at once (the rest
+  wait, their bodies unread), on threads of their own, so they never starve the shared
+  thread pool that other requests use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import anyio.to_thread
+from python_multipart import MultipartParser
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import parse_options_header
+
+from app.domain.errors import Invalid, Malformed, TooLarge
+from app.domain.metrics import UPLOAD_BYTES
+from app.settings import Settings
+from solvers.svmlight import (
+    ParsedDataset,
+    ParseLimits,
+    SizeLimitError,
+    StreamDecompressor,
+    SvmlightError,
+    SvmlightParser,
+)
+
+DISPATCH_BYTES = 1 << 20  # hand data to the parser thread in batches of about 1 MiB
+DECOMPRESS_STEP = 256 << 10  # the most a decompressor call returns
+ROW_BYTES = 24  # arrays per row while parsing: label, row pointer, line number
+ENTRY_BYTES = 12  # arrays per stored value: float64 value, int32 index
+MAX_NAME_BYTES = 255
+MULTIPART_OVERHEAD = 64 << 10
+
+
+class UploadSink:
+    """Counts, decompresses and parses bytes; raises TooLarge or Invalid on bad input.
+
+    `max_array_bytes`: the most the parsed arrays may take (default: the dataset limit)."""
+
+    def __init__(self, settings: Settings, max_array_bytes: int | None = None) -> None:
+        self.max_bytes = settings.max_upload_bytes
+        self.max_rows = settings.max_dataset_rows
+        self.max_nnz = settings.max_dataset_nnz
+        self.max_array_bytes = min(settings.max_dataset_bytes,
+                                   max_array_bytes if max_array_bytes is not None
+                                   else settings.max_dataset_bytes)
+        self.raw_bytes = 0
+        self.decompressed_bytes = 0
+        self.decompressor = StreamDecompressor(max_output_bytes=settings.max_upload_bytes,
+                                               step_bytes=DECOMPRESS_STEP)
+        self.parser = SvmlightParser(
+            ParseLimits(
+                max_features=settings.max_features,
+                max_line_bytes=settings.max_line_bytes,
+                max_classes=settings.max_classes,
+                max_bytes=settings.max_upload_bytes,
+            )
+        )
+
+    def _too_large(self, what: str) -> TooLarge:
+        return TooLarge(f"{what} exceeds the limit of {self.max_bytes} bytes "
+                        "(HINGE_MAX_UPLOAD_BYTES)", {"limit": self.max_bytes})
+
+    def _check_parsed(self) -> None:
+        self._check_counts(self.parser.rows_parsed, self.parser.entries_parsed)
+
+    def _check_counts(self, rows: int, nnz: int) -> None:
+        if rows > self.max_rows:
+            raise TooLarge(f"the dataset has more than {self.max_rows} rows "
+                           "(HINGE_MAX_DATASET_ROWS)", {"limit": self.max_rows})
+        if nnz > self.max_nnz:
+            raise TooLarge(f"the dataset has more than {self.max_nnz} non-zeros "
+                           "(HINGE_MAX_DATASET_NNZ)", {"limit": self.max_nnz})
+        if rows * ROW_BYTES + nnz * ENTRY_BYTES > self.max_array_bytes:
+            raise TooLarge(f"the dataset's arrays would exceed {self.max_array_bytes} "
+                           "bytes (HINGE_MAX_DATASET_BYTES, or what is left of the "
+                           "tenant's stored bytes)", {"limit": self.max_array_bytes})
+
+    def _parse(self, pieces: Iterator[bytes]) -> None:
+        for piece in pieces:  # one decompressor step at a time, never a whole chunk's
+            self.decompressed_bytes += len(piece)
+            if self.decompressed_bytes > self.max_bytes:
+                raise self._too_large("decompressed upload")
+            self.parser.feed(piece)
+            self._check_parsed()
+
+    def write(self, chunks: list[bytes]) -> None:
+        try:
+            for chunk in chunks:
+                self.raw_bytes += len(chunk)
+                if self.raw_bytes > self.max_bytes:
+                    raise self._too_large("upload")
+                self._parse(self.decompressor.iter_feed(chunk))
+        except SvmlightError as exc:
+            raise invalid_dataset(exc) from None
+        except SizeLimitError:
+            raise self._too_large("decompressed upload") from None
+
+    def finish(self) -> ParsedDataset:
+        try:
+            self._parse(self.decompressor.iter_finish())
+            parsed = self.parser.finish()
+            self._check_counts(parsed.n_samples, parsed.nnz)
+            return parsed
+        except SvmlightError as exc:
+            raise invalid_dataset(exc) from None
+        except SizeLimitError:
+            raise self._too_large("decompressed upload") from None
+
+
+def invalid_dataset(exc: SvmlightError) -> Invalid:
+    return Invalid(f"invalid dataset: {exc}", {"line": exc.line, "reason": exc.reason})
+
+
+class _MultipartCollector:
+    """Feeds python-multipart; keeps the `file` part's bytes and the small `name` field."""
+
+    def __init__(self, boundary: bytes) -> None:
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
+        self.name_parts: list[bytes] = []
+        self.saw_file = False
+        self.filename: str | None = None
+        self._field: str | None = None
+        self._header_field = b""
+        self._header_value = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._parser = MultipartParser(
+            boundary,
+            callbacks={
+                "on_part_begin": self._part_begin,
+                "on_part_data": self._part_data,
+                "on_header_field": self._header_field_cb,
+                "on_header_value": self._header_value_cb,
+                "on_header_end": self._header_end,
+                "on_headers_finished": self._headers_finished,
+            },
+        )
+
+    def _part_begin(self) -> None:
+        self._headers = {}
+        self._field = None
+
+    def _header_field_cb(self, data: bytes, start: int, end: int) -> None:
+        self._header_field += data[start:end]
+
+    def _header_value_cb(self, data: bytes, start: int, end: int) -> None:
+        self._header_value += data[start:end]
+
+    def _header_end(self) -> None:
+        self._headers[self._header_field.lower()] = self._header_value
+        self._header_field = b""
+        self._header_value = b""
+
+    def _headers_finished(self) -> None:
+        _, options = parse_options_header(self._headers.get(b"content-disposition", b""))
+        self._field = options.get(b"name", b"").decode("latin-1")
+        if self._field == "file":
+            if self.saw_file:
+                raise Invalid("more than one `file` part in the upload")
+            self.saw_file = True
+            raw_name = options.get(b"filename")
+            self.filename = raw_name.decode("utf-8", "replace") if raw_name else None
+
+    def _part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._field == "file":
+            self.pending.append(data[start:end])
+            self.pending_bytes += end - start
+        elif self._field == "name":
+            self.name_parts.append(data[start:end])
+            if sum(len(p) for p in self.name_parts) > MAX_NAME_BYTES:
+                raise Invalid(f"name: at most {MAX_NAME_BYTES} bytes")
+
+    def write(self, chunk: bytes) -> None:
+        try:
+            self._parser.write(chunk)
+        except MultipartParseError as exc:
+            raise Malformed(f"malformed multipart body: {exc}") from None
+
+    def finalize(self) -> None:
+        try:
+            self._parser.finalize()
+        except MultipartParseError as exc:
+            raise Malformed(f"malformed multipart body: {exc}") from None
+
+    def take(self) -> list[bytes]:
+        pieces, self.pending, self.pending_bytes = self.pending, [], 0
+        return pieces
+
+    @property
+    def name(self) -> str | None:
+        if not self.name_parts:
+            return None
+        return b"".join(self.name_parts).decode("utf-8", "replace").strip() or None
+
+
+async def _capped(body: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    """The request body, cut off with 413 as soon as it is longer than `limit`."""
+    total = 0
+    async for chunk in body:
+        total += len(chunk)
+        UPLOAD_BYTES.inc(len(chunk))
+        if total > limit:
+            raise TooLarge(f"request body exceeds the limit of {limit} bytes "
+                           "(HINGE_MAX_UPLOAD_BYTES)", {"limit": limit})
+        yield chunk
+
+
+class UploadGate:
+    """At most `slots` uploads of this API process parse at once, on `slots` threads of
+    their own (not the shared pool /healthz and the other routes use)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = anyio.Semaphore(slots)
+        self.threads = anyio.CapacityLimiter(slots)
+
+
+def upload_gate(state: object, settings: Settings) -> UploadGate:
+    """The app's gate (made on first use, inside the event loop)."""
+    gate = getattr(state, "upload_gate", None)
+    if gate is None:
+        gate = UploadGate(settings.max_concurrent_uploads)
+        setattr(state, "upload_gate", gate)  # noqa: B010 - Starlette's State
+    return gate
+
+
+def check_name(name: str) -> str:
+    """A dataset name as stored: 422 for control characters (NUL cannot be stored)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise Invalid("name: control characters (such as NUL) are not allowed",
+                      field="name")
+    return name
+
+
+async def receive_dataset(
+    body: AsyncIterator[bytes], content_type: str, content_length: str | None,
+    settings: Settings, *, threads: anyio.CapacityLimiter | None = None,
+    max_array_bytes: int | None = None,
+) -> tuple[ParsedDataset, str | None]:
+    """Stream a request body into the parser; return the parsed data and a name, if sent.
+    `threads`: the limiter the parsing threads come from; `max_array_bytes`: see
+    UploadSink."""
+    if content_length is not None:
+        try:
+            declared = int(content_length)
+        except ValueError:
+            raise Malformed("Content-Length is not a number") from None
+        if declared > settings.max_upload_bytes + MULTIPART_OVERHEAD:
+            raise TooLarge(f"upload of {declared} bytes exceeds the limit of "
+                           f"{settings.max_upload_bytes} bytes (HINGE_MAX_UPLOAD_BYTES)",
+                           {"limit": settings.max_upload_bytes})
+    sink = UploadSink(settings, max_array_bytes)
+
+    async def run(write: Callable[..., object], *args: object) -> None:
+        await anyio.to_thread.run_sync(write, *args, limiter=threads)
+
+    body = _capped(body, settings.max_upload_bytes + MULTIPART_OVERHEAD)
+    media_type, options = parse_options_header(content_type or "")
+    name: str | None = None
+    if media_type == b"multipart/form-data":
+        boundary = options.get(b"boundary")
+        if not boundary:
+            raise Malformed("multipart/form-data without a boundary")
+        collector = _MultipartCollector(boundary)
+        async for chunk in body:
+            collector.write(chunk)
+            if collector.pending_bytes >= DISPATCH_BYTES:
+                await run(sink.write, collector.take())
+        collector.finalize()
+        if not collector.saw_file:
+            raise Invalid("multipart upload needs a `file` field with the svmlight data")
+        await run(sink.write, collector.take())
+        name = collector.name or collector.filename
+    else:
+        pending: list[bytes] = []
+        pending_bytes = 0
+        async for chunk in body:
+            pending.append(chunk)
+            pending_bytes += len(chunk)
+            if pending_bytes >= DISPATCH_BYTES:
+                await run(sink.write, pending)
+                pending, pending_bytes = [], 0
+        await run(sink.write, pending)
+    parsed = await anyio.to_thread.run_sync(sink.finish, limiter=threads)
+    return parsed, check_name(name) if name is not None else None

@@ -1,0 +1,347 @@
+"""Jobs: the state machine (shared by the API, the sweep and the workers) and the API's
+workflows on jobs (submit, list, show, cancel).
+
+Every transition is a conditional UPDATE on the current status, so two processes racing on
+the same job (a duplicate delivery, a cancel during a claim) cannot both win. Callers pass
+a write session and own its transaction (the API's request scope, a worker's
+`session_scope`). A submitted job's message goes through the outbox (app.domain.outbox): it is
+sent once the job's transaction has committed, never before and never without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, func, select, update
+from sqlalchemy.orm import Session
+
+from app.domain import outbox
+from app.domain.errors import Conflict, Invalid, OverLimit, not_found
+from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
+from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
+from app.domain.schemas import JobCreate
+from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
+from app.infra.bus import notify
+from app.infra.db import after_commit
+from app.infra.queue import TRAIN_TASK
+from app.settings import Settings
+from solvers.params import ParamError, check_scale_for_data, label_key, validate_params
+
+log = logging.getLogger("hinge.jobs")
+
+QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
+
+
+# -- the state machine ---------------------------------------------------------------
+
+def history_entry(status: JobStatus, at: datetime, **extra: Any) -> dict[str, Any]:
+    return {"status": status.value, "at": at.isoformat(), **extra}
+
+
+def transition(
+    session: Session, job_id: str, from_statuses: tuple[JobStatus, ...], to_status: JobStatus,
+    *, expect_attempt: int | None = None, **fields: Any,
+) -> bool:
+    """Move a job from one of `from_statuses` to `to_status`; False if it was not there.
+
+    With `expect_attempt`, only while the job is still on that attempt (the worker's lease: a job
+    re-queued by the sweep and claimed again cannot be finished by the old attempt). The
+    caller commits; the history entry and a `status` event are in the same transaction.
+    """
+    job = session.get(Job, job_id, populate_existing=True)
+    if job is None or job.status not in from_statuses:
+        return False
+    if expect_attempt is not None and job.attempt != expect_attempt:
+        return False
+    now = utcnow()
+    values: dict[str, Any] = {"status": to_status, **fields}
+    if to_status in TERMINAL_STATUSES:
+        values.setdefault("finished_at", now)
+    extra = {k: fields[k] for k in ("worker", "attempt", "error", "model_id", "result")
+             if fields.get(k) is not None}
+    brief = {k: v for k, v in extra.items() if k != "result"}
+    values["status_history"] = [*job.status_history, history_entry(to_status, now, **brief)]
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == job.status, Job.attempt == job.attempt)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    add_event(session, job_id, "status",
+              {"status": to_status.value, "at": now.isoformat(), **extra})
+    session.expire(job)
+    return True
+
+
+def add_event(session: Session, job_id: str, kind: str, payload: dict[str, Any]) -> int:
+    last = session.scalar(select(func.max(JobEvent.seq)).where(JobEvent.job_id == job_id))
+    seq = (last or 0) + 1
+    session.add(JobEvent(job_id=job_id, seq=seq, kind=kind, payload=payload))
+    return seq
+
+
+# -- the worker's side: claim, lease, finish -------------------------------------------
+
+@dataclass(frozen=True)
+class Claim:
+    """What a worker holds once it has claimed a job: this attempt, and what to train."""
+
+    job_id: str
+    tenant_id: str
+    attempt: int
+    solver: str
+    params: dict[str, Any]
+    dataset_id: str | None
+    dataset_name: str | None
+    blob_path: str | None  # None: the dataset was deleted before the job started
+    features: int
+
+
+class OverRunningLimit(Exception):
+    """The job's tenant already runs as many jobs as it may; the job stays queued."""
+
+
+def claim_job(session: Session, job_id: str, worker: str,
+              settings: Settings | None = None) -> Claim | None:
+    """queued -> running on the next attempt; None if the job is not queued (any more).
+
+    With `settings`, the tenant's running-jobs limit is checked with the tenant's row
+    locked (OverRunningLimit if reached)."""
+    job = session.get(Job, job_id)
+    if job is None or job.status != QUEUED:
+        return None
+    if settings is not None:
+        tenant = lock_tenant(session, job.tenant_id)
+        running = session.scalar(select(func.count()).select_from(Job).where(
+            Job.tenant_id == job.tenant_id, Job.status == RUNNING)) or 0
+        if running >= tenant_limit(tenant, settings, "max_running_jobs"):
+            raise OverRunningLimit(job_id)
+    attempt = job.attempt + 1
+    now = utcnow()
+    if not transition(session, job_id, (QUEUED,), RUNNING, attempt=attempt, worker=worker,
+                      started_at=now, heartbeat_at=now):
+        return None
+    dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
+    return Claim(
+        job_id=job_id, tenant_id=job.tenant_id, attempt=attempt, solver=job.solver,
+        params=dict(job.params),
+        dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
+        blob_path=dataset.blob_path if dataset else None,
+        features=dataset.features if dataset else 0,
+    )
+
+
+def _leased(job_id: str, attempt: int) -> tuple[Any, ...]:
+    return (Job.id == job_id, Job.attempt == attempt, Job.status == RUNNING)
+
+
+def renew_lease(session: Session, job_id: str, attempt: int) -> bool:
+    """Refresh the heartbeat while this attempt still holds the job."""
+    result = session.execute(update(Job).where(*_leased(job_id, attempt))
+                             .values(heartbeat_at=utcnow()))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def record_progress(session: Session, job_id: str, attempt: int, payload: dict[str, Any],
+                    *, keep: bool) -> bool | None:
+    """Latest progress and heartbeat (and a history point if `keep`) while this attempt
+    holds the job. Returns whether a cancel was requested, or None if the lease is lost."""
+    job = session.get(Job, job_id)
+    if job is None or job.attempt != attempt or job.status != RUNNING:
+        return None
+    job.progress = payload
+    job.heartbeat_at = utcnow()
+    if keep:
+        add_event(session, job_id, "progress", payload)
+    return bool(job.cancel_requested)
+
+
+def fail(session: Session, claim: Claim, error: str) -> bool:
+    return transition(session, claim.job_id, (RUNNING,), JobStatus.FAILED,
+                      expect_attempt=claim.attempt, error=error[:2000])
+
+
+def cancelled(session: Session, claim: Claim) -> bool:
+    return transition(session, claim.job_id, (RUNNING,), JobStatus.CANCELLED,
+                      expect_attempt=claim.attempt)
+
+
+def succeed(session: Session, claim: Claim, summary: dict[str, Any], model: Model) -> bool:
+    """running -> succeeded with its model, in one transaction; False if the lease is lost
+    (then nothing is added)."""
+    if not transition(session, claim.job_id, (RUNNING,), JobStatus.SUCCEEDED,
+                      expect_attempt=claim.attempt, result=summary, model_id=model.id):
+        return False
+    session.add(model)
+    return True
+
+
+# -- the API's workflows -------------------------------------------------------------
+
+# Settings that cap what a spec may ask of a worker: parameter -> setting.
+PARAM_CAPS = {"max_seconds": "max_job_seconds", "cache_mb": "max_cache_mb",
+              "threads": "max_threads"}
+
+
+def _check_caps(applied: dict[str, Any], settings: Settings) -> None:
+    for param, setting in PARAM_CAPS.items():
+        value, cap = applied.get(param), getattr(settings, setting)
+        if isinstance(value, int | float) and value > cap:
+            raise Invalid(f"params.{param}: {value:g} exceeds this service's limit of "
+                          f"{cap:g} (HINGE_{setting.upper()})",
+                          {"limit": cap}, field=f"params.{param}")
+
+
+def validated_params(spec: JobCreate, settings: Settings) -> dict[str, Any]:
+    """The solver's parameters with defaults filled in; 422 for a spec it cannot take."""
+    try:
+        applied = validate_params(spec.solver, spec.params)
+    except ParamError as exc:
+        field = "solver" if exc.field == "solver" else f"params.{exc.field}"
+        raise Invalid(str(exc), field=field) from None
+    _check_caps(applied, settings)
+    return applied
+
+
+def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | None
+                   ) -> None:
+    """422 for a dataset the job cannot train on."""
+    if dataset is None:
+        raise Invalid(f"dataset_id: no dataset {spec.dataset_id!r}",
+                      field="dataset_id")
+    if len(dataset.labels) < 2:
+        raise Invalid(
+            f"dataset {dataset.id!r} has only one class ({dataset.labels[0]:g}); an SVM needs "
+            "at least two",
+            field="dataset_id",
+        )
+    try:
+        check_scale_for_data(applied, dataset.rows, dataset.features, dataset.nnz)
+    except ParamError as exc:
+        raise Invalid(str(exc), field=f"params.{exc.field}") from None
+    weights = applied.get("class_weight") or {}
+    known = {label_key(v) for v in dataset.labels}
+    unknown = sorted(set(weights) - known)
+    if unknown:
+        raise Invalid(f"params.class_weight: label(s) {', '.join(unknown)} not in the "
+                      f"dataset (labels: {', '.join(sorted(known))})",
+                      field="params.class_weight")
+
+
+def _check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
+    """429 when the service's or the tenant's queue is full (run under the locks)."""
+    tenant = lock_tenant(session, tenant_id)
+    queued = session.scalar(select(func.count()).select_from(Job)
+                            .where(Job.status == QUEUED)) or 0
+    if queued >= settings.max_queued_jobs:
+        raise OverLimit(f"{queued} jobs are already queued (HINGE_MAX_QUEUED_JOBS); "
+                        "try again later", retry_after=10)
+    mine = session.scalar(select(func.count()).select_from(Job)
+                          .where(Job.status == QUEUED, Job.tenant_id == tenant_id)) or 0
+    limit = tenant_limit(tenant, settings, "max_queued_jobs")
+    if mine >= limit:
+        raise OverLimit(f"the tenant has {mine} queued jobs, its limit "
+                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again later",
+                        {"limit": limit}, retry_after=10)
+
+
+def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate) -> Job:
+    """Validate and add a queued job with its message in the outbox; the caller commits
+    (then the message is sent: app.domain.outbox). Nothing here commits, so whatever fails
+    before the caller's commit leaves neither the job nor its message.
+
+    Under the submission lock, the tenant's row lock and the dataset's row lock (see
+    app.domain.services.limits): the queue caps hold exactly, and a dataset deleted meanwhile
+    is a 422, never a foreign-key error."""
+    applied = validated_params(spec, settings)
+    lock_submissions(session)
+    _check_queue_caps(session, settings, tenant_id)
+    _check_dataset(spec, applied, lock_dataset(session, tenant_id, spec.dataset_id))
+    now = utcnow()
+    job = Job(
+        id=new_id(), tenant_id=tenant_id, dataset_id=spec.dataset_id, solver=spec.solver,
+        params=applied,
+        status=QUEUED, attempt=0, cancel_requested=False, created_at=now, queued_at=now,
+        status_history=[history_entry(QUEUED, now)],
+    )
+    session.add(job)
+    add_event(session, job.id, "status", {"status": QUEUED.value, "at": now.isoformat()})
+    outbox.post(session, settings, TRAIN_TASK, job.id)
+    session.flush()
+    return job
+
+
+def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) -> Job:
+    """A queued job is cancelled at once; a running one stops at its next progress check;
+    a finished one is a 409."""
+    job = get_job(session, tenant_id, job_id)
+    if job.status == QUEUED and transition(session, job_id, (QUEUED,), JobStatus.CANCELLED,
+                                           cancel_requested=True):
+        pass
+    elif job.status in ACTIVE_STATUSES:  # (a failed transition has re-read the status)
+        job.cancel_requested = True  # the worker's progress callback sees it
+    else:
+        raise Conflict(f"job {job_id!r} is already {job.status}",
+                       {"status": job.status.value})
+    session.flush()
+    session.refresh(job)
+    after_commit(session, lambda: notify(settings, job_id))
+    return job
+
+
+def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
+    job = session.scalar(select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id))
+    if job is None:
+        raise not_found("job", job_id)
+    return job
+
+
+def job_exists(session: Session, tenant_id: str, job_id: str) -> bool:
+    return session.scalar(select(Job.id).where(Job.id == job_id,
+                                               Job.tenant_id == tenant_id)) is not None
+
+
+def events_after(session: Session, job_id: str, after: int, limit: int
+                 ) -> tuple[list[JobEvent], dict[str, Any] | None]:
+    """The job's stored events after sequence number `after` (at most `limit`), and its
+    latest progress."""
+    events = list(session.scalars(
+        select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.seq > after)
+        .order_by(JobEvent.seq).limit(limit)
+    ))
+    return events, session.scalar(select(Job.progress).where(Job.id == job_id))
+
+
+def _jobs(tenant_id: str, status: JobStatus | None, dataset_id: str | None) -> Select[Job]:
+    query = select(Job).where(Job.tenant_id == tenant_id)
+    if status is not None:
+        query = query.where(Job.status == status)
+    if dataset_id is not None:
+        query = query.where(Job.dataset_id == dataset_id)
+    return query
+
+
+def list_jobs(session: Session, tenant_id: str, *, status: JobStatus | None = None,
+              dataset_id: str | None = None, limit: int = 100, offset: int = 0
+              ) -> list[Job]:
+    """Newest first."""
+    query = _jobs(tenant_id, status, dataset_id).order_by(Job.created_at.desc())
+    return list(session.scalars(query.limit(limit).offset(offset)))
+
+
+def count_jobs(session: Session, tenant_id: str, *, status: JobStatus | None = None,
+               dataset_id: str | None = None) -> int:
+    query = _jobs(tenant_id, status, dataset_id)
+    return session.scalar(select(func.count()).select_from(query.subquery())) or 0
+
+
+def status_counts(session: Session, tenant_id: str) -> dict[JobStatus, int]:
+    rows = session.execute(select(Job.status, func.count())
+                           .where(Job.tenant_id == tenant_id).group_by(Job.status))
+    return {status: count for status, count in rows}
+

@@ -1,0 +1,58 @@
+"""Limits that must hold under concurrency, on PostgreSQL and SQLite alike.
+
+A check-then-insert is atomic only if two requests cannot both check before either
+inserts. On SQLite every write session begins with BEGIN IMMEDIATE, so writers are already
+serialised. On PostgreSQL (READ COMMITTED) the row that a limit is about is locked first:
+`SELECT ... FOR UPDATE` on the tenant (per-tenant limits) or on the dataset (a job against
+a dataset being deleted), and a transaction-scoped advisory lock for the global queue cap.
+Each lock is held until the transaction ends, and each count runs after it is taken, so it
+sees every row committed by whoever held it before.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from app.domain.errors import not_found
+from app.domain.orm import Dataset, Tenant
+from app.settings import Settings
+
+# pg_advisory_xact_lock(SUBMIT_LOCK, hashtext(current_schema())): advisory locks belong
+# to the whole database, so the key includes the schema, or two deployments in one
+# database (the test suite's schemas, a soak beside them) would queue on each other.
+SUBMIT_LOCK = 0x68696E67  # "hing"
+
+
+def tenant_limit(tenant: Tenant, settings: Settings, name: str) -> int:
+    """The tenant's own limit `name` if set, else the setting `tenant_<name>`."""
+    own = getattr(tenant, name)
+    return int(own) if own is not None else int(getattr(settings, f"tenant_{name}"))
+
+
+def _is_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def lock_tenant(session: Session, tenant_id: str) -> Tenant:
+    """The tenant's row, locked until the transaction ends."""
+    tenant = session.scalar(select(Tenant).where(Tenant.id == tenant_id)
+                            .with_for_update().execution_options(populate_existing=True))
+    if tenant is None:
+        raise not_found("tenant", tenant_id)
+    return tenant
+
+
+def lock_dataset(session: Session, tenant_id: str, dataset_id: str) -> Dataset | None:
+    """The tenant's dataset, locked until the transaction ends; None if it is not there
+    (any more: a delete that held the lock has committed)."""
+    return session.scalar(select(Dataset)
+                          .where(Dataset.id == dataset_id, Dataset.tenant_id == tenant_id)
+                          .with_for_update().execution_options(populate_existing=True))
+
+
+def lock_submissions(session: Session) -> None:
+    """Serialise job submissions (the global queue cap) until the transaction ends."""
+    if _is_postgres(session):
+        session.execute(text("SELECT pg_advisory_xact_lock(:key, hashtext(current_schema()))"),
+                        {"key": SUBMIT_LOCK})

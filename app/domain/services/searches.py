@@ -1,0 +1,664 @@
+"""Searches: a cross-validated parameter search over many small worker tasks.
+
+The API's side: `submit` validates every point of the space as a job spec (the same gate
+as POST /v1/jobs: app/domain/services/jobs.py), refuses a search of more than
+HINGE_MAX_SEARCH_FITS fits (413 with the number of fits), applies the queue caps of jobs
+and at most HINGE_TENANT_MAX_QUEUED_JOBS active searches per tenant (429), commits the
+search with its tasks, then enqueues the tasks' ids (task `hinge.search_task`).
+
+Tasks: one task per fold and per combination of the non-C values, fitting its points in
+increasing C, each fit warm-started from the previous one's dual solution (linear
+solvers: as LIBLINEAR -C; smo: one gamma's C values, each fit continuing from the
+previous one's alphas and kernel-column cache, solvers/smo/steps.SmoState.restart).
+Tasks are claimed, leased, finished and swept by app/domain/leases.py, with the rules of jobs
+(a SIGKILLed worker's task is re-queued, capped attempts); a task that fails (or runs out
+of attempts) fails its search. Each fit's result is written as it is done, under a lock of
+the search's row, only while the task's attempt holds its lease and the search is active,
+and at most once per (search, point, fold) (a unique constraint too): a re-queued task
+skips the fits already recorded, and no fit is counted twice.
+
+The last result ends the search in the same transaction: `succeeded` with the best point,
+and with `refit` a queued training job of the best point on every row of the dataset (a
+normal job, its model a normal model: scale and probability as the search's params ask),
+linked as `refit_job_id` and enqueued after the commit (the jobs' sweep re-enqueues it if
+that message is lost).
+
+Successive halving (strategy "halving"; the rounds: app/search_space.halving_schedule):
+the submit plans every round (`spec.halving`, the 413 counts the fits of all of them) and
+creates round 0's points and tasks; each task fits its points on the round's stratified
+subsample of the rows (seeded by strategy.seed, nested: a round's rows include the
+previous round's) cut into the search's folds. The fit that completes a round, in the
+same transaction, appends the next round's points (the best ceil(candidates / factor)
+of the round by mean score, ties as for the best point; the same values, the next
+round's rows) and their tasks, enqueued after the commit (the sweep re-enqueues them if
+that message is lost). The last round uses every row: its points are scored exactly as
+a grid search's, and the best point is chosen among them.
+
+The best point (`best_point`): the largest mean score (the smallest for log_loss); ties
+go to the smallest C, then the smallest gamma, then the earliest point. With select
+"one_std", every point whose mean is within one standard deviation (across folds, of the
+best point) of the best mean ties, and the same order picks among them: the simplest
+model that is not measurably worse.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from app.domain import leases
+from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge, Unavailable, not_found
+from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
+from app.domain.orm import Dataset, Job, Search, SearchResult, SearchTask, new_id, utcnow
+from app.domain.schemas import JobCreate
+from app.domain.search_schemas import Holdout, SearchCreate
+from app.domain.search_space import (
+    Round,
+    SpaceError,
+    dimension_values,
+    drawn_indices,
+    grid_size,
+    halving_schedule,
+    point_at,
+    points_count,
+)
+from app.domain.services.jobs import (
+    _check_dataset,
+    _check_queue_caps,
+    add_event,
+    history_entry,
+    validated_params,
+)
+from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
+from app.infra.queue import enqueue_search_task
+from app.settings import Settings
+from solvers.params import label_key
+
+log = logging.getLogger("hinge.searches")
+
+QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
+SUCCEEDED, FAILED, CANCELLED = JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
+LOWER_IS_BETTER = {"log_loss"}
+
+
+# -- submit ------------------------------------------------------------------------------
+
+def _points(spec: SearchCreate, settings: Settings, folds: int) -> list[dict[str, Any]]:
+    """The search's points ({"values", "params"}), each a valid job spec; 413 when the
+    search needs more fits than HINGE_MAX_SEARCH_FITS."""
+    if spec.strategy.type == "random" and spec.strategy.n is None:
+        raise Invalid("strategy 'random' needs n, the number of points to draw",
+                      field="strategy.n")
+    overlap = sorted(set(spec.space) & set(spec.params))
+    if overlap:
+        raise Invalid(f"space and params both set {', '.join(overlap)}; a parameter "
+                      "is either searched or fixed", field=f"space.{overlap[0]}")
+    try:
+        values = {name: dimension_values(name, dim) for name, dim in spec.space.items()}
+    except SpaceError as exc:
+        raise Invalid(str(exc), field=exc.field) from None
+    n_points = points_count(grid_size(values), spec.strategy)
+    _check_fits(settings, n_points * folds, n_points, folds)  # halving: its first round
+    points = []
+    for number, index in enumerate(drawn_indices(grid_size(values), spec.strategy)):
+        point = point_at(values, index)
+        job = JobCreate(dataset_id=spec.dataset_id, solver=spec.solver,
+                        params={**spec.params, **point})
+        try:
+            applied = validated_params(job, settings)
+        except Invalid as exc:
+            raise Invalid(f"point {number} {json.dumps(point)}: {exc.message}",
+                          {**(exc.detail or {}), "point": number, "values": point}) from None
+        points.append({"values": point, "params": applied})
+    return points
+
+
+def _check_fits(settings: Settings, fits: int, points: int, folds: int,
+                rounds: list[Round] | None = None) -> None:
+    if fits <= settings.max_search_fits:
+        return
+    detail: dict[str, Any] = {"fits": fits, "points": points, "folds": folds,
+                              "limit": settings.max_search_fits}
+    if rounds is None:
+        shape = f"{points} points x {folds} folds"
+    else:
+        shape = (f"{' + '.join(str(r.candidates) for r in rounds)} points in "
+                 f"{len(rounds)} halving rounds x {folds} folds")
+        detail["rounds"] = [r.candidates for r in rounds]
+    raise TooLarge(f"the search needs {fits} fits ({shape}), more than this "
+                   f"service's limit of {settings.max_search_fits} "
+                   "(HINGE_MAX_SEARCH_FITS)", detail)
+
+
+def _halving(spec: SearchCreate, settings: Settings, points: list[dict[str, Any]],
+             dataset: Dataset, folds: int) -> dict[str, Any]:
+    """The rounds of a halving search (app/search_space.halving_schedule) on this dataset,
+    413 when all of them together need too many fits; round 0's points are marked."""
+    strategy = spec.strategy
+    if isinstance(strategy.min_resources, int) and not (
+            1 <= strategy.min_resources <= dataset.rows):
+        raise Invalid(f"strategy.min_resources: {strategy.min_resources} rows; the "
+                      f"dataset has {dataset.rows}",
+                      field="strategy.min_resources")
+    counts = [int(dataset.class_counts[label_key(v)]) for v in sorted(dataset.labels)]
+    first, rounds = halving_schedule(len(points), counts, folds, strategy.factor,
+                                     strategy.min_resources)
+    _check_fits(settings, sum(r.candidates for r in rounds) * folds, len(points), folds,
+                rounds)
+    for number, point in enumerate(points):
+        point.update(round=0, n_rows=rounds[0].n_rows, candidate=number)
+    return {"factor": strategy.factor, "min_resources": first,
+            "rounds": [{"round": r.round, "candidates": r.candidates, "n_rows": r.n_rows}
+                       for r in rounds]}
+
+
+def _check_metric(spec: SearchCreate, points: list[dict[str, Any]], dataset: Dataset) -> None:
+    if spec.metric == "roc_auc" and len(dataset.labels) != 2:
+        raise Invalid(f"metric roc_auc needs two classes; dataset {dataset.id!r} has "
+                      f"{len(dataset.labels)}", field="metric")
+    if spec.metric == "log_loss" and not all(p["params"].get("probability") for p in points):
+        raise Invalid("metric log_loss needs probabilities: set params.probability "
+                      "to true", field="metric")
+
+
+def _check_holdout(session: Session, tenant_id: str, spec: SearchCreate,
+                   dataset: Dataset) -> Dataset | None:
+    if not isinstance(spec.cv, Holdout):
+        return None
+    holdout = lock_dataset(session, tenant_id, spec.cv.dataset_id)
+    if holdout is None:
+        raise Invalid(f"cv.dataset_id: no dataset {spec.cv.dataset_id!r}",
+                      field="cv.dataset_id")
+    if holdout.features > dataset.features:
+        raise Invalid(f"cv.dataset_id: the holdout has {holdout.features} features, "
+                      f"more than the training dataset's {dataset.features}",
+                      field="cv.dataset_id")
+    unknown = sorted(set(holdout.labels) - set(dataset.labels))
+    if unknown:
+        raise Invalid(f"cv.dataset_id: labels {', '.join(f'{v:g}' for v in unknown)} "
+                      "are not in the training dataset", field="cv.dataset_id")
+    return holdout
+
+
+def plan_tasks(solver: str, points: list[dict[str, Any]], folds: int
+               ) -> list[tuple[list[int], int | None]]:
+    """(point indices in fitting order, fold) of each task: one per fold and per
+    combination of the values other than C, its points in increasing C (linear solvers
+    and smo alike: each fit starts from the previous one's solution)."""
+
+    def rest(index: int) -> str:
+        params = dict(points[index]["params"])
+        params.pop("C")
+        return json.dumps(params, sort_keys=True)
+
+    ordered = sorted(range(len(points)), key=lambda i: (rest(i), points[i]["params"]["C"], i))
+    paths = [list(group) for _, group in groupby(ordered, key=rest)]
+    return [(path, fold) for path in paths for fold in range(folds)]
+
+
+def _check_active_searches(session: Session, settings: Settings, tenant_id: str) -> None:
+    tenant = lock_tenant(session, tenant_id)
+    active = session.scalar(select(func.count()).select_from(Search).where(
+        Search.tenant_id == tenant_id, Search.status.in_(ACTIVE_STATUSES))) or 0
+    limit = tenant_limit(tenant, settings, "max_queued_jobs")
+    if active >= limit:
+        raise OverLimit(f"the tenant has {active} active searches, its limit "
+                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
+                        "later", {"limit": limit}, retry_after=10)
+
+
+def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCreate) -> Search:
+    """Validate, commit a queued search and its tasks, then enqueue the tasks (503 if the
+    queue is down: the search is then committed as failed)."""
+    holdout = isinstance(spec.cv, Holdout)
+    folds = 1 if holdout else spec.cv.folds  # type: ignore[union-attr]
+    points = _points(spec, settings, folds)
+    lock_submissions(session)
+    _check_queue_caps(session, settings, tenant_id)
+    _check_active_searches(session, settings, tenant_id)
+    dataset = lock_dataset(session, tenant_id, spec.dataset_id)
+    job = JobCreate(dataset_id=spec.dataset_id, solver=spec.solver, params={})
+    for point in points:
+        _check_dataset(job, point["params"], dataset)
+    assert dataset is not None  # _check_dataset refused a missing one
+    _check_metric(spec, points, dataset)
+    holdout_dataset = _check_holdout(session, tenant_id, spec, dataset)
+    if not holdout and min(dataset.class_counts.values()) < 1:
+        raise Invalid("dataset has an empty class", field="dataset_id")
+    if not holdout and dataset.rows < folds:
+        raise Invalid(f"cv.folds: {folds} folds need at least {folds} rows; the "
+                      f"dataset has {dataset.rows}", field="cv.folds")
+    stored = spec.model_dump(mode="json")
+    total = len(points) * folds
+    if spec.strategy.type == "halving":
+        stored["halving"] = _halving(spec, settings, points, dataset, folds)
+        total = sum(r["candidates"] for r in stored["halving"]["rounds"]) * folds
+    now = utcnow()
+    search = Search(
+        id=new_id(), tenant_id=tenant_id, dataset_id=dataset.id,
+        holdout_dataset_id=holdout_dataset.id if holdout_dataset else None,
+        solver=spec.solver, spec=stored, point_specs=points, folds=folds,
+        total=total, done=0, status=QUEUED, cancel_requested=False, created_at=now,
+    )
+    session.add(search)
+    session.flush()
+    tasks = [SearchTask(id=new_id(), search_id=search.id, tenant_id=tenant_id, number=number,
+                        point_indices=indices, fold=fold, status=QUEUED, attempt=0,
+                        queued_at=now, created_at=now)
+             for number, (indices, fold) in enumerate(plan_tasks(spec.solver, points, folds))]
+    session.add_all(tasks)
+    session.commit()  # the rows exist before the messages do
+    try:
+        for task in tasks:
+            enqueue_search_task(settings.broker_url, settings.queue, task.id)
+    except Exception as exc:
+        log.exception("could not enqueue the tasks of search %s", search.id)
+        _end_search(session, search.id, FAILED, error=f"could not enqueue: "
+                                                      f"{type(exc).__name__}")
+        session.commit()
+        raise Unavailable("the job queue is unavailable; the search was not started",
+                          {"search_id": search.id}) from None
+    session.refresh(search)
+    return search
+
+
+# -- reading -----------------------------------------------------------------------------
+
+def get_search(session: Session, tenant_id: str, search_id: str) -> Search:
+    search = session.scalar(select(Search).where(Search.id == search_id,
+                                                 Search.tenant_id == tenant_id))
+    if search is None:
+        raise not_found("search", search_id)
+    return search
+
+
+def search_exists(session: Session, tenant_id: str, search_id: str) -> bool:
+    return session.scalar(select(Search.id).where(Search.id == search_id,
+                                                  Search.tenant_id == tenant_id)) is not None
+
+
+def list_searches(session: Session, tenant_id: str, *, limit: int = 100, offset: int = 0
+                  ) -> list[Search]:
+    """Newest first."""
+    return list(session.scalars(select(Search).where(Search.tenant_id == tenant_id)
+                                .order_by(Search.created_at.desc()).limit(limit)
+                                .offset(offset)))
+
+
+def count_searches(session: Session, tenant_id: str) -> int:
+    return session.scalar(select(func.count()).select_from(Search)
+                          .where(Search.tenant_id == tenant_id)) or 0
+
+
+def refit_model_id(session: Session, search: Search) -> str | None:
+    if search.refit_job_id is None:
+        return None
+    return session.scalar(select(Job.model_id).where(Job.id == search.refit_job_id))
+
+
+def point_table(session: Session, search: Search) -> list[dict[str, Any]]:
+    """Every point with its folds' scores: mean, std (ddof 0), mean fit time, convergence;
+    each with `completed_seq`, the seq of its last fold once every fold is in."""
+    results = session.scalars(select(SearchResult).where(SearchResult.search_id == search.id)
+                              .order_by(SearchResult.point, SearchResult.fold)).all()
+    by_point: dict[int, list[SearchResult]] = {}
+    for result in results:
+        by_point.setdefault(result.point, []).append(result)
+    return [_summary(index, point, by_point.get(index, []), search.folds)
+            for index, point in enumerate(search.point_specs)]
+
+
+def _summary(index: int, point: dict[str, Any], results: list[SearchResult], folds: int
+             ) -> dict[str, Any]:
+    scores = [r.score for r in results]
+    finite = [s for s in scores if s is not None and math.isfinite(s)]
+    complete = len(results) == folds
+    mean = std = None
+    if complete and len(finite) == folds:
+        mean = sum(finite) / folds
+        std = math.sqrt(sum((s - mean) ** 2 for s in finite) / folds)
+    return {
+        "index": index, "values": point["values"], "params": point["params"],
+        "folds_done": len(results), "mean": mean, "std": std, "scores": scores,
+        "fit_seconds": sum(r.fit_seconds for r in results) / len(results) if results else 0.0,
+        "converged": all(r.converged for r in results) if results else None,
+        "exit_reasons": sorted({r.exit_reason for r in results}),
+        "warm_started": sum(r.warm_start for r in results),
+        "completed_seq": max(r.seq for r in results) if complete else None,
+        "round": point.get("round", 0), "n_rows": point.get("n_rows"),
+        "candidate": point.get("candidate"),
+    }
+
+
+def round_table(search: Search) -> list[dict[str, Any]] | None:
+    """A halving search's rounds with the indices of their points (None: not halving)."""
+    rounds = _rounds(search)
+    if not rounds:
+        return None
+    members: dict[int, list[int]] = {}
+    for index, point in enumerate(search.point_specs):
+        members.setdefault(point.get("round", 0), []).append(index)
+    return [{**r, "points": members.get(r["round"], [])} for r in rounds]
+
+
+def best_point(table: list[dict[str, Any]], metric: str, select_rule: str
+               ) -> dict[str, Any] | None:
+    """The chosen point (see the module docstring), or None if no point has a mean."""
+    scored = [p for p in table if p["mean"] is not None]
+    if not scored:
+        return None
+    sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
+    top = max(scored, key=lambda p: (sign * p["mean"], -p["index"]))
+    margin = top["std"] if select_rule == "one_std" else 0.0
+    tied = [p for p in scored if sign * p["mean"] >= sign * top["mean"] - margin - 1e-12]
+    chosen = min(tied, key=_simplicity)
+    return {"index": chosen["index"], "values": chosen["values"], "mean": chosen["mean"],
+            "std": chosen["std"], "params": chosen["params"], "metric": metric,
+            "rule": select_rule, "round": chosen["round"], "n_rows": chosen["n_rows"]}
+
+
+def _simplicity(point: dict[str, Any]) -> tuple[float, float, int]:
+    gamma = point["params"].get("gamma")
+    return (float(point["params"].get("C", 0.0)),
+            float(gamma) if gamma is not None else 0.0, point["index"])
+
+
+# -- cancel ------------------------------------------------------------------------------
+
+def _end_search(session: Session, search_id: str, to_status: JobStatus,
+                except_task: str | None = None, **values: Any) -> bool:
+    """queued/running -> a terminal status; the search's unfinished tasks (but
+    `except_task`, the one ending it) are cancelled (a running one loses its lease: its
+    worker stops at its next check)."""
+    ended = session.execute(
+        update(Search).where(Search.id == search_id, Search.status.in_(ACTIVE_STATUSES))
+        .values(status=to_status, finished_at=utcnow(), **values)
+        .execution_options(synchronize_session=False))
+    if ended.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    session.execute(update(SearchTask)
+                    .where(SearchTask.search_id == search_id,
+                           SearchTask.status.in_(ACTIVE_STATUSES),
+                           SearchTask.id != (except_task or ""))
+                    .values(status=CANCELLED, finished_at=utcnow())
+                    .execution_options(synchronize_session=False))
+    return True
+
+
+def cancel(session: Session, tenant_id: str, search_id: str) -> Search:
+    """Stops every task (queued ones at once, running ones at their next check: within a
+    fit's progress interval); a finished search is a 409."""
+    search = get_search(session, tenant_id, search_id)
+    if not _end_search(session, search_id, CANCELLED, cancel_requested=True):
+        session.refresh(search)
+        raise Conflict(f"search {search_id!r} is already {search.status}",
+                       {"status": search.status.value})
+    session.flush()
+    session.refresh(search)
+    return search
+
+
+# -- the worker's side -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskClaim:
+    task_id: str
+    search_id: str
+    tenant_id: str
+    attempt: int
+    solver: str
+    points: list[tuple[int, dict[str, Any]]]  # (index, params) in fitting order
+    fold: int | None  # None: every fold
+    folds: int
+    cv: dict[str, Any]
+    metric: str
+    blob_path: str | None
+    features: int
+    holdout: bool  # scored on a holdout dataset (fold 0) instead of cross-validation
+    holdout_blob_path: str | None  # None: no holdout, or it was deleted
+    done: frozenset[tuple[int, int]]  # (point, fold) already recorded
+    n_rows: int | None = None  # halving: the round's stratified subsample of the rows
+    subsample_seed: int = 0  # halving: the seed of the subsamples (strategy.seed)
+
+
+def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
+    """queued -> running; None if the task is not queued, or its search is over."""
+    attempt = leases.claim(session, SearchTask, task_id, worker)
+    if attempt is None:
+        return None
+    task = session.get(SearchTask, task_id)
+    assert task is not None
+    search = session.get(Search, task.search_id)
+    if search is None or search.status in TERMINAL_STATUSES:
+        leases.finish(session, SearchTask, task_id, attempt, CANCELLED)
+        return None
+    if search.status == QUEUED:
+        session.execute(update(Search).where(Search.id == search.id, Search.status == QUEUED)
+                        .values(status=RUNNING, started_at=utcnow())
+                        .execution_options(synchronize_session=False))
+    dataset = session.get(Dataset, search.dataset_id) if search.dataset_id else None
+    holdout = (session.get(Dataset, search.holdout_dataset_id)
+               if search.holdout_dataset_id else None)
+    done = session.execute(select(SearchResult.point, SearchResult.fold)
+                           .where(SearchResult.search_id == search.id)).all()
+    return TaskClaim(
+        task_id=task_id, search_id=search.id, tenant_id=search.tenant_id, attempt=attempt,
+        solver=search.solver,
+        points=[(i, dict(search.point_specs[i]["params"])) for i in task.point_indices],
+        fold=task.fold, folds=search.folds, cv=dict(search.spec["cv"]),
+        metric=search.spec["metric"],
+        blob_path=dataset.blob_path if dataset else None,
+        features=dataset.features if dataset else 0,
+        holdout="dataset_id" in search.spec["cv"],
+        holdout_blob_path=holdout.blob_path if holdout else None,
+        done=frozenset((p, f) for p, f in done),
+        n_rows=search.point_specs[task.point_indices[0]].get("n_rows"),
+        subsample_seed=int(search.spec.get("strategy", {}).get("seed", 0)),
+    )
+
+
+def holds(session: Session, claim: TaskClaim) -> bool:
+    """Renew the task's lease; False when this attempt lost it (the search was cancelled
+    or failed, or the sweep gave the task to another attempt)."""
+    return leases.renew(session, SearchTask, claim.task_id, claim.attempt)
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    point: int
+    fold: int
+    score: float | None
+    fit_seconds: float
+    converged: bool
+    exit_reason: str
+    iterations: int
+    warm_start: bool
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What `record` did: `held` (False: this attempt lost the task, nothing written), and
+    what to enqueue once committed: the refit job, a halving search's next round."""
+
+    held: bool
+    refit_job_id: str | None = None
+    task_ids: tuple[str, ...] = ()
+
+
+def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]) -> Recorded:
+    """Store fits' results (under the search's row lock) while this attempt holds the
+    task. The last result of a halving round starts the next round; the last result of
+    the search ends it."""
+    search = session.scalar(select(Search).where(Search.id == claim.search_id)
+                            .with_for_update().execution_options(populate_existing=True))
+    if search is None or search.status != RUNNING:
+        return Recorded(False)
+    if not session.scalar(select(func.count()).select_from(SearchTask).where(
+            *leases.leased(SearchTask, claim.task_id, claim.attempt))):
+        return Recorded(False)
+    recorded = {(point, fold) for point, fold in session.execute(
+        select(SearchResult.point, SearchResult.fold).where(
+            SearchResult.search_id == search.id,
+            SearchResult.point.in_(sorted({o.point for o in outcomes}))))}
+    for outcome in outcomes:
+        if (outcome.point, outcome.fold) in recorded:
+            continue  # recorded by an earlier attempt: never counted twice
+        recorded.add((outcome.point, outcome.fold))
+        search.done += 1
+        session.add(SearchResult(
+            search_id=search.id, point=outcome.point, fold=outcome.fold, seq=search.done,
+            score=outcome.score, fit_seconds=outcome.fit_seconds,
+            converged=outcome.converged, exit_reason=outcome.exit_reason[:32],
+            iterations=outcome.iterations, warm_start=outcome.warm_start,
+            created_at=utcnow()))
+    session.flush()
+    if search.done < search.total:
+        return Recorded(True, None, tuple(_next_round(session, search)))
+    return Recorded(True, _complete(session, search, claim.task_id))
+
+
+def _rounds(search: Search) -> list[dict[str, Any]]:
+    """A halving search's rounds ({"round", "candidates", "n_rows"}); [] otherwise."""
+    halving = search.spec.get("halving")
+    return list(halving["rounds"]) if halving else []
+
+
+def _final_round(search: Search) -> int:
+    return max(0, len(_rounds(search)) - 1)
+
+
+def _rank_key(point: dict[str, Any], metric: str) -> tuple[Any, ...]:
+    """Best first: a mean before none, the better mean, then the simpler point (smallest
+    C, then gamma, then the earliest)."""
+    sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
+    mean = point["mean"]
+    return (mean is None, -sign * mean if mean is not None else 0.0, *_simplicity(point))
+
+
+def _next_round(session: Session, search: Search) -> list[str]:
+    """When the fits of a halving round are all in (done reaches the round's cumulative
+    fits: earlier rounds are complete), its best `candidates of the next round` points
+    (`_rank_key`) are evaluated again on the next round's rows: new points and tasks,
+    committed with the last fit; the task ids to enqueue."""
+    rounds = _rounds(search)
+    current = max((p.get("round", 0) for p in search.point_specs), default=0)
+    if current + 1 >= len(rounds):
+        return []
+    through = sum(r["candidates"] for r in rounds[:current + 1]) * search.folds
+    if search.done != through:
+        return []
+    table = [p for p in point_table(session, search) if p["round"] == current]
+    keep = rounds[current + 1]["candidates"]
+    survivors = sorted(sorted(table, key=lambda p: _rank_key(p, search.spec["metric"]))[:keep],
+                       key=lambda p: p["index"])
+    start = len(search.point_specs)
+    added = [{"values": p["values"], "params": p["params"], "round": current + 1,
+              "n_rows": rounds[current + 1]["n_rows"], "candidate": p["candidate"]}
+             for p in survivors]
+    search.point_specs = [*search.point_specs, *added]
+    numbered = session.scalar(select(func.count()).select_from(SearchTask)
+                              .where(SearchTask.search_id == search.id)) or 0
+    now = utcnow()
+    tasks = [SearchTask(id=new_id(), search_id=search.id, tenant_id=search.tenant_id,
+                        number=numbered + k, point_indices=[start + i for i in indices],
+                        fold=fold, status=QUEUED, attempt=0, queued_at=now, created_at=now)
+             for k, (indices, fold) in enumerate(plan_tasks(search.solver, added,
+                                                             search.folds))]
+    session.add_all(tasks)
+    session.flush()
+    return [task.id for task in tasks]
+
+
+def _complete(session: Session, search: Search, task_id: str) -> str | None:
+    """Every fit is in: the best point, the search succeeded, and the refit job queued in
+    the same transaction (its id returned, to enqueue after the commit)."""
+    final = _final_round(search)
+    best = best_point([p for p in point_table(session, search) if p["round"] == final],
+                      search.spec["metric"], search.spec.get("select", "best"))
+    if best is None:
+        _end_search(session, search.id, FAILED, except_task=task_id,
+                    error="no point gave a finite score on every fold")
+        return None
+    refit_job_id = None
+    if search.spec.get("refit", True) and search.dataset_id is not None:
+        now = utcnow()
+        job = Job(id=new_id(), tenant_id=search.tenant_id, dataset_id=search.dataset_id,
+                  solver=search.solver, params=best["params"], status=QUEUED, attempt=0,
+                  cancel_requested=False, created_at=now, queued_at=now,
+                  status_history=[history_entry(QUEUED, now, search_id=search.id)])
+        session.add(job)
+        session.flush()
+        add_event(session, job.id, "status", {"status": QUEUED.value, "at": now.isoformat(),
+                                              "search_id": search.id})
+        refit_job_id = job.id
+    _end_search(session, search.id, SUCCEEDED, except_task=task_id, best=best,
+                refit_job_id=refit_job_id)
+    return refit_job_id
+
+
+def finish_task(session: Session, claim: TaskClaim, error: str | None = None) -> bool:
+    """running -> succeeded, or failed with its search (a task that cannot be done makes
+    the search's result incomplete)."""
+    if error is None:
+        return leases.finish(session, SearchTask, claim.task_id, claim.attempt, SUCCEEDED)
+    if not leases.finish(session, SearchTask, claim.task_id, claim.attempt, FAILED,
+                         error=error[:2000]):
+        return False
+    _end_search(session, claim.search_id, FAILED, error=f"a task failed: {error}"[:2000])
+    return True
+
+
+# -- the sweep ---------------------------------------------------------------------------
+
+def sweep_search_tasks(session: Session, settings: Settings, now: datetime) -> list[str]:
+    """app/domain/leases.sweep over the search tasks; a task failed for lost workers fails its
+    search. Returns the task ids to enqueue (after the caller commits)."""
+    swept = leases.sweep(session, SearchTask, settings, now, requeue_waiting=False)
+    swept.to_enqueue += _idle_searches_tasks(session, settings, now)
+    for task_id in swept.failed:
+        search_id = session.scalar(select(SearchTask.search_id).where(SearchTask.id == task_id))
+        if search_id is not None:
+            _end_search(session, search_id, FAILED,
+                        error=f"task {task_id}: the worker was lost {settings.max_attempts} "
+                              "times")
+    return swept.to_enqueue
+
+
+def _idle_searches_tasks(session: Session, settings: Settings, now: datetime) -> list[str]:
+    """Queued tasks of searches that made no progress for requeue_after_seconds (no task
+    claimed, beating or finished): their messages may be lost. (A search's queued tasks
+    normally wait behind its running ones; re-enqueueing them on their age alone, as for
+    jobs, would flood the queue with duplicates.)"""
+    idle_before = now - timedelta(seconds=settings.requeue_after_seconds)
+    waiting = session.execute(
+        select(SearchTask.search_id, func.min(SearchTask.queued_at))
+        .where(SearchTask.status == QUEUED).group_by(SearchTask.search_id)).all()
+    to_enqueue: list[str] = []
+    for search_id, oldest in waiting:
+        if oldest is None or _as_utc(oldest) >= idle_before:
+            continue
+        latest = session.execute(
+            select(func.max(SearchTask.heartbeat_at), func.max(SearchTask.finished_at))
+            .where(SearchTask.search_id == search_id)).one()
+        if any(t is not None and _as_utc(t) >= idle_before for t in latest):
+            continue
+        ids = list(session.scalars(select(SearchTask.id).where(
+            SearchTask.search_id == search_id, SearchTask.status == QUEUED)))
+        session.execute(update(SearchTask).where(SearchTask.id.in_(ids),
+                                                 SearchTask.status == QUEUED)
+                        .values(queued_at=now).execution_options(synchronize_session=False))
+        to_enqueue += ids
+    return to_enqueue
+
+
+def _as_utc(value: datetime) -> datetime:
+    """Aggregates (max, min) bypass the column type: SQLite gives naive UTC datetimes."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
