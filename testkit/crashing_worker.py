@@ -18,7 +18,7 @@ import socket
 from typing import Any
 
 from app.settings import get_settings
-from workers import training
+from workers import runner, training
 from workers.celery_app import TRAIN_TASK, make_celery
 
 KILL_WORKER_ON = "HINGE_TEST_KILL_WORKER_ON"
@@ -33,7 +33,7 @@ celery_app.conf.include = []  # this module's task replaces workers.tasks.train
 def train_or_crash(self: Any, job_id: str) -> str:
     settings = get_settings()
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    claimed = training.claim(settings, job_id, training.worker_name(hostname))
+    claimed = training.claim(settings, job_id, runner.worker_name(hostname))
     doomed = os.environ.get(KILL_WORKER_ON)
     if claimed is not None and doomed and claimed.dataset_name == doomed:
         log.error("fault injection: killing this worker process on job %s", job_id)

@@ -7,7 +7,7 @@ alphas, kernel-column cache and row layout - fit(keep_solver_state=True)); scali
 fitted once on the fold's training rows. Probabilities (a workflow with its own inner
 folds) start every fit cold.
 
-Guarantees as for jobs (app/domain/services/searches.py, app/domain/leases.py): the claim is a
+Guarantees as for jobs (the one runner, workers.runner, on app.domain.lifecycle): the claim is a
 conditional update, a heartbeat thread renews the lease, every fit's result is recorded
 only while this attempt holds the task and at most once per (point, fold), and the fit's
 progress callback stops the solver within a progress interval once the lease is lost (the
@@ -41,7 +41,9 @@ from app.infra.queue import enqueue_search_task, enqueue_training
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
 from solvers.params import SOLVERS
-from workers.training import Heartbeat, job_threads, public_error, worker_name
+from workers import runner
+from workers.runner import Heartbeat, Lost, Work
+from workers.training import job_threads
 
 log = logging.getLogger("hinge.worker")
 
@@ -101,49 +103,23 @@ def score(model: Any, X: Any, y: np.ndarray, metric: str) -> float | None:
     return float(value) if value is not None and np.isfinite(value) else None
 
 
-class TaskHeartbeat(Heartbeat):
-    """Renews a search task's lease (not a job's) from a thread; `held` until a renewal
-    finds it lost or none has succeeded for a whole lease (Heartbeat.lost)."""
-
-    kind = "search task"
-
-    def __init__(self, settings: Settings, claim: TaskClaim) -> None:
-        super().__init__(settings, claim.task_id, claim.attempt)
-        self.claim = claim
-
-    def renew(self) -> bool:
-        with session_scope(self.settings.database_url) as session:
-            return searches.holds(session, self.claim)
-
-    @property
-    def held(self) -> bool:
-        return not self.lost
-
-
 class LeaseCheck:
-    """A fit's progress callback: True (stop) once the task's lease is lost."""
+    """A fit's progress callback: True (stop) once the task's lease is lost (seen by the
+    heartbeat, or checked now if not for CHECK_SECONDS)."""
 
-    def __init__(self, heartbeat: TaskHeartbeat) -> None:
+    def __init__(self, heartbeat: Heartbeat) -> None:
         self.heartbeat = heartbeat
         self.checked = time.monotonic()
 
     def lost(self) -> bool:
-        started = time.monotonic()
-        if self.heartbeat.renew():
-            self.heartbeat.renewed(started)
-        else:
-            self.heartbeat.lose()
+        held = self.heartbeat.check()
         self.checked = time.monotonic()
-        return not self.heartbeat.held
+        return not held
 
     def __call__(self, _event: dict[str, Any] | None) -> bool:
-        if not self.heartbeat.held:
+        if self.heartbeat.lost:
             return True
         return time.monotonic() - self.checked >= CHECK_SECONDS and self.lost()
-
-
-class _Lost(Exception):
-    """This attempt no longer holds the task."""
 
 
 class Recorder:
@@ -170,7 +146,7 @@ class Recorder:
             recorded = searches.record(session, self.claim, self.pending)
         self.pending = []
         if not recorded.held:
-            raise _Lost
+            raise Lost
         notify(self.settings, self.claim.search_id)
         try:  # a halving search's next round
             for task_id in recorded.task_ids:
@@ -187,29 +163,25 @@ class Recorder:
                             exc_info=True)
 
 
+def _run_task(settings: Settings, claim: TaskClaim, heartbeat: Heartbeat) -> None:
+    _run(settings, claim, LeaseCheck(heartbeat))
+
+
+SEARCH: Work[TaskClaim, None] = Work(
+    kind=searches.SEARCH_TASKS,
+    claim=lambda session, _settings, task_id, worker: searches.claim_task(session, task_id,
+                                                                          worker),
+    run=_run_task,
+    finish=lambda settings, claim, _none, heartbeat: runner.stop_and_finish(
+        heartbeat, settings, lambda session: searches.finish_task(session, claim)),
+    fail=searches.finish_task,
+    subject=lambda claim: claim.search_id)
+
+
 def run_search_task(settings: Settings, task_id: str, hostname: str) -> str:
-    """Run one delivery of a search task: succeeded, failed, lost or skipped."""
-    with session_scope(settings.database_url) as session:
-        claim = searches.claim_task(session, task_id, worker_name(hostname))
-    if claim is None:
-        log.info("search task %s: not queued any more, nothing to do", task_id)
-        return "skipped"
-    notify(settings, claim.search_id)
-    try:
-        heartbeat = TaskHeartbeat(settings, claim)
-        with heartbeat:
-            _run(settings, claim, LeaseCheck(heartbeat))
-    except _Lost:
-        return "lost"
-    except Exception as exc:
-        log.exception("search task %s failed", task_id)
-        with session_scope(settings.database_url) as session:
-            done = searches.finish_task(session, claim, public_error(exc))
-        notify(settings, claim.search_id)
-        return "failed" if done else "lost"
-    with session_scope(settings.database_url) as session:
-        done = searches.finish_task(session, claim)
-    return "succeeded" if done else "lost"
+    """Run one delivery of a search task (workers.runner): succeeded, failed, lost or
+    skipped."""
+    return runner.run(settings, SEARCH, task_id, hostname)
 
 
 def _split(settings: Settings, claim: TaskClaim, X: sp.csr_matrix, y: np.ndarray, fold: int,
@@ -274,7 +246,7 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
     previous = None
     for index, params in todo:
         if check(None):  # the lease (seen by the heartbeat, or checked if not lately)
-            raise _Lost
+            raise Lost
         params = dict(params)
         if params.get("max_seconds") is None:
             params["max_seconds"] = settings.job_max_seconds
@@ -289,7 +261,7 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
                      warm_start=previous if warm else None, **params)
         seconds = time.perf_counter() - started
         if result.exit_reason == "cancelled":
-            raise _Lost
+            raise Lost
         value = None if result.exit_reason == "numerical_error" else score(
             result.model, X_test, y_test, claim.metric)
         outcome = FitOutcome(point=index, fold=fold, score=value, fit_seconds=seconds,

@@ -10,24 +10,26 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.domain.lifecycle import Failed
 from app.domain.orm import Model, new_id
 from app.domain.services import jobs
 from app.domain.services.jobs import Claim
 from app.infra.bus import notify
 from app.infra.db import session_scope
-from app.infra.queue import enqueue_training
 from app.infra.storage import blob_store, load_dataset, model_key, store_model_arrays
 from app.settings import Settings, available_cores
 from solvers.models import model_to_bytes
+from workers import runner
+from workers.runner import Heartbeat, Lost, Work
 
 if TYPE_CHECKING:
     from solvers.result import FitResult
@@ -213,106 +215,6 @@ class ProgressRecorder:
         return cancel
 
 
-class Heartbeat:
-    """Holds an attempt's lease from a thread of the worker's pool process, from the claim
-    to the final write: through the data load, the fit, and the model's training accuracy
-    and storage (a kernel model predicts every training row: on a9a that takes longer than
-    the fit, and it used to run after the heartbeat had stopped, so a job with a short
-    lease was re-queued by the sweep while it was storing its model, on every attempt).
-
-    The sweep (app/domain/sweep.py) takes back an item whose heartbeat is older than the lease;
-    this thread renews every quarter of the lease, so two renewals can fail or come late
-    before that happens. The thread is not starved of the GIL: the SMO step kernel
-    releases it (nogil) and the solvers return to Python between bounded calls
-    (solvers.backbone.Budget); on a 2-core machine at load 15-20 the thread waited at most
-    0.6 s for the GIL during an SMO fit of a9a, 0.13 s during its prediction.
-
-    `lost` turns True when a renewal finds that this attempt no longer holds the item (the
-    sweep re-queued it, another attempt claimed it, it was finished), or when no renewal
-    has succeeded for a whole lease (the database unreachable or locked: the sweep may
-    have taken the item meanwhile). The attempt checks it (the progress callback, before
-    storing a model) and stops cleanly: it writes nothing and ends `lost`; the conditional
-    final write would refuse it anyway. Subclasses renew another table's lease (`renew`).
-    """
-
-    kind = "job"
-
-    def __init__(self, settings: Settings, job_id: str, attempt: int) -> None:
-        self.settings = settings
-        self.job_id = job_id
-        self.attempt = attempt
-        self.lease = settings.job_lease_seconds
-        self.interval = max(0.05, self.lease / 4)
-        self.renewed_at = time.monotonic()  # the claim wrote the first heartbeat
-        self.gone = False  # a renewal found that this attempt no longer holds the item
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}",
-                                        daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
-        self._thread.join(timeout=5)
-
-    def stop(self) -> None:
-        """No more renewals (before the final write: a renewal racing it would only find
-        the item finished)."""
-        self._stop.set()
-
-    @property
-    def expired(self) -> bool:
-        """No renewal has succeeded for a whole lease."""
-        return time.monotonic() - self.renewed_at > self.lease
-
-    @property
-    def lost(self) -> bool:
-        return self.gone or self.expired
-
-    def lose(self) -> None:
-        """Another write found the lease gone (e.g. the progress callback)."""
-        self.gone = True
-        self._stop.set()
-
-    def renewed(self, at: float) -> None:
-        """A write that refreshed the heartbeat started at monotonic time `at`."""
-        self.renewed_at = max(self.renewed_at, at)
-
-    def renew(self) -> bool:
-        """Refresh the heartbeat while this attempt holds the item; False if it does not."""
-        with session_scope(self.settings.database_url) as session:
-            return jobs.renew_lease(session, self.job_id, self.attempt)
-
-    def _run(self) -> None:
-        expired_logged = False
-        while not self._stop.wait(self.interval):
-            started = time.monotonic()
-            try:
-                held = self.renew()
-            except Exception:  # a database blip: the next beat tries again
-                log.warning("%s %s: heartbeat failed, %.1f s after the last renewal (lease "
-                            "%g s)", self.kind, self.job_id, started - self.renewed_at,
-                            self.lease, exc_info=True)
-                if self.expired and not expired_logged:
-                    expired_logged = True
-                    log.error("%s %s attempt %d: no renewal for a whole lease; stopping",
-                              self.kind, self.job_id, self.attempt)
-                continue
-            if not held:
-                if not self._stop.is_set():  # (after stop(): the final write won the race)
-                    log.warning("%s %s attempt %d: the lease is lost (re-queued or finished "
-                                "elsewhere); stopping", self.kind, self.job_id, self.attempt)
-                    self.gone = True
-                return
-            late = started - self.renewed_at
-            if late > self.lease / 2:
-                log.warning("%s %s: heartbeat renewed %.1f s after the previous one (lease "
-                            "%g s)", self.kind, self.job_id, late, self.lease)
-            self.renewed(started)
-
-
 def _plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         value = value.item()
@@ -330,30 +232,11 @@ def job_threads(settings: Settings, params: dict[str, Any]) -> int:
     return min(wanted, settings.solver_thread_budget())
 
 
-def worker_name(hostname: str) -> str:
-    """How a job names the process that runs it: `celery@host pid 4242`."""
-    return f"{hostname} pid {os.getpid()}"
-
-
-DEFER_SECONDS = 1.0  # a job over its tenant's running limit goes back after this long
-
-
 def claim(settings: Settings, job_id: str, worker: str) -> Claim | None:
     """Claim a queued job for this process (None: not queued, e.g. a duplicate delivery);
-    jobs.OverRunningLimit when its tenant runs as many jobs as it may."""
+    app.domain.lifecycle.NotAdmitted when its tenant runs as many jobs as it may."""
     with session_scope(settings.database_url) as session:
         return jobs.claim_job(session, job_id, worker, settings)
-
-
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-]+){2,}")
-
-
-def public_error(exc: BaseException) -> str:
-    """What a job's `error` says about an exception: its type and message, with no file
-    system path of this server (an OSError says only what failed)."""
-    if isinstance(exc, OSError):
-        return f"{type(exc).__name__}: the job's stored data could not be read"
-    return _PATH.sub("<path>", f"{type(exc).__name__}: {exc}")
 
 
 def _fail(settings: Settings, claimed: Claim, error: str) -> None:
@@ -361,69 +244,55 @@ def _fail(settings: Settings, claimed: Claim, error: str) -> None:
         jobs.fail(session, claimed, error)
 
 
+@dataclass(frozen=True)
+class Fitted:
+    result: FitResult
+    X: Any
+    y: np.ndarray
+
+
+def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
+    """Load the data and fit, under the attempt's heartbeat."""
+    if claimed.blob_path is None:
+        raise Failed("the dataset was deleted before the job started")
+    X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
+    params = dict(claimed.params)
+    if "threads" in params:
+        params["threads"] = job_threads(settings, params)
+    if params.get("max_seconds") is None:
+        params["max_seconds"] = settings.job_max_seconds
+    from solvers import fit
+
+    recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
+                                params.get("eps"), heartbeat=heartbeat)
+    result = fit(X, y, solver=claimed.solver, progress=recorder,
+                 progress_interval=settings.progress_interval_seconds, **params)
+    if recorder.lease_lost:
+        raise Lost
+    return Fitted(result, X, y)
+
+
+TRAINING: Work[Claim, Fitted] = Work(
+    kind=jobs.JOBS,
+    claim=lambda session, settings, job_id, worker: jobs.claim_job(session, job_id, worker,
+                                                                   settings),
+    run=_fit,
+    finish=lambda settings, claimed, fitted, heartbeat: finish(
+        settings, claimed, fitted.result, fitted.X, fitted.y, heartbeat=heartbeat),
+    fail=jobs.fail,
+    subject=lambda claimed: claimed.job_id)
+
+
 def run_job(settings: Settings, job_id: str, hostname: str) -> str:
-    """Run one delivery of a job; returns what happened (for logs and tests)."""
-    try:
-        claimed = claim(settings, job_id, worker_name(hostname))
-    except jobs.OverRunningLimit:
-        # Leave it queued and send its id round again: the tenant's running jobs free up
-        # (or the sweep re-enqueues it if this message is lost).
-        log.info("job %s: its tenant is at its running-jobs limit; deferred", job_id)
-        time.sleep(DEFER_SECONDS)
-        enqueue_training(settings.broker_url, settings.queue, job_id)
-        return "deferred"
-    return run_claimed(settings, job_id, claimed)
+    """Run one delivery of a job (workers.runner); returns what happened (for logs and
+    tests): succeeded, failed, cancelled, lost, skipped or deferred."""
+    return runner.run(settings, TRAINING, job_id, hostname)
 
 
 def run_claimed(settings: Settings, job_id: str, claimed: Claim | None) -> str:
     """Train a claimed job to its end: succeeded, failed, cancelled, or lost (its lease
     went to another attempt); "skipped" without a claim."""
-    if claimed is None:
-        log.info("job %s: not queued any more, nothing to do", job_id)
-        return "skipped"
-    notify(settings, job_id)
-    try:
-        return _train(settings, claimed)
-    finally:
-        notify(settings, job_id)
-
-
-def _train(settings: Settings, claimed: Claim) -> str:
-    # The heartbeat holds the lease from here to the final write, finish() included.
-    with Heartbeat(settings, claimed.job_id, claimed.attempt) as heartbeat:
-        return _train_holding(settings, claimed, heartbeat)
-
-
-def _train_holding(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> str:
-    if claimed.blob_path is None:
-        heartbeat.stop()
-        _fail(settings, claimed, "the dataset was deleted before the job started")
-        return "failed"
-    try:
-        X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
-        params = dict(claimed.params)
-        if "threads" in params:
-            params["threads"] = job_threads(settings, params)
-        if params.get("max_seconds") is None:
-            params["max_seconds"] = settings.job_max_seconds
-        from solvers import fit
-
-        recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
-                                    params.get("eps"), heartbeat=heartbeat)
-        result = fit(X, y, solver=claimed.solver, progress=recorder,
-                     progress_interval=settings.progress_interval_seconds, **params)
-    except Exception as exc:
-        log.exception("job %s failed", claimed.job_id)
-        heartbeat.stop()
-        _fail(settings, claimed, public_error(exc))
-        return "failed"
-    if recorder.lease_lost or heartbeat.gone:
-        # Stopped (or finished) without the lease: nothing is written, the job is another
-        # attempt's, or the sweep's once it sees the stale heartbeat.
-        log.warning("job %s attempt %d: the lease was lost during the fit; nothing stored",
-                    claimed.job_id, claimed.attempt)
-        return "lost"
-    return finish(settings, claimed, result, X, y, heartbeat=heartbeat)
+    return runner.run_claimed(settings, TRAINING, job_id, claimed)
 
 
 def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.ndarray,

@@ -109,11 +109,14 @@ def producer(broker_url: str, queue: str) -> Celery:
     return app
 
 
-def enqueue(broker_url: str, queue: str, task: str, ref_id: str) -> None:
+def enqueue(broker_url: str, queue: str, task: str, ref_id: str,
+            countdown: float | None = None) -> None:
     """Send task `task` on row `ref_id`: search tasks to the search queue of `queue` (the
-    jobs' queue), the others to `queue` itself."""
+    jobs' queue), the others to `queue` itself; with `countdown`, to run no sooner than
+    that many seconds from now."""
     target = search_queue(queue) if task == SEARCH_TASK else queue
-    producer(broker_url, queue).send_task(task, args=[ref_id], queue=target, retry=True)
+    producer(broker_url, queue).send_task(task, args=[ref_id], queue=target, retry=True,
+                                          countdown=countdown)
 
 
 def enqueue_training(broker_url: str, queue: str, job_id: str) -> None:

@@ -232,6 +232,8 @@ def test_existing_rows_go_to_the_default_tenant_on_upgrade(tmp_path: Path) -> No
 def test_a_job_over_its_tenants_running_limit_waits_in_the_queue(
     tmp_path: Path, cancer_bytes: bytes
 ) -> None:
+    from app.infra.queue import broker_holding
+    from workers.runner import DEFER_SECONDS
     from workers.training import claim, run_job
 
     settings, app = _app(tmp_path, tenant_max_running_jobs=1, rate_per_second=0)
@@ -241,5 +243,10 @@ def test_a_job_over_its_tenants_running_limit_waits_in_the_queue(
         first, second = (client.post("/v1/jobs", json={"dataset_id": dataset}, headers=key
                                      ).json()["id"] for _ in range(2))
         assert claim(settings, first, "worker-1") is not None  # running now
+        messages = broker_holding(settings.broker_url, settings.queue).ready
+        started = time.monotonic()
         assert run_job(settings, second, "worker-2") == "deferred"
+        # no worker waits for the tenant: the job goes round again with a countdown
+        assert time.monotonic() - started < DEFER_SECONDS
+        assert broker_holding(settings.broker_url, settings.queue).ready == messages + 1
         assert client.get(f"/v1/jobs/{second}", headers=key).json()["status"] == "queued"

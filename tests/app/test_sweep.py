@@ -1,18 +1,35 @@
-"""The recovery sweep and the lease, on a real SQLite database (no worker process)."""
+"""The recovery sweep and the lease (app.domain.lifecycle), on a real SQLite database and on
+PostgreSQL, with the embedded broker (no worker process): jobs, evaluations and search
+tasks are swept by the one lifecycle."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text, update
+from sqlalchemy import create_engine, select, text, update
 
 from app.domain.job_status import JobStatus
-from app.domain.orm import Job, utcnow
+from app.domain.orm import Evaluation, Job, SearchTask, utcnow
 from app.domain.services.jobs import transition
 from app.domain.sweep import sweep
 from app.infra.db import session_scope
 from app.settings import Settings
+from tests.support import BACKENDS, migrated_settings
+from workers.training import run_job
+
+
+@pytest.fixture(params=BACKENDS)
+def settings(request: pytest.FixtureRequest, tmp_path: Path,
+             blob_overrides: dict[str, Any]) -> Iterator[Settings]:
+    """This module's tests run on SQLite and on PostgreSQL (evaluations on a worker)."""
+    with migrated_settings(request.param, tmp_path / "home", evaluate_inline_rows=0,
+                           max_attempts=2, **blob_overrides) as configured:
+        yield configured
 
 RUNNING, SUCCEEDED = JobStatus.RUNNING, JobStatus.SUCCEEDED
 
@@ -95,3 +112,56 @@ def test_redis_visibility_timeout_exceeds_the_hard_time_limit() -> None:
     assert conf.broker_transport_options["visibility_timeout"] > conf.task_time_limit
     assert conf.task_acks_late and conf.task_reject_on_worker_lost
     assert conf.worker_prefetch_multiplier == 1
+
+
+def _lose_worker(settings: Settings, table: Any, item_id: str) -> None:
+    """The item's worker died: it is running with a heartbeat older than the lease."""
+    with session_scope(settings.database_url) as session:
+        session.execute(update(table).where(table.id == item_id).values(
+            heartbeat_at=utcnow() - timedelta(seconds=settings.job_lease_seconds + 5)))
+
+
+def test_an_evaluation_whose_worker_is_lost_is_requeued_then_failed(
+    client: TestClient, settings: Settings, cancer_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    model_id = client.get(f"/v1/jobs/{job_id}").json()["model_id"]
+    url = f"/v1/models/{model_id}/evaluations"
+    evaluation_id = client.post(url, json={"dataset_id": cancer_id}).json()["id"]
+    for attempt in range(1, settings.max_attempts + 1):
+        with session_scope(settings.database_url) as session:
+            session.execute(update(Evaluation).where(Evaluation.id == evaluation_id)
+                            .values(status="running", attempt=attempt))
+        _lose_worker(settings, Evaluation, evaluation_id)
+        counts = sweep(settings)
+        evaluation = client.get(f"{url}/{evaluation_id}").json()
+        if attempt < settings.max_attempts:
+            assert counts["requeued"] == 1 and evaluation["status"] == "queued"
+        else:
+            assert counts["failed"] == 1 and evaluation["status"] == "failed"
+    assert evaluation["error"] == ("worker lost: 2 attempt(s) ended without a heartbeat")
+
+
+def test_a_search_task_whose_worker_is_lost_is_requeued_then_fails_its_search(
+    client: TestClient, settings: Settings, cancer_id: str
+) -> None:
+    search = client.post("/v1/searches", json={"dataset_id": cancer_id, "solver": "dcd",
+                                               "space": {"C": [1.0, 2.0]},
+                                               "cv": {"folds": 2}}).json()
+    with session_scope(settings.database_url) as session:
+        task_id = session.scalars(select(SearchTask.id).where(
+            SearchTask.search_id == search["id"]).order_by(SearchTask.number)).first()
+    assert task_id is not None
+    for attempt in range(1, settings.max_attempts + 1):
+        with session_scope(settings.database_url) as session:
+            session.execute(update(SearchTask).where(SearchTask.id == task_id)
+                            .values(status="running", attempt=attempt))
+        _lose_worker(settings, SearchTask, task_id)
+        counts = sweep(settings)
+        if attempt < settings.max_attempts:
+            assert counts["search_tasks_enqueued"] == 1
+            assert client.get(f"/v1/searches/{search['id']}").json()["status"] == "queued"
+    assert counts["failed"] == 1
+    body = client.get(f"/v1/searches/{search['id']}").json()
+    assert body["status"] == "failed" and "the worker was lost 2 times" in body["error"]

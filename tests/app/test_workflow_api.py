@@ -24,7 +24,7 @@ from sklearn.datasets import load_svmlight_file
 from sqlalchemy import update
 
 from app.api.main import create_app
-from app.domain.orm import Evaluation, utcnow
+from app.domain.orm import Dataset, Evaluation, utcnow
 from app.domain.services.splits import split_rows
 from app.domain.sweep import sweep
 from app.infra.db import session_scope
@@ -367,6 +367,27 @@ def test_the_sweep_requeues_a_lost_evaluation_then_fails_it(queued_settings: Set
             expected = "queued" if attempt < queued_settings.max_attempts else "failed"
             assert client.get(url).json()["status"] == expected
         assert "worker lost" in client.get(url).json()["error"]
+
+
+def test_an_evaluation_that_fails_on_a_worker_stores_no_server_path(
+        queued_settings: Settings, cancer_id: str, admin_key: str) -> None:
+    """The worker stores what app.domain.lifecycle.public_error says (as a job's error), never
+    the exception's text: a missing blob file's FileNotFoundError names its path."""
+    missing = queued_settings.home / "datasets" / "gone-on-this-server.npz"
+    with TestClient(create_app(queued_settings), headers=bearer(admin_key)) as client:
+        model = _train(client, queued_settings, cancer_id, "dcd")
+        evaluation_id = client.post(f"/v1/models/{model['id']}/evaluations",
+                                    json={"dataset_id": cancer_id}).json()["id"]
+        with session_scope(queued_settings.database_url) as session:  # the file is gone
+            session.execute(update(Dataset).where(Dataset.id == cancer_id)
+                            .values(blob_path=str(missing)))
+        assert run_evaluation(queued_settings, evaluation_id, "test-worker") == "failed"
+        failed = client.get(f"/v1/models/{model['id']}/evaluations/{evaluation_id}").json()
+    assert failed["status"] == "failed" and failed["report"] is None
+    assert failed["error"] == ("FileNotFoundError: the evaluation's stored data could not "
+                               "be read")
+    assert str(queued_settings.home) not in failed["error"]
+    assert missing.name not in failed["error"]
 
 
 # ---- export: the model plus the range file in LIBSVM's own tools -----------------------

@@ -21,17 +21,19 @@ import pytest
 from sqlalchemy import func, select, update
 
 from app.domain.job_status import JobStatus
+from app.domain.lifecycle import NotAdmitted
 from app.domain.orm import Dataset, Job, JobEvent, Model, Tenant, new_id, utcnow
 from app.domain.services import datasets as dataset_service
 from app.domain.services import jobs as job_service
-from app.domain.services.jobs import Claim
+from app.domain.services.jobs import JOBS, Claim
 from app.infra.db import session_scope
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
 from solvers.svmlight import load_svmlight
 from testkit import bundled
 from tests.support import BACKENDS, BLOB_BACKENDS, migrated_settings
-from workers.training import Heartbeat, ProgressRecorder, claim, finish, run_claimed
+from workers.runner import Heartbeat
+from workers.training import ProgressRecorder, claim, finish, run_claimed
 
 WORKER = "celery@test pid 1"
 
@@ -129,6 +131,30 @@ def test_a_claim_runs_the_next_attempt_and_a_second_delivery_gets_nothing(
     assert [h["status"] for h in job.status_history] == ["queued", "running"]
 
 
+def test_a_tenant_at_its_running_limit_is_not_claimed_until_a_job_ends(
+    settings: Settings, cancer: str
+) -> None:
+    """Admission is part of the claim's conditional UPDATE: with the tenant running as
+    many jobs as it may, the claim changes nothing (the job stays queued, its attempt
+    uncounted) and says so (NotAdmitted); once a running job ends, the claim succeeds."""
+    with session_scope(settings.database_url) as session:
+        session.execute(update(Tenant).where(Tenant.id == TENANT).values(max_running_jobs=2))
+    running = [_claimed(settings, _queued_job(settings, cancer)) for _ in range(2)]
+    waiting = _queued_job(settings, cancer)
+    for _ in range(2):
+        with pytest.raises(NotAdmitted):
+            claim(settings, waiting, WORKER)
+    job = _job(settings, waiting)
+    assert job.status == JobStatus.QUEUED and job.attempt == 0 and job.worker is None
+    assert [h["status"] for h in job.status_history] == ["queued"]
+    with session_scope(settings.database_url) as session:
+        assert job_service.fail(session, running[0], "done")
+    assert _claimed(settings, waiting).attempt == 1
+    other = _queued_job(settings, cancer)
+    with session_scope(settings.database_url) as session:  # without settings: no admission
+        assert job_service.claim_job(session, other, WORKER) is not None
+
+
 def test_nothing_to_claim_for_a_missing_or_cancelled_job(settings: Settings,
                                                          cancer: str) -> None:
     assert claim(settings, new_id(), WORKER) is None
@@ -193,7 +219,7 @@ def test_the_heartbeat_renews_the_lease_of_its_own_attempt_only(settings: Settin
     job_id = _queued_job(settings, cancer)
     first = _claimed(settings, job_id)
     claimed_at = _heartbeat(settings, job_id)
-    with Heartbeat(settings, job_id, first.attempt):  # beats every 0.2 s here
+    with Heartbeat(settings, JOBS, job_id, first.attempt):  # beats every 0.2 s here
         time.sleep(0.7)
     assert _heartbeat(settings, job_id) > claimed_at
 
@@ -202,7 +228,7 @@ def test_the_heartbeat_renews_the_lease_of_its_own_attempt_only(settings: Settin
         assert not job_service.renew_lease(session, job_id, first.attempt)
         assert job_service.renew_lease(session, job_id, second.attempt)
     reclaimed_at = _heartbeat(settings, job_id)
-    with Heartbeat(settings, job_id, first.attempt):
+    with Heartbeat(settings, JOBS, job_id, first.attempt):
         time.sleep(0.7)
     assert _heartbeat(settings, job_id) == reclaimed_at
 
@@ -220,7 +246,7 @@ def test_a_heartbeat_that_finds_its_lease_gone_stops_the_fit(settings: Settings,
                                                              cancer: str) -> None:
     job_id = _queued_job(settings, cancer)
     first = _claimed(settings, job_id)
-    with Heartbeat(settings, job_id, first.attempt) as heartbeat:
+    with Heartbeat(settings, JOBS, job_id, first.attempt) as heartbeat:
         assert heartbeat.interval <= settings.job_lease_seconds / 3  # well inside the lease
         time.sleep(2 * heartbeat.interval)
         assert not heartbeat.lost
@@ -245,7 +271,7 @@ def test_a_heartbeat_that_cannot_renew_for_a_whole_lease_counts_the_lease_lost(
     job_id = _queued_job(settings, cancer)
     first = _claimed(settings, job_id)
     lease = settings.job_lease_seconds
-    with Heartbeat(settings, job_id, first.attempt) as heartbeat:
+    with Heartbeat(settings, JOBS, job_id, first.attempt) as heartbeat:
         recorder = ProgressRecorder(settings, job_id, first.attempt, 0.1, heartbeat=heartbeat)
         with session_scope(settings.database_url) as session:  # holds the row's write lock
             session.execute(select(Job).where(Job.id == job_id).with_for_update())

@@ -3,10 +3,11 @@
 A dataset of at most HINGE_EVALUATE_INLINE_ROWS rows is evaluated inside the request (the
 record is stored `succeeded` or `failed`); a larger one is committed `queued` and then
 enqueued (task `hinge.evaluate`), and a worker claims it, holds a lease and finishes it,
-with the guarantees of a training job: the claim is a conditional UPDATE (a duplicate
-delivery does nothing), the heartbeat renews the lease, the final write succeeds only while
-this attempt holds it, and the sweep (`sweep_evaluations`) re-queues an evaluation whose
-worker vanished, or fails it after HINGE_MAX_ATTEMPTS, and re-enqueues one left queued.
+on the lifecycle of every durable work item (app.domain.lifecycle, `EVALUATIONS`): the claim is a
+conditional UPDATE (a duplicate delivery does nothing), the heartbeat renews the lease, the
+final write succeeds only while this attempt holds it, and the sweep re-queues an
+evaluation whose worker vanished, or fails it after HINGE_MAX_ATTEMPTS, and re-enqueues one
+left queued.
 
 Every evaluation belongs to its model's tenant: the model and the dataset must both be the
 caller's tenant's (another tenant's model is a 404 and another tenant's dataset a 422, the
@@ -21,13 +22,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.domain import lifecycle
 from app.domain.errors import Invalid, Unavailable, not_found
 from app.domain.job_status import JobStatus
 from app.domain.orm import Dataset, Evaluation, Model, new_id, utcnow
@@ -36,7 +37,7 @@ from app.domain.schemas import EvaluationCreate
 from app.domain.services.datasets import find_dataset
 from app.domain.services.limits import lock_dataset
 from app.domain.services.models import get_model, servable_model
-from app.infra.queue import enqueue_evaluation
+from app.infra.queue import EVALUATE_TASK, enqueue_evaluation
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
 from solvers.metrics import evaluate
@@ -46,6 +47,9 @@ log = logging.getLogger("hinge.evaluations")
 
 QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
 SUCCEEDED, FAILED = JobStatus.SUCCEEDED, JobStatus.FAILED
+
+EVALUATIONS = lifecycle.WorkKind(name="evaluation", plural="evaluations", table=Evaluation,
+                                 task=EVALUATE_TASK)
 
 
 def compute_report(model: ServableModel, X: Any, y: np.ndarray) -> dict[str, Any]:
@@ -121,8 +125,8 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
         enqueue_evaluation(settings.broker_url, settings.queue, evaluation.id)
     except Exception as exc:
         log.exception("could not enqueue evaluation %s", evaluation.id)
-        _finish(session, evaluation.id, QUEUED, None, error=f"could not enqueue: "
-                                                            f"{type(exc).__name__}")
+        lifecycle.fail(session, EVALUATIONS, evaluation.id, None,
+                       f"could not enqueue: {type(exc).__name__}", from_statuses=(QUEUED,))
         session.commit()
         raise Unavailable("the job queue is unavailable; the evaluation was not started",
                           {"evaluation_id": evaluation.id}) from None
@@ -186,51 +190,24 @@ class EvaluationClaim:
 def claim_evaluation(session: Session, evaluation_id: str,
                      worker: str) -> EvaluationClaim | None:
     """queued -> running on the next attempt; None if it is not queued (any more)."""
+    attempt = lifecycle.claim(session, EVALUATIONS, evaluation_id, worker)
+    if attempt is None:
+        return None
     evaluation = session.get(Evaluation, evaluation_id)
-    if evaluation is None or evaluation.status != QUEUED:
-        return None
-    attempt = evaluation.attempt + 1
-    now = utcnow()
-    claimed = session.execute(
-        update(Evaluation)
-        .where(Evaluation.id == evaluation_id, Evaluation.status == QUEUED,
-               Evaluation.attempt == evaluation.attempt)
-        .values(status=RUNNING, attempt=attempt, worker=worker, heartbeat_at=now)
-        .execution_options(synchronize_session=False))
-    if claimed.rowcount != 1:  # type: ignore[attr-defined]
-        return None
+    assert evaluation is not None
     dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
     return EvaluationClaim(evaluation_id, attempt, evaluation.model_id,
                            dataset.blob_path if dataset else None)
 
 
-def renew_evaluation_lease(session: Session, evaluation_id: str, attempt: int) -> bool:
-    result = session.execute(
-        update(Evaluation).where(Evaluation.id == evaluation_id, Evaluation.attempt == attempt,
-                                 Evaluation.status == RUNNING)
-        .values(heartbeat_at=utcnow()))
-    return bool(result.rowcount)  # type: ignore[attr-defined]
-
-
-def _finish(session: Session, evaluation_id: str, from_status: JobStatus, attempt: int | None,
-            *, report: dict[str, Any] | None = None, error: str | None = None) -> bool:
-    """from_status -> succeeded (with a report) or failed (with an error), only while this
-    attempt holds the evaluation; False when it does not."""
-    conditions = [Evaluation.id == evaluation_id, Evaluation.status == from_status]
-    if attempt is not None:
-        conditions.append(Evaluation.attempt == attempt)
-    result = session.execute(
-        update(Evaluation).where(*conditions)
-        .values(status=SUCCEEDED if error is None else FAILED, report=report,
-                error=None if error is None else error[:2000], finished_at=utcnow())
-        .execution_options(synchronize_session=False))
-    return result.rowcount == 1  # type: ignore[attr-defined]
-
-
 def finish_evaluation(session: Session, claim: EvaluationClaim, *,
                       report: dict[str, Any] | None = None, error: str | None = None) -> bool:
-    return _finish(session, claim.evaluation_id, RUNNING, claim.attempt, report=report,
-                   error=error)
+    """running -> succeeded with its report, or failed with `error`, while this attempt
+    holds the evaluation; False when it does not."""
+    if error is not None:
+        return lifecycle.fail(session, EVALUATIONS, claim.evaluation_id, claim.attempt, error)
+    return lifecycle.finish(session, EVALUATIONS, claim.evaluation_id, claim.attempt,
+                            SUCCEEDED, report=report)
 
 
 def run_claimed_evaluation(session: Session, settings: Settings, claim: EvaluationClaim
@@ -241,36 +218,3 @@ def run_claimed_evaluation(session: Session, settings: Settings, claim: Evaluati
     model = servable_model(session, settings, claim.model_id)
     X, y = load_dataset(blob_store(settings), claim.blob_path, model.n_features)
     return compute_report(model, X, y)
-
-
-# -- the sweep ---------------------------------------------------------------------------
-
-def sweep_evaluations(session: Session, settings: Settings, now: datetime) -> list[str]:
-    """Re-queue (or fail after max_attempts) running evaluations whose heartbeat is older
-    than the lease; re-enqueue queued ones nobody claimed for requeue_after_seconds.
-    Returns the ids to enqueue (after the caller commits)."""
-    stale_before = now - timedelta(seconds=settings.job_lease_seconds)
-    to_enqueue: list[str] = []
-    stale = session.execute(select(Evaluation.id, Evaluation.attempt).where(
-        Evaluation.status == RUNNING, Evaluation.heartbeat_at < stale_before)).all()
-    for evaluation_id, attempt in stale:
-        if attempt >= settings.max_attempts:
-            _finish(session, evaluation_id, RUNNING, attempt,
-                    error=f"worker lost: {attempt} attempt(s) ended without a heartbeat")
-            continue
-        requeued = session.execute(
-            update(Evaluation).where(Evaluation.id == evaluation_id,
-                                     Evaluation.status == RUNNING,
-                                     Evaluation.attempt == attempt)
-            .values(status=QUEUED, queued_at=now))
-        if requeued.rowcount:  # type: ignore[attr-defined]
-            to_enqueue.append(evaluation_id)
-    waiting_since = now - timedelta(seconds=settings.requeue_after_seconds)
-    waiting = session.scalars(select(Evaluation.id).where(
-        Evaluation.status == QUEUED, Evaluation.queued_at < waiting_since)).all()
-    for evaluation_id in waiting:
-        session.execute(update(Evaluation).where(Evaluation.id == evaluation_id,
-                                                 Evaluation.status == QUEUED)
-                        .values(queued_at=now))
-        to_enqueue.append(evaluation_id)
-    return to_enqueue

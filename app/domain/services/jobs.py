@@ -11,14 +11,15 @@ sent once the job's transaction has committed, never before and never without it
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Select, func, select, update
+from sqlalchemy.orm import Session, aliased
 
-from app.domain import outbox
+from app.domain import lifecycle, outbox
 from app.domain.errors import Conflict, Invalid, OverLimit, not_found
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
@@ -43,13 +44,16 @@ def history_entry(status: JobStatus, at: datetime, **extra: Any) -> dict[str, An
 
 def transition(
     session: Session, job_id: str, from_statuses: tuple[JobStatus, ...], to_status: JobStatus,
-    *, expect_attempt: int | None = None, **fields: Any,
+    *, expect_attempt: int | None = None, where: Sequence[ColumnElement[bool]] = (),
+    **fields: Any,
 ) -> bool:
     """Move a job from one of `from_statuses` to `to_status`; False if it was not there.
 
     With `expect_attempt`, only while the job is still on that attempt (the worker's lease: a job
-    re-queued by the sweep and claimed again cannot be finished by the old attempt). The
-    caller commits; the history entry and a `status` event are in the same transaction.
+    re-queued by the sweep and claimed again cannot be finished by the old attempt); with
+    `where`, only under those conditions too (the claim's admission). The caller commits;
+    the history entry and a `status` event are in the same transaction. (The jobs'
+    `mover` in app.domain.lifecycle.)
     """
     job = session.get(Job, job_id, populate_existing=True)
     if job is None or job.status not in from_statuses:
@@ -66,7 +70,8 @@ def transition(
     values["status_history"] = [*job.status_history, history_entry(to_status, now, **brief)]
     result = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.status == job.status, Job.attempt == job.attempt)
+        .where(Job.id == job_id, Job.status == job.status, Job.attempt == job.attempt,
+               *where)
         .values(**values)
         .execution_options(synchronize_session=False)
     )
@@ -102,30 +107,35 @@ class Claim:
     features: int
 
 
-class OverRunningLimit(Exception):
-    """The job's tenant already runs as many jobs as it may; the job stays queued."""
+def _admission(session: Session, settings: Settings, job_id: str) -> ColumnElement[bool]:
+    """The claim's condition: the job's tenant runs fewer jobs than its limit. The
+    tenant's row is locked first, so two claims of one tenant's jobs count one after the
+    other."""
+    tenant_id = session.scalar(select(Job.tenant_id).where(Job.id == job_id))
+    tenant = lock_tenant(session, tenant_id or "")
+    running = aliased(Job)
+    count = (select(func.count()).select_from(running)
+             .where(running.tenant_id == tenant.id, running.status == RUNNING)
+             .correlate(None).scalar_subquery())
+    return count < tenant_limit(tenant, settings, "max_running_jobs")
+
+
+JOBS = lifecycle.WorkKind(
+    name="job", plural="jobs", table=Job, task=TRAIN_TASK, started_column="started_at",
+    cancel_flag="cancel_requested", mover=transition, admission=_admission)
 
 
 def claim_job(session: Session, job_id: str, worker: str,
               settings: Settings | None = None) -> Claim | None:
     """queued -> running on the next attempt; None if the job is not queued (any more).
 
-    With `settings`, the tenant's running-jobs limit is checked with the tenant's row
-    locked (OverRunningLimit if reached)."""
+    With `settings`, only while its tenant runs fewer jobs than its limit
+    (lifecycle.NotAdmitted if not: the job stays queued)."""
+    attempt = lifecycle.claim(session, JOBS, job_id, worker, settings)
+    if attempt is None:
+        return None
     job = session.get(Job, job_id)
-    if job is None or job.status != QUEUED:
-        return None
-    if settings is not None:
-        tenant = lock_tenant(session, job.tenant_id)
-        running = session.scalar(select(func.count()).select_from(Job).where(
-            Job.tenant_id == job.tenant_id, Job.status == RUNNING)) or 0
-        if running >= tenant_limit(tenant, settings, "max_running_jobs"):
-            raise OverRunningLimit(job_id)
-    attempt = job.attempt + 1
-    now = utcnow()
-    if not transition(session, job_id, (QUEUED,), RUNNING, attempt=attempt, worker=worker,
-                      started_at=now, heartbeat_at=now):
-        return None
+    assert job is not None
     dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
     return Claim(
         job_id=job_id, tenant_id=job.tenant_id, attempt=attempt, solver=job.solver,
@@ -136,15 +146,9 @@ def claim_job(session: Session, job_id: str, worker: str,
     )
 
 
-def _leased(job_id: str, attempt: int) -> tuple[Any, ...]:
-    return (Job.id == job_id, Job.attempt == attempt, Job.status == RUNNING)
-
-
 def renew_lease(session: Session, job_id: str, attempt: int) -> bool:
     """Refresh the heartbeat while this attempt still holds the job."""
-    result = session.execute(update(Job).where(*_leased(job_id, attempt))
-                             .values(heartbeat_at=utcnow()))
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    return lifecycle.renew(session, JOBS, job_id, attempt)
 
 
 def record_progress(session: Session, job_id: str, attempt: int, payload: dict[str, Any],
@@ -162,20 +166,18 @@ def record_progress(session: Session, job_id: str, attempt: int, payload: dict[s
 
 
 def fail(session: Session, claim: Claim, error: str) -> bool:
-    return transition(session, claim.job_id, (RUNNING,), JobStatus.FAILED,
-                      expect_attempt=claim.attempt, error=error[:2000])
+    return lifecycle.fail(session, JOBS, claim.job_id, claim.attempt, error)
 
 
 def cancelled(session: Session, claim: Claim) -> bool:
-    return transition(session, claim.job_id, (RUNNING,), JobStatus.CANCELLED,
-                      expect_attempt=claim.attempt)
+    return lifecycle.finish(session, JOBS, claim.job_id, claim.attempt, JobStatus.CANCELLED)
 
 
 def succeed(session: Session, claim: Claim, summary: dict[str, Any], model: Model) -> bool:
     """running -> succeeded with its model, in one transaction; False if the lease is lost
     (then nothing is added)."""
-    if not transition(session, claim.job_id, (RUNNING,), JobStatus.SUCCEEDED,
-                      expect_attempt=claim.attempt, result=summary, model_id=model.id):
+    if not lifecycle.finish(session, JOBS, claim.job_id, claim.attempt, JobStatus.SUCCEEDED,
+                            result=summary, model_id=model.id):
         return False
     session.add(model)
     return True
@@ -280,8 +282,8 @@ def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) ->
     """A queued job is cancelled at once; a running one stops at its next progress check;
     a finished one is a 409."""
     job = get_job(session, tenant_id, job_id)
-    if job.status == QUEUED and transition(session, job_id, (QUEUED,), JobStatus.CANCELLED,
-                                           cancel_requested=True):
+    if job.status == QUEUED and lifecycle.cancel(session, JOBS, job_id,
+                                                 cancel_requested=True):
         pass
     elif job.status in ACTIVE_STATUSES:  # (a failed transition has re-read the status)
         job.cancel_requested = True  # the worker's progress callback sees it

@@ -10,9 +10,9 @@ Tasks: one task per fold and per combination of the non-C values, fitting its po
 increasing C, each fit warm-started from the previous one's dual solution (linear
 solvers: as LIBLINEAR -C; smo: one gamma's C values, each fit continuing from the
 previous one's alphas and kernel-column cache, solvers/smo/steps.SmoState.restart).
-Tasks are claimed, leased, finished and swept by app/domain/leases.py, with the rules of jobs
-(a SIGKILLed worker's task is re-queued, capped attempts); a task that fails (or runs out
-of attempts) fails its search. Each fit's result is written as it is done, under a lock of
+Tasks are claimed, leased, finished and swept by app/domain/lifecycle.py
+(`SEARCH_TASKS`), as jobs are (a SIGKILLed worker's task is re-queued, capped attempts);
+a task that fails (or runs out of attempts) fails its search. Each fit's result is written as it is done, under a lock of
 the search's row, only while the task's attempt holds its lease and the search is active,
 and at most once per (search, point, fold) (a unique constraint too): a re-queued task
 skips the fits already recorded, and no fit is counted twice.
@@ -54,7 +54,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.domain import leases
+from app.domain import lifecycle
 from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge, Unavailable, not_found
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.domain.orm import Dataset, Job, Search, SearchResult, SearchTask, new_id, utcnow
@@ -78,7 +78,7 @@ from app.domain.services.jobs import (
     validated_params,
 )
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
-from app.infra.queue import enqueue_search_task
+from app.infra.queue import SEARCH_TASK, enqueue_search_task
 from app.settings import Settings
 from solvers.params import label_key
 
@@ -431,14 +431,14 @@ class TaskClaim:
 
 def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
     """queued -> running; None if the task is not queued, or its search is over."""
-    attempt = leases.claim(session, SearchTask, task_id, worker)
+    attempt = lifecycle.claim(session, SEARCH_TASKS, task_id, worker)
     if attempt is None:
         return None
     task = session.get(SearchTask, task_id)
     assert task is not None
     search = session.get(Search, task.search_id)
     if search is None or search.status in TERMINAL_STATUSES:
-        leases.finish(session, SearchTask, task_id, attempt, CANCELLED)
+        lifecycle.finish(session, SEARCH_TASKS, task_id, attempt, CANCELLED)
         return None
     if search.status == QUEUED:
         session.execute(update(Search).where(Search.id == search.id, Search.status == QUEUED)
@@ -468,7 +468,7 @@ def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
 def holds(session: Session, claim: TaskClaim) -> bool:
     """Renew the task's lease; False when this attempt lost it (the search was cancelled
     or failed, or the sweep gave the task to another attempt)."""
-    return leases.renew(session, SearchTask, claim.task_id, claim.attempt)
+    return lifecycle.renew(session, SEARCH_TASKS, claim.task_id, claim.attempt)
 
 
 @dataclass(frozen=True)
@@ -502,7 +502,7 @@ def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]) -> Re
     if search is None or search.status != RUNNING:
         return Recorded(False)
     if not session.scalar(select(func.count()).select_from(SearchTask).where(
-            *leases.leased(SearchTask, claim.task_id, claim.attempt))):
+            *lifecycle.leased(SEARCH_TASKS, claim.task_id, claim.attempt))):
         return Recorded(False)
     recorded = {(point, fold) for point, fold in session.execute(
         select(SearchResult.point, SearchResult.fold).where(
@@ -608,9 +608,9 @@ def finish_task(session: Session, claim: TaskClaim, error: str | None = None) ->
     """running -> succeeded, or failed with its search (a task that cannot be done makes
     the search's result incomplete)."""
     if error is None:
-        return leases.finish(session, SearchTask, claim.task_id, claim.attempt, SUCCEEDED)
-    if not leases.finish(session, SearchTask, claim.task_id, claim.attempt, FAILED,
-                         error=error[:2000]):
+        return lifecycle.finish(session, SEARCH_TASKS, claim.task_id, claim.attempt,
+                                SUCCEEDED)
+    if not lifecycle.fail(session, SEARCH_TASKS, claim.task_id, claim.attempt, error):
         return False
     _end_search(session, claim.search_id, FAILED, error=f"a task failed: {error}"[:2000])
     return True
@@ -618,25 +618,21 @@ def finish_task(session: Session, claim: TaskClaim, error: str | None = None) ->
 
 # -- the sweep ---------------------------------------------------------------------------
 
-def sweep_search_tasks(session: Session, settings: Settings, now: datetime) -> list[str]:
-    """app/domain/leases.sweep over the search tasks; a task failed for lost workers fails its
-    search. Returns the task ids to enqueue (after the caller commits)."""
-    swept = leases.sweep(session, SearchTask, settings, now, requeue_waiting=False)
-    swept.to_enqueue += _idle_searches_tasks(session, settings, now)
-    for task_id in swept.failed:
-        search_id = session.scalar(select(SearchTask.search_id).where(SearchTask.id == task_id))
-        if search_id is not None:
-            _end_search(session, search_id, FAILED,
-                        error=f"task {task_id}: the worker was lost {settings.max_attempts} "
-                              "times")
-    return swept.to_enqueue
+def _search_lost(session: Session, settings: Settings, task_id: str) -> None:
+    """A task failed for lost workers fails its search."""
+    search_id = session.scalar(select(SearchTask.search_id).where(SearchTask.id == task_id))
+    if search_id is not None:
+        _end_search(session, search_id, FAILED,
+                    error=f"task {task_id}: the worker was lost {settings.max_attempts} "
+                          "times")
 
 
 def _idle_searches_tasks(session: Session, settings: Settings, now: datetime) -> list[str]:
-    """Queued tasks of searches that made no progress for requeue_after_seconds (no task
-    claimed, beating or finished): their messages may be lost. (A search's queued tasks
-    normally wait behind its running ones; re-enqueueing them on their age alone, as for
-    jobs, would flood the queue with duplicates.)"""
+    """The search tasks' `waiting` rule (app.domain.lifecycle): queued tasks of searches that
+    made no progress for requeue_after_seconds (no task claimed, beating or finished):
+    their messages may be lost. (A search's queued tasks normally wait behind its running
+    ones; re-enqueueing them on their age alone, as for jobs, would flood the queue with
+    duplicates.)"""
     idle_before = now - timedelta(seconds=settings.requeue_after_seconds)
     waiting = session.execute(
         select(SearchTask.search_id, func.min(SearchTask.queued_at))
@@ -650,15 +646,17 @@ def _idle_searches_tasks(session: Session, settings: Settings, now: datetime) ->
             .where(SearchTask.search_id == search_id)).one()
         if any(t is not None and _as_utc(t) >= idle_before for t in latest):
             continue
-        ids = list(session.scalars(select(SearchTask.id).where(
-            SearchTask.search_id == search_id, SearchTask.status == QUEUED)))
-        session.execute(update(SearchTask).where(SearchTask.id.in_(ids),
-                                                 SearchTask.status == QUEUED)
-                        .values(queued_at=now).execution_options(synchronize_session=False))
-        to_enqueue += ids
+        to_enqueue += session.scalars(select(SearchTask.id).where(
+            SearchTask.search_id == search_id, SearchTask.status == QUEUED
+        ).order_by(SearchTask.queued_at, SearchTask.id))
     return to_enqueue
 
 
 def _as_utc(value: datetime) -> datetime:
     """Aggregates (max, min) bypass the column type: SQLite gives naive UTC datetimes."""
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+SEARCH_TASKS = lifecycle.WorkKind(
+    name="search task", plural="search_tasks", table=SearchTask, task=SEARCH_TASK,
+    in_main_queue=False, waiting=_idle_searches_tasks, on_lost=_search_lost)
