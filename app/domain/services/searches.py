@@ -12,8 +12,8 @@ solvers: as LIBLINEAR -C; smo: one gamma's C values, each fit continuing from th
 previous one's alphas and kernel-column cache, solvers/smo/steps.SmoState.restart).
 Tasks are claimed, leased, finished and swept by app/domain/lifecycle.py
 (`SEARCH_TASKS`), as jobs are (a SIGKILLed worker's task is re-queued, capped attempts);
-a task that fails (or runs out of attempts) fails its search. Each fit's result is written as it is done, under a lock of
-the search's row, only while the task's attempt holds its lease and the search is active,
+a task that fails (or runs out of attempts) fails its search. Each fit's result is
+written as it is done, under a lock of the search's row, only while the task's attempt holds its lease and the search is active,
 and at most once per (search, point, fold) (a unique constraint too): a re-queued task
 skips the fits already recorded, and no fit is counted twice.
 
