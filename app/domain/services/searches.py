@@ -13,8 +13,9 @@ previous one's alphas and kernel-column cache, solvers/smo/steps.SmoState.restar
 Tasks are claimed, leased, finished and swept by app/domain/lifecycle.py
 (`SEARCH_TASKS`), as jobs are (a SIGKILLed worker's task is re-queued, capped attempts);
 a task that fails (or runs out of attempts) fails its search. Each fit's result is
-written as it is done, under a lock of the search's row, only while the task's attempt holds its lease and the search is active,
-and at most once per (search, point, fold) (a unique constraint too): a re-queued task
+written as it is done, under a lock of the search's row, only while the task's attempt
+holds its lease and the search is active, and at most once per (search, point, fold) (a
+unique constraint too): a re-queued task
 skips the fits already recorded, and no fit is counted twice.
 
 The last result ends the search in the same transaction: `succeeded` with the best point,
