@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio.to_thread
@@ -34,6 +34,7 @@ from app.domain.orm import JobEvent
 from app.domain.services import jobs as service
 from app.infra.bus import subscribe
 from app.infra.db import read_sessionmaker_for
+from app.settings import Settings
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -58,6 +59,55 @@ def parse_last_event_id(value: str | None) -> int:
         raise ApiError(422, f"Last-Event-ID must be an event id, an integer from 0 to "
                             f"{MAX_EVENT_ID}", {"field": "Last-Event-ID"})
     return int(text)
+
+
+Round = tuple[list[dict[str, Any]], bool, bool]  # (messages, the end, read again at once)
+
+
+def live_stream(request: Request, settings: Settings, channel: str,
+                read_round: Callable[[], Awaitable[Round]]) -> EventSourceResponse:
+    """The SSE loop of every live stream (a job's events, a search's points): each round
+    `read_round` reads what is new and says whether the stream ends after it or must be
+    read again at once (a full batch); between rounds the loop waits for a nudge on the
+    bus (`channel`, Redis pub/sub), polling anyway after NUDGED_POLL_SECONDS, or without
+    pub/sub polls every POLL_SECONDS. It ends when the client goes away."""
+
+    async def stream() -> AsyncIterator[dict[str, Any]]:
+        pubsub = await subscribe(settings, channel)
+        try:
+            while True:
+                messages, end, again = await read_round()
+                for message in messages:
+                    yield message
+                if end:
+                    return
+                if again:
+                    continue
+                if await request.is_disconnected():
+                    return
+                pubsub = await _wait_for_news(pubsub)
+        finally:
+            if pubsub is not None:
+                await pubsub.aclose()
+
+    return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache",
+                                                           "X-Accel-Buffering": "no"})
+
+
+async def _wait_for_news(pubsub: Any) -> Any:
+    """Until a nudge or the poll interval; the subscription to keep (None once Redis has
+    gone away: the stream then goes on from the database alone)."""
+    if pubsub is None:
+        await asyncio.sleep(POLL_SECONDS)
+        return None
+    try:
+        if await pubsub.get_message(ignore_subscribe_messages=True,
+                                    timeout=NUDGED_POLL_SECONDS):
+            while await pubsub.get_message(ignore_subscribe_messages=True, timeout=0):
+                pass
+    except Exception:  # Redis went away: keep streaming from the database
+        return None
+    return pubsub
 
 
 def _fetch(database_url: str, job_id: str, after: int) -> tuple[list[JobEvent], dict | None]:
@@ -91,50 +141,28 @@ async def job_events(
                                           principal.tenant_id, job_id):
         raise not_found("job", job_id)
 
-    async def stream() -> AsyncIterator[dict[str, Any]]:
-        pubsub = await subscribe(settings, job_id)
-        try:
-            async for message in _events(pubsub):
-                yield message
-        finally:
-            if pubsub is not None:
-                await pubsub.aclose()
+    connected = time.time()
+    seq, last_live = after, None
 
-    async def _events(pubsub: Any) -> AsyncIterator[dict[str, Any]]:
-        connected = time.time()
-        seq = after
-        last_live: dict | None = None
-        while True:
-            events, progress = await anyio.to_thread.run_sync(
-                _fetch, settings.database_url, job_id, seq
-            )
-            for event in events:
-                seq = event.seq
-                yield _message(event)
-                if event.kind == "progress":
-                    last_live = event.payload
-                    observe_progress_lag(event.payload, connected)
-                if event.kind == "status" and event.payload.get("status") in TERMINAL_STATUSES:
-                    return
-            if len(events) == BATCH:
-                continue
-            if progress and progress != last_live:
-                last_live = progress
-                yield {"event": "progress", "data": json.dumps(progress)}
-                observe_progress_lag(progress, connected)
-            if await request.is_disconnected():
-                return
-            if pubsub is None:
-                await asyncio.sleep(POLL_SECONDS)
-                continue
-            try:  # wake on a nudge, or poll anyway after a second
-                if await pubsub.get_message(ignore_subscribe_messages=True,
-                                            timeout=NUDGED_POLL_SECONDS):
-                    while await pubsub.get_message(ignore_subscribe_messages=True,
-                                                   timeout=0):
-                        pass
-            except Exception:  # Redis went away: keep streaming from the database
-                pubsub = None
+    async def read_round() -> Round:
+        nonlocal seq, last_live
+        events, progress = await anyio.to_thread.run_sync(
+            _fetch, settings.database_url, job_id, seq)
+        messages = []
+        for event in events:
+            seq = event.seq
+            messages.append(_message(event))
+            if event.kind == "progress":
+                last_live = event.payload
+                observe_progress_lag(event.payload, connected)
+            if event.kind == "status" and event.payload.get("status") in TERMINAL_STATUSES:
+                return messages, True, False
+        if len(events) == BATCH:
+            return messages, False, True
+        if progress and progress != last_live:
+            last_live = progress
+            messages.append({"event": "progress", "data": json.dumps(progress)})
+            observe_progress_lag(progress, connected)
+        return messages, False, False
 
-    return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache",
-                                                           "X-Accel-Buffering": "no"})
+    return live_stream(request, settings, job_id, read_round)

@@ -3,9 +3,7 @@ points), cancel, and stream its finished points as Server-Sent Events."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio.to_thread
@@ -17,7 +15,7 @@ from sse_starlette import EventSourceResponse
 from app.api import idempotency
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
-from app.api.routes.events import NUDGED_POLL_SECONDS, POLL_SECONDS, parse_last_event_id
+from app.api.routes.events import Round, live_stream, parse_last_event_id
 from app.domain.errors import not_found
 from app.domain.job_status import TERMINAL_STATUSES
 from app.domain.orm import Search
@@ -29,7 +27,6 @@ from app.domain.search_schemas import (
     SearchRound,
 )
 from app.domain.services import searches as service
-from app.infra.bus import subscribe
 from app.infra.db import read_sessionmaker_for
 
 router = APIRouter(prefix="/v1/searches", tags=["searches"])
@@ -140,46 +137,26 @@ async def search_events(
                                           principal.tenant_id, search_id):
         raise not_found("search", search_id)
 
-    async def stream() -> AsyncIterator[dict[str, Any]]:
-        pubsub = await subscribe(settings, search_id)
-        try:
-            async for message in _events(pubsub):
-                yield message
-        finally:
-            if pubsub is not None:
-                await pubsub.aclose()
+    seq, known_done = after, -1
 
-    async def _events(pubsub: Any) -> AsyncIterator[dict[str, Any]]:
-        seq, known_done = after, -1
-        while True:
-            state, table = await anyio.to_thread.run_sync(
-                _snapshot, settings.database_url, search_id, known_done)
-            if table is not None:
-                known_done = state["done"]
-                finished = sorted((p for p in table if p["completed_seq"] is not None
-                                   and p["completed_seq"] > seq),
-                                  key=lambda p: p["completed_seq"])
-                for point in finished:
-                    seq = point["completed_seq"]
-                    yield _point_message(point)
-                yield {"event": "progress", "data": json.dumps(
-                    {"done": state["done"], "total": state["total"]})}
-            if state["status"] in TERMINAL_STATUSES:
-                yield {"event": "status", "data": json.dumps(state)}
-                return
-            if await request.is_disconnected():
-                return
-            if pubsub is None:
-                await asyncio.sleep(POLL_SECONDS)
-                continue
-            try:
-                if await pubsub.get_message(ignore_subscribe_messages=True,
-                                            timeout=NUDGED_POLL_SECONDS):
-                    while await pubsub.get_message(ignore_subscribe_messages=True,
-                                                   timeout=0):
-                        pass
-            except Exception:  # Redis went away: keep streaming from the database
-                pubsub = None
+    async def read_round() -> Round:
+        nonlocal seq, known_done
+        state, table = await anyio.to_thread.run_sync(
+            _snapshot, settings.database_url, search_id, known_done)
+        messages = []
+        if table is not None:
+            known_done = state["done"]
+            finished = sorted((p for p in table if p["completed_seq"] is not None
+                               and p["completed_seq"] > seq),
+                              key=lambda p: p["completed_seq"])
+            for point in finished:
+                seq = point["completed_seq"]
+                messages.append(_point_message(point))
+            messages.append({"event": "progress", "data": json.dumps(
+                {"done": state["done"], "total": state["total"]})})
+        if state["status"] in TERMINAL_STATUSES:
+            messages.append({"event": "status", "data": json.dumps(state)})
+            return messages, True, False
+        return messages, False, False
 
-    return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache",
-                                                           "X-Accel-Buffering": "no"})
+    return live_stream(request, settings, search_id, read_round)
