@@ -189,6 +189,15 @@ class Pipeline:
 ServableModel = LinearModel | KernelModel | Pipeline
 
 
+def predictions(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Labels, decision values and, for a calibrated Pipeline, probabilities (else None), of
+    any servable model (a LinearModel, a KernelModel or a Pipeline)."""
+    if isinstance(model, Pipeline):
+        return model.predict_with_probabilities(X)
+    labels, values = model.predict(X)
+    return labels, values, None
+
+
 def estimator_of(model: ServableModel) -> Estimator:
     """The bare LinearModel or KernelModel (inside a Pipeline, or the model itself)."""
     return model.estimator if isinstance(model, Pipeline) else model

@@ -84,13 +84,9 @@ def subsample_rows(y: np.ndarray, n_rows: int, folds: int, seed: int) -> np.ndar
 def score(model: Any, X: Any, y: np.ndarray, metric: str) -> float | None:
     """The metric of `model` on (X, y); None when it is not finite."""
     from solvers.metrics import evaluate
-    from solvers.models import Pipeline
+    from solvers.models import predictions
 
-    probabilities = None
-    if isinstance(model, Pipeline):
-        labels, values, probabilities = model.predict_with_probabilities(X)
-    else:
-        labels, values = model.predict(X)
+    labels, values, probabilities = predictions(model, X)
     classes = np.asarray(model.classes)
     if metric == "accuracy":
         value = float(np.mean(labels == y))

@@ -41,7 +41,7 @@ from app.infra.queue import EVALUATE_TASK, enqueue_evaluation
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
 from solvers.metrics import evaluate
-from solvers.models import Pipeline
+from solvers.models import predictions
 
 log = logging.getLogger("hinge.evaluations")
 
@@ -54,11 +54,7 @@ EVALUATIONS = lifecycle.WorkKind(name="evaluation", plural="evaluations", table=
 
 def compute_report(model: ServableModel, X: Any, y: np.ndarray) -> dict[str, Any]:
     """Every figure of solvers.metrics.evaluate for the model's predictions on X."""
-    probabilities = None
-    if isinstance(model, Pipeline):
-        labels, values, probabilities = model.predict_with_probabilities(X)
-    else:
-        labels, values = model.predict(X)
+    labels, values, probabilities = predictions(model, X)
     classes = np.asarray(model.classes)
     scores = values if classes.shape[0] == 2 else None
     report = evaluate(y, labels, classes, scores=scores, probabilities=probabilities)

@@ -20,11 +20,12 @@ from sqlalchemy import ColumnElement, Select, func, select, update
 from sqlalchemy.orm import Session, aliased
 
 from app.domain import lifecycle, outbox
-from app.domain.errors import Conflict, Invalid, OverLimit, not_found
+from app.domain.errors import Conflict, Invalid, OverLimit
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
+from app.domain.services.owned import get_owned, owned_exists
 from app.infra.bus import notify
 from app.infra.db import after_commit
 from app.infra.queue import TRAIN_TASK
@@ -297,15 +298,11 @@ def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) ->
 
 
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
-    job = session.scalar(select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id))
-    if job is None:
-        raise not_found("job", job_id)
-    return job
+    return get_owned(session, Job, "job", tenant_id, job_id)
 
 
 def job_exists(session: Session, tenant_id: str, job_id: str) -> bool:
-    return session.scalar(select(Job.id).where(Job.id == job_id,
-                                               Job.tenant_id == tenant_id)) is not None
+    return owned_exists(session, Job, tenant_id, job_id)
 
 
 def events_after(session: Session, job_id: str, after: int, limit: int

@@ -56,7 +56,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.domain import lifecycle
-from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge, Unavailable, not_found
+from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge, Unavailable
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.domain.orm import Dataset, Job, Search, SearchResult, SearchTask, new_id, utcnow
 from app.domain.schemas import JobCreate
@@ -79,6 +79,7 @@ from app.domain.services.jobs import (
     validated_params,
 )
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
+from app.domain.services.owned import get_owned, owned_exists
 from app.infra.queue import SEARCH_TASK, enqueue_search_task
 from app.settings import Settings
 from solvers.params import label_key
@@ -274,16 +275,11 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
 # -- reading -----------------------------------------------------------------------------
 
 def get_search(session: Session, tenant_id: str, search_id: str) -> Search:
-    search = session.scalar(select(Search).where(Search.id == search_id,
-                                                 Search.tenant_id == tenant_id))
-    if search is None:
-        raise not_found("search", search_id)
-    return search
+    return get_owned(session, Search, "search", tenant_id, search_id)
 
 
 def search_exists(session: Session, tenant_id: str, search_id: str) -> bool:
-    return session.scalar(select(Search.id).where(Search.id == search_id,
-                                                  Search.tenant_id == tenant_id)) is not None
+    return owned_exists(session, Search, tenant_id, search_id)
 
 
 def list_searches(session: Session, tenant_id: str, *, limit: int = 100, offset: int = 0
