@@ -228,7 +228,22 @@ class Model(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class Evaluation(Base):
+class WorkItemColumns:
+    """The columns of a durable work item's life cycle (app.domain.lifecycle): claimed with
+    a lease (`attempt`, `worker`, `heartbeat_at`), finished with a public `error`."""
+
+    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
+                                              default=JobStatus.QUEUED)
+    error: Mapped[str | None] = mapped_column(Text)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Evaluation(WorkItemColumns, Base):
     """A model's figures on a stored dataset; computed inline for small datasets, else by a
     worker (claimed, leased and finished like a job: `attempt`, `heartbeat_at`)."""
 
@@ -244,16 +259,7 @@ class Evaluation(Base):
     )
     dataset_name: Mapped[str] = mapped_column(String(255))
     rows: Mapped[int] = mapped_column(Integer)
-    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
-                                              default=JobStatus.QUEUED)
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    error: Mapped[str | None] = mapped_column(Text)
-    attempt: Mapped[int] = mapped_column(Integer, default=0)
-    worker: Mapped[str | None] = mapped_column(String(255))
-    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class WorkerProcess(Base):
@@ -306,7 +312,7 @@ class Search(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class SearchTask(Base):
+class SearchTask(WorkItemColumns, Base):
     """One unit of a search's work that a worker claims: a C path within one fold (linear
     solvers) or one point's folds; leased like a job (`attempt`, `heartbeat_at`)."""
 
@@ -321,15 +327,6 @@ class SearchTask(Base):
     number: Mapped[int] = mapped_column(Integer)
     point_indices: Mapped[list[int]] = mapped_column(JSON)  # in the order they are fitted
     fold: Mapped[int | None] = mapped_column(Integer)  # None: every fold
-    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
-                                              default=JobStatus.QUEUED)
-    error: Mapped[str | None] = mapped_column(Text)
-    attempt: Mapped[int] = mapped_column(Integer, default=0)
-    worker: Mapped[str | None] = mapped_column(String(255))
-    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class SearchResult(Base):
