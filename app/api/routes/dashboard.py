@@ -60,13 +60,18 @@ def add_security_headers(response: Response) -> Response:
 
 
 class DashboardRoute(APIRoute):
-    """A route whose responses always carry the security headers."""
+    """A page's route: a job, dataset, model or search that is not there (or another
+    tenant's) is the "not found" page, and every response carries the security headers."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def secured(request: Request) -> Response:
-            return add_security_headers(await handler(request))
+            try:
+                response = await handler(request)
+            except NotFound as missing:
+                response = _not_found(request, missing)
+            return add_security_headers(response)
 
         return secured
 
@@ -271,10 +276,7 @@ def jobs_alias() -> RedirectResponse:
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str, session: SessionDep, principal: PageAuth
              ) -> HTMLResponse:
-    try:
-        row = jobs.get_job(session, principal.tenant_id, job_id)
-    except NotFound as missing:
-        return _not_found(request, missing)
+    row = jobs.get_job(session, principal.tenant_id, job_id)
     job = JobPublic.model_validate(row)
     job.waiting_for = WaitExplainer(session, request.app.state.settings,
                                     principal.allows("admin")).explain(row)
@@ -295,10 +297,7 @@ def datasets_page(request: Request, session: SessionDep, principal: PageAuth
 def dataset_page(request: Request, dataset_id: str, session: SessionDep, principal: PageAuth
                  ) -> HTMLResponse:
     tenant = principal.tenant_id
-    try:
-        dataset = datasets.get_dataset(session, tenant, dataset_id)
-    except NotFound as missing:
-        return _not_found(request, missing)
+    dataset = datasets.get_dataset(session, tenant, dataset_id)
     shown = _public(jobs.list_jobs(session, tenant, dataset_id=dataset_id, limit=LIST_LIMIT))
     classes = sorted(dataset.class_counts.items(), key=lambda item: _label_order(item[0]))
     return _page(request, "dataset.html", nav="datasets", dataset=dataset, jobs=shown,
@@ -322,10 +321,7 @@ def models_page(request: Request, session: SessionDep, principal: PageAuth,
 @router.get("/models/{model_id}")
 def model_page(request: Request, model_id: str, session: SessionDep, principal: PageAuth
                ) -> HTMLResponse:
-    try:
-        model = models.get_model(session, principal.tenant_id, model_id)
-    except NotFound as missing:
-        return _not_found(request, missing)
+    model = models.get_model(session, principal.tenant_id, model_id)
     dataset = datasets.find_dataset(session, principal.tenant_id, model.dataset_id)
     return _page(request, "model.html", nav="models", model=model, dataset=dataset,
                  models=[model], selected=model.id,

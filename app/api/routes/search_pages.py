@@ -9,9 +9,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.api.deps import SessionDep
-from app.api.routes.dashboard import LIST_LIMIT, DashboardRoute, PageAuth, _not_found, _page
+from app.api.routes.dashboard import LIST_LIMIT, DashboardRoute, PageAuth, _page
 from app.api.routes.searches import public
-from app.domain.errors import NotFound
 from app.domain.services import datasets, searches
 
 router = APIRouter(include_in_schema=False, route_class=DashboardRoute,
@@ -31,10 +30,7 @@ def searches_page(request: Request, session: SessionDep, principal: PageAuth) ->
 @router.get("/searches/{search_id}")
 def search_page(request: Request, search_id: str, session: SessionDep, principal: PageAuth
                 ) -> HTMLResponse:
-    try:
-        search = searches.get_search(session, principal.tenant_id, search_id)
-    except NotFound as missing:
-        return _not_found(request, missing)
+    search = searches.get_search(session, principal.tenant_id, search_id)
     dataset = datasets.find_dataset(session, principal.tenant_id, search.dataset_id)
     return _page(request, "search.html", nav="searches", search=public(session, search, False),
                  dataset=dataset)
