@@ -57,7 +57,7 @@ class Endpoint:
 
 def endpoints(app: FastAPI) -> list[Endpoint]:
     found = []
-    for context in iter_route_contexts(app.api.routes):
+    for context in iter_route_contexts(app.routes):
         route = context.original_route
         if isinstance(route, APIRoute):
             found.append(Endpoint(context.path or route.path, frozenset(route.methods),
@@ -123,7 +123,7 @@ def test_the_scope_finder_sees_a_route_without_a_declaration() -> None:
     @app.get("/undeclared")
     def undeclared() -> None: ...
 
-    assert [route_scope(r) for r in app.api.routes if isinstance(r, APIRoute)] == [None]
+    assert [route_scope(r) for r in app.routes if isinstance(r, APIRoute)] == [None]
 
 
 # -- the matrix ----------------------------------------------------------------------
