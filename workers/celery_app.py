@@ -27,12 +27,17 @@ from celery.signals import (
     worker_shutdown,
 )
 
-from app.infra.queue import broker_conf, search_queue
+from app.infra.queue import (  # task names and broker helpers, shared with the API
+    EVALUATE_TASK,
+    SEARCH_TASK,
+    TRAIN_TASK,
+    broker_conf,
+    is_redis,
+    search_queue,
+)
 from app.settings import Settings, get_settings
 
-TRAIN_TASK = "hinge.train"
-EVALUATE_TASK = "hinge.evaluate"
-SEARCH_TASK = "hinge.search_task"
+__all__ = ["EVALUATE_TASK", "SEARCH_TASK", "TRAIN_TASK", "make_celery"]
 # The embedded broker (kombu's SQLAlchemy transport) polls its table; its default of 1 s
 # adds up to a second to every job's start. kombu passes transport options straight to
 # create_engine, so the interval can only be set on the transport class.
@@ -49,13 +54,13 @@ def hard_time_limit(settings: Settings) -> float:
 
 
 def make_celery(settings: Settings) -> Celery:
-    if settings.broker_url.startswith("sqla+"):
+    if settings.broker_url.startswith(("sqla+", "sqlalchemy+")):  # kombu's SQLAlchemy transport
         from kombu.transport import sqlalchemy as sqla_transport
 
         sqla_transport.Transport.polling_interval = SQLA_POLLING_SECONDS
     app = Celery("hinge-worker", broker=settings.broker_url, set_as_current=True)
     conf = broker_conf(settings.broker_url, settings.queue)
-    if settings.broker_url.startswith(("redis://", "rediss://")):
+    if is_redis(settings.broker_url):
         conf["broker_transport_options"]["visibility_timeout"] = int(
             hard_time_limit(settings) + 300)
     app.conf.update(
