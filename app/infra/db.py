@@ -43,7 +43,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000  # for statements outside a write transaction's BEGIN
-PG_POOL_MAX = 30  # PostgreSQL: connections at most per process (10 kept open)
+PG_POOL_MAX = 40  # PostgreSQL: connections at most per process (10 kept open)
 SQLITE_POOL_SIZE = 20  # kept open; more are opened while threads need them (no limit)
 READ_ONLY = "hinge_read_only"  # execution option and Session.info key of read sessions
 AFTER_COMMIT = "hinge_after_commit"  # Session.info keys of the actions that follow
@@ -254,10 +254,12 @@ def make_engine(url: str, write_wait_seconds: float | None = None) -> Engine:
         event.listen(engine, "connect", _connected)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
-    # A request holds at most one pooled connection at a time (app.api.deps), so a thread
-    # that finds the pool empty waits only for another request's transaction to end, never
-    # in a cycle. The pool stays well under PostgreSQL's max_connections (100 by default),
-    # which every API and worker process of a deployment share.
+    # A request holds at most one pooled connection at a time (app.api.deps), and the pool
+    # has one for each thread of the API's thread pool (anyio's 40): a burst of submissions
+    # queues on the submission lock, never on the pool's 30 s timeout (a soak on PostgreSQL
+    # + RabbitMQ with a pool of 30 answered 7 requests 503 so). Mind PostgreSQL's
+    # max_connections (100 by default): every API and worker process of a deployment
+    # shares it (docs/operations.md).
     return create_engine(url, pool_pre_ping=True, pool_size=10,
                          max_overflow=PG_POOL_MAX - 10)
 
