@@ -46,8 +46,6 @@ class KernelProblem:
 class KernelAssembly:
     """solvers.train.Assembly of SMO."""
 
-    skip_when_late = True
-
     def problems(self, data: TrainingSet, applied: dict[str, Any]) -> list[KernelProblem]:
         X = data.X
         gamma = _gamma(applied, X.n_features)
