@@ -231,20 +231,15 @@ class _HingeClassifier(ClassifierMixin, BaseEstimator):
 
 
 def svmlight_bytes(X: Any, y: np.ndarray) -> bytes:
-    """X (CSR or dense) and numeric labels as svmlight text: 1-based indices, values with
-    17 significant digits (exact round trip), explicit zeros left out."""
-    rows = sp.csr_matrix(X, dtype=np.float64)
-    rows.sum_duplicates()
+    """X (CSR or dense) and numeric labels as svmlight text (solvers.svmlight's writer:
+    repr() floats, an exact round trip), explicit zeros left out."""
+    from solvers.svmlight import dump_svmlight
+
+    rows = sp.csr_matrix(X, dtype=np.float64, copy=True)
     rows.eliminate_zeros()
-    out = io.StringIO()
-    for i in range(rows.shape[0]):
-        a, b = rows.indptr[i], rows.indptr[i + 1]
-        label = float(y[i])
-        text = str(int(label)) if label.is_integer() else repr(label)
-        nodes = " ".join(f"{int(j) + 1}:{v:.17g}"
-                         for j, v in zip(rows.indices[a:b], rows.data[a:b], strict=True))
-        out.write(f"{text} {nodes}\n" if nodes else f"{text}\n")
-    return out.getvalue().encode()
+    out = io.BytesIO()
+    dump_svmlight(rows, y, out)
+    return out.getvalue()
 
 
 # --------------------------------------------------------------------------------------
@@ -344,10 +339,10 @@ class HingeLinearSVC(_HingeClassifier):
     def fit(self, X: Any, y: Any) -> HingeLinearSVC:
         X, y_index = self._prepare(X, y)
         solver, params = self._hinge_params(y_index)
-        if self.server is not None and params["bias"] == "free" and not self.remote_predict:
+        if self.server is not None and params["bias"] == "free":
             raise ValueError("a free intercept (solver 'alm') cannot be exported as a "
-                             "LIBLINEAR model file; use remote_predict=True or another "
-                             "solver")
+                             "LIBLINEAR model file, which remote mode reads back: train "
+                             "it in process, with fit_intercept=False, or another solver")
         self._train(X, y_index, solver, params)
         model = self._model
         self.coef_ = np.array(model.coef, dtype=np.float64)
