@@ -545,15 +545,24 @@ class HingeSVC(_HingeClassifier):
 
     @property
     def coef_(self) -> np.ndarray:
-        """Weights in the input space (linear kernel only): dual_coef_ @ support_vectors_,
-        one row per class pair."""
+        """Weights in the input space (linear kernel only), one row per class pair in
+        LIBSVM's order (positive for the pair's first class), as SVC's coef_; two classes:
+        dual_coef_ @ support_vectors_ (positive for classes_[1])."""
         if self.kernel != "linear":
             raise AttributeError("coef_ is only available when using a linear kernel")
         check_is_fitted(self)
-        dual = self.dual_coef_
-        vectors = self.support_vectors_
-        product = dual @ vectors
-        return np.asarray(product.toarray() if sp.issparse(product) else product)
+        dual = np.asarray(_dense(self.dual_coef_))
+        vectors = sp.csr_matrix(self.support_vectors_)
+        k = self.classes_.shape[0]
+        if k == 2:
+            return np.asarray(vectors.T @ dual[0]).reshape(1, -1)
+        starts = np.concatenate(([0], np.cumsum(self.n_support_)))
+        rows = []
+        for i in range(k):
+            for j in range(i + 1, k):
+                a, b = slice(starts[i], starts[i + 1]), slice(starts[j], starts[j + 1])
+                rows.append(vectors[a].T @ dual[j - 1, a] + vectors[b].T @ dual[i, b])
+        return np.asarray(np.vstack(rows))
 
     def _ovo_values(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         labels, values = self._local_or_remote(X)
@@ -600,6 +609,10 @@ class HingeSVC(_HingeClassifier):
     @available_if(_check_proba)
     def predict_log_proba(self, X: Any) -> np.ndarray:
         return np.log(self.predict_proba(X))
+
+
+def _dense(matrix: Any) -> Any:
+    return matrix.toarray() if sp.issparse(matrix) else matrix
 
 
 def _match_rows(X: Any, y_index: np.ndarray, vectors: sp.csr_matrix,

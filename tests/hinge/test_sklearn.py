@@ -84,12 +84,16 @@ def test_svc_dual_coef_and_intercept_signs_at_a_tight_tol(name: str) -> None:
                                atol=1e-5)
 
 
-def test_svc_linear_kernel_coef_is_sklearn_s() -> None:
-    X, y = _data("wine")
+@pytest.mark.parametrize(("name", "rows"), [("wine", 3), ("cancer", 1)])
+def test_svc_linear_kernel_coef_is_sklearn_s(name: str, rows: int) -> None:
+    X, y = _data(name)
     ours = HingeSVC(kernel="linear", C=1.0, tol=1e-8).fit(X, y)
     theirs = SVC(kernel="linear", C=1.0, tol=1e-8).fit(X, y)
-    assert ours.coef_.shape == theirs.coef_.shape == (3, X.shape[1])
+    assert ours.coef_.shape == theirs.coef_.shape == (rows, X.shape[1])  # one per pair
     np.testing.assert_allclose(ours.coef_, _dense(theirs.coef_), atol=1e-5)
+    if rows == 1:
+        np.testing.assert_allclose(X @ ours.coef_[0] + ours.intercept_[0],
+                                   ours.decision_function(X), atol=1e-9)
     with pytest.raises(AttributeError, match="linear kernel"):
         _ = HingeSVC(kernel="rbf").fit(X, y).coef_
 
