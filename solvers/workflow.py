@@ -46,7 +46,7 @@ import scipy.sparse as sp
 from solvers.backbone import CsrArrays, ProgressCallback
 from solvers.calibration import CV_FOLDS, cv_decision_values, platt_fit
 from solvers.models import Calibration, KernelModel, Pipeline, estimator_of
-from solvers.params import SOLVERS
+from solvers.params import SOLVERS, label_key
 from solvers.result import FitResult
 from solvers.scaling import Scaler, fit_scaler
 
@@ -245,6 +245,10 @@ class _FoldRunner:
 
     def train(self, X: Any, y: np.ndarray) -> FitResult:
         params = dict(self.inner)
+        if params.get("class_weight"):  # a pair's or a fold's rows: the weights of its classes
+            present = {label_key(float(c)) for c in np.unique(y)}
+            params["class_weight"] = {label: weight for label, weight
+                                      in params["class_weight"].items() if label in present}
         if self.deadline is not None:
             left = self.deadline - time.perf_counter()
             if left <= 0:

@@ -184,6 +184,23 @@ def test_two_class_probabilities_follow_the_decision_value() -> None:
         assert model.calibration is not None and model.calibration.A[0] < 0
 
 
+@pytest.mark.parametrize(("solver", "multiclass"), [("smo", "ovo"), ("smo", "ovr"),
+                                                     ("dcd", None)])
+def test_probabilities_with_class_weights_of_more_than_two_classes(
+        solver: str, multiclass: str | None) -> None:
+    """The cross-validation trains each class pair (or fold) on its own rows: a pair's fit
+    gets the weights of its two classes (it refused the others' labels: issue 28)."""
+    X, y = load_local("wine")
+    extra = {"multiclass": multiclass} if multiclass else {}
+    weights = {"1": 2.0, "2": 0.5, "3": 1.0}
+    model = fit(X, y, solver=solver, probability=True, class_weight=weights, **extra).model
+    assert isinstance(model, Pipeline) and model.calibration is not None
+    _labels, _values, probabilities = model.predict_with_probabilities(X)
+    assert probabilities is not None and probabilities.shape == (y.size, 3)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-9)
+    assert np.mean(np.argmax(probabilities, axis=1) + 1 == y) > 0.9
+
+
 def test_a_model_without_workflow_stays_bare() -> None:
     X, y = load_local("cancer")
     model = fit(X, y, solver="dcd").model
