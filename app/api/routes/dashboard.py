@@ -133,11 +133,41 @@ def fmt_num(value: Any, digits: int = 6) -> str:
 def fmt_param(value: Any) -> str:
     if value is None:
         return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, dict):
         return ", ".join(f"{k}: {fmt_param(v)}" for k, v in value.items()) or "{}"
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def params_used(params: dict[str, Any], n_features: int | None,
+                max_seconds: float | None = None) -> list[tuple[str, str]]:
+    """A job's or model's parameters as the fit used them: (name, text) in spec order.
+
+    The stored spec keeps `null` for "the default"; this page shows what that default was:
+    gamma 1/features (LIBSVM's rule), the worker's time limit for max_seconds, the chosen
+    solver's own max_iter, weight 1 for every class, seed 0. Booleans read as JSON does.
+    """
+    shown = []
+    for name, value in params.items():
+        text = fmt_param(value)
+        if value is None:
+            if name == "gamma" and n_features:
+                text = f"{1.0 / n_features:g} (1/{n_features} features)"
+            elif name == "max_seconds":
+                text = f"{max_seconds:g} s (the service's limit)" if max_seconds else "no limit"
+            elif name == "max_iter":
+                text = "the solver's default"
+            elif name == "class_weight":
+                text = "1 for every class"
+            elif name == "seed":
+                text = "0"
+            else:
+                text = "—"
+        shown.append((name, text))
+    return shown
 
 
 def fmt_seconds(seconds: float | None) -> str:
@@ -281,7 +311,10 @@ def job_page(request: Request, job_id: str, session: SessionDep, principal: Page
     job.waiting_for = WaitExplainer(session, request.app.state.settings,
                                     principal.allows("admin")).explain(row)
     dataset = datasets.find_dataset(session, principal.tenant_id, job.dataset_id)
-    return _page(request, "job.html", nav="jobs", job=job, dataset=dataset)
+    settings = request.app.state.settings
+    return _page(request, "job.html", nav="jobs", job=job, dataset=dataset,
+                 params=params_used(job.params, dataset.features if dataset else None,
+                                    settings.job_max_seconds))
 
 
 @router.get("/datasets")
@@ -323,9 +356,18 @@ def model_page(request: Request, model_id: str, session: SessionDep, principal: 
                ) -> HTMLResponse:
     model = models.get_model(session, principal.tenant_id, model_id)
     dataset = datasets.find_dataset(session, principal.tenant_id, model.dataset_id)
+    # "Evaluate on" offers the datasets the model can read: at most its features (the API
+    # refuses more), its own dataset first, then the test parts of splits
+    usable = [d for d in datasets.list_datasets(session, principal.tenant_id, limit=LIST_LIMIT)
+              if d.features <= model.n_features]
+    parent = dataset.parent_id if dataset is not None else None
+    usable.sort(key=lambda d: (not (d.split_part == "test" and parent
+                                    and d.parent_id == parent),
+                               d.id != model.dataset_id))
+    settings = request.app.state.settings
     return _page(request, "model.html", nav="models", model=model, dataset=dataset,
                  models=[model], selected=model.id,
                  evaluations=evaluations.list_evaluations(session, principal.tenant_id,
                                                           model_id, limit=20),
-                 datasets=datasets.list_datasets(session, principal.tenant_id,
-                                                 limit=LIST_LIMIT))
+                 datasets=usable,
+                 params=params_used(model.params, model.n_features, settings.job_max_seconds))

@@ -30,6 +30,18 @@ function setProgress(fraction) {
 
 function onProgress(event) {
   addPoint(event);
+  if (event.phase === "calibration") {
+    // the calibration's fits, counted on their own (the fit itself is done)
+    const total = typeof event.n_classes === "number" ? event.n_classes : 0;
+    const done = typeof event.class_index === "number" ? event.class_index : 0;
+    if (total) {
+      progressBar.value = done / total;
+      progressLabel.textContent = `${Math.round((100 * done) / total)}% of the calibration`;
+    }
+    progressDetail.textContent = `probability calibration: fit ${fmtInt(done + 1)} of ${fmtInt(total)}`
+      + ` (5-fold cross-validation) · ${fmtSeconds(event.elapsed_s)}`;
+    return;
+  }
   setProgress(event.fraction);
   const parts = [];
   if (typeof event.iteration === "number") parts.push(`iteration ${fmtInt(event.iteration)}`);
@@ -189,10 +201,9 @@ async function finish() {
     const started = job.status_history.some((entry) => entry.status === "running");
     if (job.status === "succeeded") {
       chartEmpty.textContent = "The job finished before its first progress report (reports come every 0.2 s), so there is nothing to plot.";
-    } else if (!started) {
-      chartEmpty.textContent = `The job was ${job.status} before it started.`;
     } else {
-      chartEmpty.textContent = `The job was ${job.status} before its first progress report.`;
+      const what = job.status === "failed" ? "The job failed" : `The job was ${job.status}`;
+      chartEmpty.textContent = started ? `${what} before its first progress report.` : `${what} before it started.`;
     }
   }
 }
