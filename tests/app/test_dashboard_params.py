@@ -20,7 +20,7 @@ def test_smo_defaults_read_as_the_values_used() -> None:
 def test_auto_and_explicit_values() -> None:
     params = validate_params("auto", {"max_seconds": 2.5, "class_weight": {"1": 2.0}})
     shown = dict(params_used(params, None, None))
-    assert shown["max_seconds"] == "2.5"
+    assert shown["max_seconds"] == "2.5 s"
     assert shown["max_iter"] == "the solver's default"
     assert shown["class_weight"] == "1: 2"
     assert shown["probability"] == "false"

@@ -79,7 +79,13 @@ TABLE_OVERFLOW_JS = """() => {
     }
   }
   const page = document.documentElement.scrollWidth - document.documentElement.clientWidth;
-  if (page > 0) problems.push(`the page is ${page}px wider than the viewport`);
+  if (page > 0) {
+    const wide = [...document.body.querySelectorAll('*')]
+      .filter((e) => e.getBoundingClientRect().right > viewport + 1)
+      .map((e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+                  + (e.className && typeof e.className === 'string' ? '.' + e.className : ''));
+    problems.push(`the page is ${page}px wider than the viewport: ${wide.slice(0, 5)}`);
+  }
   return problems;
 }"""
 
@@ -411,7 +417,7 @@ def test_convergence_of_45_pairs_with_probabilities_is_readable(
 def test_a_binary_fit_faster_than_the_progress_interval_shows_its_result(
         browser: Any, service: httpx.Client, data: dict[str, str], shots: Path,
         service_logs: Path) -> None:
-    job_id = _submit(service, data["iris"], "smo")
+    job_id = _submit(service, data["cancer"], "smo")
     ovr_id = _submit(service, data["digits"], "auto")
     _finished(service, {"binary": job_id, "ovr": ovr_id})
     walk = Walk(browser, service, shots)

@@ -153,6 +153,8 @@ def params_used(params: dict[str, Any], n_features: int | None,
     shown = []
     for name, value in params.items():
         text = fmt_param(value)
+        if name == "max_seconds" and value is not None:
+            text = f"{text} s"
         if value is None:
             if name == "gamma" and n_features:
                 text = f"{1.0 / n_features:g} (1/{n_features} features)"
@@ -170,10 +172,35 @@ def params_used(params: dict[str, Any], n_features: int | None,
     return shown
 
 
+def classes_text(labels: list[float]) -> str:
+    """A model's classes in a table cell: all of them up to 4, else "10: 0 … 9"."""
+    shown = [fmt_num(v) for v in labels]
+    if len(shown) <= 4:
+        return ", ".join(shown)
+    return f"{len(shown)}: {shown[0]} … {shown[-1]}"
+
+
+def path_text(path: list[dict[str, Any]] | None) -> str:
+    """A fit's solver path, repeats counted: "tron (converged) × 10" for ten outputs that
+    each ended the same way, not ten arrows."""
+    steps = [f"{step.get('solver')} ({step.get('exit')})" for step in path or []]
+    runs: list[list[Any]] = []
+    for step in steps:
+        if runs and runs[-1][0] == step:
+            runs[-1][1] += 1
+        else:
+            runs.append([step, 1])
+    return " → ".join(step if count == 1 else f"{step} × {count}" for step, count in runs)
+
+
 def fmt_seconds(seconds: float | None) -> str:
     if seconds is None:
         return "—"
     seconds = max(0.0, float(seconds))
+    if seconds < 0.001:
+        return "0 s" if seconds == 0 else "< 1 ms"
+    if seconds < 0.1:  # a 45 ms fit is not "0.0 s"
+        return f"{round(seconds * 1000):.0f} ms"
     if seconds < 10:
         return f"{seconds:.1f} s"
     if seconds < 60:
@@ -251,7 +278,8 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         int=fmt_int, num=fmt_num, param=fmt_param, seconds=fmt_seconds, bytes=fmt_bytes,
-        dt=fmt_dt, iso=iso, short=short_id, class_counts=class_counts_text,
+        dt=fmt_dt, iso=iso, short=short_id, class_counts=class_counts_text, path=path_text,
+        classes=classes_text,
     )
     env.globals.update(static=static_url, job_elapsed=job_elapsed, statuses=list(JobStatus),
                        active_statuses=ACTIVE_STATUSES, terminal_statuses=TERMINAL_STATUSES)

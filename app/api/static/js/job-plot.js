@@ -1,6 +1,6 @@
 // The job page's convergence plot (uPlot, vendored), fed by the job's progress events and
 // ended by its result; job.js owns the rest of the page.
-import { fmtInt, fmtNum, fmtSeconds } from "./common.js";
+import { el, fmtInt, fmtNum, fmtSeconds } from "./common.js";
 
 const $ = (id) => document.getElementById(id);
 const root = $("job");
@@ -37,6 +37,7 @@ let finalValues = null;
 let finished = false;
 // the calibration phase: where it started on the fit's clock, its latest point, its fits
 let calibration = null; // {start, end, done, total}
+let iterations = null; // each problem's iterations, from the result (several problems)
 let fitEnd = null; // seconds: where the fit ended (the result's train time, or the last fit point)
 
 const positive = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null);
@@ -138,10 +139,13 @@ function perProblem() {
   return own;
 }
 
-/** The problems that ended last (or, while running, whose latest point is latest). */
+/** The slowest problems: the most iterations (from the result), else the longest span of
+ *  points (while the job runs). */
 function slowest(own) {
-  return own.map((list, c) => [c, list.length ? list[list.length - 1][0] : -Infinity])
-    .filter(([, x]) => x > -Infinity)
+  const effort = (list, c) => (iterations && typeof iterations[c] === "number" ? iterations[c]
+    : (list.length ? list[list.length - 1][0] - list[0][0] : -Infinity));
+  return own.map((list, c) => [c, list.length ? effort(list, c) : -Infinity])
+    .filter(([, e]) => e > -Infinity)
     .sort((a, b) => b[1] - a[1]).slice(0, SLOWEST).map(([c]) => c);
 }
 
@@ -180,10 +184,10 @@ function alignedEnvelope() {
   for (const list of own) for (const [x, v, final] of list) if (final) ends[at.get(x)] = v;
   const quantity = layout.quantity;
   const series = [
-    { label: `largest ${quantity}`, stroke: "#6e7781", width: 1, band: true },
-    { label: `median ${quantity}`, stroke: "#0b5cad", width: 2.5 },
     { label: `smallest ${quantity}`, stroke: "#6e7781", width: 1, band: true },
-    ...slow.map((c, i) => ({ label: layout.columns[c].label, stroke: PALETTE[(i + 3) % PALETTE.length], width: 1.25, dash: [5, 3], slow: true })),
+    { label: `median ${quantity}`, stroke: "#0b5cad", width: 2.5 },
+    { label: `largest ${quantity}`, stroke: "#6e7781", width: 1, band: true },
+    ...slow.map((c, i) => ({ label: `slowest: ${layout.columns[c].label}`, stroke: PALETTE[(i + 3) % PALETTE.length], width: 1.25, dash: [5, 3], slow: true })),
     { label: "end of a problem", stroke: "#1a7f37", ends: true },
   ];
   return { data: [xs, low, mid, high, ...slowColumns, ends], series, slow };
@@ -212,11 +216,12 @@ function logSplits(_u, _axis, min, max) {
   const lo = Math.floor(Math.log10(min));
   const hi = Math.ceil(Math.log10(max));
   const out = [];
-  if (hi - lo >= 2) {
+  if (Math.log10(max / min) >= 2) {
     const step = Math.max(1, Math.ceil((hi - lo) / 6));
     for (let k = lo; k <= hi; k += step) out.push(10 ** k);
   } else {
-    for (let k = lo; k <= hi; k++) for (const m of [1, 2, 5]) out.push(m * 10 ** k);
+    const steps = Math.log10(max / min) < 1 ? [1, 1.5, 2, 3, 4, 5, 7] : [1, 2, 5];
+    for (let k = lo; k <= hi; k++) for (const m of steps) out.push(m * 10 ** k);
   }
   return out.filter((v) => v >= min * (1 - 1e-9) && v <= max * (1 + 1e-9));
 }
@@ -228,12 +233,18 @@ function logRange(_u, min, max) {
   return [min / 1.25, max * 1.25];
 }
 
-/** x range: from 0 to the end of the last phase (the calibration has no points of its own). */
-function xRange(_u, min, max) {
-  let hi = Number.isFinite(max) ? max : 0;
-  if (calibration) hi = Math.max(hi, calibration.end);
-  if (!(hi > 0)) hi = 1e-3;
-  return [0, hi * 1.02];
+/** x range: from 0 (the solver's start) to the fit's last point; the calibration after it
+ *  is drawn as its own phase under the plot (it has no convergence figures). */
+function xRange(_u, _min, max) {
+  const hi = Number.isFinite(max) && max > 0 ? max : 1e-3;
+  return [0, hi * 1.03];
+}
+
+/** x tick: "15 ms" on a fit shorter than 0.1 s (never "0.001, 0.001"), else seconds. */
+function timeTick(v, max) {
+  if (v === null || v === undefined) return "";
+  if (max < 0.1) return `${Number((v * 1000).toPrecision(3))} ms`;
+  return String(Number(v.toPrecision(4)));
 }
 
 function narrow() {
@@ -263,34 +274,6 @@ function countValues(column, i0, i1) {
   return count;
 }
 
-/** Shade the phases after the fit (the calibration) and name them, under the series. */
-function drawPhases(u) {
-  if (!calibration) return;
-  const ctx = u.ctx;
-  const left = u.valToPos(calibration.start, "x", true);
-  const right = u.valToPos(Math.max(calibration.end, calibration.start), "x", true);
-  const { top, height } = u.bbox;
-  ctx.save();
-  ctx.fillStyle = "rgba(130, 80, 223, 0.09)";
-  ctx.fillRect(left, top, Math.max(2, right - left), height);
-  ctx.strokeStyle = "rgba(130, 80, 223, 0.6)";
-  ctx.setLineDash([4, 3]);
-  ctx.beginPath();
-  ctx.moveTo(left, top);
-  ctx.lineTo(left, top + height);
-  ctx.stroke();
-  ctx.setLineDash([]);
-  ctx.fillStyle = "#6639ba";
-  ctx.font = `${Math.round(12 * devicePixelRatio)}px system-ui, sans-serif`;
-  ctx.textBaseline = "top";
-  const text = "probability calibration";
-  const width = ctx.measureText(text).width;
-  const x = right - left > width + 8 ? left + 4 : Math.max(u.bbox.left + 4, left - width - 4);
-  ctx.fillText(text, x, top + 4);
-  ctx.fillText("fit", u.bbox.left + 4, top + 4);
-  ctx.restore();
-}
-
 function makePlot(shaped) {
   const series = [{ label: "time", value: legendValue(fmtSeconds) }];
   const { data } = shaped;
@@ -304,7 +287,7 @@ function makePlot(shaped) {
       // (pairs trained at once interleave), and marked while they are few (a pair solved
       // between two progress events has one point: its end, from the result)
       value: legendValue((v) => fmtNum(v, 5)), spanGaps: layout.multi,
-      points: { show: (u, s, i0, i1) => countValues(u.data[s], i0, i1) < 40, size: layout.multi ? 6 : 5 },
+      points: { show: (u, s, i0, i1) => countValues(u.data[s], i0, i1) < 40, size: layout.multi ? 7 : 6, fill: column.stroke },
     };
     if (column.ends) { // dots only
       entry.paths = () => null;
@@ -319,7 +302,10 @@ function makePlot(shaped) {
     height: chartHeight(),
     scales: { x: { time: false, range: xRange }, y: { distr: 3, range: logRange } },
     axes: [
-      { label: "seconds since the solver started", stroke: "#393f46", grid: { stroke: "#eaeef2" }, ticks: { stroke: "#d0d7de" } },
+      {
+        label: "seconds since the solver started", stroke: "#393f46", grid: { stroke: "#eaeef2" }, ticks: { stroke: "#d0d7de" },
+        values: (u, splits) => splits.map((v) => timeTick(v, u.scales.x.max)),
+      },
       {
         label: narrow() ? "" : layout.axis, labelSize: narrow() ? 0 : 24, stroke: "#393f46", size: 52,
         grid: { stroke: "#e3e8ee" }, ticks: { stroke: "#d0d7de" },
@@ -329,7 +315,6 @@ function makePlot(shaped) {
     series,
     legend: { show: shaped.series.length <= LINES_UP_TO, live: true },
     cursor: { drag: { x: true, y: false } },
-    hooks: { drawClear: [drawPhases] },
   };
   if (layout.envelope) options.bands = [{ series: [3, 1], fill: "rgba(11, 92, 173, 0.12)" }];
   if (plot) plot.destroy();
@@ -339,30 +324,44 @@ function makePlot(shaped) {
 
 let observed = false;
 
-function phasesText() {
-  if (!calibration) return "";
+/** The job's phases as a time line under the plot: the fit (what the plot shows), then the
+ *  probability calibration's cross-validation fits, each as wide as the time it took. */
+function renderPhases() {
+  const strip = $("chart-phases");
+  if (!strip) return;
+  strip.hidden = !calibration;
+  if (!calibration) return;
   const fit = fitEnd !== null ? fitEnd : calibration.start;
+  const spent = Math.max(0, calibration.end - calibration.start);
   const fits = finished && calibration.completed
     ? `${fmtInt(calibration.total)} fits`
-    : `${fmtInt(calibration.done)} of ${fmtInt(calibration.total)} fits`;
-  return `Phases: the fit, 0 – ${fmtSeconds(fit)}; the probability calibration (shaded), from ${fmtSeconds(calibration.start)}: `
-    + `${fits} of its 5-fold cross-validation, which report no convergence figures.`;
+    : `fit ${fmtInt(Math.min(calibration.done + 1, calibration.total))} of ${fmtInt(calibration.total)}`;
+  const segment = (name, seconds, title, detail) => {
+    const node = el("div", { class: `phase phase-${name}`, "data-phase": name },
+      el("strong", {}, title), " ", el("span", {}, detail));
+    node.style.flexGrow = String(Math.max(seconds, 1e-6));
+    return node;
+  };
+  strip.replaceChildren(
+    el("span", { class: "phases-label" }, "Phases"),
+    el("div", { class: "phase-bar" },
+      segment("fit", fit, "fit", `${fmtSeconds(fit)} · the plot above`),
+      segment("calibration", spent, "probability calibration",
+        `${fmtSeconds(spent)} · ${fits} of the 5-fold cross-validation (no convergence figures)`)),
+  );
 }
 
 function draw() {
   drawPending = false;
-  const phases = $("chart-phases");
-  if (phases) {
-    phases.textContent = phasesText();
-    phases.hidden = !calibration;
-  }
+  renderPhases();
   chart.dataset.phases = JSON.stringify(calibration ? ["fit", "calibration"] : ["fit"]);
   if (!layout || !points.length) {
     if (finished) chart.dataset.finished = "true";
     return;
   }
   const shaped = aligned();
-  const shape = `${layout.name}/${shaped.series.map((s) => s.label).join("|")}/${current}`;
+  // the lines view thickens the current problem's line: a new plot when it changes
+  const shape = `${layout.name}/${shaped.series.map((s) => s.label).join("|")}/${layout.envelope ? "" : current}`;
   if (!plot || shape !== drawnShape) {
     chartEmpty.hidden = true;
     makePlot(shaped);
@@ -414,6 +413,7 @@ export function resetPlot() {
   points.length = 0;
   finalValues = null;
   calibration = null;
+  iterations = null;
   fitEnd = null;
   finished = false;
   if (plot) {
@@ -433,7 +433,7 @@ function showCurrent(event) {
   $("chart-current").textContent = `Training binary problem ${k + 1} of ${n}: ${problemName(k, event)}`
     + ` (${layout && layout.ovo ? "one-vs-one" : "one-vs-rest"}${which}).`;
   if (k !== current) {
-    current = layout && layout.envelope ? current : k;
+    current = k;
     scheduleDraw();
   }
 }
@@ -451,7 +451,7 @@ function addCalibration(event) {
   calibration.total = total || calibration.total;
   if (fitEnd === null) fitEnd = start;
   $("chart-current").hidden = false;
-  $("chart-current").textContent = `Calibrating probabilities: fit ${fmtInt(done + 1)} of ${fmtInt(total)} of the 5-fold cross-validation (the shaded span).`;
+  $("chart-current").textContent = `Calibrating probabilities: fit ${fmtInt(done + 1)} of ${fmtInt(total)} of the 5-fold cross-validation (see the phases below).`;
   scheduleDraw();
 }
 
@@ -486,7 +486,7 @@ function describeChart() {
     "multi-kernel": `The KKT violation m − M of each of the ${n} binary problems (${kind}; converged below eps), one line per problem`,
   }[layout.name];
   const envelope = layout.envelope
-    ? `The ${layout.quantity} of the ${n} binary problems (${kind}): the band spans the smallest to the largest of their latest values, the thick line is their median, the ${SLOWEST} problems that ended last are dashed lines and a green dot marks where each problem ended`
+    ? `The ${layout.quantity} of the ${n} binary problems (${kind}): the band spans the smallest to the largest of their latest values, the thick line is their median, the ${SLOWEST} slowest problems are dashed lines and a green dot marks where each problem ended`
     : null;
   const end = finished
     ? "; the last point of each line is the job's result"
@@ -555,6 +555,7 @@ export function addResult(job) {
   } else if (layout.name === "multi-kernel" && Array.isArray(result.problems)) {
     // each problem's final KKT violation where it ended (problems solved between two
     // progress events have no point of their own until now)
+    iterations = result.problems.map((problem) => problem.iterations);
     result.problems.forEach((problem, k) => {
       if (k >= layout.columns.length || typeof problem.end_s !== "number") return;
       const value = positive(problem.violation);
@@ -572,7 +573,7 @@ export function addResult(job) {
   if (layout.multi) {
     $("chart-current").hidden = false;
     $("chart-current").textContent = layout.envelope
-      ? `${layout.columns.length} binary problems (${layout.ovo ? "one-vs-one" : "one-vs-rest"}): their envelope, the ${SLOWEST} that ended last and every problem's end.`
+      ? `${layout.columns.length} binary problems (${layout.ovo ? "one-vs-one" : "one-vs-rest"}): their envelope, the ${SLOWEST} slowest and every problem's end.`
       : `${layout.columns.length} binary problems (${layout.ovo ? "one-vs-one" : "one-vs-rest"}), one line each; the thick line is the last one trained.`;
   } else {
     $("chart-current").hidden = true;

@@ -139,6 +139,17 @@ function addHistory(event) {
   history.append(item);
 }
 
+/** The solver path with repeats counted, as the server's `path` filter writes it. */
+function pathText(path) {
+  const runs = [];
+  for (const step of path) {
+    const text = `${step.solver} (${step.exit})`;
+    if (runs.length && runs[runs.length - 1][0] === text) runs[runs.length - 1][1] += 1;
+    else runs.push([text, 1]);
+  }
+  return runs.map(([text, count]) => (count === 1 ? text : `${text} × ${count}`)).join(" → ");
+}
+
 function resultItem(term, value) {
   return el("div", {}, el("dt", {}, term), el("dd", {}, value));
 }
@@ -161,7 +172,7 @@ function renderResult(result) {
     resultItem("Exit reason", result.exit_reason || "—"),
     resultItem("Converged", convergedCell(result)),
     ...(typeof result.relative_gap === "number" ? [resultItem("Relative gap", fmtNum(result.relative_gap))] : []),
-    ...(result.path && result.path.length ? [resultItem("Path", result.path.map((step) => `${step.solver} (${step.exit})`).join(" → "))] : []),
+    ...(result.path && result.path.length ? [resultItem("Path", pathText(result.path))] : []),
     ...(result.auto ? [resultItem("Auto", `${result.auto.chosen}: ${result.auto.reason}`)] : []),
     resultItem("Iterations", fmtInt(result.iterations)),
     resultItem("Train time", fmtSeconds(result.train_seconds)),
