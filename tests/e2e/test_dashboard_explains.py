@@ -232,7 +232,9 @@ def test_binary_smo_plots_minus_dual_and_ends_at_the_result(
     page.goto(f"/jobs/{job_id}")
     chart = _wait_final(view)
     assert chart["layout"] == "binary-kernel" and chart["drawn"] == "2"
-    assert chart["final"] == {"−dual": -job["result"]["dual_objective"]}
+    assert chart["final"] == {"−dual": -job["result"]["dual_objective"],
+                              "violation m − M": job["result"]["violation"]}
+    assert 0 < job["result"]["violation"] <= 1e-3  # converged: below eps
     assert int(chart["points"]) == len(events) + 1  # the events, then the result
     path = _shot(view, "binary-smo")
     print(f"\nscreenshot: {path}")

@@ -543,8 +543,13 @@ export function addResult(job) {
     layout.columns.forEach((column, c) => { finalValues[column.label] = values[c]; });
   } else if (layout.name === "binary-kernel") {
     const value = typeof result.dual_objective === "number" ? -result.dual_objective : null;
-    points.push({ x: fitStop, values: [[0, positive(value)]], final: true });
+    const values = [[0, positive(value)]];
     finalValues["−dual"] = value;
+    if (typeof result.violation === "number") { // the final KKT violation (results since issue 31)
+      values.push([1, positive(result.violation)]);
+      finalValues["violation m − M"] = result.violation;
+    }
+    points.push({ x: fitStop, values, final: true });
   } else if (layout.name === "multi-linear" && layout.quantity === "relative gap") {
     for (const [k, ended, value] of linearEnds(result)) {
       const own = points.filter((p) => p.values[0][0] === k);
