@@ -38,6 +38,7 @@ from tests.e2e.test_dashboard import (
     CHROMIUM,
     CHROMIUM_ARGS,
     DESKTOP,
+    PHONE,
     Page,
     _key,
     _log_tails,
@@ -353,6 +354,26 @@ def test_every_page_for_the_common_job_kinds(browser: Any, service: httpx.Client
         walk.check("/searches", "searches", "searches")
         walk.check(f"/searches/{search_id}", "search", "search")
         _assert_clean(walk, service_logs)
+    finally:
+        walk.close()
+
+    # the same pages on a phone
+    phone = Walk(browser, service, shots, PHONE)
+    try:
+        for url, kind, name in (
+                ("/", "jobs", "phone-jobs"), ("/datasets", "datasets", "phone-datasets"),
+                ("/models", "models", "phone-models"), ("/searches", "searches", "phone-searches"),
+                (f"/jobs/{jobs['smo-ovo-45-pairs-probability']}", "job", "phone-job-45-pairs"),
+                (f"/models/{ended['linear-ovr-10-classes']['model_id']}", "model",
+                 "phone-model-10-classes"),
+                (f"/datasets/{data['pendigits-like']}", "dataset", "phone-dataset")):
+            phone.check(url, kind, name)
+        _assert_clean(phone, service_logs)
+    finally:
+        phone.close()
+
+    walk = Walk(browser, service, shots)
+    try:
 
         # the 10-class confusion matrix shows all ten columns
         page = walk.view.page
@@ -377,6 +398,19 @@ def test_every_page_for_the_common_job_kinds(browser: Any, service: httpx.Client
                          page.locator(".params dd").all_inner_texts(), strict=True))
         assert shown["gamma"].startswith("0.0625"), shown
         assert shown["probability"] in ("yes", "true"), shown
+        # the models list: every date on one line
+        page.goto("/models")
+        heights = page.locator(".models-table time").evaluate_all(
+            "times => times.map((t) => t.getClientRects().length)")
+        assert heights and set(heights) == {1}, heights
+        # auto's long help: its first sentence, the rest folded under "more"
+        page.goto(f"/datasets/{data['cancer']}")
+        page.wait_for_selector("#job-form[data-ready='true']")
+        help_box = page.locator("#job-solver-description")
+        assert help_box.locator("details").count() == 1
+        assert help_box.evaluate("node => node.getBoundingClientRect().height") < 60
+        help_box.locator("summary").click()
+        assert help_box.evaluate("node => node.getBoundingClientRect().height") > 60
     finally:
         walk.close()
 
