@@ -531,7 +531,8 @@ export function addResult(job) {
   }
   const lastX = points.length ? points[points.length - 1].x : 0;
   const trained = typeof result.train_seconds === "number" ? result.train_seconds : null;
-  if (fitEnd === null) fitEnd = trained !== null ? trained : lastX;
+  if (trained !== null) fitEnd = trained; // the fit's own time (the phases start a bit later)
+  else if (fitEnd === null) fitEnd = lastX;
   if (calibration) calibration.completed = job.status === "succeeded" && result.exit_reason !== "cancelled";
   // the fit's end on the progress clock: before the calibration when there was one
   const fitStop = calibration ? Math.max(after(lastX), Math.min(calibration.start, trained === null ? Infinity : trained))
