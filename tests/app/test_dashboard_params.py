@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from app.api.routes.dashboard import params_used
+from app.api.routes.dashboard import params_used, path_text
 from solvers.params import validate_params
 
 
@@ -26,3 +26,15 @@ def test_auto_and_explicit_values() -> None:
     assert shown["probability"] == "false"
     # a kernel spec without a known feature count says nothing it cannot know
     assert dict(params_used(validate_params("smo", {}), None))["gamma"] == "—"
+
+
+def test_a_path_reads_once_per_way_not_once_per_output() -> None:
+    same = [{"solver": s, "exit": e, "output": k} for k in range(10)
+            for s, e in (("dcd", "max_iter"), ("tron", "converged"))]
+    assert path_text(same) == "dcd (max_iter) → tron (converged), each of the 10 outputs"
+    mixed = [{"solver": "tron", "exit": "converged", "output": k} for k in range(3)] + [
+        {"solver": "dcd", "exit": "max_iter", "output": 3},
+        {"solver": "tron", "exit": "converged", "output": 3}]
+    assert path_text(mixed) == "tron (converged) × 3 → dcd (max_iter) → tron (converged)"
+    assert path_text([{"solver": "tron", "exit": "converged"}]) == "tron (converged)"
+    assert path_text(None) == ""

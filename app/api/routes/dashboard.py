@@ -183,7 +183,15 @@ def classes_text(labels: list[float]) -> str:
 def path_text(path: list[dict[str, Any]] | None) -> str:
     """A fit's solver path, repeats counted: "tron (converged) × 10" for ten outputs that
     each ended the same way, not ten arrows."""
-    steps = [f"{step.get('solver')} ({step.get('exit')})" for step in path or []]
+    path = path or []
+    outputs: dict[Any, list[str]] = {}
+    for step in path:
+        outputs.setdefault(step.get("output"), []).append(
+            f"{step.get('solver')} ({step.get('exit')})")
+    if len(outputs) > 1 and len({tuple(v) for v in outputs.values()}) == 1:
+        # one-vs-rest: every output took the same path
+        return f"{' → '.join(next(iter(outputs.values())))}, each of the {len(outputs)} outputs"
+    steps = [f"{step.get('solver')} ({step.get('exit')})" for step in path]
     runs: list[list[Any]] = []
     for step in steps:
         if runs and runs[-1][0] == step:

@@ -23,6 +23,10 @@ const chartSummary = $("chart-summary");
 // have no convergence quantity, so the calibration is a shaded span after the fit.
 const LABELS = JSON.parse(root.dataset.labels || "[]");
 const SOLVER = root.dataset.solver;
+// the stop rule's threshold on the plotted quantity: SMO's violation below eps, a linear
+// output's relative gap below tol (drawn as a dashed line)
+const EPS = Number(root.dataset.eps) || null;
+const TOL = Number(root.dataset.tol) || null;
 const LINES_UP_TO = 12;
 const SLOWEST = 3; // problems drawn as lines in the envelope view
 const PALETTE = ["#0b5cad", "#c26a00", "#1a7f37", "#8250df", "#cf222e", "#0a7b83", "#9a6700",
@@ -226,8 +230,52 @@ function logSplits(_u, _axis, min, max) {
   return out.filter((v) => v >= min * (1 - 1e-9) && v <= max * (1 + 1e-9));
 }
 
-/** y range on the log scale: a decade around a single value, else the data padded. */
-function logRange(_u, min, max) {
+/** The threshold line of this plot: [value, label] or null. */
+function threshold() {
+  if (!layout) return null;
+  if (layout.kernel && EPS) return [EPS, `eps ${fmtNum(EPS)}: converged below`];
+  if (layout.name === "multi-linear" && TOL) return [TOL, `tol ${fmtNum(TOL)}: certified below`];
+  return null;
+}
+
+function drawThreshold(u) {
+  const line = threshold();
+  if (!line) return;
+  const y = u.valToPos(line[0], "y", true);
+  const { left, top, width, height } = u.bbox;
+  if (!(y >= top && y <= top + height)) return;
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.strokeStyle = "#cf222e";
+  ctx.lineWidth = 1.5 * devicePixelRatio;
+  ctx.setLineDash([6 * devicePixelRatio, 4 * devicePixelRatio]);
+  ctx.beginPath();
+  ctx.moveTo(left, y);
+  ctx.lineTo(left + width, y);
+  ctx.stroke();
+  ctx.setLineDash([]);
+  ctx.fillStyle = "#cf222e";
+  ctx.font = `${Math.round(11 * devicePixelRatio)}px system-ui, sans-serif`;
+  ctx.textAlign = "right";
+  ctx.textBaseline = "bottom";
+  ctx.fillText(line[1], left + width - 4, y - 2);
+  ctx.restore();
+}
+
+/** y range on the log scale: a decade around a single value, else the data padded; it
+ *  includes the threshold line when that is within a few decades of the data. */
+function logRange(u, dataMin, dataMax) {
+  let min = dataMin;
+  let max = dataMax;
+  const line = threshold();
+  if (line && min > 0 && max > 0 && line[0] > min / 1e4 && line[0] < max * 1e4) {
+    min = Math.min(min, line[0]);
+    max = Math.max(max, line[0]);
+  }
+  return paddedRange(u, min, max);
+}
+
+function paddedRange(_u, min, max) {
   if (!(min > 0) || !(max > 0)) return [1e-3, 1];
   if (max <= min * (1 + 1e-9)) return [min / 3.2, max * 3.2];
   return [min / 1.25, max * 1.25];
@@ -315,6 +363,7 @@ function makePlot(shaped) {
     series,
     legend: { show: shaped.series.length <= LINES_UP_TO, live: true },
     cursor: { drag: { x: true, y: false } },
+    hooks: { draw: [drawThreshold] },
   };
   if (layout.envelope) options.bands = [{ series: [3, 1], fill: "rgba(11, 92, 173, 0.12)" }];
   if (plot) plot.destroy();

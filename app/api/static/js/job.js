@@ -141,6 +141,13 @@ function addHistory(event) {
 
 /** The solver path with repeats counted, as the server's `path` filter writes it. */
 function pathText(path) {
+  const outputs = new Map();
+  for (const step of path) {
+    if (!outputs.has(step.output)) outputs.set(step.output, []);
+    outputs.get(step.output).push(`${step.solver} (${step.exit})`);
+  }
+  const ways = new Set([...outputs.values()].map((steps) => steps.join(" → ")));
+  if (outputs.size > 1 && ways.size === 1) return `${[...ways][0]}, each of the ${outputs.size} outputs`;
   const runs = [];
   for (const step of path) {
     const text = `${step.solver} (${step.exit})`;
