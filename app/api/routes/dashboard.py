@@ -193,12 +193,12 @@ def path_text(path: list[dict[str, Any]] | None) -> str:
         return f"{' → '.join(next(iter(outputs.values())))}, each of the {len(outputs)} outputs"
     steps = [f"{step.get('solver')} ({step.get('exit')})" for step in path]
     runs: list[list[Any]] = []
-    for step in steps:
-        if runs and runs[-1][0] == step:
+    for text in steps:
+        if runs and runs[-1][0] == text:
             runs[-1][1] += 1
         else:
-            runs.append([step, 1])
-    return " → ".join(step if count == 1 else f"{step} × {count}" for step, count in runs)
+            runs.append([text, 1])
+    return " → ".join(text if count == 1 else f"{text} × {count}" for text, count in runs)
 
 
 def fmt_seconds(seconds: float | None) -> str:
