@@ -633,7 +633,7 @@ export function addResult(job) {
   } else {
     $("chart-current").hidden = true;
   }
-  if (!points.some((p) => !p.final)) {
+  if (!points.some((p) => !p.final && p.values.some(([, v]) => v !== null))) {
     // every point is an end: the fit was shorter than the progress interval
     $("chart-current").hidden = false;
     $("chart-current").textContent = `The fit ended in ${fmtSeconds(fitEnd)}, before its first progress report: `
