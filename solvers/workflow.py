@@ -24,7 +24,9 @@
    LIBSVM fits the sigmoids before the final model; we fit the final model first, so that a
    cancelled job stops before the extra fits start. The fits of the cross-validation run
    with the job's parameters and the time left of its `max_seconds`; they report progress
-   as `phase: "calibration"` events (class_index / n_classes count the fits).
+   as `phase: "calibration"` events (class_index / n_classes count the fits; elapsed_s
+   counts from the calibration's start, which `phase_start_s` places on the fit's clock,
+   the seconds since the fit started, so that a plot can show the two phases in turn).
 
 A scale-sensitive solver (smo with rbf/poly/sigmoid, pegasos, the dual CD solvers dcd and
 acf) trained without scaling on features whose value ranges differ by more than
@@ -75,6 +77,7 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
     scaler = _fit_scaler(matrix, applied)
     scaled = matrix if scaler is None else scaler.transform(matrix)
     scale_s = time.perf_counter() - started
+    fit_started = time.perf_counter()
     result = fit(scaled, labels, solver=solver, progress=progress, **inner)
     calibration = None
     calibration_s = 0.0
@@ -88,7 +91,8 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
             deadline = _deadline(applied, started)
             try:
                 calibration, notes = calibrate(scaled, labels, solver, inner, result, fit,
-                                               progress, deadline, applied.get("seed"))
+                                               progress, deadline, applied.get("seed"),
+                                               phase_start_s=t0 - fit_started)
                 warnings += notes
             except _Stopped as stopped:  # the model is kept, without probabilities
                 exit_reason = stopped.exit_reason
@@ -192,7 +196,8 @@ def range_warnings(matrix: sp.csr_matrix, solver: str, applied: dict[str, Any]) 
 
 def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any],
               result: FitResult, fit: FitFunction, progress: ProgressCallback | None,
-              deadline: float | None, seed: int | None) -> tuple[Calibration, list[str]]:
+              deadline: float | None, seed: int | None, phase_start_s: float = 0.0
+              ) -> tuple[Calibration, list[str]]:
     """Platt sigmoids for the model of `result` (trained on X, y); see the docstring.
     `seed` shuffles the rows (null: 0). Raises _Stopped when cancelled or out of time."""
     classes = result.classes
@@ -202,7 +207,7 @@ def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any
     rng = np.random.default_rng(0 if seed is None else int(seed))
     k = classes.shape[0]
     n_fits = CV_FOLDS * (k * (k - 1) // 2 if pairwise else 1)
-    runner = _FoldRunner(X, solver, inner, fit, progress, deadline, n_fits)
+    runner = _FoldRunner(X, solver, inner, fit, progress, deadline, n_fits, phase_start_s)
     if pairwise:
         decision, targets = _pairwise_values(X, y, classes, runner, rng)
     else:
@@ -228,9 +233,11 @@ class _FoldRunner:
     progress callback that counts fits and passes cancellation through."""
 
     def __init__(self, X: sp.csr_matrix, solver: str, inner: dict[str, Any], fit: FitFunction,
-                 progress: ProgressCallback | None, deadline: float | None, n_fits: int) -> None:
+                 progress: ProgressCallback | None, deadline: float | None, n_fits: int,
+                 phase_start_s: float = 0.0) -> None:
         self.X, self.solver, self.inner, self.fit = X, solver, inner, fit
         self.progress, self.deadline, self.n_fits = progress, deadline, n_fits
+        self.phase_start_s = phase_start_s
         self.done = 0
         self.started = time.perf_counter()
 
@@ -241,6 +248,7 @@ class _FoldRunner:
             "phase": "calibration", "iteration": self.done,
             "elapsed_s": time.perf_counter() - self.started,
             "class_index": self.done, "n_classes": self.n_fits,
+            "phase_start_s": self.phase_start_s,
         }))
 
     def train(self, X: Any, y: np.ndarray) -> FitResult:

@@ -91,6 +91,9 @@ class JobResult(BaseModel):
         default_factory=list, description="What ran, in order: solver, exit, iterations, "
         "seconds, relative_gap, reason (and output for one-vs-rest)")
     auto: dict[str, str] | None = Field(None, description="solver 'auto': chosen, reason")
+    violation: float | None = Field(
+        None, description="Kernel jobs with one binary problem: its final KKT violation "
+        "m - M (SMO's stop rule: converged below eps)")
     problems: list[dict[str, Any]] | None = Field(
         None, description="Kernel jobs with several binary problems (one-vs-one pairs, "
         "one-vs-rest classes; up to 2,000 listed): per problem its pair (negative_class "

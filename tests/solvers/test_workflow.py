@@ -227,6 +227,26 @@ def test_cancel_during_the_cross_validation_cancels_the_fit() -> None:
     assert any("cancelled during the cross-validation" in w for w in result.warnings)
 
 
+def test_calibration_events_place_their_phase_after_the_fit_on_the_fit_clock() -> None:
+    """The dashboard draws the fit and the calibration in turn: each calibration event
+    says where its phase started (phase_start_s, on the clock of the fit's elapsed_s),
+    and counts the cross-validation's fits (class_index of n_classes)."""
+    X, y = load_local("cancer")
+    events: list[dict[str, object]] = []
+    result = fit(X, y, solver="smo", probability=True, progress=events.append,
+                 progress_interval=0.0)
+    fit_events = [e for e in events if e.get("phase") is None]
+    calibration = [e for e in events if e.get("phase") == "calibration"]
+    assert fit_events and calibration
+    starts = {e["phase_start_s"] for e in calibration}
+    assert len(starts) == 1
+    start = float(starts.pop())  # type: ignore[arg-type]
+    assert max(float(e["elapsed_s"]) for e in fit_events) <= start  # type: ignore[arg-type]
+    assert start <= result.train_seconds + 0.5
+    assert {e["n_classes"] for e in calibration} == {5}  # two classes: 5 folds of one pair
+    assert sorted({e["class_index"] for e in calibration}) == [0, 1, 2, 3, 4]
+
+
 # ---- warnings ---------------------------------------------------------------------------
 
 
