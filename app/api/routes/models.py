@@ -208,17 +208,30 @@ def delete_model(model_id: str, session: WriteSessionDep, settings: SettingsDep,
     after_commit(session, lambda: announce(settings, "model", model_id))
 
 
-ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm|scale)$")]
+ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm|scale|onnx)$")]
 
 
-@router.get("/{model_id}/export", response_class=PlainTextResponse)
+@router.get("/{model_id}/export", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {},
+                                         "application/octet-stream": {}}}})
 def export_model(model_id: str, session: SessionDep, settings: SettingsDep,
-                 principal: ReadAuth, format: ExportFormat = None) -> PlainTextResponse:
+                 principal: ReadAuth, format: ExportFormat = None) -> Response:
     """A model file the reference engine loads: `format=liblinear` for linear models (the
     default for them), `format=libsvm` for kernel models (their default; with probA/probB
     when trained with probability), or `format=scale`: the `svm-scale -s` range file of a
     model trained with scale minmax (scale test rows with `svm-scale -r` before LIBSVM's or
-    LIBLINEAR's predict)."""
+    LIBLINEAR's predict).
+
+    `format=onnx`: the model as an ONNX graph (application/octet-stream), linear or kernel,
+    with its scaler and probability calibration inside: input `input` double [N,
+    n_features] (raw dense rows), outputs `label` [N], `decision_values` ([N] for two
+    classes, else [N, m]) and, for calibrated models, `probabilities` [N, n_classes], the
+    same as predict's (docs/api.md). Needs the server's `onnx` extra (503 without it)."""
+    if format == "onnx":
+        return Response(
+            service.export_onnx(session, settings, principal.tenant_id, model_id),
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": f'attachment; filename="{model_id}.onnx"'})
     suffix = "range" if format == "scale" else "model"
     return PlainTextResponse(
         service.export_model(session, settings, principal.tenant_id, model_id, format),
