@@ -25,11 +25,13 @@ file's, or an explicit n_features). Rows are cut to the width on predict, as for
 Hinge model; for rbf that differs from svm-predict on features past every support vector
 (they add to ||x - sv||^2 there), so give the width of the data.
 
-Known differences from the reference engines, all at exact ties: LIBSVM breaks a tie in
-the one-vs-one vote towards the class listed first in the file, Hinge towards the smallest
-class; LIBLINEAR gives label[1] to a binary decision value of exactly 0 (Hinge gives the
-smaller class). When the file lists its labels in increasing order (training data whose
-classes first appear in increasing order, or LIBLINEAR's own +1 / -1 swap) they agree.
+Label order: the engines list labels as they first appear in the training data; Hinge
+sorts them (pairs re-oriented, sigmoids too). What depends on the order is kept: a
+one-vs-one vote tie goes to the label listed first in the file (KernelModel.vote_order) and
+the probability coupling runs in the file's order (Calibration.order). Left: LIBLINEAR gives
+label[1] to a two-class decision value of exactly 0 and LIBSVM the second label to a
+two-class value of exactly 0; Hinge gives the smaller class (they agree when the file lists
+the smaller class second, as LIBLINEAR does for -1 / +1 data).
 """
 
 from __future__ import annotations
@@ -249,9 +251,6 @@ def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
             data.append(_number(value_text, "feature value", number, node=node))
         indptr.append(len(indices))
         s += 1
-    if s < total_sv:
-        raise ModelFileError(f"the file ends after {s} support vectors; total_sv says "
-                           f"{total_sv}", len(lines))
     largest = max(indices, default=-1) + 1
     if n_features is None:
         width = max(largest, 1)
@@ -274,7 +273,7 @@ def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
         signs = _pair_signs(order)
         by_sorted = _file_pair_of_sorted(order)
         calibration = Calibration("pairwise", prob_a[by_sorted].copy(),
-                                  signs * prob_b[by_sorted])
+                                  signs * prob_b[by_sorted], _file_order(order, k))
         served = Pipeline(model, None, calibration)
     params: dict[str, Any] = {"svm_type": svm_type, "kernel": kernel,
                               "probability": prob_a is not None}
@@ -303,7 +302,17 @@ def _sorted_kernel_model(labels: np.ndarray, order: np.ndarray, kernel: str, gam
         classes=labels[order], kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
         multiclass="ovo", n_features=width, sv_data=sv_data, sv_indices=sv_indices,
         sv_indptr=sv_indptr, sv_coef=sv_coef, rho=sorted_rho, n_sv=n_sv[order],
-        sv_rows=np.full(sv_indptr.shape[0] - 1, -1, dtype=np.int64))
+        sv_rows=np.full(sv_indptr.shape[0] - 1, -1, dtype=np.int64),
+        vote_order=_file_order(order, labels.shape[0]))
+
+
+def _file_order(order: np.ndarray, k: int) -> np.ndarray | None:
+    """The sorted class index of each of the file's labels, in the file's order (None when
+    the file lists them sorted, or for two classes, where there is no vote to tie)."""
+    if k == 2:
+        return None
+    file_order = np.argsort(order, kind="stable")  # order[c] = file index of sorted c
+    return None if np.array_equal(file_order, np.arange(k)) else file_order
 
 
 def _file_pair_of_sorted(order: np.ndarray) -> np.ndarray:
@@ -450,9 +459,6 @@ def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
         for c, value in enumerate(parts):
             weights[row, c] = _number(value, "weight", number, node=value)
         row += 1
-    if row < n_rows:
-        raise ModelFileError(f"the file ends after {row} weight rows; nr_feature"
-                           f"{' + 1 (bias)' if bias >= 0 else ''} needs {n_rows}", len(lines))
     coef = weights[:n_features].T.copy()
     intercept = weights[n_features] * bias if bias >= 0 else np.zeros(n_outputs)
     if k == 2:  # LIBLINEAR: a positive value predicts label[0]; Hinge's: classes[1]
@@ -514,7 +520,8 @@ def _with_scaler(imported: ImportedModel, range_text: str, limits: ImportLimits
 def _kernel_fields(model: KernelModel) -> dict[str, Any]:
     return {name: getattr(model, name) for name in (
         "classes", "kernel", "gamma", "degree", "coef0", "multiclass", "n_features",
-        "sv_data", "sv_indices", "sv_indptr", "sv_coef", "rho", "n_sv", "sv_rows")}
+        "sv_data", "sv_indices", "sv_indptr", "sv_coef", "rho", "n_sv", "sv_rows",
+        "vote_order")}
 
 
 # -- numbers -----------------------------------------------------------------------------

@@ -265,6 +265,11 @@ class _Builder:
         losses = self.op("Sub", self.const(1.0, "one"), wins)
         votes = self.op("Add", self.op("MatMul", wins, self.const(to_first, "vote_first")),
                         self.op("MatMul", losses, self.const(to_second, "vote_second")))
+        if model.vote_order is not None:  # ties to the label listed first in the file
+            order = model.vote_order
+            in_file_order = self.op("Gather", votes, self.const(order, "vote_order",
+                                                                np.int64), axis=1)
+            return self.argmax_label(in_file_order, classes[order]), raw, raw
         return self.argmax_label(votes, classes), raw, raw
 
     # -- probabilities ----------------------------------------------------------------
@@ -295,18 +300,21 @@ class _Builder:
         if k == 2:
             return self.op("Concat", clipped,
                            self.op("Sub", self.const(1.0, "one"), clipped), axis=1)
-        return self.coupling(clipped, k)
+        return self.coupling(clipped, k, calibration.order)
 
-    def coupling(self, pairwise: str, k: int) -> str:
-        """libsvm's multiclass_probability on every row (see solvers/probability.py)."""
+    def coupling(self, pairwise: str, k: int, order: np.ndarray | None) -> str:
+        """libsvm's multiclass_probability on every row (see solvers/probability.py), in
+        the class order `order` (None: sorted)."""
         from onnx import TensorProto, helper
 
         first, second = pair_classes(k)
         n_pairs = first.shape[0]
+        # position of each class in the coupling's order
+        at = np.arange(k) if order is None else np.argsort(order)
         upper = np.zeros((n_pairs, k * k))
         lower = np.zeros((n_pairs, k * k))
-        upper[np.arange(n_pairs), first * k + second] = 1.0  # r[i][j] = p
-        lower[np.arange(n_pairs), second * k + first] = 1.0  # r[j][i] = 1 - p
+        upper[np.arange(n_pairs), at[first] * k + at[second]] = 1.0  # r[i][j] = p
+        lower[np.arange(n_pairs), at[second] * k + at[first]] = 1.0  # r[j][i] = 1 - p
         one = self.const(1.0, "one")
         flat = self.op("Add", self.op("MatMul", pairwise, self.const(upper, "r_upper")),
                        self.op("MatMul", self.op("Sub", one, pairwise),
@@ -382,4 +390,6 @@ class _Builder:
         self.nodes.append(helper.make_node(
             "Loop", [self.const(max_iter, "max_iter", np.int64),
                      self.const(True, "true", np.bool_), start], [result], body=graph))
-        return result
+        if order is None:
+            return result
+        return self.op("Gather", result, self.const(at, "class_position", np.int64), axis=1)

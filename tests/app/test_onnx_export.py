@@ -78,6 +78,20 @@ def test_kernel_models(client: TestClient, tmp_path: Path, name: str, options: s
     same_as_predict(client, model["id"], X)
 
 
+def test_a_model_whose_file_lists_its_labels_unsorted(client: TestClient,
+                                                      tmp_path: Path) -> None:
+    """digits shuffled: LIBSVM lists the labels as they first appear; the graph breaks
+    vote ties and couples the probabilities in that order, as predict does."""
+    X, y = bundled.load("digits")
+    rows = np.random.default_rng(2).permutation(X.shape[0])
+    path = tmp_path / "digits.model"
+    libsvm.svm_save_model(str(path), libsvm.svm_train(y[rows], X[rows],
+                                                      "-t 2 -c 1 -b 1 -q"))
+    assert "label 0 1 2" not in path.read_text()
+    model = upload(client, path).json()
+    same_as_predict(client, model["id"], X)
+
+
 def test_a_scaled_model_with_probabilities(client: TestClient, tmp_path: Path) -> None:
     """cancer_raw (unscaled, 0.0008 .. 4254) with its svm-scale range file: the graph scales
     the raw rows itself, values at the training min and max included."""
