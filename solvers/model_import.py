@@ -450,8 +450,9 @@ def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
         if not parts:
             continue
         if row == n_rows:
-            raise ModelFileError(f"more weight rows than nr_feature{' + 1 (bias)' if bias >= 0 else ''} = {n_rows}",
-                               number)
+            bias_row = " + 1 (bias)" if bias >= 0 else ""
+            raise ModelFileError(f"more weight rows than nr_feature{bias_row} = {n_rows}",
+                                 number)
         if len(parts) != n_outputs:
             raise ModelFileError(f"a weight row has {n_outputs} value(s) "
                                f"({'one per class' if n_outputs > 1 else 'two classes'});"

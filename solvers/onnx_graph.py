@@ -115,8 +115,9 @@ class _Builder:
             labels, values, pairwise = self.linear(x, estimator)
         else:
             labels, values, pairwise = self.kernel(x, estimator)
-        outputs = [("label", labels, ["N"]), ("decision_values", values,
-                                              ["N"] if self.binary else ["N", self.n_out])]
+        outputs: list[tuple[str, str, list[Any]]] = [
+            ("label", labels, ["N"]),
+            ("decision_values", values, ["N"] if self.binary else ["N", self.n_out])]
         if pipeline.calibration is not None:
             probabilities = self.probabilities(pipeline.calibration, values, pairwise)
             outputs.append(("probabilities", probabilities,
@@ -148,7 +149,6 @@ class _Builder:
             pad = np.zeros(max(n_features - width, 0))
             first = np.concatenate([first[:n_features], pad])
             second = np.concatenate([second[:n_features], pad])
-        zero = self.const(0.0, "zero")
         if scaler.method == "minmax":
             assert scaler.lower is not None and scaler.upper is not None
             constant = first == second
@@ -179,8 +179,8 @@ class _Builder:
             value = self.op("Div", self.op("Sub", x, self.const(mean, "mean")),
                             self.const(np.where(constant, 1.0, std), "std"))
         if constant.any():
-            value = self.op("Where", self.const(constant, "constant", dtype=np.bool_), zero,
-                            value)
+            value = self.op("Where", self.const(constant, "constant", dtype=np.bool_),
+                            self.const(0.0, "zero"), value)
         return value
 
     def linear(self, x: str, model: LinearModel) -> tuple[str, str, str | None]:

@@ -293,6 +293,7 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
             response = _call(client, method, url, bearer(w.other), json)
             expect(response.status_code == 404, f"{method} {path} imported, other -> 404",
                    response)
+            assert route is not None
             if method == "GET" and route_scope(route) == "read":
                 response = _call(client, method, url, bearer(w.read_only))
                 expect(response.status_code == 200,

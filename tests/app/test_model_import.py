@@ -306,10 +306,10 @@ def test_support_vector_lines_are_counted_and_checked(client: TestClient,
     text = _libsvm_text(tmp_path)
     lines = text.splitlines()
     cases = {
-        "more support vectors than total_sv": (lines + [lines[-1]], len(lines) + 1),
+        "more support vectors than total_sv": ([*lines, lines[-1]], len(lines) + 1),
         "lines after 'SV'": (lines[:-1], len(lines) - 1),  # total_sv n, but n - 1
         "feature indices must increase": (
-            lines[:-1] + [lines[-1].rstrip() + " 1:0.5"], len(lines)),
+            [*lines[:-1], lines[-1].rstrip() + " 1:0.5"], len(lines)),
     }
     for says, (changed, number) in cases.items():
         response = client.post("/v1/models", files={

@@ -118,7 +118,7 @@ def test_a_scaled_model_with_probabilities(client: TestClient, tmp_path: Path) -
 ])
 def test_trained_linear_models_with_their_scaler_and_calibration(
         client: TestClient, settings: Settings, params: dict[str, Any]) -> None:
-    X, y = bundled.load("wine")
+    X, _y = bundled.load("wine")
     dataset = client.post("/v1/datasets", content=bundled.svmlight_bytes("wine")).json()
     job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd",
                                         "params": params})

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import re
 import time
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 import numpy as np
@@ -39,6 +39,7 @@ from app.infra.db import after_commit, read_sessionmaker_for
 from app.infra.storage import blob_store, model_arrays, model_key
 from app.settings import Settings
 from solvers.models import Pipeline
+from solvers.models import ServableModel as SolverServable
 from solvers.scaling import ScalingError, scaler_to_range_text
 
 log = logging.getLogger("hinge.models")
@@ -307,7 +308,7 @@ def export_onnx(session: Session, settings: Settings, tenant_id: str, model_id: 
     get_model(session, tenant_id, model_id)
     served = load_model(session, settings, tenant_id, model_id).model
     try:
-        return onnx_model_bytes(served)
+        return onnx_model_bytes(cast(SolverServable, served))
     except OnnxUnavailable as exc:
         raise Unavailable(f"{exc}; the other export formats work without it",
                           {"extra": "onnx"}) from None
