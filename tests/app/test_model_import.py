@@ -255,6 +255,9 @@ def test_an_imported_model_exports_evaluates_and_lists(client: TestClient, tmp_p
     assert evaluation.json()["report"]["accuracy"] == pytest.approx(accuracy)
     listed = client.get("/v1/models").json()["data"]
     assert [m["origin"]["sha256"] for m in listed] == [model["origin"]["sha256"]]
+    page = client.get(f"/models/{model['id']}")  # the dashboard says where it came from
+    assert page.status_code == 200
+    assert 'imported from <span class="mono">cancer.model</span> (libsvm)' in page.text
 
 
 # -- files that do not parse ---------------------------------------------------------------

@@ -4,6 +4,8 @@ relative (what we measure is far closer: the same arithmetic, summed in another 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from fastapi.testclient import TestClient
 from app.client import HingeClient
 from app.settings import Settings
 from testkit import bundled
+from testkit.paths import REPO
 from tests.app.test_model_import import hinge_predict, upload
 from workers.training import run_job
 
@@ -141,3 +144,27 @@ def test_the_client_exports_and_imports(client: TestClient, tmp_path: Path) -> N
     labels = run_graph(graph, X)["label"]
     np.testing.assert_array_equal(labels, hinge.predict(model["id"], bundled.dump_svmlight(
         X, np.zeros(X.shape[0])).decode())["labels"])
+
+
+def test_without_the_onnx_package_the_export_names_the_extra(
+        client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = bundled.load("iris")
+    path = tmp_path / "iris.model"
+    liblinear.save_model(str(path), liblinear.train(y, X, "-s 1 -q"))
+    model = upload(client, path).json()
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError
+    response = client.get(f"/v1/models/{model['id']}/export", params={"format": "onnx"})
+    assert response.status_code == 503
+    assert "pip install 'hinge[onnx]'" in response.json()["error"]["message"]
+    assert response.json()["error"]["detail"] == {"extra": "onnx"}
+    # the other formats do not need it
+    assert client.get(f"/v1/models/{model['id']}/export").status_code == 200
+
+
+def test_the_server_starts_without_onnx() -> None:
+    code = ("import sys; sys.modules['onnx'] = None; sys.modules['onnxruntime'] = None; "
+            "import app.api.main, app.domain.services.models, solvers.onnx_graph; "
+            "app.api.main.create_app; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
