@@ -258,6 +258,8 @@ def test_an_imported_model_exports_evaluates_and_lists(client: TestClient, tmp_p
     page = client.get(f"/models/{model['id']}")  # the dashboard says where it came from
     assert page.status_code == 200
     assert 'imported from <span class="mono">cancer.model</span> (libsvm)' in page.text
+    listing = client.get("/models")
+    assert listing.status_code == 200 and "imported: cancer.model" in listing.text
 
 
 # -- files that do not parse ---------------------------------------------------------------
