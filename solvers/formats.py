@@ -58,7 +58,9 @@ def liblinear_model_text(model: LinearModel, params: dict[str, Any]) -> str:
     bias_scale as applied)."""
     labels = _integer_labels(model.classes, "LIBLINEAR")
     loss = params.get("loss", "l1")
-    solver_type = LIBLINEAR_SOLVER_TYPES.get(loss, "L2R_L1LOSS_SVC_DUAL")
+    # an imported model keeps the solver_type of its file (solvers/model_import.py)
+    solver_type = params.get("solver_type") or LIBLINEAR_SOLVER_TYPES.get(
+        loss, "L2R_L1LOSS_SVC_DUAL")
     augment = params.get("bias", "augment") == "augment"
     bias_scale = float(params.get("bias_scale", 1.0)) if augment else -1.0
     label_order = [labels[1], labels[0]] if model.coef.shape[0] == 1 else labels

@@ -91,6 +91,11 @@ class KernelModel:
     rho: np.ndarray  # float64, (n_pairs or n_classes,); intercept = -rho
     n_sv: np.ndarray  # int64, (n_classes,) support vectors per class
     sv_rows: np.ndarray  # int64, (n_SV,) row of each support vector in the training set
+    # one-vs-one ties: None gives them to the smallest class; a model imported from a
+    # LIBSVM file whose labels are not sorted keeps the file's order (vote_order[a]: the
+    # class index of the file's a-th label), since LIBSVM gives a tie to the class listed
+    # first (solvers/model_import.py)
+    vote_order: np.ndarray | None = None
     kind: ClassVar[str] = "kernel"
 
     def __post_init__(self) -> None:
@@ -102,6 +107,10 @@ class KernelModel:
         self.rho = np.ascontiguousarray(self.rho, dtype=np.float64)
         self.n_sv = np.ascontiguousarray(self.n_sv, dtype=np.int64)
         self.sv_rows = np.ascontiguousarray(self.sv_rows, dtype=np.int64)
+        if self.vote_order is not None:
+            self.vote_order = np.ascontiguousarray(self.vote_order, dtype=np.int64)
+            if np.array_equal(self.vote_order, np.arange(self.vote_order.shape[0])):
+                self.vote_order = None  # the sorted order: the default
         self.gamma, self.degree, self.coef0 = float(self.gamma), int(self.degree), float(
             self.coef0)
         self.n_features = int(self.n_features)
@@ -161,6 +170,9 @@ class KernelModel:
         winners = np.where(raw > 0, first[None, :], second[None, :])
         votes = np.zeros((raw.shape[0], k), dtype=np.int64)
         np.add.at(votes, (np.arange(raw.shape[0])[:, None], winners), 1)
+        if self.vote_order is not None:  # the first maximum in the file's label order
+            order = self.vote_order
+            return self.classes[order[np.argmax(votes[:, order], axis=1)]]
         return self.classes[np.argmax(votes, axis=1)]  # first maximum: LIBSVM's tie rule
 
     # ---- storage --------------------------------------------------------------------
@@ -183,6 +195,7 @@ class KernelModel:
             "rho": self.rho,
             "n_sv": self.n_sv,
             "sv_rows": self.sv_rows,
+            **({} if self.vote_order is None else {"vote_order": self.vote_order}),
         }
 
     @classmethod
@@ -211,6 +224,7 @@ class KernelModel:
             rho=np.array(arrays["rho"]),
             n_sv=np.array(arrays["n_sv"]),
             sv_rows=np.array(arrays["sv_rows"]),
+            vote_order=np.array(arrays["vote_order"]) if "vote_order" in arrays else None,
         )
 
     def _check(self) -> None:
@@ -225,7 +239,9 @@ class KernelModel:
         rows = k if (self.multiclass == "ovr" and k > 2) else k - 1
         if (self.sv_coef.shape != (rows, n_sv) or self.n_sv.shape != (k,)
                 or int(self.n_sv.sum()) != n_sv or self.rho.shape != (self.n_outputs,)
-                or self.sv_rows.shape != (n_sv,)):
+                or self.sv_rows.shape != (n_sv,)
+                or (self.vote_order is not None and not np.array_equal(
+                    np.sort(self.vote_order), np.arange(k)))):
             raise ValueError(
                 f"inconsistent kernel model: {n_sv} support vectors, sv_coef "
                 f"{self.sv_coef.shape}, n_sv {self.n_sv.tolist()}, rho {self.rho.shape}")

@@ -89,13 +89,16 @@ class Calibration:
     layout: str
     A: np.ndarray
     B: np.ndarray
+    # pairwise, k > 2: the class order of the coupling (None: the sorted order); a model
+    # imported from a LIBSVM file keeps the file's label order (solvers/model_import.py)
+    order: np.ndarray | None = None
 
     def probabilities(self, values: np.ndarray) -> np.ndarray:
         """(n, k) probabilities, columns in class order, from public decision values."""
         if self.layout == "ovr":
             return ovr_probabilities(values, self.A, self.B)
         pairwise = -values.reshape(-1, 1) if values.ndim == 1 else values
-        return ovo_probabilities(pairwise, self.A, self.B)
+        return ovo_probabilities(pairwise, self.A, self.B, order=self.order)
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,6 +165,9 @@ class Pipeline:
                 PROBABILITY_LAYOUTS.index(self.calibration.layout), dtype=np.uint8)
             arrays["probability_A"] = np.asarray(self.calibration.A, dtype=np.float64)
             arrays["probability_B"] = np.asarray(self.calibration.B, dtype=np.float64)
+            if self.calibration.order is not None:
+                arrays["probability_order"] = np.asarray(self.calibration.order,
+                                                         dtype=np.int64)
         return arrays
 
     @classmethod
@@ -182,7 +188,9 @@ class Pipeline:
         if "probability_layout" in arrays:
             calibration = Calibration(PROBABILITY_LAYOUTS[int(arrays["probability_layout"])],
                                       np.array(arrays["probability_A"], dtype=np.float64),
-                                      np.array(arrays["probability_B"], dtype=np.float64))
+                                      np.array(arrays["probability_B"], dtype=np.float64),
+                                      np.array(arrays["probability_order"], dtype=np.int64)
+                                      if "probability_order" in arrays else None)
         return cls(estimator, scaler, calibration)
 
 

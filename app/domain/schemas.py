@@ -197,6 +197,10 @@ class ModelPublic(BaseModel):
     converged: bool
     train_accuracy: float | None
     size_bytes: int
+    origin: dict[str, Any] | None = Field(
+        None, description="null for a trained model; for an uploaded model file "
+        "{source: imported, format: libsvm | liblinear, file_name, sha256, range_file, "
+        "range_sha256}")
     created_at: datetime
 
 
