@@ -139,9 +139,11 @@ _KERNEL_FROM_TYPE = {text: name for name, text in _KERNEL_TYPE.items()}
 
 def libsvm_model_text(model: KernelModel, prob_a: np.ndarray | None = None,
                       prob_b: np.ndarray | None = None) -> str:
-    """The LIBSVM model file of a one-vs-one (or two-class) model; with `prob_a` and
-    `prob_b` (one per pair, LIBSVM's orientation: solvers.models.Calibration) the file
-    carries `probA` / `probB` and `svm-predict -b 1` gives probabilities."""
+    """The LIBSVM model file of a one-vs-one (or two-class), one-class or regression model;
+    with `prob_a` and `prob_b` (one per pair, LIBSVM's orientation:
+    solvers.models.Calibration) the file carries `probA` / `probB` and `svm-predict -b 1`
+    gives probabilities; a regression model's `prob_a` = [sigma] (B empty) is its
+    Laplace noise width."""
     if model.multiclass == "ovr" and model.n_classes > 2:
         raise ModelFormatError(
             "a one-vs-rest model cannot be written in LIBSVM's format (LIBSVM's C-SVC is "
@@ -163,6 +165,8 @@ def libsvm_model_text(model: KernelModel, prob_a: np.ndarray | None = None,
     ]
     if not single:
         lines.append("label " + " ".join(labels))
+    if prob_b is not None and np.size(prob_b) == 0:
+        prob_b = None  # a regression model's calibration: probA = [sigma] alone
     if prob_a is not None and (prob_b is not None or model.svm_type in ("epsilon_svr",
                                                                          "nu_svr")):
         lines.append("probA " + " ".join(_number(v) for v in np.atleast_1d(prob_a)))

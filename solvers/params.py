@@ -687,8 +687,10 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
     formulation = given.get("formulation", "c_svc")
     if formulation in FORMULATIONS and "formulation" in known_names:
         reads = FORMULATIONS[formulation].reads
+        defaults = {p.name: p.default for p in spec.params}
+        # a value other than the default (applied params passed back carry the defaults)
         unused = sorted(name for name in ("nu", "epsilon") if name in given
-                        and name not in reads)
+                        and name not in reads and given[name] != defaults[name])
         if unused:
             raise ParamError(f"{unused[0]} is not a parameter of formulation "
                              f"{formulation!r} (it reads {', '.join(reads)})", unused[0])

@@ -48,7 +48,7 @@ from solvers.continuation import solve_certified
 from solvers.inputs import TrainingSet, as_csr_arrays, training_set
 from solvers.models import KernelModel, LinearModel
 from solvers.objectives import margins, primal_objective
-from solvers.params import SOLVERS, ParamError, task_of, validate_params
+from solvers.params import FORMULATIONS, SOLVERS, ParamError, task_of, validate_params
 from solvers.result import FitResult
 
 _STOPPED = ("cancelled", "max_seconds")  # a fit stopped: the remaining problems are skipped
@@ -135,6 +135,12 @@ def fit(
         weighted = ", ".join(n for n, s in SOLVERS.items() if s.sample_weights)
         raise ParamError(f"solver {solver!r} takes no sample_weight; these do: {weighted}",
                          "sample_weight")
+    formulation = FORMULATIONS.get(str(applied.get("formulation", "c_svc")))
+    if applied.get("probability") and formulation is not None and (
+            formulation.probability is None):
+        raise ParamError(f"probability is not available for formulation {formulation.name!r} "
+                         "yet (Platt sigmoids for c_svc and nu_svc, the Laplace noise width "
+                         "for epsilon_svr and nu_svr)", "probability")
     if workflow.requested(applied):  # scale and/or probability around the plain fit
         if sample_weight is not None:
             raise ParamError("sample_weight with scale or probability is not supported yet; "

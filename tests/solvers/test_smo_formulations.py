@@ -9,12 +9,16 @@ weights, certified against LIBSVM 3.37 (libsvm-official) and scikit-learn's LIBS
 - support-vector counts within 1%;
 - decision values correlated >= 0.99999 (and close in value).
 
-Both sides run at eps = 1e-6 here (the objective agreement at LIBSVM's default 1e-3 is
-printed by the benchmark, not asserted: two solvers stopping at 1e-3 differ by ~1e-4).
+Both sides run at eps = 1e-8 here. At LIBSVM's default 1e-3 two runs differ by ~5e-4 in
+the objective, at 1e-6 by up to ~1.4e-6 (nu-SVC on `blobs`): LIBSVM orders the classes by
+first appearance and we by value, so the +1 side, LIBSVM's initial alpha and the
+tie-breaks differ and the two runs take different paths to the same optimum (the
+benchmark prints the agreement at 1e-3).
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import tempfile
@@ -45,7 +49,7 @@ from testkit.datasets import load_local
 from tests.solvers.naive_kernels import kernel_matrix, libsvm_train
 from tests.support import SHARED_DATA
 
-EPS = 1e-6
+EPS = 1e-8
 SVM_TYPE = {"c_svc": 0, "nu_svc": 1, "one_class": 2, "epsilon_svr": 3, "nu_svr": 4}
 
 
@@ -120,17 +124,30 @@ def model_objective(model: KernelModel, X: Any, y: np.ndarray | None, sv_rows: n
     1/2 c'Kc + epsilon |c|_1 - z'c, nu_svr 1/2 c'Kc - z'c, c_svc 1/2 c'Kc - |c|_1."""
     sv = model.support_vectors()
     K = kernel_matrix(sv, sv, model.kernel, model.gamma, model.coef0, model.degree)
+    if not model.single_output:  # one-vs-one: the sum over the pairs
+        return sum(_pair_objective(model, K, i, j, formulation)
+                   for i in range(model.n_classes) for j in range(i + 1, model.n_classes))
     coef = model.sv_coef[0]
     quadratic = 0.5 * float(coef @ K @ coef)
-    if formulation in ("nu_svc", "one_class"):
+    if formulation == "one_class":
         return quadratic
-    if formulation == "c_svc":
-        return quadratic - float(np.abs(coef).sum())
     assert y is not None
     linear = -float(y[sv_rows] @ coef)
     if formulation == "epsilon_svr":
         linear += epsilon * float(np.abs(coef).sum())
     return quadratic + linear
+
+
+def _pair_objective(model: KernelModel, K: np.ndarray, i: int, j: int,
+                    formulation: str) -> float:
+    """Pair (i, j) of LIBSVM's layout: class i's coefficients in sv_coef[j - 1], class j's
+    in sv_coef[i]."""
+    starts = np.concatenate([[0], np.cumsum(model.n_sv)])
+    block = np.r_[starts[i]:starts[i + 1], starts[j]:starts[j + 1]]
+    coef = np.concatenate([model.sv_coef[j - 1, starts[i]:starts[i + 1]],
+                           model.sv_coef[i, starts[j]:starts[j + 1]]])
+    value = 0.5 * float(coef @ K[np.ix_(block, block)] @ coef)
+    return value - float(np.abs(coef).sum()) if formulation == "c_svc" else value
 
 
 def relative(a: float, b: float) -> float:
@@ -172,19 +189,16 @@ def check_against_libsvm(X: sp.csr_matrix, y: np.ndarray, formulation: str,
         "max_value_diff": float(np.max(np.abs(ours.decision_function(X)
                                               - theirs.decision_function(X)))),
     }
-    if ours.single_output or ours.n_classes == 2:  # recomputed from both models alike
-        sv_theirs = np.array(reference.model.get_sv_indices(), dtype=np.int64) - 1
-        if not ours.single_output:
-            # the read model is in sorted-class layout: rows of its SVs by class block
-            sv_theirs = np.concatenate([np.sort(sv_theirs[labels[sv_theirs] == c])
-                                        for c in theirs.classes])
-        mine = model_objective(ours, X, y, ours.sv_rows, formulation,
-                               params.get("epsilon", 0.1))
-        other = model_objective(theirs, X, y, sv_theirs, formulation,
-                                params.get("epsilon", 0.1))
-        figures["recomputed_rel"] = relative(mine, other)
-        assert figures["recomputed_rel"] < 1e-6, figures
-    assert figures["objective_rel"] < 1e-6, figures
+    # recomputed from both models alike (LIBSVM's SVs of a one-class or regression model
+    # are in training order: get_sv_indices gives their rows)
+    sv_theirs = np.array(reference.model.get_sv_indices(), dtype=np.int64) - 1
+    mine = model_objective(ours, X, y, ours.sv_rows, formulation, params.get("epsilon", 0.1))
+    other = model_objective(theirs, X, y, sv_theirs, formulation, params.get("epsilon", 0.1))
+    figures["recomputed_rel"] = relative(mine, other)
+    assert figures["recomputed_rel"] < 1e-6, figures
+    # LIBSVM prints "obj = %f": 6 decimals, half a unit of rounding per binary problem
+    printed = 5e-7 * len(result.per_output) / max(abs(reference.objective), 1e-300)
+    assert figures["objective_rel"] < 1e-6 + printed, figures
     assert figures["n_sv_rel"] <= 0.01, figures
     assert figures["correlation"] >= 0.99999, figures
     return figures
@@ -211,6 +225,9 @@ def test_every_formulation_has_a_task_and_smo_trains_them_all() -> None:
 def test_parameters_of_another_formulation_are_refused() -> None:
     with pytest.raises(ParamError, match="nu is not a parameter of formulation 'c_svc'"):
         validate_params("smo", {"nu": 0.3})
+    # the applied parameters of a fit, passed back whole (the workflow, a search): accepted
+    applied = validate_params("smo", {"formulation": "epsilon_svr", "epsilon": 0.3})
+    assert validate_params("smo", applied)["epsilon"] == 0.3
     with pytest.raises(ParamError, match="epsilon is not a parameter"):
         validate_params("smo", {"formulation": "nu_svr", "epsilon": 0.3})
     with pytest.raises(ParamError, match="class_weight applies to classification"):
@@ -227,7 +244,7 @@ def test_infeasible_nu_is_libsvms_error() -> None:
         fit_smo(X, y, formulation="nu_svc", nu=0.8)
     with pytest.raises(ValueError, match="specified nu is infeasible"):
         libsvm_train(X, y, libsvm_options("nu_svc", 0.1, nu=0.8))
-    assert fit_smo(X, y, formulation="nu_svc", nu=0.74).exit_reason == "converged"
+    assert fit_smo(X, y, formulation="nu_svc", nu=0.74, eps=1e-3).exit_reason == "converged"
 
 
 def test_sample_weight_is_refused_where_a_solver_cannot_use_it() -> None:
@@ -282,9 +299,27 @@ def test_nu_svr_matches_libsvm(name: str, C: float, nu: float) -> None:
 
 
 def _weights(n: int, seed: int) -> np.ndarray:
-    weights = np.random.default_rng(seed).uniform(0.2, 3.0, n)
-    weights[::17] = 0.0  # rows of weight 0 are left out, as scikit-learn does
-    return weights
+    """Positive weights (scikit-learn's support_ indexes the rows left after it drops
+    those of weight 0, so a zero weight is checked on its own, below)."""
+    return np.random.default_rng(seed).uniform(0.2, 3.0, n)
+
+
+@pytest.mark.parametrize("formulation", ["c_svc", "nu_svc", "one_class", "epsilon_svr",
+                                         "nu_svr"])
+def test_rows_of_weight_zero_are_left_out(formulation: str) -> None:
+    X, y = (regression_set("diabetes") if "svr" in formulation
+            else classification_set("blobs"))
+    weights = _weights(X.shape[0], 5)
+    weights[::7] = 0.0
+    kept = weights > 0
+    target = None if formulation == "one_class" else y
+    weighted = fit_smo(X, target, formulation=formulation, sample_weight=weights)
+    dropped = fit_smo(X[kept], None if target is None else y[kept],
+                      formulation=formulation, sample_weight=weights[kept])
+    np.testing.assert_array_equal(weighted.model.sv_coef, dropped.model.sv_coef)
+    np.testing.assert_array_equal(weighted.model.rho, dropped.model.rho)
+    np.testing.assert_array_equal(weighted.model.sv_rows,
+                                  np.flatnonzero(kept)[dropped.model.sv_rows])
 
 
 def _check_against_sklearn(result: FitResult, reference: Any, X: sp.csr_matrix,
@@ -294,7 +329,8 @@ def _check_against_sklearn(result: FitResult, reference: Any, X: sp.csr_matrix,
     assert result.exit_reason == "converged"
     mine = model_objective(ours, X, y, ours.sv_rows, formulation, epsilon)
     sv = np.asarray(reference.support_)
-    theirs_coef = np.asarray(reference.dual_coef_)[0]
+    dual_coef = reference.dual_coef_
+    theirs_coef = np.asarray(dual_coef.toarray() if sp.issparse(dual_coef) else dual_coef)[0]
     K = kernel_matrix(X[sv], X[sv], "rbf", ours.gamma)
     other = 0.5 * float(theirs_coef @ K @ theirs_coef)
     if formulation == "c_svc":
@@ -390,6 +426,25 @@ def test_models_survive_storage(formulation: str) -> None:
     np.testing.assert_array_equal(again.decision_function(X), model.decision_function(X))
 
 
+def libsvm_predict(loaded: Any, X: sp.csr_matrix) -> tuple[list[float], list[list[float]]]:
+    """LIBSVM's svm_predict_values row by row (what svm-predict does). libsvm-official
+    3.37's Python svm_predict sizes the decision-value buffer 1 for nu_svc (it lists NU_SVC
+    where NU_SVR is meant), which overflows for more than two classes."""
+    from libsvm.svm import gen_svm_nodearray, libsvm
+
+    nr_class = loaded.get_nr_class()
+    single = loaded.get_svm_type() in (2, 3, 4)
+    n_values = 1 if single else nr_class * (nr_class - 1) // 2
+    buffer = (ctypes.c_double * n_values)()
+    labels, values = [], []
+    for i in range(X.shape[0]):
+        row = slice(X.indptr[i], X.indptr[i + 1])
+        nodes, _ = gen_svm_nodearray((X.indices[row], X.data[row]))
+        labels.append(libsvm.svm_predict_values(loaded, nodes, buffer))
+        values.append(list(buffer[:n_values]))
+    return labels, values
+
+
 @pytest.mark.parametrize(("formulation", "name"), [
     ("nu_svc", "wine"), ("nu_svc", "cancer"), ("one_class", "cancer"),
     ("epsilon_svr", "diabetes"), ("nu_svr", "diabetes")])
@@ -406,9 +461,12 @@ def test_exported_models_predict_identically_in_libsvm(formulation: str, name: s
         with open(path, "w") as handle:
             handle.write(text)
         loaded = svmutil.svm_load_model(path)
-    labels, _, values = svmutil.svm_predict([], X, loaded, "-q")
+    labels, values = libsvm_predict(loaded, X)
     ours_labels, ours_values = model.predict(X)
-    assert np.array_equal(np.array(labels), ours_labels)
+    if model.task == "regression":  # the label is the value
+        np.testing.assert_allclose(np.array(labels), ours_labels, rtol=1e-9, atol=1e-9)
+    else:
+        assert np.array_equal(np.array(labels), ours_labels)
     if model.single_output:
         expected = ours_values[:, None]
     else:
@@ -459,3 +517,51 @@ def test_shared_sets_as_regression_match_libsvm(name: str, rows: int,
     params = {"C": 1.0, "epsilon": 0.5} if formulation == "epsilon_svr" else {
         "C": 1.0, "nu": 0.5}
     check_against_libsvm(X, y, formulation, **params)
+
+
+# --------------------------------------------------------------------------------------
+# probabilities
+
+
+def test_nu_svc_probabilities_are_platts() -> None:
+    X, y = classification_set("wine")
+    result = fit_smo(X, y, formulation="nu_svc", nu=0.3, probability=True, eps=1e-3)
+    probabilities = result.model.predict_with_probabilities(X)[2]
+    assert probabilities.shape == (X.shape[0], 3)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-9)
+    assert float(np.mean(result.model.classes[np.argmax(probabilities, axis=1)] == y)) > 0.9
+
+
+def test_one_class_probability_is_refused() -> None:
+    X, _ = classification_set("blobs")
+    with pytest.raises(ParamError, match="probability is not available"):
+        fit_smo(X, None, formulation="one_class", probability=True)
+
+
+@pytest.mark.parametrize("formulation", ["epsilon_svr", "nu_svr"])
+def test_svr_probability_is_libsvms_laplace_width(formulation: str) -> None:
+    """LIBSVM's -b 1 for regression: sigma from 5-fold cross-validated residuals. The folds
+    are random on both sides (LIBSVM's rand, our seeded permutation), so the widths agree
+    only as two estimates of one quantity; the formula itself is checked exactly on our
+    own out-of-fold predictions."""
+    from solvers.workflow import laplace_sigma
+
+    X, y = regression_set("diabetes")
+    params = {"C": 1.0, "epsilon": 0.2} if formulation == "epsilon_svr" else {
+        "C": 1.0, "nu": 0.5}
+    result = fit_smo(X, y, formulation=formulation, probability=True, eps=1e-3, **params)
+    calibration = result.model.calibration
+    assert calibration is not None and calibration.layout == "laplace"
+    sigma = calibration.sigma
+    assert sigma is not None and sigma > 0
+    assert result.model.predict_with_probabilities(X)[2] is None
+    text = libsvm_model_text(result.model.estimator, calibration.A, calibration.B)
+    assert f"probA {sigma:.17g}\n" in text
+    reference = libsvm_train(X, y, libsvm_options(formulation, result.params["gamma"],
+                                                  eps=1e-3, **params) + " -b 1")
+    theirs = reference.model.get_svr_probability()
+    assert abs(sigma - theirs) / theirs < 0.15, (sigma, theirs)
+    residual = np.array([3.0, -1.0, 0.5, 100.0])
+    # mean |r| = 26.125, std = 36.9: 100 is kept (< 5 std); LIBSVM's formula
+    assert laplace_sigma(residual, np.zeros(4)) == pytest.approx(26.125)
+    assert laplace_sigma(np.array([1.0] * 99 + [1000.0]), np.zeros(100)) == 1.0
