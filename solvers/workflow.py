@@ -203,7 +203,8 @@ def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any
     classes = result.classes
     estimator = estimator_of(result.model)
     if isinstance(estimator, KernelModel) and estimator.task == "regression":
-        runner = _FoldRunner(X, solver, inner, fit, progress, deadline, CV_FOLDS)
+        runner = _FoldRunner(X, solver, inner, fit, progress, deadline, CV_FOLDS,
+                             phase_start_s)
         rng = np.random.default_rng(0 if seed is None else int(seed))
         sigma = laplace_sigma(y, _cv_predictions(X, y, runner, rng))
         return Calibration("laplace", np.array([sigma]), np.zeros(0)), []
