@@ -202,6 +202,12 @@ def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any
     `seed` shuffles the rows (null: 0). Raises _Stopped when cancelled or out of time."""
     classes = result.classes
     estimator = estimator_of(result.model)
+    if isinstance(estimator, KernelModel) and estimator.task == "regression":
+        runner = _FoldRunner(X, solver, inner, fit, progress, deadline, CV_FOLDS,
+                             phase_start_s)
+        rng = np.random.default_rng(0 if seed is None else int(seed))
+        sigma = laplace_sigma(y, _cv_predictions(X, y, runner, rng))
+        return Calibration("laplace", np.array([sigma]), np.zeros(0)), []
     pairwise = classes.shape[0] == 2 or (isinstance(estimator, KernelModel)
                                          and estimator.multiclass == "ovo")
     rng = np.random.default_rng(0 if seed is None else int(seed))
@@ -318,6 +324,33 @@ def _one_vs_rest_values(X: sp.csr_matrix, y: np.ndarray, classes: np.ndarray,
             values[np.ix_(held_out, columns)] = scores
     return ([values[:, c] for c in range(k)],
             [np.where(y == classes[c], 1.0, -1.0) for c in range(k)])
+
+
+def _cv_predictions(X: sp.csr_matrix, y: np.ndarray, runner: _FoldRunner,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Out-of-fold predicted values of a regression fit (LIBSVM's 5-fold
+    svm_cross_validation over a random permutation; here a seeded one)."""
+    n = y.shape[0]
+    order = rng.permutation(n)
+    predicted = np.zeros(n)
+    for fold in range(CV_FOLDS):
+        begin, end = fold * n // CV_FOLDS, (fold + 1) * n // CV_FOLDS
+        held_out = order[begin:end]
+        if held_out.shape[0] == 0:
+            continue
+        train = np.concatenate([order[:begin], order[end:]])
+        predicted[held_out] = runner.train(X[train], y[train]).model.predict(X[held_out])[1]
+    return predicted
+
+
+def laplace_sigma(y: np.ndarray, predicted: np.ndarray) -> float:
+    """LIBSVM's svm_svr_probability: the mean absolute residual of the cross-validated
+    predictions, recomputed without the residuals beyond 5 std (std = sqrt(2) * mean)."""
+    residual = np.abs(np.asarray(y, dtype=np.float64) - predicted)
+    mae = float(residual.mean())
+    std = float(np.sqrt(2 * mae * mae))
+    kept = residual[~(residual > 5 * std)]
+    return float(kept.mean())
 
 
 def warmup() -> None:
