@@ -33,6 +33,12 @@ class DatasetPublic(BaseModel):
     split_seed: int | None = None
     split_test_fraction: float | None = None
     split_stratified: bool | None = None
+    source_format: str = Field("svmlight", description="What was uploaded: svmlight, csv, "
+                               "tsv, parquet or npz (a split: its parent's)")
+    feature_names: list[str] | None = Field(
+        None, description="The feature columns' names, in order (feature 1 first), where "
+        "the file had them (CSV, TSV, Parquet, .npz with feature_names); predict accepts "
+        "rows keyed by them")
     duplicate_of: list[str] = Field(
         default_factory=list, description="In an upload's answer: the tenant's earlier "
         "datasets with the same content (sha256), oldest first; upload with reuse=true to "
