@@ -222,10 +222,23 @@ class Instance(BaseModel):
     values: list[float]
 
 
+# A predict row: sparse (indices, values), dense (one value per feature, in order) or
+# named ({"f1": 0.5}: the feature names of the model's dataset). Tried in this order, so
+# the sparse rows of the hot path validate at the first try.
+PredictRow = Annotated[Instance | list[float] | dict[str, float],
+                       Field(union_mode="left_to_right")]
+
+
 class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    instances: list[Instance]
+    instances: list[PredictRow] = Field(description=(
+        "Rows, each sparse {\"indices\": [1-based ints], \"values\": [floats]}, dense "
+        "[one float per feature, in order] or named {\"feature name\": float} (models "
+        "trained on a dataset with feature names)"))
+    strict: bool = Field(False, description="Refuse (422) a row with a non-zero value for "
+                         "a feature the model has never seen, instead of ignoring it with "
+                         "a warning")
 
 
 class PredictResponse(BaseModel):
@@ -241,6 +254,9 @@ class PredictResponse(BaseModel):
     decision_values: list[float] | list[list[float]]
     classes: list[float]
     probabilities: list[list[float]] | None = None
+    warnings: list[str] = Field(default_factory=list, description="What was ignored: "
+                                "non-zero values of features the model has never seen "
+                                "(strict=true refuses them instead)")
 
 
 class EvaluationCreate(BaseModel):
