@@ -35,6 +35,7 @@ Rules:
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import math
@@ -42,7 +43,7 @@ import tempfile
 import warnings
 import zipfile
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
@@ -415,7 +416,7 @@ class SpooledReader:
         self.format = fmt
         self.limits = limits if limits is not None else ParseLimits()
         self.label_column = label_column
-        self._file: BinaryIO = tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY)  # noqa: SIM115
+        self._file: Any = tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY)  # noqa: SIM115
         self._hash = hashlib.sha256()
         self._bytes_read = 0
         self.rows_parsed = 0
@@ -478,8 +479,7 @@ class SpooledReader:
                 _check_finite(table, names, row)
                 y = table[:, label]
                 X = np.delete(table, label, axis=1)
-                start = row
-                blocks.check_classes(y, self.limits, lambda i: (None, start + i))
+                blocks.check_classes(y, self.limits, functools.partial(_row_at, row))
                 counted = int(np.count_nonzero(X))
                 check(blocks.rows + batch.num_rows, blocks.nnz + counted)
                 blocks.add_dense(X, y)
@@ -559,6 +559,10 @@ class SpooledReader:
                               names)
 
 
+def _row_at(first: int, i: int) -> tuple[int | None, int]:
+    return None, first + i
+
+
 def _check_finite(table: np.ndarray, names: list[str], first_row: int) -> None:
     finite = np.isfinite(table)
     if finite.all():
@@ -605,7 +609,8 @@ class _NpzArrays:
                                f"{most} values in one dimension expected", column=key)
         with self.archive.open(self.members[key]) as handle:
             try:
-                return np.lib.format.read_array(handle, allow_pickle=False)  # type: ignore[no-any-return]
+                array: np.ndarray = np.lib.format.read_array(handle, allow_pickle=False)
+                return array
             except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
                 raise TabularError(None, f".npz member {key!r} is damaged: {exc}",
                                    column=key) from None

@@ -126,6 +126,7 @@ def sparse_rows(rows: list[PredictRow], n_features: int,
             out.append(Instance.model_construct(indices=[j + 1 for j in kept],
                                                 values=[row[j] for j in kept]))
         else:
+            assert isinstance(row, dict)
             if feature_index is None:
                 raise Invalid(f"instances[{r}]: named features, but this model's dataset "
                               "has no feature names (only CSV, TSV, Parquet and .npz "

@@ -9,6 +9,7 @@ import gzip
 import io
 import lzma
 
+import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -70,9 +71,9 @@ def _npz(X: np.ndarray, y: np.ndarray, **extra: object) -> bytes:
 
 def _stored(settings: Settings, client: TestClient, dataset_id: str) -> dict[str, np.ndarray]:
     body = client.get(f"/v1/datasets/{dataset_id}").json()
-    from app.infra.storage import BlobRef
     from app.domain.orm import Dataset
     from app.infra.db import read_sessionmaker_for
+    from app.infra.storage import BlobRef
     with read_sessionmaker_for(settings.database_url)() as session:
         row = session.get(Dataset, body["id"])
         assert row is not None
@@ -81,7 +82,7 @@ def _stored(settings: Settings, client: TestClient, dataset_id: str) -> dict[str
         return {key: blob[key] for key in ("data", "indices", "indptr", "y")}
 
 
-def _upload(client: TestClient, content: bytes, **params: str):  # noqa: ANN202
+def _upload(client: TestClient, content: bytes, **params: str) -> httpx.Response:
     return client.post("/v1/datasets", params=params, content=content)
 
 
@@ -237,7 +238,8 @@ def test_npz_malformed_row_is_named(client: TestClient) -> None:
     response = _upload(client, _npz(X, y, data=data))
     assert response.status_code == 422, response.text
     error = response.json()["error"]
-    assert error["message"].startswith("invalid .npz dataset: row 9, column 2: value nan is NaN or infinite")
+    assert error["message"] == ("invalid .npz dataset: row 9, column 2: value nan is NaN "
+                                "or infinite")
     assert error["detail"]["row"] == 9
     indices = M.indices.copy()
     indices[M.indptr[4]] = 99  # row 5

@@ -24,10 +24,10 @@ from app.domain.export import liblinear_model_text
 from app.domain.metrics import PREDICT_SECONDS
 from app.domain.orm import Dataset, Model
 from app.domain.predict import (
+    ROW_SHAPES,
     CachedModel,
     LinearModel,
     ModelCache,
-    ROW_SHAPES,
     ServableModel,
     Unseen,
     linear_few_rows,
@@ -265,11 +265,10 @@ def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_ty
         strict = strict or spec.strict
         if len(spec.instances) > settings.max_predict_rows:
             raise too_many_rows(len(spec.instances), settings.max_predict_rows)
-        instances = spec.instances
-        if not all(type(row) is Instance for row in instances):  # dense or named rows
-            instances = sparse_rows(instances, model.n_features, entry.feature_index,
-                                    unseen)
-        rows = cast(list[Instance], instances)
+        rows = cast(list[Instance], spec.instances)
+        if not all(type(row) is Instance for row in spec.instances):  # dense or named
+            rows = sparse_rows(spec.instances, model.n_features, entry.feature_index,
+                               unseen)
         if type(model) is LinearModel:  # a few rows: no sparse matrix (bit-identical)
             few = linear_few_rows(model, rows, unseen)
         X = None if few is not None else rows_from_instances(
