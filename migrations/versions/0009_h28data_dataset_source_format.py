@@ -1,7 +1,7 @@
 """datasets: the source format of the upload and the feature names the file gave
 
 Revision ID: 0008_h28data
-Revises: 0007o
+Revises: 0008_h28onnx
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008_h28data"
-down_revision: str | None = "0007o"
+down_revision: str | None = "0008_h28onnx"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
