@@ -116,6 +116,8 @@ class ParsedDataset:
     n_features: int  # largest 1-based index seen (column count)
     sha256: str  # of the decompressed text
     bytes_read: int  # decompressed bytes
+    source_format: str = "svmlight"  # or csv, tsv, parquet, npz (solvers.tabular)
+    feature_names: list[str] | None = None  # where the file named its columns
 
     @property
     def n_samples(self) -> int:

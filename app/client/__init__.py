@@ -63,6 +63,8 @@ class Dataset(TypedDict, total=False):
     created_at: str
     parent_id: str | None
     split_part: str | None
+    source_format: str  # svmlight, csv, tsv, parquet or npz
+    feature_names: list[str] | None
 
 
 class JobResult(TypedDict, total=False):
@@ -219,14 +221,19 @@ class HingeClient:
 
     def upload(self, file: str | os.PathLike[str] | BinaryIO, name: str | None = None, *,
                progress: ProgressCallback | None = None,
-               idempotency_key: str | None = None) -> Dataset:
-        """Upload an svmlight file (plain, gzip, bz2 or xz), streamed in 1 MiB chunks as the
-        raw request body; `progress(sent, total)` is called after each chunk."""
+               idempotency_key: str | None = None, format: str | None = None,
+               label_column: str | int | None = None) -> Dataset:
+        """Upload a dataset file (svmlight, CSV/TSV with a header, Parquet or .npz; plain,
+        gzip, bz2 or xz), streamed in 1 MiB chunks as the raw request body;
+        `progress(sent, total)` is called after each chunk. `format` (default: read from
+        the content by the server) and `label_column` (CSV/TSV/Parquet: a column name or
+        0-based position; default: the column named 'label') say how to read it."""
         if isinstance(file, str | os.PathLike):
             path = Path(file)
             with path.open("rb") as handle:
                 return self.upload(handle, name or path.name, progress=progress,
-                                   idempotency_key=idempotency_key)
+                                   idempotency_key=idempotency_key, format=format,
+                                   label_column=label_column)
         total: int | None = None
         try:
             total = os.fstat(file.fileno()).st_size - file.tell()
@@ -247,6 +254,10 @@ class HingeClient:
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
         params = {"name": name} if name else {}
+        if format is not None:
+            params["format"] = format
+        if label_column is not None:
+            params["label_column"] = str(label_column)
         return cast(Dataset, self._json("POST", "/v1/datasets", content=chunks(),
                                         headers=headers, params=params))
 

@@ -115,11 +115,19 @@ def _dataset_line(dataset: Dataset) -> str:
 @app.command()
 def upload(ctx: typer.Context,
            file: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
-                           help="svmlight file, plain or gzip/bz2/xz")],
+                           help="svmlight, CSV/TSV with a header, Parquet or .npz; "
+                           "plain or gzip/bz2/xz")],
            name: Annotated[str | None, typer.Option(help="Dataset name (default: the "
                            "file's name)")] = None,
            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the "
-                            "dataset's id")] = False) -> None:
+                            "dataset's id")] = False,
+           format: Annotated[str | None, typer.Option(
+               "--format", help="svmlight, csv, tsv, parquet or npz (default: the server "
+               "reads it from the content)")] = None,
+           label_column: Annotated[str | None, typer.Option(
+               "--label-column", help="CSV/TSV/Parquet: the label column, a header name "
+               "or 0-based position (default: the column named 'label')")] = None,
+           ) -> None:
     """Upload a dataset, with a progress bar."""
     options = _options(ctx)
     columns = (TextColumn("uploading {task.description}", markup=False), BarColumn(),
@@ -130,7 +138,8 @@ def upload(ctx: typer.Context,
         task = bar.add_task(file.name, total=file.stat().st_size)
         with _calling_the_api():
             dataset = client.upload(file, name, progress=lambda sent, _total:
-                                    bar.update(task, completed=sent))
+                                    bar.update(task, completed=sent), format=format,
+                                    label_column=label_column)
     if options.as_json:
         _print_json(dataset)
     elif quiet:

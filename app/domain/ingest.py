@@ -25,7 +25,7 @@ from python_multipart import MultipartParser
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
-from app.domain.errors import Invalid, Malformed, TooLarge
+from app.domain.errors import Invalid, Malformed, TooLarge, Unsupported
 from app.domain.metrics import UPLOAD_BYTES
 from app.settings import Settings
 from solvers.svmlight import (
@@ -36,21 +36,36 @@ from solvers.svmlight import (
     SvmlightError,
     SvmlightParser,
 )
+from solvers.tabular import (
+    DELIMITERS,
+    FORMATS,
+    CsvParser,
+    MissingExtra,
+    SpooledReader,
+    TabularError,
+    detect_format,
+)
 
 DISPATCH_BYTES = 1 << 20  # hand data to the parser thread in batches of about 1 MiB
 DECOMPRESS_STEP = 256 << 10  # the most a decompressor call returns
 ROW_BYTES = 24  # arrays per row while parsing: label, row pointer, line number
 ENTRY_BYTES = 12  # arrays per stored value: float64 value, int32 index
 MAX_NAME_BYTES = 255
+MAX_OPTION_BYTES = 255  # the form fields `format` and `label_column`
+DETECT_BYTES = 64 << 10  # the format is told from at most this much of the start
 MULTIPART_OVERHEAD = 64 << 10
 
 
 class UploadSink:
     """Counts, decompresses and parses bytes; raises TooLarge or Invalid on bad input.
 
-    `max_array_bytes`: the most the parsed arrays may take (default: the dataset limit)."""
+    The format is `fmt` when given (see `configure`), else detected from the first
+    decompressed bytes (solvers.tabular.detect_format): svmlight, csv, tsv, parquet or
+    npz. `max_array_bytes`: the most the parsed arrays may take (default: the dataset
+    limit)."""
 
-    def __init__(self, settings: Settings, max_array_bytes: int | None = None) -> None:
+    def __init__(self, settings: Settings, max_array_bytes: int | None = None, *,
+                 fmt: str | None = None, label_column: str | None = None) -> None:
         self.max_bytes = settings.max_upload_bytes
         self.max_rows = settings.max_dataset_rows
         self.max_nnz = settings.max_dataset_nnz
@@ -61,21 +76,56 @@ class UploadSink:
         self.decompressed_bytes = 0
         self.decompressor = StreamDecompressor(max_output_bytes=settings.max_upload_bytes,
                                                step_bytes=DECOMPRESS_STEP)
-        self.parser = SvmlightParser(
-            ParseLimits(
-                max_features=settings.max_features,
-                max_line_bytes=settings.max_line_bytes,
-                max_classes=settings.max_classes,
-                max_bytes=settings.max_upload_bytes,
-            )
+        self.limits = ParseLimits(
+            max_features=settings.max_features,
+            max_line_bytes=settings.max_line_bytes,
+            max_classes=settings.max_classes,
+            max_bytes=settings.max_upload_bytes,
         )
+        self.format: str | None = None
+        self.detected = False  # the format was read from the content, not asked for
+        self.label_column: str | None = None
+        self.reader: SvmlightParser | CsvParser | SpooledReader | None = None
+        self._head = bytearray()
+        self._configured = False
+        self.configure(fmt, label_column)
+
+    def configure(self, fmt: str | None, label_column: str | None) -> None:
+        """The format and label column asked for (before the first byte is written)."""
+        if self.raw_bytes:
+            raise RuntimeError("configure before the first write")
+        if fmt is not None and fmt not in FORMATS:
+            raise Invalid(f"format {fmt!r} is not read: one of {', '.join(FORMATS)} "
+                          "(or none: detected from the content)", field="format")
+        self.format, self.label_column = fmt, label_column
+
+    def _start(self, fmt: str) -> None:
+        """Make the reader of `fmt`."""
+        self.format = fmt
+        if fmt == "svmlight":
+            if self.label_column is not None:
+                raise Invalid("label_column is for CSV, TSV and Parquet uploads; this "
+                              "upload is svmlight (the label is each line's first token)",
+                              field="label_column")
+            self.reader = SvmlightParser(self.limits)
+        elif fmt in DELIMITERS:
+            self.reader = CsvParser(self.limits, delimiter=DELIMITERS[fmt],
+                                    label_column=self.label_column)
+        else:
+            try:
+                self.reader = SpooledReader(fmt, self.limits, label_column=self.label_column)
+            except MissingExtra as exc:
+                raise Unsupported(f"{exc}; this server cannot read {fmt} uploads until "
+                                  "then (CSV and svmlight need nothing more)",
+                                  {"format": fmt, "install": f"hinge[{exc.extra}]"}) from None
 
     def _too_large(self, what: str) -> TooLarge:
         return TooLarge(f"{what} exceeds the limit of {self.max_bytes} bytes "
                         "(HINGE_MAX_UPLOAD_BYTES)", {"limit": self.max_bytes})
 
     def _check_parsed(self) -> None:
-        self._check_counts(self.parser.rows_parsed, self.parser.entries_parsed)
+        if self.reader is not None:
+            self._check_counts(self.reader.rows_parsed, self.reader.entries_parsed)
 
     def _check_counts(self, rows: int, nnz: int) -> None:
         if rows > self.max_rows:
@@ -89,12 +139,28 @@ class UploadSink:
                            "bytes (HINGE_MAX_DATASET_BYTES, or what is left of the "
                            "tenant's stored bytes)", {"limit": self.max_array_bytes})
 
+    def _feed(self, piece: bytes, final: bool = False) -> None:
+        if self.reader is None:
+            if self.format is not None:
+                self._start(self.format)
+            else:
+                self._head += piece
+                fmt = detect_format(bytes(self._head[:DETECT_BYTES]),
+                                    final or len(self._head) >= DETECT_BYTES)
+                if fmt is None:
+                    return
+                self.detected = True
+                self._start(fmt)
+                piece, self._head = bytes(self._head), bytearray()
+        assert self.reader is not None
+        self.reader.feed(piece)
+
     def _parse(self, pieces: Iterator[bytes]) -> None:
         for piece in pieces:  # one decompressor step at a time, never a whole chunk's
             self.decompressed_bytes += len(piece)
             if self.decompressed_bytes > self.max_bytes:
                 raise self._too_large("decompressed upload")
-            self.parser.feed(piece)
+            self._feed(piece)
             self._check_parsed()
 
     def write(self, chunks: list[bytes]) -> None:
@@ -105,33 +171,64 @@ class UploadSink:
                     raise self._too_large("upload")
                 self._parse(self.decompressor.iter_feed(chunk))
         except SvmlightError as exc:
-            raise invalid_dataset(exc) from None
+            raise self._invalid(exc) from None
         except SizeLimitError:
             raise self._too_large("decompressed upload") from None
 
     def finish(self) -> ParsedDataset:
         try:
             self._parse(self.decompressor.iter_finish())
-            parsed = self.parser.finish()
+            if self.reader is None:
+                self._feed(b"", final=True)
+            reader = self.reader
+            assert reader is not None
+            if isinstance(reader, SpooledReader):
+                parsed = reader.finish(self._check_counts)
+            else:
+                parsed = reader.finish()
             self._check_counts(parsed.n_samples, parsed.nnz)
             return parsed
         except SvmlightError as exc:
-            raise invalid_dataset(exc) from None
+            raise self._invalid(exc) from None
         except SizeLimitError:
             raise self._too_large("decompressed upload") from None
+        finally:
+            if isinstance(self.reader, SpooledReader):
+                self.reader.close()
+
+    def close(self) -> None:
+        """Let go of a spooled upload's temporary file (a failed upload)."""
+        if isinstance(self.reader, SpooledReader):
+            self.reader.close()
+
+    def _invalid(self, exc: SvmlightError) -> Invalid:
+        error = invalid_dataset(exc, self.format or "svmlight")
+        if (self.detected and self.format == "svmlight" and exc.line == 1
+                and "invalid label" in exc.reason):
+            error.message += ("; a CSV or TSV file with a header is read with format=csv "
+                              "or format=tsv (comma- or tab-separated)")
+            error.args = (error.message,)
+        return error
 
 
-def invalid_dataset(exc: SvmlightError) -> Invalid:
-    return Invalid(f"invalid dataset: {exc}", {"line": exc.line, "reason": exc.reason})
+def invalid_dataset(exc: SvmlightError, fmt: str = "svmlight") -> Invalid:
+    detail: dict[str, object] = {"line": exc.line, "reason": exc.reason, "format": fmt}
+    if isinstance(exc, TabularError):
+        detail.update(row=exc.row, column=exc.column)
+    what = {"csv": "CSV ", "tsv": "TSV ", "parquet": "Parquet ", "npz": ".npz "}.get(fmt, "")
+    return Invalid(f"invalid {what}dataset: {exc}", detail)
 
 
 class _MultipartCollector:
-    """Feeds python-multipart; keeps the `file` part's bytes and the small `name` field."""
+    """Feeds python-multipart; keeps the `file` part's bytes and the small fields `name`,
+    `format` and `label_column` (these two before the file part: they say how to read
+    it)."""
 
     def __init__(self, boundary: bytes) -> None:
         self.pending: list[bytes] = []
         self.pending_bytes = 0
         self.name_parts: list[bytes] = []
+        self.options: dict[str, bytearray] = {}
         self.saw_file = False
         self.filename: str | None = None
         self._field: str | None = None
@@ -174,6 +271,13 @@ class _MultipartCollector:
             self.saw_file = True
             raw_name = options.get(b"filename")
             self.filename = raw_name.decode("utf-8", "replace") if raw_name else None
+        elif self._field in ("format", "label_column"):
+            if self.saw_file:
+                raise Invalid(f"the form field `{self._field}` comes after the file: send "
+                              "it before the `file` part (curl: -F before -F file=@...) or "
+                              f"as the query parameter ?{self._field}=",
+                              field=self._field)
+            self.options[self._field] = bytearray()
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self._field == "file":
@@ -183,6 +287,11 @@ class _MultipartCollector:
             self.name_parts.append(data[start:end])
             if sum(len(p) for p in self.name_parts) > MAX_NAME_BYTES:
                 raise Invalid(f"name: at most {MAX_NAME_BYTES} bytes")
+        elif self._field in self.options:
+            self.options[self._field] += data[start:end]
+            if len(self.options[self._field]) > MAX_OPTION_BYTES:
+                raise Invalid(f"{self._field}: at most {MAX_OPTION_BYTES} bytes",
+                              field=self._field)
 
     def write(self, chunk: bytes) -> None:
         try:
@@ -199,6 +308,12 @@ class _MultipartCollector:
     def take(self) -> list[bytes]:
         pieces, self.pending, self.pending_bytes = self.pending, [], 0
         return pieces
+
+    def option(self, field: str) -> str | None:
+        raw = self.options.get(field)
+        if raw is None:
+            return None
+        return raw.decode("utf-8", "replace").strip() or None
 
     @property
     def name(self) -> str | None:
@@ -248,11 +363,13 @@ def check_name(name: str) -> str:
 async def receive_dataset(
     body: AsyncIterator[bytes], content_type: str, content_length: str | None,
     settings: Settings, *, threads: anyio.CapacityLimiter | None = None,
-    max_array_bytes: int | None = None,
+    max_array_bytes: int | None = None, fmt: str | None = None,
+    label_column: str | None = None,
 ) -> tuple[ParsedDataset, str | None]:
     """Stream a request body into the parser; return the parsed data and a name, if sent.
     `threads`: the limiter the parsing threads come from; `max_array_bytes`: see
-    UploadSink."""
+    UploadSink; `fmt`, `label_column`: the query parameters (multipart form fields of the
+    same names, before the file, say the same; the two may not disagree)."""
     if content_length is not None:
         try:
             declared = int(content_length)
@@ -262,8 +379,25 @@ async def receive_dataset(
             raise TooLarge(f"upload of {declared} bytes exceeds the limit of "
                            f"{settings.max_upload_bytes} bytes (HINGE_MAX_UPLOAD_BYTES)",
                            {"limit": settings.max_upload_bytes})
-    sink = UploadSink(settings, max_array_bytes)
+    sink = UploadSink(settings, max_array_bytes, fmt=fmt, label_column=label_column)
+    try:
+        return await _receive(sink, body, content_type, settings, threads, fmt,
+                              label_column)
+    finally:
+        sink.close()
 
+
+def _merged(field: str, query: str | None, form: str | None) -> str | None:
+    if query is not None and form is not None and query != form:
+        raise Invalid(f"{field} is {query!r} in the query but {form!r} in the form",
+                      field=field)
+    return query if query is not None else form
+
+
+async def _receive(sink: UploadSink, body: AsyncIterator[bytes], content_type: str,
+                   settings: Settings, threads: anyio.CapacityLimiter | None,
+                   fmt: str | None, label_column: str | None
+                   ) -> tuple[ParsedDataset, str | None]:
     async def run(write: Callable[..., object], *args: object) -> None:
         await anyio.to_thread.run_sync(write, *args, limiter=threads)
 
@@ -275,13 +409,26 @@ async def receive_dataset(
         if not boundary:
             raise Malformed("multipart/form-data without a boundary")
         collector = _MultipartCollector(boundary)
+        configured = False
+
+        def configure() -> None:
+            sink.configure(_merged("format", fmt, collector.option("format")),
+                           _merged("label_column", label_column,
+                                   collector.option("label_column")))
+
         async for chunk in body:
             collector.write(chunk)
             if collector.pending_bytes >= DISPATCH_BYTES:
+                if not configured:
+                    configure()
+                    configured = True
                 await run(sink.write, collector.take())
         collector.finalize()
         if not collector.saw_file:
-            raise Invalid("multipart upload needs a `file` field with the svmlight data")
+            raise Invalid("multipart upload needs a `file` field with the data (svmlight, "
+                          "CSV, TSV, Parquet or .npz)")
+        if not configured:
+            configure()
         await run(sink.write, collector.take())
         name = collector.name or collector.filename
     else:

@@ -148,6 +148,11 @@ class Dataset(Base):
     split_seed: Mapped[int | None] = mapped_column(BigInteger)
     split_test_fraction: Mapped[float | None] = mapped_column(Float)
     split_stratified: Mapped[bool | None] = mapped_column(Boolean)
+    # What the upload was (svmlight, csv, tsv, parquet, npz; a split: its parent's) and
+    # the names of its feature columns where the file had them (CSV, Parquet, .npz).
+    source_format: Mapped[str] = mapped_column(String(16), default="svmlight",
+                                               server_default="svmlight")
+    feature_names: Mapped[list[str] | None] = mapped_column(JSON)
 
 
 class Job(Base):

@@ -33,6 +33,12 @@ class DatasetPublic(BaseModel):
     split_seed: int | None = None
     split_test_fraction: float | None = None
     split_stratified: bool | None = None
+    source_format: str = Field("svmlight", description="What was uploaded: svmlight, csv, "
+                               "tsv, parquet or npz (a split: its parent's)")
+    feature_names: list[str] | None = Field(
+        None, description="The feature columns' names, in order (feature 1 first), where "
+        "the file had them (CSV, TSV, Parquet, .npz with feature_names); predict accepts "
+        "rows keyed by them")
     duplicate_of: list[str] = Field(
         default_factory=list, description="In an upload's answer: the tenant's earlier "
         "datasets with the same content (sha256), oldest first; upload with reuse=true to "
@@ -216,10 +222,23 @@ class Instance(BaseModel):
     values: list[float]
 
 
+# A predict row: sparse (indices, values), dense (one value per feature, in order) or
+# named ({"f1": 0.5}: the feature names of the model's dataset). Tried in this order, so
+# the sparse rows of the hot path validate at the first try.
+PredictRow = Annotated[Instance | list[float] | dict[str, float],
+                       Field(union_mode="left_to_right")]
+
+
 class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    instances: list[Instance]
+    instances: list[PredictRow] = Field(description=(
+        "Rows, each sparse {\"indices\": [1-based ints], \"values\": [floats]}, dense "
+        "[one float per feature, in order] or named {\"feature name\": float} (models "
+        "trained on a dataset with feature names)"))
+    strict: bool = Field(False, description="Refuse (422) a row with a non-zero value for "
+                         "a feature the model has never seen, instead of ignoring it with "
+                         "a warning")
 
 
 class PredictResponse(BaseModel):
@@ -235,6 +254,9 @@ class PredictResponse(BaseModel):
     decision_values: list[float] | list[list[float]]
     classes: list[float]
     probabilities: list[list[float]] | None = None
+    warnings: list[str] = Field(default_factory=list, description="What was ignored: "
+                                "non-zero values of features the model has never seen "
+                                "(strict=true refuses them instead)")
 
 
 class EvaluationCreate(BaseModel):

@@ -177,6 +177,17 @@ def test_cli_commands_and_exit_codes(live: Live, cancer_bytes: bytes, long_file:
     listed = live.hinge("datasets")
     assert listed.returncode == 0 and dataset.encode() in listed.stdout
     assert b"[red]cancer[/red]" in listed.stdout
+    # a CSV whose label column is not named 'label': --label-column (and --format)
+    table = live.tmp / "table.csv"
+    table.write_text("f1,target,f2\n0.5,1,0\n0,-1,2\n")
+    refused = live.hinge("upload", str(table))
+    assert refused.returncode != 0 and b"label_column" in refused.stderr + refused.stdout
+    csv_upload = live.hinge("--json", "upload", str(table), "--label-column", "target",
+                            "--format", "csv")
+    assert csv_upload.returncode == 0, csv_upload.stderr
+    read = json.loads(csv_upload.stdout)
+    assert (read["source_format"], read["feature_names"], read["rows"], read["nnz"]) \
+        == ("csv", ["f1", "f2"], 2, 2)
 
     trained = live.hinge("train", dataset, "--solver", "dcd", "--param", "C=1",
                          "-p", "loss=l1", "--watch")

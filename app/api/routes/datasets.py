@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -10,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.api import idempotency
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
-from app.domain.ingest import check_name, receive_dataset, upload_gate
+from app.domain.ingest import FORMATS, check_name, receive_dataset, upload_gate
 from app.domain.orm import Dataset
 from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.domain.services import datasets as service
@@ -19,11 +21,34 @@ from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
-UPLOAD_DOC = """Upload an svmlight/LIBSVM file, plain or gzip/bz2/xz (detected by magic bytes).
+UploadFormat = Annotated[str | None, Query(
+    pattern="^(" + "|".join(FORMATS) + ")$",
+    description="svmlight, csv, tsv, parquet or npz (default: read from the content)")]
 
-Send it as multipart form data (field `file`, optional field `name`) or as the raw request
-body (optional query parameter `name`). Bad input gets 422 naming the line and the
-problem; an upload over HINGE_MAX_UPLOAD_BYTES (compressed or decompressed) gets 413.
+UPLOAD_DOC = """Upload a dataset: svmlight/LIBSVM, CSV or TSV with a header, Parquet, or a
+NumPy .npz holding a CSR matrix; plain or gzip/bz2/xz (detected by magic bytes).
+
+Send it as multipart form data (field `file`, optional fields `name`, `format`,
+`label_column`, these two before `file`) or as the raw request body (query parameters
+`name`, `format`, `label_column`). The format is read from the content unless `format`
+says it: Parquet and .npz by their magic bytes, text whose first line has commas as CSV,
+tabs (and no `index:value`) as TSV, anything else as svmlight.
+
+- CSV/TSV: the first line names the columns; the labels are the column named `label`
+  (any case) unless `label_column` names another (a header name, or a 0-based position;
+  -1 is the last column); the other columns are the features, in order. Every cell must
+  be a number: a missing value or text gets 422 naming its line, row and column.
+  Zeros are not stored.
+- Parquet (needs the server's optional extra `hinge[parquet]`, else 415): the same rule
+  for the label column; numeric columns only; nulls and NaN refused naming row and column.
+- .npz: the arrays `scipy.sparse.save_npz` writes (`data`, `indices`, `indptr`, `shape`,
+  `format` = csr) plus the labels under `y` (or `label`/`labels`) and, optionally,
+  `feature_names`.
+
+All formats become the same stored arrays, under the same limits. The dataset records
+its `source_format` and, where the file named its columns, `feature_names`. Bad input
+gets 422 naming the line (or row and column) and the problem; an upload over
+HINGE_MAX_UPLOAD_BYTES (compressed or decompressed) gets 413.
 
 The same content uploaded again (the same sha256 of the decompressed text, by the same
 tenant) makes a new dataset whose answer lists the earlier ones in `duplicate_of`; with
@@ -47,6 +72,8 @@ tenant) makes a new dataset whose answer lists the earlier ones in `duplicate_of
                         "properties": {
                             "file": {"type": "string", "format": "binary"},
                             "name": {"type": "string"},
+                            "format": {"type": "string", "enum": list(FORMATS)},
+                            "label_column": {"type": "string"},
                         },
                         "required": ["file"],
                     }
@@ -65,16 +92,22 @@ async def upload_dataset(
     name: str | None = Query(None, max_length=255),
     reuse: bool = Query(False, description="Answer with the tenant's dataset of the same "
                         "content (200), if there is one, instead of storing a copy"),
+    format: UploadFormat = None,
+    label_column: str | None = Query(
+        None, max_length=255, description="CSV/TSV/Parquet: the label column, by header "
+        "name or 0-based position (default: the column named 'label')"),
 ) -> DatasetPublic | Response:
     if name is not None:
         check_name(name)
     async with idempotency.Write(request, settings, principal.tenant_id,
                                  "POST /v1/datasets", session) as write:
-        return await _upload(request, settings, write, principal.tenant_id, name, reuse)
+        return await _upload(request, settings, write, principal.tenant_id, name, reuse,
+                             format, label_column)
 
 
 async def _upload(request: Request, settings: Settings, write: idempotency.Write,
-                  tenant_id: str, name: str | None, reuse: bool) -> Response:
+                  tenant_id: str, name: str | None, reuse: bool, fmt: str | None,
+                  label_column: str | None) -> Response:
     remaining = await anyio.to_thread.run_sync(
         service.remaining_stored_bytes, settings, tenant_id)
     gate = upload_gate(request.app.state, settings)
@@ -84,15 +117,22 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
             request.headers.get("content-type", ""),
             request.headers.get("content-length"),
             settings, threads=gate.threads, max_array_bytes=remaining,
+            fmt=fmt, label_column=label_column,
         )
         final_name = name or form_name or "dataset"
+        # the same bytes read another way (another label column) are another dataset
+        read_as = (parsed.source_format, *(parsed.feature_names or ()))
         asked = idempotency.request_hash(parsed.sha256, final_name,
-                                         *(("reuse",) if reuse else ()))
+                                         *(("reuse",) if reuse else ()),
+                                         *(read_as if parsed.source_format != "svmlight"
+                                           else ()))
         replayed = write.replay(asked)  # the hash of an upload is known once it is read
         if replayed is not None:
             return replayed
-        earlier = await anyio.to_thread.run_sync(service.same_content, settings, tenant_id,
-                                                 parsed.sha256)
+        earlier = [d for d in await anyio.to_thread.run_sync(
+            service.same_content, settings, tenant_id, parsed.sha256)
+            if d.source_format == parsed.source_format
+            and d.feature_names == parsed.feature_names]
         if reuse and earlier:
             status, answer = 200, DatasetPublic.model_validate(earlier[0])
         else:

@@ -33,10 +33,20 @@ INLINE_PREDICT_BYTES = 16 << 10
 PREDICT_DOC = """Predict with a stored model (kept in memory by each API process after its
 first use, so a repeated predict reads nothing from the database).
 
-JSON body `{"instances": [{"indices": [1-based ints], "values": [floats]}, ...]}`, or a
-`text/plain` body of svmlight lines (the label is optional and ignored). Features beyond
-the model's are ignored (their weight is 0). A model trained with `scale` scales the rows
-with the stored training ranges first.
+JSON body `{"instances": [row, ...]}` where each row is sparse
+`{"indices": [1-based ints], "values": [floats]}`, dense `[one float per feature, in
+order]` (at least as many values as the model has features) or, for a model trained on a
+dataset with feature names (CSV, TSV, Parquet, .npz with names), named
+`{"feature name": float, ...}` (names left out are 0); or a `text/plain` body of
+svmlight lines (the label is optional and ignored). A wrong shape gets 422 showing the
+accepted ones.
+
+Features the model has never seen (an index beyond its features, a name its dataset did
+not have, a dense row's extra values) have no weight: a non-zero value for one is ignored
+and named in the answer's `warnings`; with `strict` (the query parameter `?strict=true`,
+or `"strict": true` in the JSON body) it is refused instead, 422 naming the row and the
+feature. A model trained with `scale` scales the rows with the stored training ranges
+first.
 
 `decision_values`: for two classes one value per row, positive for `classes[1]`. For more
 classes, one-vs-rest models (every linear solver; smo with multiclass 'ovr') give one value
@@ -56,6 +66,11 @@ probability per class in the order of `classes`, summing to 1.
     response_model=PredictResponse,
     description=PREDICT_DOC,
     openapi_extra={
+        # read from the query string by hand (the hot path solves no dependencies)
+        "parameters": [{"name": "strict", "in": "query", "required": False,
+                        "schema": {"type": "boolean", "default": False},
+                        "description": "Refuse (422) non-zero values of features the "
+                        "model has never seen instead of ignoring them with a warning"}],
         "requestBody": {
             "content": {
                 "application/json": {"schema": PredictRequest.model_json_schema()},
@@ -74,14 +89,15 @@ async def predict(model_id: str, request: Request, principal: ReadAuth) -> Respo
             raise ApiError(413, f"request body exceeds {settings.max_predict_bytes} bytes "
                                 "(HINGE_MAX_PREDICT_BYTES)")
     content_type = request.headers.get("content-type", "application/json")
+    strict = _strict(request.query_params.get("strict")) if request.query_params else False
     cached = service.cached_model(principal.tenant_id, model_id)
     if cached is not None and len(body) <= INLINE_PREDICT_BYTES:
         # a few rows on a model in memory: cheaper here than a hop to a worker thread
-        answer = service.predict_with(cached, settings, bytes(body), content_type)
+        answer = service.predict_with(cached, settings, bytes(body), content_type, strict)
     else:  # a database read, or many rows: off the event loop
         answer = await anyio.to_thread.run_sync(
             service.predict, settings, settings.database_url, principal.tenant_id, model_id,
-            bytes(body), content_type)
+            bytes(body), content_type, strict)
     return Response(orjson.dumps(answer), media_type="application/json")
 
 
@@ -181,6 +197,16 @@ def _n_features(value: object) -> int | None:
         raise Invalid(f"n_features must be a positive integer, not {value!r}",
                       field="n_features")
     return width
+
+
+def _strict(value: str | None) -> bool:
+    if value is None:
+        return False
+    if value.lower() in ("true", "1", "yes", "on"):
+        return True
+    if value.lower() in ("false", "0", "no", "off", ""):
+        return False
+    raise ApiError(422, f"strict={value!r}: expected true or false")
 
 
 @router.get("", response_model=ModelsPublic)

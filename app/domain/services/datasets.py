@@ -108,6 +108,8 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         size_bytes=int(parsed.bytes_read),
         blob_path=str(stored.ref),
         stored_bytes=stored.size,
+        source_format=parsed.source_format,
+        feature_names=parsed.feature_names,
     )
     try:
         session.add(dataset)

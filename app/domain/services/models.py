@@ -22,19 +22,23 @@ from sqlalchemy.orm import Session, defer
 from app.domain.errors import Invalid, Unavailable, Unsupported, not_found
 from app.domain.export import liblinear_model_text
 from app.domain.metrics import PREDICT_SECONDS
-from app.domain.orm import Model
+from app.domain.orm import Dataset, Model
 from app.domain.predict import (
+    ROW_SHAPES,
     CachedModel,
     LinearModel,
     ModelCache,
     ServableModel,
+    Unseen,
     linear_few_rows,
     model_from_bytes,
     rows_from_instances,
     rows_from_svmlight,
+    sparse_rows,
     too_many_rows,
+    unseen_features,
 )
-from app.domain.schemas import PredictRequest
+from app.domain.schemas import Instance, PredictRequest
 from app.infra.db import after_commit, read_sessionmaker_for
 from app.infra.storage import blob_store, model_arrays, model_key
 from app.settings import Settings
@@ -137,7 +141,8 @@ async def check_cached_models_forever(settings: Settings) -> None:
 
 def _load(session: Session, settings: Settings, model_id: str, tenant_id: str | None
           ) -> CachedModel | None:
-    query = select(Model.tenant_id, Model.kind, Model.arrays).where(Model.id == model_id)
+    query = (select(Model.tenant_id, Model.kind, Model.arrays, Dataset.feature_names)
+             .outerjoin(Dataset, Dataset.id == Model.dataset_id).where(Model.id == model_id))
     if tenant_id is not None:
         query = query.where(Model.tenant_id == tenant_id)
     row = session.execute(query).first()
@@ -145,9 +150,12 @@ def _load(session: Session, settings: Settings, model_id: str, tenant_id: str | 
         return None
     arrays = model_arrays(blob_store(settings), row.arrays)  # inline or behind a blob
     model = model_from_bytes(row.kind, arrays)
+    names = row.feature_names
     entry = CachedModel(model_id=model_id, tenant_id=row.tenant_id, kind=row.kind,
                         model=model, classes=[float(v) for v in model.classes],
-                        size_bytes=len(arrays))
+                        size_bytes=len(arrays),
+                        feature_index=None if names is None else
+                        {name: i + 1 for i, name in enumerate(names)})
     _cache.put(entry)
     return entry
 
@@ -192,52 +200,80 @@ def predict_media_type(content_type: str) -> str:
 
 
 def _invalid_json(exc: ValidationError, body: bytes) -> Invalid:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
+    errors = exc.errors()
+    first = errors[0]
+    loc = first["loc"]
+    where = ".".join(str(p) for p in loc)
     message = f"{where}: {first['msg']}" if where else first["msg"]
+    if len(loc) >= 2 and loc[0] == "instances" and isinstance(loc[1], int):
+        # a row of no accepted shape: pydantic's three attempts say less than the shapes
+        message = (f"instances[{loc[1]}] is not a row of any accepted shape: {ROW_SHAPES}"
+                   f" (sparse: {_first_for(errors, loc[1], 'Instance')})")
+    elif loc[:1] == ("instances",):
+        message += f"; instances is a list of rows: {ROW_SHAPES}"
     if first["type"] == "json_invalid":
         if _SVMLIGHT_START.match(body[:4096]):
             message += ("; this body looks like svmlight rows: send them with "
                         "-H 'Content-Type: text/plain'")
         else:
             message += f"; {PREDICT_TYPES}"
-    return Invalid(message, [{"loc": list(e["loc"]), "msg": e["msg"]}
-                                   for e in exc.errors()])
+    return Invalid(message, [{"loc": list(e["loc"]), "msg": e["msg"]} for e in errors])
+
+
+def _first_for(errors: list[Any], row: int, shape: str) -> str:
+    """pydantic's first complaint about row `row` read as `shape`."""
+    for error in errors:
+        loc = error["loc"]
+        if loc[:3] == ("instances", row, shape):
+            rest = ".".join(str(p) for p in loc[3:])
+            return f"{rest}: {error['msg']}" if rest else error["msg"]
+    return errors[0]["msg"]
 
 
 def predict(settings: Settings, database_url: str, tenant_id: str, model_id: str,
-            body: bytes, content_type: str) -> dict[str, Any]:
+            body: bytes, content_type: str, strict: bool = False) -> dict[str, Any]:
     """predict_with the tenant's model, loaded from the database if this process has not
     cached it (blocking: run it in a thread)."""
     entry = _cache.get(model_id, tenant_id)
     if entry is None:
         with read_sessionmaker_for(database_url)() as session:
             entry = load_model(session, settings, tenant_id, model_id)
-    return predict_with(entry, settings, body, content_type)
+    return predict_with(entry, settings, body, content_type, strict)
 
 
-def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_type: str
-                 ) -> dict[str, Any]:
+def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_type: str,
+                 strict: bool = False) -> dict[str, Any]:
     """Labels and decision values for the rows in `body`: svmlight lines when the content
-    type is text/plain, else JSON instances; the PredictResponse document as a dict."""
+    type is text/plain, else JSON instances (sparse, dense or named rows); the
+    PredictResponse document as a dict. Non-zero values of features the model has never
+    seen are ignored with a warning, or refused (422) with `strict` (the query's, or the
+    JSON body's)."""
     started = time.perf_counter()
     media = predict_media_type(content_type)
     model = entry.model
     few: tuple[np.ndarray, np.ndarray] | None = None
+    unseen: Unseen = []
     if media == "text/plain":
         X: sp.csr_matrix | None = rows_from_svmlight(
-            body, model.n_features, settings.max_predict_rows, settings.max_features)
+            body, model.n_features, settings.max_predict_rows, settings.max_features,
+            unseen)
     else:
         try:
             spec = PredictRequest.model_validate_json(body)
         except ValidationError as exc:
             raise _invalid_json(exc, body) from None
+        strict = strict or spec.strict
         if len(spec.instances) > settings.max_predict_rows:
             raise too_many_rows(len(spec.instances), settings.max_predict_rows)
+        rows = cast(list[Instance], spec.instances)
+        if not all(type(row) is Instance for row in spec.instances):  # dense or named
+            rows = sparse_rows(spec.instances, model.n_features, entry.feature_index,
+                               unseen)
         if type(model) is LinearModel:  # a few rows: no sparse matrix (bit-identical)
-            few = linear_few_rows(model, spec.instances)
+            few = linear_few_rows(model, rows, unseen)
         X = None if few is not None else rows_from_instances(
-            spec.instances, model.n_features, settings.max_predict_rows)
+            rows, model.n_features, settings.max_predict_rows, unseen)
+    warnings = unseen_features(unseen, model.n_features, strict)
     probabilities = None
     with np.errstate(over="ignore", invalid="ignore"):
         if few is not None:
@@ -259,6 +295,7 @@ def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_ty
         "decision_values": values.tolist(),
         "classes": entry.classes,
         "probabilities": None if probabilities is None else probabilities.tolist(),
+        "warnings": warnings,
     }
 
 

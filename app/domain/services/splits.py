@@ -132,7 +132,8 @@ def _add_row(session: Session, tenant_id: str, parent: Dataset, stored: _Part,
         sha256=stored.sha256, size_bytes=stored.size, stored_bytes=stored.size,
         blob_path=str(stored.blob), parent_id=parent.id, split_part=stored.part,
         split_seed=spec.seed, split_test_fraction=spec.test_fraction,
-        split_stratified=spec.stratify,
+        split_stratified=spec.stratify, source_format=parent.source_format,
+        feature_names=parent.feature_names,
     )
     session.add(dataset)
     return dataset
