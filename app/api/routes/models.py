@@ -9,6 +9,7 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
+from app.api import ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.api.http_errors import ApiError
@@ -70,6 +71,8 @@ async def predict(model_id: str, request: Request, principal: ReadAuth) -> Respo
             raise ApiError(413, f"request body exceeds {settings.max_predict_bytes} bytes "
                                 "(HINGE_MAX_PREDICT_BYTES)")
     content_type = request.headers.get("content-type", "application/json")
+    model_id = await ids.resolve_off_loop(settings.database_url, "model", principal.tenant_id,
+                                          model_id)
     cached = service.cached_model(principal.tenant_id, model_id)
     if cached is not None and len(body) <= INLINE_PREDICT_BYTES:
         # a few rows on a model in memory: cheaper here than a hop to a worker thread
@@ -95,6 +98,7 @@ def list_models(
 
 @router.get("/{model_id}", response_model=ModelPublic)
 def get_model(model_id: str, session: SessionDep, principal: ReadAuth) -> Model:
+    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
     return service.get_model(session, principal.tenant_id, model_id)
 
 
@@ -102,6 +106,7 @@ def get_model(model_id: str, session: SessionDep, principal: ReadAuth) -> Model:
 def delete_model(model_id: str, session: WriteSessionDep, settings: SettingsDep,
                  principal: TrainAuth) -> None:
     """Delete a model; every API process stops serving it (their caches drop it)."""
+    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
     service.delete_model(session, settings, principal.tenant_id, model_id)
     after_commit(session, lambda: announce(settings, "model", model_id))
 
@@ -118,6 +123,7 @@ def export_model(model_id: str, session: SessionDep, settings: SettingsDep,
     model trained with scale minmax (scale test rows with `svm-scale -r` before LIBSVM's or
     LIBLINEAR's predict)."""
     suffix = "range" if format == "scale" else "model"
+    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
     return PlainTextResponse(
         service.export_model(session, settings, principal.tenant_id, model_id, format),
         headers={"Content-Disposition": f'attachment; filename="{model_id}.{suffix}"'},
