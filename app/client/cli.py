@@ -166,6 +166,13 @@ class _Ids:
             return ""
         return ident if self.wide else self.short.get(ident, ident)
 
+    @property
+    def width(self) -> int:
+        """The widest id shown (so that no id column is narrower)."""
+        if self.wide:
+            return 32
+        return max((len(v) for v in self.short.values()), default=SHORT_ID)
+
 
 def _id_column(table: Table, header: str, width: int) -> None:
     """An id column that is never cut (ids wrap to fit before they would be cut)."""
@@ -313,7 +320,7 @@ def datasets(ctx: typer.Context,
         return
     ids = _Ids(wide, [r["id"] for r in rows])
     table = Table()
-    _id_column(table, "id", 32 if wide else SHORT_ID)
+    _id_column(table, "id", ids.width)
     for header in ("name", "rows", "features", "non-zeros", "classes", "created"):
         table.add_column(header)
     for row in rows:
@@ -472,7 +479,7 @@ def jobs(ctx: typer.Context,
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
                [r.get("model_id") for r in rows])
-    width = 32 if wide else SHORT_ID
+    width = ids.width
     table = Table()
     _id_column(table, "id", width)
     table.add_column("status")
@@ -525,7 +532,7 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
         _print_json(rows)
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("job_id") for r in rows])
-    width = 32 if wide else SHORT_ID
+    width = ids.width
     table = Table()
     _id_column(table, "id", width)
     for header in ("kind", "solver", "classes", "features", "converged", "train accuracy"):
@@ -628,9 +635,14 @@ def evaluate(ctx: typer.Context,
     options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         found = client.evaluate(model, dataset)
-    _print_json(found) if options.as_json else out.print(
-        f"evaluation {found['id']} {found.get('status', '')}: accuracy "
-        f"{_metric((found.get('report') or {}).get('accuracy'))}", highlight=False)
+    if options.as_json:
+        _print_json(found)
+    elif found.get("status") == "succeeded":
+        out.print(f"evaluation {found['id']} succeeded: accuracy "
+                  f"{_metric((found.get('report') or {}).get('accuracy'))}", highlight=False)
+    else:  # a large dataset: a worker computes it
+        out.print(f"evaluation {found['id']} {found.get('status')}; see it with: hinge "
+                  f"evaluation {found['model_id']} {found['id']}", highlight=False)
 
 
 @app.command()
@@ -645,7 +657,7 @@ def evaluations(ctx: typer.Context,
         _print_json(rows)
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows])
-    width = 32 if wide else SHORT_ID
+    width = ids.width
     table = Table()
     _id_column(table, "id", width)
     table.add_column("status")
@@ -681,7 +693,7 @@ def searches(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = Fal
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
                [r.get("model_id") for r in rows])
-    width = 32 if wide else SHORT_ID
+    width = ids.width
     table = Table()
     _id_column(table, "id", width)
     table.add_column("status")

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import update
 
+from app.domain.job_status import JobStatus
 from app.domain.orm import Job
 from app.infra.db import session_scope
 from app.settings import Settings
@@ -127,8 +128,7 @@ def test_an_ambiguous_prefix_lists_the_callers_candidates_only(client: TestClien
     assert in_body.status_code == 422 and in_body.json()["error"]["code"] == "ambiguous_id"
 
     # the other tenant's own lookups: its one id on that digit, and never the caller's
-    mine_by_them = {i for i in mine if not theirs.startswith(i[:len(theirs)])}
-    for ident in mine_by_them:
+    for ident in mine:  # (12 digits: another id shares them by a chance of 2**-48)
         assert client.get(f"/v1/datasets/{ident[:12]}", headers=stranger).status_code == 404
     assert client.get(f"/v1/datasets/{theirs[:12]}").status_code == 404  # not the caller's
     unique_for_them = _shortest_unique(theirs, client, stranger)
@@ -151,30 +151,44 @@ def test_a_jobs_answer_has_one_progress_fraction_in_every_state(
     queued = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "dcd"}).json()
     assert queued["progress"] is None and queued["progress_fraction"] is None
 
-    assert run_job(settings, queued["id"], "test-worker") == "succeeded"
-    done = client.get(f"/v1/jobs/{queued['id']}").json()
-    stored = _stored_progress(settings, queued["id"])
-    assert stored is not None and "fraction" in stored  # the worker's last event has one
-    assert done["progress"] is not None and "fraction" not in done["progress"]
-    assert done["progress"] == {k: v for k, v in stored.items() if k != "fraction"}
-    assert done["progress_fraction"] == 1.0  # converged: done, whatever the last event said
-    listed = next(j for j in client.get("/v1/jobs").json()["data"] if j["id"] == queued["id"])
-    assert "fraction" not in listed["progress"] and listed["progress_fraction"] == 1.0
+    # running: the stored latest event's fraction, once, as progress_fraction
+    event = {"iteration": 512, "gap": 0.25, "fraction": 0.4}
+    _store(settings, queued["id"], status=JobStatus.RUNNING, progress=event)
+    running = client.get(f"/v1/jobs/{queued['id'][:8]}").json()
+    assert running["progress_fraction"] == 0.4
+    assert running["progress"] == {"iteration": 512, "gap": 0.25}
 
-    # stopped short of convergence: the last event's fraction, still the one field
-    stopped = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "dcd",
-                                            "params": {"max_iter": 1, "eps": 1e-9}}).json()
+    # the worker's run: whatever its last event said (the issue saw 0.0), a converged
+    # job's one fraction is 1.0, and its progress has none
+    _store(settings, queued["id"], status=JobStatus.QUEUED, progress=None)
+    assert run_job(settings, queued["id"], "test-worker") == "succeeded"
+    _store(settings, queued["id"], progress={"iteration": 3, "fraction": 0.0})
+    done = client.get(f"/v1/jobs/{queued['id']}").json()
+    assert done["result"]["converged"] is True
+    assert done["progress"] == {"iteration": 3} and done["progress_fraction"] == 1.0
+    listed = next(j for j in client.get("/v1/jobs").json()["data"] if j["id"] == queued["id"])
+    assert listed["progress"] == {"iteration": 3} and listed["progress_fraction"] == 1.0
+
+    # stopped short of convergence (pegasos has no certificate): its last event's fraction
+    stopped = client.post("/v1/jobs", json={"dataset_id": cancer_id,
+                                            "solver": "pegasos"}).json()
     assert run_job(settings, stopped["id"], "test-worker") == "succeeded"
+    _store(settings, stopped["id"], progress={"iteration": 9, "fraction": 0.75})
     job = client.get(f"/v1/jobs/{stopped['id']}").json()
     assert job["result"]["converged"] is False
-    last = _stored_progress(settings, stopped["id"])
-    assert "fraction" not in (job["progress"] or {})
-    if last is not None and "fraction" in last:
-        assert job["progress_fraction"] == last["fraction"] < 1.0
-    else:
-        assert job["progress_fraction"] is None
+    assert job["progress"] == {"iteration": 9} and job["progress_fraction"] == 0.75
+
+    # cancelled while running: where it stopped
+    _store(settings, stopped["id"], status=JobStatus.CANCELLED,
+           progress={"iteration": 1, "fraction": 0.125})
+    cancelled = client.get(f"/v1/jobs/{stopped['id']}").json()
+    assert cancelled["progress"] == {"iteration": 1} and cancelled["progress_fraction"] == 0.125
+    refused = client.post(f"/v1/jobs/{stopped['id']}/cancel")
+    assert refused.status_code == 409 and refused.json()["error"]["message"].startswith(
+        f"job {stopped['id']!r} was already cancelled: ")
 
 
-def _stored_progress(settings: Settings, job_id: str) -> dict | None:
+def _store(settings: Settings, job_id: str, **values: object) -> None:
+    """Set columns of the job's row, as a worker would have left them."""
     with session_scope(settings.database_url) as session:
-        return session.scalar(select(Job.progress).where(Job.id == job_id))
+        session.execute(update(Job).where(Job.id == job_id).values(**values))
