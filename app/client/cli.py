@@ -76,8 +76,7 @@ class Options:
         url = self.url or default_url()
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            where = {"--url": "--url", "HINGE_URL": "HINGE_URL"}.get(self.url_from,
-                                                                   "HINGE_URL")
+            where = "--url" if self.url_from == "--url" else "HINGE_URL"
             _usage_error(f"{where} is {url!r}, not an http:// or https:// address: set "
                          "HINGE_URL or pass --url, e.g. --url http://127.0.0.1:8000")
         if not self.api_key:

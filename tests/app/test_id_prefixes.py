@@ -192,3 +192,29 @@ def _store(settings: Settings, job_id: str, **values: object) -> None:
     """Set columns of the job's row, as a worker would have left them."""
     with session_scope(settings.database_url) as session:
         session.execute(update(Job).where(Job.id == job_id).values(**values))
+
+
+def test_a_search_is_found_and_cancelled_by_a_prefix(client: TestClient, cancer_id: str
+                                                     ) -> None:
+    created = client.post("/v1/searches", json={
+        "dataset_id": cancer_id[:8], "solver": "smo", "space": {"C": [1.0, 2.0]},
+        "cv": {"dataset_id": cancer_id[:9]}})
+    assert created.status_code == 202, created.text
+    search = created.json()
+    assert search["dataset_id"] == cancer_id and search["holdout_dataset_id"] == cancer_id
+    shown = client.get(f"/v1/searches/{search['id'][:8]}")
+    assert shown.status_code == 200 and shown.json()["id"] == search["id"]
+    cancelled = client.post(f"/v1/searches/{search['id'][:8]}/cancel")
+    assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelled"
+    again = client.post(f"/v1/searches/{search['id'][:8]}/cancel")
+    assert again.status_code == 409
+    assert again.json()["error"]["message"] == (
+        f"search {search['id']!r} was already cancelled: only a queued or running search "
+        "can be cancelled")
+    with client.stream("GET", f"/v1/searches/{search['id'][:8]}/events") as events:
+        assert events.status_code == 200
+        assert '"status": "cancelled"' in "".join(events.iter_text())
+    unknown = client.post("/v1/searches", json={
+        "dataset_id": cancer_id, "space": {"C": [1.0]}, "cv": {"dataset_id": "zz"}})
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["detail"]["field"] == "cv.dataset_id"
