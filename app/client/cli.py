@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import click
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -171,6 +172,17 @@ class _Ids:
         if self.wide:
             return 32
         return max((len(v) for v in self.short.values()), default=SHORT_ID)
+
+
+def _table() -> Table:
+    """A list's table: a rule under the header, one space between columns (a list of jobs
+    fits 80 columns with short ids; a cell that does not fit wraps, ids are never cut)."""
+    return Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
+
+
+def _when(value: Any) -> str:
+    """A timestamp to the second, with a space where it may wrap."""
+    return str(value or "")[:19].replace("T", " ")
 
 
 def _id_column(table: Table, header: str, width: int) -> None:
@@ -318,14 +330,14 @@ def datasets(ctx: typer.Context,
         _print_json(rows) if options.as_json else print("\n".join(r["id"] for r in rows))
         return
     ids = _Ids(wide, [r["id"] for r in rows])
-    table = Table()
+    table = _table()
     _id_column(table, "id", ids.width)
     for header in ("name", "rows", "features", "non-zeros", "classes", "created"):
         table.add_column(header)
     for row in rows:
         table.add_row(ids(row["id"]), row["name"], f"{row['rows']:,}",
                       f"{row['features']:,}", f"{row['nnz']:,}",
-                      str(len(row.get("labels", []))), row.get("created_at", "")[:19])
+                      str(len(row.get("labels", []))), _when(row.get("created_at")))
     out.print(table)
 
 
@@ -479,7 +491,7 @@ def jobs(ctx: typer.Context,
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
                [r.get("model_id") for r in rows])
     width = ids.width
-    table = Table()
+    table = _table()
     _id_column(table, "id", width)
     table.add_column("status")
     table.add_column("solver")
@@ -494,7 +506,7 @@ def jobs(ctx: typer.Context,
         table.add_row(ids(row["id"]), row["status"], row["solver"], ids(row.get("dataset_id")),
                       "" if fraction is None else f"{fraction:.0%}",
                       str(result.get("exit_reason") or ""), ids(row.get("model_id")),
-                      row.get("created_at", "")[:19])
+                      _when(row.get("created_at")))
     out.print(table)
 
 
@@ -532,7 +544,7 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("job_id") for r in rows])
     width = ids.width
-    table = Table()
+    table = _table()
     _id_column(table, "id", width)
     for header in ("kind", "solver", "classes", "features", "converged", "train accuracy"):
         table.add_column(header)
@@ -657,7 +669,7 @@ def evaluations(ctx: typer.Context,
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows])
     width = ids.width
-    table = Table()
+    table = _table()
     _id_column(table, "id", width)
     table.add_column("status")
     _id_column(table, "dataset", width)
@@ -666,7 +678,7 @@ def evaluations(ctx: typer.Context,
     for row in rows:
         table.add_row(ids(row["id"]), str(row.get("status", "")), ids(row.get("dataset_id")),
                       _metric((row.get("report") or {}).get("accuracy")),
-                      str(row.get("created_at", ""))[:19])
+                      _when(row.get("created_at")))
     out.print(table)
 
 
@@ -693,7 +705,7 @@ def searches(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = Fal
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
                [r.get("model_id") for r in rows])
     width = ids.width
-    table = Table()
+    table = _table()
     _id_column(table, "id", width)
     table.add_column("status")
     table.add_column("solver")
@@ -704,7 +716,7 @@ def searches(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = Fal
     for row in rows:
         table.add_row(ids(row["id"]), str(row.get("status", "")), str(row.get("solver", "")),
                       ids(row.get("dataset_id")), f"{row.get('done', 0)}/{row.get('total', 0)}",
-                      ids(row.get("model_id")), str(row.get("created_at", ""))[:19])
+                      ids(row.get("model_id")), _when(row.get("created_at")))
     out.print(table)
 
 

@@ -174,7 +174,7 @@ def test_cli_commands_and_exit_codes(live: Live, cancer_bytes: bytes, long_file:
     # names are printed as they are, never read as Rich markup
     marked = live.hinge("upload", str(path), "--name", "[red]cancer[/red]")
     assert f'"[red]cancer[/red]": {rows} rows'.encode() in marked.stdout, marked.stdout
-    listed = live.hinge("datasets")
+    listed = live.hinge("datasets", "--wide")
     assert listed.returncode == 0 and dataset.encode() in listed.stdout
     assert b"[red]cancer[/red]" in listed.stdout
 
@@ -189,11 +189,11 @@ def test_cli_commands_and_exit_codes(live: Live, cancer_bytes: bytes, long_file:
         job = client.job(job_id)
         assert job["model_id"] == model_id and job["params"]["loss"] == "l1"
 
-    jobs = live.hinge("jobs")
+    jobs = live.hinge("jobs", "--wide")
     assert jobs.returncode == 0 and job_id.encode() in jobs.stdout
     shown = live.hinge("job", job_id)
     assert shown.returncode == 0 and b'"status": "succeeded"' in shown.stdout
-    models = live.hinge("models")
+    models = live.hinge("models", "--wide")
     assert models.returncode == 0 and model_id.encode() in models.stdout
 
     head = b"\n".join(cancer_bytes.splitlines()[:4]) + b"\n"
@@ -453,8 +453,8 @@ def test_cli_lists_show_short_ids_whole_ones_with_wide_and_json(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         os.close(master)
-    screen = seen.decode()
-    assert short.group(1) in screen, screen
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode())  # no terminal codes
+    assert short.group(1) in screen and "…" not in screen, screen
     with live.client() as client:
         for row in client.jobs():
             assert re.search(rf"\b{row['id'][:8]}[0-9a-f]*\b", screen), (row["id"], screen)
