@@ -512,7 +512,8 @@ def jobs(ctx: typer.Context,
 
 @app.command()
 def job(ctx: typer.Context,
-        job_id: Annotated[str, IdArg(help="The job's id (or a unique prefix)")]) -> None:
+        job_id: Annotated[str, IdArg(help="The job's id (or a unique prefix)")],
+        as_json: JsonFlag = True) -> None:
     """Show a job: status, parameters, progress, result (as JSON)."""
     options = _options(ctx)
     with options.client() as client, _calling_the_api():
@@ -559,7 +560,8 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
 
 @app.command()
 def model(ctx: typer.Context,
-          model_id: Annotated[str, IdArg(help="The model's id (or a unique prefix)")]) -> None:
+          model_id: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
+          as_json: JsonFlag = True) -> None:
     """Show a model (as JSON)."""
     options = _options(ctx)
     with options.client() as client, _calling_the_api():
@@ -686,7 +688,8 @@ def evaluations(ctx: typer.Context,
 def evaluation(ctx: typer.Context,
                model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
                evaluation_id: Annotated[str, IdArg(help="The evaluation's id (or a unique "
-                                                   "prefix)")]) -> None:
+                                                   "prefix)")],
+               as_json: JsonFlag = True) -> None:
     """Show an evaluation (as JSON)."""
     options = _options(ctx)
     with options.client() as client, _calling_the_api():
@@ -722,8 +725,8 @@ def searches(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = Fal
 
 @app.command()
 def search(ctx: typer.Context,
-           search_id: Annotated[str, IdArg(help="The search's id (or a unique prefix)")]
-           ) -> None:
+           search_id: Annotated[str, IdArg(help="The search's id (or a unique prefix)")],
+           as_json: JsonFlag = True) -> None:
     """Show a search: status, points, best point, refit model (as JSON)."""
     options = _options(ctx)
     with options.client() as client, _calling_the_api():
