@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-import click
 import typer
 from rich import box
 from rich.console import Console
@@ -93,10 +92,10 @@ def _usage_error(message: str) -> None:
 
 
 def _source(ctx: typer.Context, name: str, flag: str, variable: str, fallback: str) -> str:
-    source = ctx.get_parameter_source(name)
-    if source is click.core.ParameterSource.COMMANDLINE:
+    source = getattr(ctx.get_parameter_source(name), "name", None)  # click's ParameterSource
+    if source == "COMMANDLINE":
         return flag
-    if source is click.core.ParameterSource.ENVIRONMENT:
+    if source == "ENVIRONMENT":
         return variable
     return fallback
 
@@ -115,6 +114,10 @@ def main_options(
     ctx.obj = Options(url, api_key, as_json,
                       url_from=_source(ctx, "url", "--url", "HINGE_URL", "default"),
                       key_from=_source(ctx, "api_key", "--api-key", "HINGE_API_KEY", "none"))
+    _current[:] = [ctx.obj]
+
+
+_current: list[Options] = []  # this run's options, for the hints of its errors
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer "
@@ -208,10 +211,7 @@ def _calling_the_api() -> Iterator[None]:
 
 def _hint(exc: HingeError) -> str:
     """What to set, for the errors that a setting causes."""
-    options: Options | None = None
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:
-        options = ctx.find_object(Options)
+    options = _current[0] if _current else None
     if exc.status_code == 401:
         where = options.key_from if options else "HINGE_API_KEY"
         return (f"the key (from {where}) was refused: set HINGE_API_KEY or pass --api-key "
