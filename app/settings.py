@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     max_line_bytes: int = Field(16 << 20, gt=0)
     max_predict_rows: int = Field(100_000, gt=0)
     max_predict_bytes: int = Field(32 << 20, gt=0)
+    # POST /v1/models (an uploaded LIBSVM / LIBLINEAR model file and its range file)
+    max_model_import_bytes: int = Field(64 << 20, gt=0)
+    max_import_support_vectors: int = Field(200_000, gt=0)
     # Every other request body (the JSON control routes: jobs, searches, splits,
     # evaluations, admin), checked on the raw stream before it is parsed or the key is
     # checked (app/api/body_limit.py); uploads and predict have the two limits above.

@@ -28,6 +28,12 @@ LIBSVM's value is positive for the first label of the file, ours for classes[1])
     SV
     <coef_1> ... <coef_{k-1}> <index>:<value> ...     (1-based feature indices)
 
+The other svm_types (KernelModel.svm_type) are written as LIBSVM writes them: `nu_svc`
+like c_svc (the model already rescaled by 1/r, as LIBSVM stores it); `one_class`,
+`epsilon_svr` and `nu_svr` with `nr_class 2`, one rho, no `label` / `nr_sv`, one
+coefficient per support vector, and for regression with a Laplace width `probA <sigma>`
+(`-b 1`). svm_predict then gives the regression value, or +1 / -1 (inlier / outlier).
+
 Numbers are written with 17 significant digits (round-trip exact; LIBSVM writes support
 vector values with %.8g, which would lose bits). One-vs-rest models have no LIBSVM
 equivalent and are refused.
@@ -39,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from solvers.kernels import KernelModel, pair_classes
+from solvers.kernels import SINGLE_OUTPUT_TYPES, SVM_TYPE_CODES, KernelModel, pair_classes
 from solvers.models import LinearModel
 
 LIBLINEAR_SOLVER_TYPES = {"l1": "L2R_L1LOSS_SVC_DUAL", "l2": "L2R_L2LOSS_SVC_DUAL"}
@@ -58,7 +64,9 @@ def liblinear_model_text(model: LinearModel, params: dict[str, Any]) -> str:
     bias_scale as applied)."""
     labels = _integer_labels(model.classes, "LIBLINEAR")
     loss = params.get("loss", "l1")
-    solver_type = LIBLINEAR_SOLVER_TYPES.get(loss, "L2R_L1LOSS_SVC_DUAL")
+    # an imported model keeps the solver_type of its file (solvers/model_import.py)
+    solver_type = params.get("solver_type") or LIBLINEAR_SOLVER_TYPES.get(
+        loss, "L2R_L1LOSS_SVC_DUAL")
     augment = params.get("bias", "augment") == "augment"
     bias_scale = float(params.get("bias_scale", 1.0)) if augment else -1.0
     label_order = [labels[1], labels[0]] if model.coef.shape[0] == 1 else labels
@@ -133,16 +141,19 @@ _KERNEL_FROM_TYPE = {text: name for name, text in _KERNEL_TYPE.items()}
 
 def libsvm_model_text(model: KernelModel, prob_a: np.ndarray | None = None,
                       prob_b: np.ndarray | None = None) -> str:
-    """The LIBSVM model file of a one-vs-one (or two-class) model; with `prob_a` and
-    `prob_b` (one per pair, LIBSVM's orientation: solvers.models.Calibration) the file
-    carries `probA` / `probB` and `svm-predict -b 1` gives probabilities."""
+    """The LIBSVM model file of a one-vs-one (or two-class), one-class or regression model;
+    with `prob_a` and `prob_b` (one per pair, LIBSVM's orientation:
+    solvers.models.Calibration) the file carries `probA` / `probB` and `svm-predict -b 1`
+    gives probabilities; a regression model's `prob_a` = [sigma] (B empty) is its
+    Laplace noise width."""
     if model.multiclass == "ovr" and model.n_classes > 2:
         raise ModelFormatError(
             "a one-vs-rest model cannot be written in LIBSVM's format (LIBSVM's C-SVC is "
             "one-vs-one only); train with multiclass='ovo' to export it"
         )
-    labels = [str(v) for v in _integer_labels(model.classes, "LIBSVM")]
-    lines = ["svm_type c_svc", f"kernel_type {_KERNEL_TYPE[model.kernel]}"]
+    single = model.single_output
+    labels = [] if single else [str(v) for v in _integer_labels(model.classes, "LIBSVM")]
+    lines = [f"svm_type {model.svm_type}", f"kernel_type {_KERNEL_TYPE[model.kernel]}"]
     if model.kernel == "poly":
         lines.append(f"degree {int(model.degree)}")
     if model.kernel != "linear":
@@ -150,18 +161,22 @@ def libsvm_model_text(model: KernelModel, prob_a: np.ndarray | None = None,
     if model.kernel in ("poly", "sigmoid"):
         lines.append(f"coef0 {_number(model.coef0)}")
     lines += [
-        f"nr_class {model.n_classes}",
+        f"nr_class {2 if single else model.n_classes}",
         f"total_sv {model.n_support}",
         "rho " + " ".join(_number(v) for v in model.rho),
-        "label " + " ".join(labels),
     ]
-    if prob_a is not None and prob_b is not None:
-        lines += ["probA " + " ".join(_number(v) for v in prob_a),
-                  "probB " + " ".join(_number(v) for v in prob_b)]
-    lines += [
-        "nr_sv " + " ".join(str(int(n)) for n in model.n_sv),
-        "SV",
-    ]
+    if not single:
+        lines.append("label " + " ".join(labels))
+    if prob_b is not None and np.size(prob_b) == 0:
+        prob_b = None  # a regression model's calibration: probA = [sigma] alone
+    if prob_a is not None and (prob_b is not None or model.svm_type in ("epsilon_svr",
+                                                                         "nu_svr")):
+        lines.append("probA " + " ".join(_number(v) for v in np.atleast_1d(prob_a)))
+        if prob_b is not None:
+            lines.append("probB " + " ".join(_number(v) for v in prob_b))
+    if not single:
+        lines.append("nr_sv " + " ".join(str(int(n)) for n in model.n_sv))
+    lines.append("SV")
     data, indices, indptr = model.sv_data, model.sv_indices, model.sv_indptr
     for s in range(model.n_support):
         coefs = " ".join(_number(v) for v in model.sv_coef[:, s])
@@ -187,11 +202,14 @@ def read_libsvm_model_text(text: str, n_features: int | None = None) -> KernelMo
         if parts:
             header[parts[0]] = parts[1:]
         position += 1
-    if header.get("svm_type") != ["c_svc"]:
-        raise ModelFormatError("only c_svc models can be read")
+    svm_type = (header.get("svm_type") or ["?"])[0]
+    if svm_type not in SVM_TYPE_CODES:
+        raise ModelFormatError(f"unknown svm_type {svm_type}")
     kernel = _KERNEL_FROM_TYPE.get(header["kernel_type"][0])
     if kernel is None:
         raise ModelFormatError(f"unsupported kernel_type {header['kernel_type'][0]}")
+    if svm_type in SINGLE_OUTPUT_TYPES:
+        return _read_single(svm_type, kernel, header, lines[position + 1:], n_features)
     k = int(header["nr_class"][0])
     labels = np.array([float(v) for v in header["label"]])
     n_sv_file = np.array([int(v) for v in header["nr_sv"]], dtype=np.int64)
@@ -222,7 +240,38 @@ def read_libsvm_model_text(text: str, n_features: int | None = None) -> KernelMo
         coef0=float(header.get("coef0", ["0"])[0]), multiclass="ovo", n_features=width,
         sv_data=sv_data, sv_indices=sv_indices, sv_indptr=sv_indptr, sv_coef=sv_coef, rho=rho,
         n_sv=n_sv_file[order], sv_rows=np.full(sv_indptr.shape[0] - 1, -1, dtype=np.int64),
+        svm_type=svm_type,
     )
+
+
+def _read_single(svm_type: str, kernel: str, header: dict[str, list[str]],
+                 sv_lines: list[str], n_features: int | None) -> KernelModel:
+    """A one_class / epsilon_svr / nu_svr model file: one coefficient per SV line."""
+    coefs: list[float] = []
+    data: list[float] = []
+    indices: list[int] = []
+    indptr = [0]
+    for line in sv_lines:
+        parts = line.split()
+        if not parts:
+            continue
+        coefs.append(float(parts[0]))
+        for node in parts[1:]:
+            index, value = node.split(":")
+            indices.append(int(index) - 1)
+            data.append(float(value))
+        indptr.append(len(indices))
+    width = (max(indices) + 1 if indices else 1) if n_features is None else n_features
+    n_sv = len(coefs)
+    return KernelModel(
+        classes=np.array([-1.0, 1.0]) if svm_type == "one_class" else np.empty(0),
+        kernel=kernel, gamma=float(header.get("gamma", ["0"])[0]),
+        degree=int(header.get("degree", ["3"])[0]),
+        coef0=float(header.get("coef0", ["0"])[0]), multiclass="ovo", n_features=width,
+        sv_data=np.array(data), sv_indices=np.array(indices, dtype=np.int32),
+        sv_indptr=np.array(indptr, dtype=np.int64), sv_coef=np.array([coefs]).reshape(1, n_sv),
+        rho=np.array([float(header["rho"][0])]), n_sv=np.array([n_sv]),
+        sv_rows=np.full(n_sv, -1, dtype=np.int64), svm_type=svm_type)
 
 
 def _sorted_layout(

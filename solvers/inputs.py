@@ -19,29 +19,70 @@ from solvers.params import ParamError, label_key
 
 @dataclass(frozen=True)
 class TrainingSet:
-    """A validated training set: X, its classes and the cost of every class."""
+    """A validated training set: X, its classes and the cost of every class; for a
+    regression or outlier task (params.FORMULATIONS) no classes (`classes` empty,
+    `class_cost` = [C]) and the targets in `targets`; `sample_weight` the per-row weights
+    (None: all 1)."""
 
     X: CsrArrays
     classes: np.ndarray  # sorted distinct labels, float64
     label_index: np.ndarray  # (n_rows,) index into classes
     class_cost: np.ndarray  # (n_classes,) C * class_weight[class]
+    targets: np.ndarray | None = None  # (n_rows,) float64: regression targets
+    sample_weight: np.ndarray | None = None  # (n_rows,) float64 >= 0
 
     @property
     def n_classes(self) -> int:
         return int(self.classes.shape[0])
 
+    def weights(self) -> np.ndarray:
+        """The per-row weights (ones when none were given)."""
+        if self.sample_weight is None:
+            return np.ones(self.X.n_rows)
+        return self.sample_weight
 
-def training_set(X: Any, y: Any, applied: Mapping[str, Any]) -> TrainingSet:
-    """X, y and the applied parameters (C, class_weight) as a TrainingSet, or ValueError."""
+
+def training_set(X: Any, y: Any, applied: Mapping[str, Any], sample_weight: Any = None,
+                 task: str = "classification") -> TrainingSet:
+    """X, y, the applied parameters (C, class_weight) and the optional per-row weights
+    as a TrainingSet, or ValueError. `task` (params.task_of): "classification" (y are
+    class labels, at least two), "regression" (y real targets) or "outlier" (y is
+    ignored and may be None)."""
     arrays = as_csr_arrays(X)
+    weights = as_sample_weight(sample_weight, arrays.n_rows)
+    cost = float(applied.get("C", 1.0))
+    if task == "outlier":
+        return TrainingSet(arrays, np.empty(0), np.zeros(arrays.n_rows, dtype=np.int64),
+                           np.array([cost]), None, weights)
     labels = as_labels(y, arrays.n_rows)
+    if task == "regression":
+        return TrainingSet(arrays, np.empty(0), np.zeros(arrays.n_rows, dtype=np.int64),
+                           np.array([cost]), labels, weights)
     classes, label_index = np.unique(labels, return_inverse=True)
     if classes.shape[0] < 2:
         raise ValueError(
             f"training needs at least two classes; y has only the label {classes[0]:g}"
         )
-    weights = class_weights(classes, applied.get("class_weight"))
-    return TrainingSet(arrays, classes, label_index, float(applied["C"]) * weights)
+    class_weight = class_weights(classes, applied.get("class_weight"))
+    return TrainingSet(arrays, classes, label_index, cost * class_weight, None, weights)
+
+
+def as_sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray | None:
+    """Per-row weights as a float64 array (None stays None): finite, >= 0, not all 0."""
+    if sample_weight is None:
+        return None
+    weights = np.asarray(sample_weight)
+    if weights.ndim != 1 or weights.shape[0] != n_rows:
+        raise ValueError(f"sample_weight must have one weight per row of X ({n_rows}); "
+                         f"got shape {weights.shape}")
+    if not np.issubdtype(weights.dtype, np.number) or np.iscomplexobj(weights):
+        raise ValueError(f"sample_weight must be real numbers; got dtype {weights.dtype}")
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("sample_weight must be finite numbers >= 0")
+    if not np.any(weights > 0):
+        raise ValueError("sample_weight: every weight is 0, nothing to train on")
+    return weights
 
 
 def as_csr_arrays(X: Any) -> CsrArrays:

@@ -48,6 +48,11 @@ KERNEL_NAMES: dict[int, str] = {code: name for name, code in KERNEL_CODES.items(
 MULTICLASS_CODES: dict[str, int] = {"ovo": 0, "ovr": 1}
 MULTICLASS_NAMES: dict[int, str] = {code: name for name, code in MULTICLASS_CODES.items()}
 MODEL_FORMAT_VERSION = 1
+# LIBSVM's svm_type (stored as its code; a model stored without one is c_svc)
+SVM_TYPE_CODES: dict[str, int] = {"c_svc": 0, "nu_svc": 1, "one_class": 2, "epsilon_svr": 3,
+                                  "nu_svr": 4}
+SVM_TYPE_NAMES: dict[int, str] = {code: name for name, code in SVM_TYPE_CODES.items()}
+SINGLE_OUTPUT_TYPES = ("one_class", "epsilon_svr", "nu_svr")
 
 _LINEAR, _POLY, _RBF, _SIGMOID = LINEAR, POLY, RBF, SIGMOID
 _ROWS_PER_CHUNK = 64  # prediction: rows per parallel work item
@@ -91,6 +96,16 @@ class KernelModel:
     rho: np.ndarray  # float64, (n_pairs or n_classes,); intercept = -rho
     n_sv: np.ndarray  # int64, (n_classes,) support vectors per class
     sv_rows: np.ndarray  # int64, (n_SV,) row of each support vector in the training set
+    # one-vs-one ties: None gives them to the smallest class; a model imported from a
+    # LIBSVM file whose labels are not sorted keeps the file's order (vote_order[a]: the
+    # class index of the file's a-th label), since LIBSVM gives a tie to the class listed
+    # first (solvers/model_import.py)
+    vote_order: np.ndarray | None = None
+    # LIBSVM's svm_type. c_svc and nu_svc: the layout above. one_class, epsilon_svr and
+    # nu_svr: one decision function f(x) = sum_s sv_coef[0, s] K(sv_s, x) - rho[0]
+    # (n_sv = [n_SV], support vectors in training order); classes [-1, 1] for one_class
+    # (label +1 inlier when f(x) > 0, else -1), none for regression (predict gives f(x))
+    svm_type: str = "c_svc"
     kind: ClassVar[str] = "kernel"
 
     def __post_init__(self) -> None:
@@ -102,6 +117,10 @@ class KernelModel:
         self.rho = np.ascontiguousarray(self.rho, dtype=np.float64)
         self.n_sv = np.ascontiguousarray(self.n_sv, dtype=np.int64)
         self.sv_rows = np.ascontiguousarray(self.sv_rows, dtype=np.int64)
+        if self.vote_order is not None:
+            self.vote_order = np.ascontiguousarray(self.vote_order, dtype=np.int64)
+            if np.array_equal(self.vote_order, np.arange(self.vote_order.shape[0])):
+                self.vote_order = None  # the sorted order: the default
         self.gamma, self.degree, self.coef0 = float(self.gamma), int(self.degree), float(
             self.coef0)
         self.n_features = int(self.n_features)
@@ -113,6 +132,18 @@ class KernelModel:
         return int(self.classes.shape[0])
 
     @property
+    def single_output(self) -> bool:
+        """One decision function and no class pairs (one_class, epsilon_svr, nu_svr)."""
+        return self.svm_type in SINGLE_OUTPUT_TYPES
+
+    @property
+    def task(self) -> str:
+        """classification, regression or outlier."""
+        if self.svm_type == "one_class":
+            return "outlier"
+        return "regression" if self.single_output else "classification"
+
+    @property
     def n_support(self) -> int:
         return int(self.sv_indptr.shape[0] - 1)
 
@@ -120,7 +151,7 @@ class KernelModel:
     def n_outputs(self) -> int:
         """Decision values per row: 1 (two classes), n_pairs (ovo) or n_classes (ovr)."""
         k = self.n_classes
-        if k == 2:
+        if k == 2 or self.single_output:
             return 1
         return k if self.multiclass == "ovr" else k * (k - 1) // 2
 
@@ -147,11 +178,17 @@ class KernelModel:
         return self._public_values(raw_decision_values(self, X, threads))
 
     def _public_values(self, raw: np.ndarray) -> np.ndarray:
+        if self.single_output:  # LIBSVM's value: the prediction, or > 0 for inliers
+            return raw[:, 0]
         if self.n_classes == 2:
             return -raw[:, 0]  # LIBSVM's value is positive for classes[0]
         return raw
 
     def _labels(self, raw: np.ndarray) -> np.ndarray:
+        if self.svm_type == "one_class":
+            return np.where(raw[:, 0] > 0, 1.0, -1.0)
+        if self.single_output:
+            return raw[:, 0].copy()
         k = self.n_classes
         if k == 2:
             return np.where(raw[:, 0] > 0, self.classes[0], self.classes[1])
@@ -161,6 +198,9 @@ class KernelModel:
         winners = np.where(raw > 0, first[None, :], second[None, :])
         votes = np.zeros((raw.shape[0], k), dtype=np.int64)
         np.add.at(votes, (np.arange(raw.shape[0])[:, None], winners), 1)
+        if self.vote_order is not None:  # the first maximum in the file's label order
+            order = self.vote_order
+            return self.classes[order[np.argmax(votes[:, order], axis=1)]]
         return self.classes[np.argmax(votes, axis=1)]  # first maximum: LIBSVM's tie rule
 
     # ---- storage --------------------------------------------------------------------
@@ -183,6 +223,8 @@ class KernelModel:
             "rho": self.rho,
             "n_sv": self.n_sv,
             "sv_rows": self.sv_rows,
+            **({} if self.vote_order is None else {"vote_order": self.vote_order}),
+            "svm_type": np.array(SVM_TYPE_CODES[self.svm_type], dtype=np.uint8),
         }
 
     @classmethod
@@ -194,6 +236,9 @@ class KernelModel:
                              f"(this version reads {MODEL_FORMAT_VERSION})")
         kernel_code = int(arrays["kernel"])
         multiclass_code = int(arrays["multiclass"])
+        svm_type_code = int(arrays["svm_type"]) if "svm_type" in arrays else 0
+        if svm_type_code not in SVM_TYPE_NAMES:
+            raise ValueError("kernel model arrays name an unknown svm_type code")
         if kernel_code not in KERNEL_NAMES or multiclass_code not in MULTICLASS_NAMES:
             raise ValueError("kernel model arrays name an unknown kernel or multiclass code")
         return cls(
@@ -211,10 +256,17 @@ class KernelModel:
             rho=np.array(arrays["rho"]),
             n_sv=np.array(arrays["n_sv"]),
             sv_rows=np.array(arrays["sv_rows"]),
+            vote_order=np.array(arrays["vote_order"]) if "vote_order" in arrays else None,
+            svm_type=SVM_TYPE_NAMES[svm_type_code],
         )
 
     def _check(self) -> None:
+        if self.svm_type not in SVM_TYPE_CODES:
+            raise ValueError(f"unknown svm_type {self.svm_type!r}")
         k = self.classes.shape[0]
+        if self.single_output:
+            self._check_single()
+            return
         if k < 2 or self.classes.ndim != 1 or np.any(np.diff(self.classes) <= 0):
             raise ValueError("classes must be at least two sorted, distinct values")
         if self.kernel not in KERNEL_CODES:
@@ -225,9 +277,30 @@ class KernelModel:
         rows = k if (self.multiclass == "ovr" and k > 2) else k - 1
         if (self.sv_coef.shape != (rows, n_sv) or self.n_sv.shape != (k,)
                 or int(self.n_sv.sum()) != n_sv or self.rho.shape != (self.n_outputs,)
-                or self.sv_rows.shape != (n_sv,)):
+                or self.sv_rows.shape != (n_sv,)
+                or (self.vote_order is not None and not np.array_equal(
+                    np.sort(self.vote_order), np.arange(k)))):
             raise ValueError(
                 f"inconsistent kernel model: {n_sv} support vectors, sv_coef "
+                f"{self.sv_coef.shape}, n_sv {self.n_sv.tolist()}, rho {self.rho.shape}")
+        indptr = self.sv_indptr
+        if (indptr[0] != 0 or indptr[-1] != self.sv_indices.shape[0]
+                or self.sv_data.shape != self.sv_indices.shape or np.any(np.diff(indptr) < 0)):
+            raise ValueError("inconsistent kernel model: malformed support-vector CSR arrays")
+        if self.sv_indices.shape[0] and (
+                self.sv_indices.min() < 0 or self.sv_indices.max() >= self.n_features):
+            raise ValueError("inconsistent kernel model: a support-vector index is out of range")
+
+
+    def _check_single(self) -> None:
+        n_sv = self.sv_indptr.shape[0] - 1
+        classes = [-1.0, 1.0] if self.svm_type == "one_class" else []
+        if self.classes.tolist() != classes:
+            raise ValueError(f"a {self.svm_type} model has classes {classes}")
+        if (self.sv_coef.shape != (1, n_sv) or self.n_sv.tolist() != [n_sv]
+                or self.rho.shape != (1,) or self.sv_rows.shape != (n_sv,)):
+            raise ValueError(
+                f"inconsistent {self.svm_type} model: {n_sv} support vectors, sv_coef "
                 f"{self.sv_coef.shape}, n_sv {self.n_sv.tolist()}, rho {self.rho.shape}")
         indptr = self.sv_indptr
         if (indptr[0] != 0 or indptr[-1] != self.sv_indices.shape[0]
@@ -313,7 +386,8 @@ def raw_decision_values(model: KernelModel, X: Any, threads: int | None = None,
     queries = (q_data, q_indices, q_indptr, row_sq_norms(q_data, q_indptr))
     svs = (model.sv_data, model.sv_indices, model.sv_indptr, model.sv_sq_norms())
     starts = np.concatenate(([0], np.cumsum(model.n_sv))).astype(np.int64)
-    ovr = model.multiclass == "ovr" and model.n_classes > 2
+    # one decision function (one_class, regression): the "ovr" path with one row
+    ovr = (model.multiclass == "ovr" and model.n_classes > 2) or model.single_output
     layout = (model.sv_coef, model.rho, starts, ovr)
     if dot not in ("scatter", "merge"):
         raise ValueError("dot must be 'scatter' or 'merge'")

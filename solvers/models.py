@@ -70,7 +70,7 @@ Estimator = LinearModel | KernelModel
 MODEL_KINDS: dict[str, type[LinearModel] | type[KernelModel]] = {
     "linear": LinearModel, "kernel": KernelModel,
 }
-PROBABILITY_LAYOUTS = ("pairwise", "ovr")
+PROBABILITY_LAYOUTS = ("pairwise", "ovr", "laplace")
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,18 +84,32 @@ class Calibration:
     method 2), the sigmoid itself for two classes. A and B are LIBSVM's probA and probB.
     layout "ovr": one-vs-rest models of k > 2 classes. Sigmoid c estimates P(class c | x)
     from the "c vs the rest" value alone; the k estimates are divided by their sum.
+    layout "laplace" (epsilon_svr, nu_svr; LIBSVM's `-b 1` for regression): A = [sigma],
+    B empty: the target is the predicted value plus Laplace noise of density
+    exp(-|z| / sigma) / (2 sigma) (LIBSVM's probA); there are no class probabilities.
     """
 
     layout: str
     A: np.ndarray
     B: np.ndarray
+    # pairwise, k > 2: the class order of the coupling (None: the sorted order); a model
+    # imported from a LIBSVM file keeps the file's label order (solvers/model_import.py)
+    order: np.ndarray | None = None
+
+    @property
+    def sigma(self) -> float | None:
+        """The Laplace noise width of a regression model (layout "laplace"), else None."""
+        return float(self.A[0]) if self.layout == "laplace" else None
 
     def probabilities(self, values: np.ndarray) -> np.ndarray:
         """(n, k) probabilities, columns in class order, from public decision values."""
+        if self.layout == "laplace":
+            raise ValueError("a regression model has no class probabilities; its "
+                             "calibration is the Laplace noise width `sigma`")
         if self.layout == "ovr":
             return ovr_probabilities(values, self.A, self.B)
         pairwise = -values.reshape(-1, 1) if values.ndim == 1 else values
-        return ovo_probabilities(pairwise, self.A, self.B)
+        return ovo_probabilities(pairwise, self.A, self.B, order=self.order)
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,7 +156,7 @@ class Pipeline:
                                                           np.ndarray | None]:
         """Labels, decision values and (with a calibration) probabilities, (n, k)."""
         labels, values = self.predict(X)
-        if self.calibration is None:
+        if self.calibration is None or self.calibration.layout == "laplace":
             return labels, values, None
         return labels, values, self.calibration.probabilities(values)
 
@@ -162,6 +176,9 @@ class Pipeline:
                 PROBABILITY_LAYOUTS.index(self.calibration.layout), dtype=np.uint8)
             arrays["probability_A"] = np.asarray(self.calibration.A, dtype=np.float64)
             arrays["probability_B"] = np.asarray(self.calibration.B, dtype=np.float64)
+            if self.calibration.order is not None:
+                arrays["probability_order"] = np.asarray(self.calibration.order,
+                                                         dtype=np.int64)
         return arrays
 
     @classmethod
@@ -182,7 +199,9 @@ class Pipeline:
         if "probability_layout" in arrays:
             calibration = Calibration(PROBABILITY_LAYOUTS[int(arrays["probability_layout"])],
                                       np.array(arrays["probability_A"], dtype=np.float64),
-                                      np.array(arrays["probability_B"], dtype=np.float64))
+                                      np.array(arrays["probability_B"], dtype=np.float64),
+                                      np.array(arrays["probability_order"], dtype=np.int64)
+                                      if "probability_order" in arrays else None)
         return cls(estimator, scaler, calibration)
 
 

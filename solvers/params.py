@@ -129,6 +129,65 @@ Task = Literal["binary", "multiclass_ovr", "multiclass_ovo"]
 LINEAR_TASKS: tuple[Task, ...] = ("binary", "multiclass_ovr")
 
 
+TaskName = Literal["classification", "regression", "outlier"]
+
+
+@dataclass(frozen=True)
+class Formulation:
+    """A problem a solver can train (LIBSVM's svm_type): its task, the parameters it
+    reads, and what LIBSVM adds to it. The service derives a job's task from the
+    formulation in its params (`task_of`), never from a solver name."""
+
+    name: str  # LIBSVM's svm_type: c_svc, nu_svc, one_class, epsilon_svr, nu_svr
+    task: TaskName
+    problem: str  # the dual as LIBSVM solves it
+    reads: tuple[str, ...]  # of C, nu, epsilon, class_weight
+    probability: Literal["platt", "laplace"] | None  # what probability true fits
+
+
+FORMULATIONS: dict[str, Formulation] = {
+    "c_svc": Formulation(
+        "c_svc", "classification",
+        "min_a 1/2 a'Qa - e'a, 0 <= a_i <= C_i, y'a = 0, Q_ij = y_i y_j K(x_i, x_j)",
+        ("C", "class_weight"), "platt"),
+    "nu_svc": Formulation(
+        "nu_svc", "classification",
+        "min_a 1/2 a'Qa, 0 <= a_i <= w_i, y'a = 0, e'a = nu sum_i w_i (LIBSVM -s 1, "
+        "Solver_NU; the model is rescaled by 1/r)", ("nu", "class_weight"), "platt"),
+    "one_class": Formulation(
+        "one_class", "outlier",
+        "min_a 1/2 a'Ka, 0 <= a_i <= w_i, e'a = nu sum_i w_i (LIBSVM -s 2); decision "
+        "value > 0: inlier (+1), else outlier (-1)", ("nu",), None),
+    "epsilon_svr": Formulation(
+        "epsilon_svr", "regression",
+        "min 1/2 (a - a*)'K(a - a*) + epsilon e'(a + a*) - y'(a - a*), 0 <= a_i, a*_i <= "
+        "C_i, e'(a - a*) = 0 (LIBSVM -s 3)", ("C", "epsilon"), "laplace"),
+    "nu_svr": Formulation(
+        "nu_svr", "regression",
+        "min 1/2 (a - a*)'K(a - a*) - y'(a - a*), 0 <= a_i, a*_i <= C_i, e'(a - a*) = 0, "
+        "e'(a + a*) = C nu sum_i w_i (LIBSVM -s 4, Solver_NU; epsilon = -r)",
+        ("C", "nu"), "laplace"),
+}
+
+
+def task_of(solver: str, applied: Mapping[str, Any]) -> TaskName:
+    """The task a fit with these applied parameters trains: its formulation's."""
+    spec = SOLVERS.get(solver)
+    if spec is None or "formulation" not in {p.name for p in spec.params}:
+        return "classification"
+    return FORMULATIONS[str(applied.get("formulation", "c_svc"))].task
+
+
+def formulations_for(task: TaskName) -> dict[str, list[str]]:
+    """solver -> the formulations of `task` it trains (what a job of that task may ask)."""
+    out: dict[str, list[str]] = {}
+    for name, spec in SOLVERS.items():
+        names = [f for f in spec.formulations if FORMULATIONS[f].task == task]
+        if names:
+            out[name] = names
+    return out
+
+
 @dataclass(frozen=True)
 class Step:
     """One step of the fallback rule (solvers/continuation.py) after a fit of this solver
@@ -176,6 +235,11 @@ class SolverSpec:
     randomized: bool = False  # uses `seed`; a deterministic solver takes no seed of its own
     scale_sensitive: bool = False  # crawls on unscaled features (kernel: non-linear kernels)
     chooses: bool = False  # trains nothing itself: picks a solver from the data (auto)
+    # the problems it trains (FORMULATIONS); more than one: chosen by its `formulation`
+    # parameter, whose formulation says the task (task_of)
+    formulations: tuple[str, ...] = ("c_svc",)
+    # take fit(sample_weight=...): C_i = C * class_weight * w_i (LIBSVM's weights extension)
+    sample_weights: bool = False
 
     @property
     def continues_fits(self) -> bool:
@@ -515,11 +579,26 @@ SOLVERS: dict[str, SolverSpec] = {
         kind="kernel",
         losses=("l1",), tasks=("binary", "multiclass_ovo", "multiclass_ovr"),
         certificate="kkt", warm_start="state", scale_sensitive=True,
+        formulations=tuple(FORMULATIONS), sample_weights=True,
         description="Sequential minimal optimization for kernel SVMs (Platt 1998) with "
-        "second-order working-set selection, shrinking and a kernel cache; LIBSVM C-SVC.",
-        problem="min_a 1/2 a'Qa - e'a, 0 <= a_i <= C_i, y'a = 0, Q_ij = y_i y_j K(x_i, x_j)",
+        "second-order working-set selection, shrinking and a kernel cache; LIBSVM's C-SVC, "
+        "nu-SVC, one-class SVM, epsilon-SVR and nu-SVR (Solver_NU for the nu variants).",
+        problem="min_a 1/2 a'Qa - e'a, 0 <= a_i <= C_i, y'a = 0, Q_ij = y_i y_j K(x_i, x_j) "
+        "(formulation c_svc; see `formulation` for the others)",
         params=(
+            Param("formulation", "choice", "c_svc",
+                  "The problem (LIBSVM's svm_type): 'c_svc' and 'nu_svc' classification, "
+                  "'one_class' outlier detection (+1 inlier, -1 outlier), 'epsilon_svr' and "
+                  "'nu_svr' regression. " + " ".join(
+                      f"{f.name}: {f.problem}." for f in FORMULATIONS.values()),
+                  choices=tuple(FORMULATIONS)),
             _c_param(),
+            Param("nu", "float", 0.5, "nu of nu_svc, one_class and nu_svr (LIBSVM -n): a "
+                  "lower bound on the fraction of support vectors and an upper bound on "
+                  "the fraction of margin errors (outliers).", minimum=0.0,
+                  exclusive_minimum=True, maximum=1.0),
+            Param("epsilon", "float", 0.1, "Width of the insensitive tube of epsilon_svr "
+                  "(LIBSVM -p).", minimum=0.0, maximum=1e12),
             Param("kernel", "choice", "rbf", "Kernel function.",
                   choices=("linear", "rbf", "poly", "sigmoid")),
             Param("gamma", "float", None, "Kernel coefficient of rbf/poly/sigmoid (null: "
@@ -605,6 +684,20 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
             f"accepted: {', '.join(sorted(known_names))}",
             unknown[0],
         )
+    formulation = given.get("formulation", "c_svc")
+    if formulation in FORMULATIONS and "formulation" in known_names:
+        reads = FORMULATIONS[formulation].reads
+        defaults = {p.name: p.default for p in spec.params}
+        # a value other than the default (applied params passed back carry the defaults)
+        unused = sorted(name for name in ("nu", "epsilon") if name in given
+                        and name not in reads and given[name] != defaults[name])
+        if unused:
+            raise ParamError(f"{unused[0]} is not a parameter of formulation "
+                             f"{formulation!r} (it reads {', '.join(reads)})", unused[0])
+        if "class_weight" in given and given["class_weight"] and (
+                "class_weight" not in reads):
+            raise ParamError(f"class_weight applies to classification; formulation "
+                             f"{formulation!r} has no classes", "class_weight")
     applied: dict[str, Any] = {}
     for param in spec.params:
         applied[param.name] = param.coerce(given[param.name]) if param.name in given else (

@@ -110,12 +110,15 @@ def ovo_probabilities(
     A: Any,
     B: Any,
     min_probability: float = MIN_PAIRWISE_PROBABILITY,
+    order: Any = None,
 ) -> np.ndarray:
     """libsvm's ``svm_predict_probability`` for a one-vs-one model of k classes.
 
     decision_values: (n, k(k-1)/2) in libsvm's pair order (0,1), (0,2), ..., (k-2, k-1),
     positive for the first class of the pair; A, B: one sigmoid per pair. Returns (n, k),
-    columns in the model's class order."""
+    columns in the model's class order. order (a permutation of the k classes): couple
+    in that class order, as libsvm does with a model file that lists its labels so (the
+    iteration stops at a tolerance, so the order moves the result within it)."""
     dec = np.asarray(decision_values, dtype=np.float64)
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
@@ -135,7 +138,13 @@ def ovo_probabilities(
     r = np.zeros((dec.shape[0], k, k))
     r[:, first, second] = pairwise_probability
     r[:, second, first] = 1 - pairwise_probability
-    return pairwise_coupling(r)
+    if order is None:
+        return pairwise_coupling(r)
+    order = np.asarray(order, dtype=np.int64)
+    coupled = pairwise_coupling(np.ascontiguousarray(r[:, order][:, :, order]))
+    probabilities = np.empty_like(coupled)
+    probabilities[:, order] = coupled
+    return probabilities
 
 
 def ovr_probabilities(decision_values: Any, A: Any, B: Any) -> np.ndarray:

@@ -48,7 +48,7 @@ from solvers.continuation import solve_certified
 from solvers.inputs import TrainingSet, as_csr_arrays, training_set
 from solvers.models import KernelModel, LinearModel
 from solvers.objectives import margins, primal_objective
-from solvers.params import SOLVERS, ParamError, validate_params
+from solvers.params import FORMULATIONS, SOLVERS, ParamError, task_of, validate_params
 from solvers.result import FitResult
 
 _STOPPED = ("cancelled", "max_seconds")  # a fit stopped: the remaining problems are skipped
@@ -87,7 +87,8 @@ def solver_module(name: str) -> SolverModule:
 def fit(
     X: Any, y: Any, solver: str = "dcd", progress: ProgressCallback | None = None,
     warm_start: FitResult | None = None, keep_solver_state: bool = False,
-    progress_interval: float = PROGRESS_INTERVAL_S, **params: Any,
+    progress_interval: float = PROGRESS_INTERVAL_S, sample_weight: Any = None,
+    **params: Any,
 ) -> FitResult:
     """Train an SVM with `solver`; binary, or several binary problems for more classes.
 
@@ -112,6 +113,15 @@ def fit(
     effect with other solvers or with scale / probability (the workflow's fits start
     cold).
 
+    Formulations (solvers whose registry entry lists several, SMO): `formulation` in the
+    params picks LIBSVM's svm_type, whose task (params.task_of) says what y is: class
+    labels (c_svc, nu_svc), real targets (epsilon_svr, nu_svr) or ignored (one_class: y
+    may be None).
+
+    `sample_weight`: one weight >= 0 per row (solvers whose entry has sample_weights):
+    C_i = C * class_weight * w_i (the upper bound w_i * class_weight for nu_svc, w_i for
+    one_class), as scikit-learn's LIBSVM; rows of weight 0 are left out.
+
     `progress_interval`: the least number of seconds between two `progress` events (an
     event is sent between two compiled calls of a solver, once that long has passed since
     the last one; 0: between every two calls).
@@ -121,10 +131,23 @@ def fit(
         raise ValueError(f"progress_interval must be a number of seconds >= 0, not "
                          f"{progress_interval!r}")
     applied = validate_params(solver, params)
+    if sample_weight is not None and not SOLVERS[solver].sample_weights:
+        weighted = ", ".join(n for n, s in SOLVERS.items() if s.sample_weights)
+        raise ParamError(f"solver {solver!r} takes no sample_weight; these do: {weighted}",
+                         "sample_weight")
+    formulation = FORMULATIONS.get(str(applied.get("formulation", "c_svc")))
+    if applied.get("probability") and formulation is not None and (
+            formulation.probability is None):
+        raise ParamError(f"probability is not available for formulation {formulation.name!r} "
+                         "yet (Platt sigmoids for c_svc and nu_svc, the Laplace noise width "
+                         "for epsilon_svr and nu_svr)", "probability")
     if workflow.requested(applied):  # scale and/or probability around the plain fit
+        if sample_weight is not None:
+            raise ParamError("sample_weight with scale or probability is not supported yet; "
+                             "scale the rows beforehand", "sample_weight")
         return workflow.fit_workflow(X, y, solver, progress, applied,
                                      functools.partial(fit, progress_interval=progress_interval))
-    data = training_set(X, y, applied)
+    data = training_set(X, y, applied, sample_weight, task_of(solver, applied))
     auto = None
     if SOLVERS[solver].chooses:
         solver, applied, auto = _resolve_auto(data, applied)

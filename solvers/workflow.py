@@ -24,7 +24,9 @@
    LIBSVM fits the sigmoids before the final model; we fit the final model first, so that a
    cancelled job stops before the extra fits start. The fits of the cross-validation run
    with the job's parameters and the time left of its `max_seconds`; they report progress
-   as `phase: "calibration"` events (class_index / n_classes count the fits).
+   as `phase: "calibration"` events (class_index / n_classes count the fits; elapsed_s
+   counts from the calibration's start, which `phase_start_s` places on the fit's clock,
+   the seconds since the fit started, so that a plot can show the two phases in turn).
 
 A scale-sensitive solver (smo with rbf/poly/sigmoid, pegasos, the dual CD solvers dcd and
 acf) trained without scaling on features whose value ranges differ by more than
@@ -46,7 +48,7 @@ import scipy.sparse as sp
 from solvers.backbone import CsrArrays, ProgressCallback
 from solvers.calibration import CV_FOLDS, cv_decision_values, platt_fit
 from solvers.models import Calibration, KernelModel, Pipeline, estimator_of
-from solvers.params import SOLVERS
+from solvers.params import SOLVERS, label_key
 from solvers.result import FitResult
 from solvers.scaling import Scaler, fit_scaler
 
@@ -75,6 +77,7 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
     scaler = _fit_scaler(matrix, applied)
     scaled = matrix if scaler is None else scaler.transform(matrix)
     scale_s = time.perf_counter() - started
+    fit_started = time.perf_counter()
     result = fit(scaled, labels, solver=solver, progress=progress, **inner)
     calibration = None
     calibration_s = 0.0
@@ -88,7 +91,8 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
             deadline = _deadline(applied, started)
             try:
                 calibration, notes = calibrate(scaled, labels, solver, inner, result, fit,
-                                               progress, deadline, applied.get("seed"))
+                                               progress, deadline, applied.get("seed"),
+                                               phase_start_s=t0 - fit_started)
                 warnings += notes
             except _Stopped as stopped:  # the model is kept, without probabilities
                 exit_reason = stopped.exit_reason
@@ -192,17 +196,24 @@ def range_warnings(matrix: sp.csr_matrix, solver: str, applied: dict[str, Any]) 
 
 def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any],
               result: FitResult, fit: FitFunction, progress: ProgressCallback | None,
-              deadline: float | None, seed: int | None) -> tuple[Calibration, list[str]]:
+              deadline: float | None, seed: int | None, phase_start_s: float = 0.0
+              ) -> tuple[Calibration, list[str]]:
     """Platt sigmoids for the model of `result` (trained on X, y); see the docstring.
     `seed` shuffles the rows (null: 0). Raises _Stopped when cancelled or out of time."""
     classes = result.classes
     estimator = estimator_of(result.model)
+    if isinstance(estimator, KernelModel) and estimator.task == "regression":
+        runner = _FoldRunner(X, solver, inner, fit, progress, deadline, CV_FOLDS,
+                             phase_start_s)
+        rng = np.random.default_rng(0 if seed is None else int(seed))
+        sigma = laplace_sigma(y, _cv_predictions(X, y, runner, rng))
+        return Calibration("laplace", np.array([sigma]), np.zeros(0)), []
     pairwise = classes.shape[0] == 2 or (isinstance(estimator, KernelModel)
                                          and estimator.multiclass == "ovo")
     rng = np.random.default_rng(0 if seed is None else int(seed))
     k = classes.shape[0]
     n_fits = CV_FOLDS * (k * (k - 1) // 2 if pairwise else 1)
-    runner = _FoldRunner(X, solver, inner, fit, progress, deadline, n_fits)
+    runner = _FoldRunner(X, solver, inner, fit, progress, deadline, n_fits, phase_start_s)
     if pairwise:
         decision, targets = _pairwise_values(X, y, classes, runner, rng)
     else:
@@ -228,9 +239,11 @@ class _FoldRunner:
     progress callback that counts fits and passes cancellation through."""
 
     def __init__(self, X: sp.csr_matrix, solver: str, inner: dict[str, Any], fit: FitFunction,
-                 progress: ProgressCallback | None, deadline: float | None, n_fits: int) -> None:
+                 progress: ProgressCallback | None, deadline: float | None, n_fits: int,
+                 phase_start_s: float = 0.0) -> None:
         self.X, self.solver, self.inner, self.fit = X, solver, inner, fit
         self.progress, self.deadline, self.n_fits = progress, deadline, n_fits
+        self.phase_start_s = phase_start_s
         self.done = 0
         self.started = time.perf_counter()
 
@@ -241,10 +254,15 @@ class _FoldRunner:
             "phase": "calibration", "iteration": self.done,
             "elapsed_s": time.perf_counter() - self.started,
             "class_index": self.done, "n_classes": self.n_fits,
+            "phase_start_s": self.phase_start_s,
         }))
 
     def train(self, X: Any, y: np.ndarray) -> FitResult:
         params = dict(self.inner)
+        if params.get("class_weight"):  # a pair's or a fold's rows: the weights of its classes
+            present = {label_key(float(c)) for c in np.unique(y)}
+            params["class_weight"] = {label: weight for label, weight
+                                      in params["class_weight"].items() if label in present}
         if self.deadline is not None:
             left = self.deadline - time.perf_counter()
             if left <= 0:
@@ -306,6 +324,33 @@ def _one_vs_rest_values(X: sp.csr_matrix, y: np.ndarray, classes: np.ndarray,
             values[np.ix_(held_out, columns)] = scores
     return ([values[:, c] for c in range(k)],
             [np.where(y == classes[c], 1.0, -1.0) for c in range(k)])
+
+
+def _cv_predictions(X: sp.csr_matrix, y: np.ndarray, runner: _FoldRunner,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Out-of-fold predicted values of a regression fit (LIBSVM's 5-fold
+    svm_cross_validation over a random permutation; here a seeded one)."""
+    n = y.shape[0]
+    order = rng.permutation(n)
+    predicted = np.zeros(n)
+    for fold in range(CV_FOLDS):
+        begin, end = fold * n // CV_FOLDS, (fold + 1) * n // CV_FOLDS
+        held_out = order[begin:end]
+        if held_out.shape[0] == 0:
+            continue
+        train = np.concatenate([order[:begin], order[end:]])
+        predicted[held_out] = runner.train(X[train], y[train]).model.predict(X[held_out])[1]
+    return predicted
+
+
+def laplace_sigma(y: np.ndarray, predicted: np.ndarray) -> float:
+    """LIBSVM's svm_svr_probability: the mean absolute residual of the cross-validated
+    predictions, recomputed without the residuals beyond 5 std (std = sqrt(2) * mean)."""
+    residual = np.abs(np.asarray(y, dtype=np.float64) - predicted)
+    mae = float(residual.mean())
+    std = float(np.sqrt(2 * mae * mae))
+    kept = residual[~(residual > 5 * std)]
+    return float(kept.mean())
 
 
 def warmup() -> None:

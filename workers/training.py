@@ -386,6 +386,10 @@ def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
         summary["n_support"] = int(result.n_support)
         if 1 < len(result.per_output) <= MAX_PROBLEMS_LISTED:
             summary["problems"] = [_problem_summary(o) for o in result.per_output]
+        elif len(result.per_output) == 1 and "violation" in result.per_output[0]:
+            # one binary problem: its final KKT violation m - M (the stop rule's figure,
+            # below eps when converged), the last point of the dashboard's plot
+            summary["violation"] = _plain(result.per_output[0]["violation"])
     if result.warnings:  # e.g. unscaled features for a scale-sensitive solver
         summary["warnings"] = list(result.warnings)
     return summary

@@ -2,6 +2,7 @@
 
 - uploads (POST /v1/datasets): HINGE_MAX_UPLOAD_BYTES (plus the multipart envelope);
 - predict (POST /v1/models/{id}/predict): HINGE_MAX_PREDICT_BYTES;
+- model imports (POST /v1/models): HINGE_MAX_MODEL_IMPORT_BYTES (plus the envelope);
 - everything else (the JSON control routes: jobs, searches, splits, evaluations, admin;
   the sign-in form): HINGE_MAX_JSON_BODY_BYTES, 1 MiB by default.
 
@@ -49,6 +50,9 @@ def limit_for(settings: Settings, method: str, path: str) -> Limit:
     """The body limit of a request to `path`."""
     if method == "POST" and path in ("/v1/datasets", "/v1/datasets/"):
         return Limit(settings.max_upload_bytes + MULTIPART_OVERHEAD, "MAX_UPLOAD_BYTES")
+    if method == "POST" and path in ("/v1/models", "/v1/models/"):
+        return Limit(settings.max_model_import_bytes + MULTIPART_OVERHEAD,
+                     "MAX_MODEL_IMPORT_BYTES")
     if method == "POST" and _PREDICT.fullmatch(path):
         return Limit(settings.max_predict_bytes, "MAX_PREDICT_BYTES")
     return Limit(settings.max_json_body_bytes, "MAX_JSON_BODY_BYTES")

@@ -120,6 +120,7 @@ class Model(TypedDict, total=False):
     converged: bool
     train_accuracy: float | None
     size_bytes: int
+    origin: dict[str, Any] | None  # an imported model's format, file name, sha256
     created_at: str
 
 
@@ -365,6 +366,24 @@ class HingeClient:
         default) or `scale` (the svm-scale range file of a `scale: minmax` model)."""
         params = {"format": format} if format else {}
         return self._request("GET", f"/v1/models/{model_id}/export", params=params).text
+
+    def export_onnx(self, model_id: str) -> bytes:
+        """The model as an ONNX graph (scaler and probability calibration inside); the
+        server needs its `onnx` extra."""
+        return self._request("GET", f"/v1/models/{model_id}/export",
+                             params={"format": "onnx"}).content
+
+    def import_model(self, file: str | os.PathLike[str], range_file: str | os.PathLike[str]
+                     | None = None, *, n_features: int | None = None) -> Model:
+        """Upload a LIBSVM or LIBLINEAR model file (and the svm-scale range file it was
+        trained behind) as a model of this tenant; 422 names the line of a bad file."""
+        path = Path(file)
+        files: dict[str, tuple[str, bytes]] = {"file": (path.name, path.read_bytes())}
+        if range_file is not None:
+            range_path = Path(range_file)
+            files["range"] = (range_path.name, range_path.read_bytes())
+        data = {} if n_features is None else {"n_features": str(n_features)}
+        return cast(Model, self._json("POST", "/v1/models", files=files, data=data))
 
     # -- evaluations and searches ----------------------------------------------------
 

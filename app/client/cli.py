@@ -534,9 +534,16 @@ def cancel(ctx: typer.Context,
 
 # -- models -----------------------------------------------------------------------------
 
-@app.command()
+models_app = typer.Typer(help="List the models (no command), or import one.",
+                         invoke_without_command=True, no_args_is_help=False)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback()
 def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False) -> None:
-    """List the models, newest first."""
+    """List the models, newest first (`hinge models import FILE` uploads one)."""
+    if ctx.invoked_subcommand is not None:
+        return
     options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         rows = client.models()
@@ -601,6 +608,30 @@ def predict(ctx: typer.Context,
         print(f"{_g(label)}\t{shown}")
 
 
+# -- models import (its own block: issue 28, models in) --------------------------------
+
+@models_app.command("import")
+def import_model(ctx: typer.Context,
+                 file: Annotated[Path, typer.Argument(help="A LIBSVM or LIBLINEAR model "
+                                                      "file")],
+                 range_file: Annotated[Path | None, typer.Option(
+                     "--range", help="The svm-scale -s range file the model was trained "
+                     "behind")] = None,
+                 n_features: Annotated[int | None, typer.Option(
+                     "--n-features", help="The width of a LIBSVM model (default: its "
+                     "largest support-vector index)")] = None) -> None:
+    """Import a model trained by LIBSVM or LIBLINEAR; prints the new model's id."""
+    options = _options(ctx)
+    with options.client() as client, _calling_the_api():
+        answer = client.import_model(file, range_file, n_features=n_features)
+    if options.as_json:
+        _print_json(answer)
+    else:
+        out.print(f"model {answer['id']} ({answer['kind']}, {len(answer['labels'])} "
+                  f"classes, {answer['n_features']:,} features) from {file.name}",
+                  highlight=False)
+
+
 def _read(file: str) -> bytes:
     try:
         return Path(file).read_bytes()
@@ -613,14 +644,23 @@ def export(ctx: typer.Context,
            model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
            format: Annotated[str | None, typer.Option(
                "--format", "-f", help="liblinear (linear models' default), libsvm (kernel "
-               "models' default) or scale (the svm-scale range file)")] = None,
+               "models' default), scale (the svm-scale range file) or onnx (binary: "
+               "use --output)")] = None,
            output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to "
                              "this file (default: standard output)")] = None,
            as_json: JsonFlag = False) -> None:
     """Export a model file that LIBLINEAR's or LIBSVM's predict loads.
 
-    --json: the file's text in {"model_id", "format", "text"}."""
+    --json: the file's text in {"model_id", "format", "text"} (not for onnx)."""
     options = _options(ctx, as_json)
+    if format == "onnx":
+        with options.client() as client, _calling_the_api():
+            graph = client.export_onnx(model)
+        if output is None:
+            sys.stdout.buffer.write(graph)
+        else:
+            output.write_bytes(graph)
+        return
     with options.client() as client, _calling_the_api():
         text = client.export(model, format)
         if options.as_json:

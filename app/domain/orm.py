@@ -225,6 +225,9 @@ class Model(Base):
     arrays: Mapped[bytes] = mapped_column(LargeBinary)  # .npz bytes, loaded without pickle
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     train_accuracy: Mapped[float | None] = mapped_column(Float)
+    # None for a trained model; an uploaded model file's {"source": "imported", "format",
+    # "file_name", "sha256", ...} (app.domain.services.model_import)
+    origin: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

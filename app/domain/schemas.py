@@ -91,6 +91,9 @@ class JobResult(BaseModel):
         default_factory=list, description="What ran, in order: solver, exit, iterations, "
         "seconds, relative_gap, reason (and output for one-vs-rest)")
     auto: dict[str, str] | None = Field(None, description="solver 'auto': chosen, reason")
+    violation: float | None = Field(
+        None, description="Kernel jobs with one binary problem: its final KKT violation "
+        "m - M (SMO's stop rule: converged below eps)")
     problems: list[dict[str, Any]] | None = Field(
         None, description="Kernel jobs with several binary problems (one-vs-one pairs, "
         "one-vs-rest classes; up to 2,000 listed): per problem its pair (negative_class "
@@ -203,6 +206,10 @@ class ModelPublic(BaseModel):
     converged: bool
     train_accuracy: float | None
     size_bytes: int
+    origin: dict[str, Any] | None = Field(
+        None, description="null for a trained model; for an uploaded model file "
+        "{source: imported, format: libsvm | liblinear, file_name, sha256, range_file, "
+        "range_sha256}")
     created_at: datetime
 
 

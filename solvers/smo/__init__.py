@@ -133,6 +133,13 @@ BUDGET = Budget(call_seconds=0.05, initial=256, minimum=16, maximum=1 << 24)  # 
 # each active variable a few times), so that a small problem is solved in one call.
 FIRST_CALL_WORK = 2_000_000
 _STOPPED = ("cancelled", "max_seconds")  # the fit was stopped: later problems are skipped
+WARM_FORMULATIONS = ("c_svc", "epsilon_svr")  # a C path continues from the last alphas
+
+
+def _same_linear(old: np.ndarray | None, new: np.ndarray | None) -> bool:
+    if old is None or new is None:
+        return old is None and new is None
+    return old.shape == new.shape and bool(np.array_equal(old, new))
 
 
 def solve(problem: KernelProblem, params: dict[str, Any],
@@ -151,16 +158,23 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
     t_start = time.perf_counter()
     l = int(problem.rows.shape[0])
     state = problem.warm
-    warm = isinstance(state, SmoState)
+    # a C path continues c_svc and epsilon_svr (the same linear term); the nu formulations'
+    # equality constraint e'a moves with C, so they start from LIBSVM's initial alpha
+    warm = isinstance(state, SmoState) and problem.formulation in WARM_FORMULATIONS and (
+        state.formulation == problem.formulation)
     if warm:  # the same problem at another C: its alphas and kernel columns
-        if not state.continues(problem.rows, problem.y, problem.kernel):
+        if not state.continues(problem.rows, problem.y, problem.kernel) or not (
+                _same_linear(state.linear0, problem.linear)):
             raise ValueError("warm_start must come from a fit of the same rows, classes "
-                             "and kernel")
+                             "and kernel (and epsilon)")
         state.restart(problem.cost)
     else:
         state = SmoState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
                          problem.kernel, cache_mb, chunks=problem.threads,
-                         fine_grained=problem.fine_grained)
+                         fine_grained=problem.fine_grained, linear=problem.linear,
+                         alpha0=problem.alpha0, nu=problem.nu)
+        state.formulation = problem.formulation
+        state.linear0 = None if problem.linear is None else problem.linear.copy()
     state.eps, state.max_iter = float(params["eps"]), int(params["max_iter"])
     state.pair = list(problem.pair)
     first = min(max(FIRST_CALL_WORK // max(l, 1), BUDGET.initial), BUDGET.maximum)
@@ -168,6 +182,13 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
     exit_reason = drive(state, budget, monitor, _STATUS_EXIT, first_report_after=-1)
     t_finish = time.perf_counter()
     alpha, rho, objective = state.finish()
+    extra: dict[str, Any] = {}
+    if problem.formulation == "nu_svc":  # solve_nu_svc: the C-SVC model with C = 1 / r
+        r = state.r
+        alpha, rho, objective = alpha / r, rho / r, objective / (r * r)
+        extra = {"r": r, "bound_scale": 1.0 / r}
+    elif problem.formulation == "nu_svr":
+        extra = {"r": state.r, "epsilon": -state.r}
     if not (math.isfinite(rho) and math.isfinite(objective) and np.all(np.isfinite(alpha))):
         exit_reason = "numerical_error"
     counters = state.counters
@@ -190,6 +211,7 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
             "gradient_reconstructions": int(counters[_RECONSTRUCTS]),
             "kernel_values": state.column_source,
             "warm_start": warm,
+            **extra,
         },
         timings={"kernel_s": t_finish - t_start, "finish_s": time.perf_counter() - t_finish},
         state=state if problem.keep_state else None,

@@ -449,7 +449,7 @@ def _swap_positions(positions, cache, i, j):
         array[i], array[j] = array[j], array[i]
     status = positions[6]
     status[i], status[j] = status[j], status[i]
-    for array in positions[7:]:  # G, G_bar
+    for array in positions[7:]:  # G, G_bar, p (the linear term)
         array[i], array[j] = array[j], array[i]
     columns, col_len, lru_prev, lru_next, _ = cache
     if col_len[i] > 0:

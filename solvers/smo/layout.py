@@ -20,7 +20,7 @@ _STATUS_EXIT = {_CONVERGED: "converged", _MAX_ITER: "max_iter", _NON_FINITE: "nu
 
 # counters[] slots (int64) and values[] slots (float64) of the solver state.
 (_ITER, _ACTIVE, _COUNTER, _UNSHRINK, _GMAX_IDX, _GMAX_VALID, _CACHE_FREE, _HITS, _MISSES,
- _EVALS, _SHRINKS, _RECONSTRUCTS, _PENDING) = range(13)
-_N_COUNTERS = 13
+ _EVALS, _SHRINKS, _RECONSTRUCTS, _PENDING, _NU) = range(14)
+_N_COUNTERS = 14  # _NU: 1 for Solver_NU's working-set rule, shrinking and rho (nu-SVC, nu-SVR)
 _PENDING_CAPACITY = 2 * _SHRINK_EVERY + 8  # deferred G_bar updates between flushes
 _GMAX, _VIOLATION = 0, 1

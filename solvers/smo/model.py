@@ -14,6 +14,7 @@ import numpy as np
 from solvers.backbone import BinarySolution, CsrArrays, worst_exit
 from solvers.inputs import TrainingSet
 from solvers.kernels import KERNEL_CODES, KernelModel, max_threads, row_sq_norms
+from solvers.params import ParamError
 from solvers.result import FitResult
 
 
@@ -41,6 +42,12 @@ class KernelProblem:
     warm: Any = None
     keep_state: bool = False
     cache_share: int = 1
+    # the formulation (params.FORMULATIONS): c_svc has p = -e, a = 0 at the start; the
+    # others give their linear term p, LIBSVM's initial alpha, and whether Solver_NU runs
+    formulation: str = "c_svc"
+    linear: np.ndarray | None = None
+    alpha0: np.ndarray | None = None
+    nu: bool = False
 
 
 class KernelAssembly:
@@ -53,8 +60,18 @@ class KernelAssembly:
                   int(applied["degree"]))
         threads = max(1, min(int(applied["threads"]), max_threads()))
         sq_norms = row_sq_norms(X.data, X.indptr)
-        label_index = data.label_index.astype(np.int64)
-        sides = _sides(label_index, data.n_classes, _strategy(data, applied), data.class_cost)
+        formulation = str(applied.get("formulation", "c_svc"))
+        if formulation in ("c_svc", "nu_svc"):
+            label_index = data.label_index.astype(np.int64)
+            # nu_svc: upper bounds w_i * class weight (no C)
+            class_cost = (data.class_cost if formulation == "c_svc"
+                          else data.class_cost / float(applied["C"]))
+            sides = _sides(label_index, data.n_classes, _strategy(data, applied),
+                           class_cost, data.weights())
+            extras = [_formulation_terms(formulation, side, data, applied) for side in sides]
+        else:
+            side, extra = _single_side(formulation, data, applied)
+            sides, extras = [side], [extra]
         grain, workers = parallel_grain(threads, [rows.shape[0] for rows, *_ in sides])
         if grain == "pairs":
             inner, fine_grained = 1, False
@@ -64,8 +81,10 @@ class KernelAssembly:
             grain = "columns" if fine_grained else "none"
         return [KernelProblem(X, sq_norms, rows, y, cost, positive, negative,
                               _pair(data.classes, positive, negative), kernel, inner,
-                              fine_grained, grain, workers)
-                for rows, y, cost, positive, negative in sides]
+                              fine_grained, grain, workers, formulation=formulation,
+                              linear=linear, alpha0=alpha0, nu=nu)
+                for (rows, y, cost, positive, negative), (linear, alpha0, nu)
+                in zip(sides, extras, strict=True)]
 
     def untrained(self, problem: KernelProblem, applied: dict[str, Any],
                   reason: str) -> BinarySolution:
@@ -116,27 +135,104 @@ def _strategy(data: TrainingSet, applied: dict[str, Any]) -> str:
 
 
 def _pair(classes: np.ndarray, positive: int, negative: int) -> tuple[float, float | None]:
+    if classes.shape[0] == 0:  # one-class, regression: one problem
+        return 1.0, None
     return float(classes[positive]), None if negative < 0 else float(classes[negative])
 
 
+Side = tuple[np.ndarray, np.ndarray, np.ndarray, int, int]
+Terms = tuple[np.ndarray | None, np.ndarray | None, bool]  # linear term, alpha0, Solver_NU
+
+
+def _greedy_fill(bounds: np.ndarray, total: float) -> np.ndarray:
+    """LIBSVM's initial alpha of the nu formulations: a_i = min(u_i, what is left of
+    `total`), in order."""
+    alpha = np.zeros(bounds.shape[0])
+    left = total
+    for t in range(bounds.shape[0]):
+        if left <= 0:
+            break
+        alpha[t] = min(bounds[t], left)
+        left -= alpha[t]
+    return alpha
+
+
+def _formulation_terms(formulation: str, side: Side, data: TrainingSet,
+                       applied: dict[str, Any]) -> Terms:
+    """c_svc: LIBSVM's defaults (p = -e, a = 0). nu_svc: upper bounds u_i = w_i (times
+    the class weight), p = 0, and on each side a_i filled greedily up to nu sum(u) / 2
+    (solve_nu_svc); LIBSVM's "specified nu is infeasible" when nu (n1 + n2) / 2 >
+    min(n1, n2) for the (weighted) class sizes of a pair."""
+    if formulation == "c_svc":
+        return None, None, False
+    rows, y, cost, _, _ = side
+    nu = float(applied["nu"])
+    positive = y > 0
+    n1, n2 = float(cost[positive].sum()), float(cost[~positive].sum())
+    if nu * (n1 + n2) / 2 > min(n1, n2) * (1 + 1e-12):
+        raise ParamError(f"specified nu is infeasible: nu = {nu:g} needs nu * (n1 + n2) / 2 "
+                         f"<= min(n1, n2) for every pair of classes; here n1 = {n1:g}, "
+                         f"n2 = {n2:g} (weighted class sizes): choose nu <= "
+                         f"{2 * min(n1, n2) / (n1 + n2):.6g}", "nu")
+    half = nu * float(cost.sum()) / 2
+    alpha0 = np.zeros(rows.shape[0])
+    alpha0[positive] = _greedy_fill(cost[positive], half)
+    alpha0[~positive] = _greedy_fill(cost[~positive], half)
+    return np.zeros(rows.shape[0]), alpha0, True
+
+
+def _single_side(formulation: str, data: TrainingSet,
+                 applied: dict[str, Any]) -> tuple[Side, Terms]:
+    """The one problem of one_class (y = +1, u_i = w_i, p = 0, a filled greedily up to
+    nu sum(w)), epsilon_svr and nu_svr (2n variables: rows t and n + t are x_t with
+    y = +1 / -1, C_i = C w_i; epsilon_svr p = (epsilon - z, epsilon + z), a = 0; nu_svr
+    p = (-z, z), a_t = a_{n+t} filled greedily up to C nu sum(w) / 2). Rows of weight 0
+    are left out (as scikit-learn's LIBSVM does)."""
+    weights = data.weights()
+    keep = np.flatnonzero(weights > 0).astype(np.int64)
+    w = weights[keep]
+    if formulation == "one_class":
+        y = np.ones(keep.shape[0], dtype=np.int8)
+        alpha0 = _greedy_fill(w, float(applied["nu"]) * float(w.sum()))
+        return (keep, y, w.copy(), 0, -1), (np.zeros(keep.shape[0]), alpha0, False)
+    assert data.targets is not None
+    z = data.targets[keep]
+    cost = float(applied["C"]) * w
+    n = keep.shape[0]
+    rows = np.concatenate([keep, keep])
+    y = np.concatenate([np.ones(n, np.int8), -np.ones(n, np.int8)])
+    if formulation == "epsilon_svr":
+        epsilon = float(applied["epsilon"])
+        return ((rows, y, np.concatenate([cost, cost]), 0, -1),
+                (np.concatenate([epsilon - z, epsilon + z]), None, False))
+    half = _greedy_fill(cost, float(applied["C"]) * float(applied["nu"]) * float(w.sum()) / 2)
+    return ((rows, y, np.concatenate([cost, cost]), 0, -1),
+            (np.concatenate([-z, z]), np.concatenate([half, half]), True))
+
+
 def _sides(label_index: np.ndarray, n_classes: int, strategy: str,
-           class_cost: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]]:
+           class_cost: np.ndarray, weights: np.ndarray | None = None) -> list[Side]:
     """rows, y, cost, positive, negative of every binary problem, in LIBSVM's pair order
-    (one-vs-one) or class order (one-vs-rest)."""
-    rows_of = [np.flatnonzero(label_index == c).astype(np.int64) for c in range(n_classes)]
-    sides: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]] = []
+    (one-vs-one) or class order (one-vs-rest); cost C_i = class cost * w_i, rows of
+    weight 0 left out (as scikit-learn's LIBSVM)."""
+    if weights is None:
+        weights = np.ones(label_index.shape[0])
+    rows_of = [np.flatnonzero((label_index == c) & (weights > 0)).astype(np.int64)
+               for c in range(n_classes)]
+    sides: list[Side] = []
     if strategy == "ovo":
         for i in range(n_classes):
             for j in range(i + 1, n_classes):
                 rows = np.concatenate([rows_of[i], rows_of[j]])
                 y = np.concatenate([np.ones(rows_of[i].shape[0], np.int8),
                                     -np.ones(rows_of[j].shape[0], np.int8)])
-                cost = np.concatenate([np.full(rows_of[i].shape[0], class_cost[i]),
-                                       np.full(rows_of[j].shape[0], class_cost[j])])
+                cost = np.concatenate([class_cost[i] * weights[rows_of[i]],
+                                       class_cost[j] * weights[rows_of[j]]])
                 sides.append((rows, y, cost, i, j))
     else:
-        rows = np.arange(label_index.shape[0], dtype=np.int64)
-        cost = class_cost[label_index].astype(np.float64)
+        rows = np.flatnonzero(weights > 0).astype(np.int64)
+        cost = (class_cost[label_index] * weights)[rows].astype(np.float64)
+        label_index = label_index[rows]
         for c in range(n_classes):
             y = np.where(label_index == c, 1, -1).astype(np.int8)
             sides.append((rows, y, cost, c, -1))
@@ -147,6 +243,8 @@ def _build_model(problems: list[KernelProblem], solutions: list[BinarySolution],
                  X: CsrArrays, classes: np.ndarray, strategy: str, applied: dict[str, Any],
                  gamma: float) -> KernelModel:
     """LIBSVM's model layout: SVs grouped by class (rows ascending within a class)."""
+    if problems[0].formulation in SINGLE_OUTPUT:
+        return _build_single(problems[0], solutions[0], X, applied, gamma)
     n_rows = X.n_rows
     k = classes.shape[0]
     alphas = [cast(np.ndarray, s.alpha) for s in solutions]
@@ -180,6 +278,33 @@ def _build_model(problems: list[KernelProblem], solutions: list[BinarySolution],
         coef0=float(applied["coef0"]), multiclass=strategy, n_features=X.n_features,
         sv_data=data, sv_indices=indices, sv_indptr=indptr, sv_coef=sv_coef,
         rho=np.array([s.details["rho"] for s in solutions]), n_sv=n_sv, sv_rows=sv_rows,
+        svm_type=problems[0].formulation,
+    )
+
+
+SINGLE_OUTPUT = ("one_class", "epsilon_svr", "nu_svr")  # one decision function, no classes
+
+
+def _build_single(problem: KernelProblem, solution: BinarySolution, X: CsrArrays,
+                  applied: dict[str, Any], gamma: float) -> KernelModel:
+    """One-class and regression models: LIBSVM's layout (one row of sv_coef, the support
+    vectors in training order; regression: coef_t = a_t - a*_t)."""
+    alpha = cast(np.ndarray, solution.alpha)
+    if problem.formulation == "one_class":
+        rows, coef = problem.rows, alpha
+    else:
+        n = problem.rows.shape[0] // 2
+        rows, coef = problem.rows[:n], alpha[:n] - alpha[n:]
+    nonzero = coef != 0
+    sv_rows = rows[nonzero]
+    data, indices, indptr = _gather_rows(X, sv_rows)
+    classes = np.array([-1.0, 1.0]) if problem.formulation == "one_class" else np.empty(0)
+    return KernelModel(
+        classes=classes, kernel=applied["kernel"], gamma=gamma, degree=int(applied["degree"]),
+        coef0=float(applied["coef0"]), multiclass="ovo", n_features=X.n_features,
+        sv_data=data, sv_indices=indices, sv_indptr=indptr, sv_coef=coef[nonzero][None, :],
+        rho=np.array([solution.details["rho"]]), n_sv=np.array([sv_rows.shape[0]]),
+        sv_rows=sv_rows, svm_type=problem.formulation,
     )
 
 
@@ -202,7 +327,8 @@ def _output_summary(problem: KernelProblem, solution: BinarySolution) -> dict[st
         "dual_objective": solution.dual,
         "rho": details.pop("rho"),
         "n_support": int(np.count_nonzero(alpha > 0)),
-        "n_bounded_support": int(np.count_nonzero(alpha >= problem.cost)),
+        "n_bounded_support": int(np.count_nonzero(
+            alpha >= problem.cost * details.pop("bound_scale", 1.0))),
         "exit_reason": solution.exit_reason,
         "iterations": solution.iterations,
         "violation": solution.violation,

@@ -22,6 +22,7 @@ from solvers.smo.layout import (
     _GMAX_IDX,
     _GMAX_VALID,
     _LOWER,
+    _NU,
     _PENDING,
     _RECONSTRUCTS,
     _SHRINKS,
@@ -414,7 +415,7 @@ def _be_shrunk(t, gmax1, gmax2, y, status, gradient):
 @njit(cache=True)
 def _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel):
     """G of the inactive variables from G_bar and the free variables (LIBSVM)."""
-    _, _, _, _, _, alpha, status, gradient, gradient_bar = positions
+    _, _, _, _, _, alpha, status, gradient, gradient_bar, linear = positions
     active = counters[_ACTIVE]
     l = alpha.shape[0]
     if active == l:
@@ -422,7 +423,7 @@ def _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, par
     _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
     counters[_RECONSTRUCTS] += 1
     for t in range(active, l):
-        gradient[t] = gradient_bar[t] - 1.0
+        gradient[t] = gradient_bar[t] + linear[t]
     n_free = 0
     for t in range(active):
         if status[t] == _FREE:
@@ -449,6 +450,10 @@ def _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, par
 @njit(cache=True)
 def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel):
     """LIBSVM's do_shrinking (with its one-time unshrink when m - M <= 10 eps)."""
+    if counters[_NU] == 1:
+        _do_shrinking_nu(rows, kernel, positions, cache, counters, eps, swaps, pending,
+                         parallel)
+        return
     _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
     y, status, gradient = positions[2], positions[6], positions[7]
     l = y.shape[0]
@@ -479,6 +484,135 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
             active -= 1
             while active > t:
                 if not _be_shrunk(active, gmax1, gmax2, y, status, gradient):
+                    _swap_positions(positions, cache, t, active)
+                    swaps[n_swaps, 0] = t
+                    swaps[n_swaps, 1] = active
+                    n_swaps += 1
+                    break
+                active -= 1
+        t += 1
+    counters[_ACTIVE] = active
+    _swap_cached_entries(cache, counters, swaps, n_swaps)
+    if n_swaps > 0:
+        _gather_positional_rows(rows, positions[0])
+
+
+# ---- Solver_NU (nu-SVC, nu-SVR): two equality constraints, y'a = const and e'a = const,
+# so a pair is always taken within one side (y_i = y_j) -------------------------------
+
+
+@njit(cache=True)
+def _select_working_set_nu(rows, kernel, positions, cache, counters, parallel):
+    """Solver_NU::select_working_set on the active set: (i, j, violation, Q_i, Q_j);
+    i = j = -1 when there is no pair. violation = max(Gmaxp + Gmaxp2, Gmaxn + Gmaxn2)."""
+    y, diagonal, status, gradient = positions[2], positions[4], positions[6], positions[7]
+    active = counters[_ACTIVE]
+    gmaxp = -np.inf
+    gmaxp_idx = -1
+    gmaxn = -np.inf
+    gmaxn_idx = -1
+    for t in range(active):
+        if y[t] > 0:
+            if status[t] != _UPPER and -gradient[t] >= gmaxp:
+                gmaxp = -gradient[t]
+                gmaxp_idx = t
+        elif status[t] != _LOWER and gradient[t] >= gmaxn:
+            gmaxn = gradient[t]
+            gmaxn_idx = t
+    empty = cache[4]
+    q_ip = empty
+    q_in = empty
+    if gmaxp_idx >= 0:
+        q_ip = _get_column(gmaxp_idx, active, rows, kernel, positions, cache, counters,
+                           parallel)
+    if gmaxn_idx >= 0:
+        q_in = _get_column(gmaxn_idx, active, rows, kernel, positions, cache, counters,
+                           parallel)
+    gmaxp2 = -np.inf
+    gmaxn2 = -np.inf
+    best = np.inf
+    j = -1
+    for t in range(active):
+        if y[t] > 0:
+            if status[t] != _LOWER:
+                grad_diff = gmaxp + gradient[t]
+                if gradient[t] >= gmaxp2:
+                    gmaxp2 = gradient[t]
+                if grad_diff > 0:
+                    quad = diagonal[gmaxp_idx] + diagonal[t] - 2.0 * q_ip[t]
+                    decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
+                    if decrease <= best:
+                        j = t
+                        best = decrease
+        elif status[t] != _UPPER:
+            grad_diff = gmaxn - gradient[t]
+            if -gradient[t] >= gmaxn2:
+                gmaxn2 = -gradient[t]
+            if grad_diff > 0:
+                quad = diagonal[gmaxn_idx] + diagonal[t] - 2.0 * q_in[t]
+                decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
+                if decrease <= best:
+                    j = t
+                    best = decrease
+    violation = max(gmaxp + gmaxp2, gmaxn + gmaxn2)
+    if j < 0:
+        return -1, -1, violation, empty
+    if y[j] > 0:
+        return gmaxp_idx, j, violation, q_ip
+    return gmaxn_idx, j, violation, q_in
+
+
+@njit(cache=True, inline="always")
+def _be_shrunk_nu(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
+    if status[t] == _UPPER:
+        if y[t] > 0:
+            return -gradient[t] > gmax1
+        return -gradient[t] > gmax4
+    if status[t] == _LOWER:
+        if y[t] > 0:
+            return gradient[t] > gmax2
+        return gradient[t] > gmax3
+    return False
+
+
+@njit(cache=True)
+def _do_shrinking_nu(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel):
+    """Solver_NU::do_shrinking: the bounds of each side separately."""
+    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+    y, status, gradient = positions[2], positions[6], positions[7]
+    l = y.shape[0]
+    counters[_SHRINKS] += 1
+    active = counters[_ACTIVE]
+    gmax1 = -np.inf  # max { -y_t G_t : y_t = +1, t in I_up }
+    gmax2 = -np.inf  # max { y_t G_t : y_t = +1, t in I_low }
+    gmax3 = -np.inf  # max { -y_t G_t : y_t = -1, t in I_up }
+    gmax4 = -np.inf  # max { y_t G_t : y_t = -1, t in I_low }
+    for t in range(active):
+        if status[t] != _UPPER:
+            if y[t] > 0:
+                if -gradient[t] > gmax1:
+                    gmax1 = -gradient[t]
+            elif -gradient[t] > gmax4:
+                gmax4 = -gradient[t]
+        if status[t] != _LOWER:
+            if y[t] > 0:
+                if gradient[t] > gmax2:
+                    gmax2 = gradient[t]
+            elif gradient[t] > gmax3:
+                gmax3 = gradient[t]
+    if counters[_UNSHRINK] == 0 and max(gmax1 + gmax2, gmax3 + gmax4) <= eps * 10:
+        counters[_UNSHRINK] = 1
+        _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
+        active = l
+        counters[_ACTIVE] = l
+    n_swaps = 0
+    t = 0
+    while t < active:
+        if _be_shrunk_nu(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
+            active -= 1
+            while active > t:
+                if not _be_shrunk_nu(active, gmax1, gmax2, gmax3, gmax4, y, status,
+                                     gradient):
                     _swap_positions(positions, cache, t, active)
                     swaps[n_swaps, 0] = t
                     swaps[n_swaps, 1] = active

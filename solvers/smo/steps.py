@@ -36,6 +36,7 @@ from solvers.smo.layout import (
     _MAX_ITER,
     _N_COUNTERS,
     _NON_FINITE,
+    _NU,
     _PAUSED,
     _PENDING_CAPACITY,
     _RBF,
@@ -54,6 +55,7 @@ from solvers.smo.selection import (
     _select_j,
     _select_j_parallel,
     _select_working_set,
+    _select_working_set_nu,
     _step_gradient_bar,
     _take_step,
     _update_parallel,
@@ -89,7 +91,13 @@ class SmoState:
 
     def __init__(self, X: CsrArrays, sq_norms: np.ndarray, rows: np.ndarray, y: np.ndarray,
                  cost: np.ndarray, kernel: tuple[int, float, float, int], cache_mb: float,
-                 chunks: int, fine_grained: bool = True) -> None:
+                 chunks: int, fine_grained: bool = True, linear: np.ndarray | None = None,
+                 alpha0: np.ndarray | None = None, nu: bool = False) -> None:
+        """`linear`: the linear term p of f(a) = 1/2 a'Qa + p'a (default -e, C-SVC);
+        `alpha0`: a feasible initial alpha (default 0; nu-SVC, one-class and nu-SVR
+        start from LIBSVM's); `nu`: Solver_NU's selection, shrinking and rho. `rows` may
+        repeat a row of X (epsilon-SVR and nu-SVR: rows t and t + n are x_t with y = +1
+        and -1)."""
         l = int(rows.shape[0])
         self.l = l
         self.eps, self.max_iter = 0.0, 0  # the stop rule of `run`: set by the driver
@@ -134,7 +142,9 @@ class SmoState:
         _kernel_diagonal(rows_arrays[0][3], kernel, diagonal)
         alpha = np.zeros(l)
         status = np.full(l, _LOWER, dtype=np.int8)
-        gradient = np.full(l, -1.0)  # G = Qa + p, p = -e, a = 0
+        linear = (np.full(l, -1.0) if linear is None
+                  else np.ascontiguousarray(linear, dtype=np.float64).copy())
+        gradient = linear.copy()  # G = Qa + p at a = 0
         gradient_bar = np.zeros(l)
         self.counters = np.zeros(_N_COUNTERS, dtype=np.int64)
         self.counters[_ACTIVE] = l
@@ -146,7 +156,8 @@ class SmoState:
         columns = _new_column_list(l)
         lru_prev = np.full(l + 1, l, dtype=np.int64)
         lru_next = np.full(l + 1, l, dtype=np.int64)
-        self.positions = (perm, local, y, cost, diagonal, alpha, status, gradient, gradient_bar)
+        self.positions = (perm, local, y, cost, diagonal, alpha, status, gradient, gradient_bar,
+                          linear)
         # The typed list of cached columns is a top-level argument of the compiled entry
         # points: inside a tuple it makes Numba's dispatch type the tuple in Python (~50 us
         # per call against ~1 us).
@@ -168,9 +179,16 @@ class SmoState:
                              parallel),
                             columns)
 
+        self.formulation = "c_svc"  # set by the solver (a warm start checks it)
+        self.linear0: np.ndarray | None = None  # the linear term, problem order
+        self.r = math.nan  # Solver_NU's r, set by finish
         self.rows = perm.copy()  # the problem's rows of X, in problem order
         self.y = y.copy()
         self.kernel = kernel
+        self.counters[_NU] = 1 if nu else 0
+        if alpha0 is not None:  # G and G_bar from the initial alpha (LIBSVM's Solve)
+            alpha[:] = np.ascontiguousarray(alpha0, dtype=np.float64)
+            _warm_gradient(*self.kernel_args)
 
     def continues(self, rows: np.ndarray, y: np.ndarray,
                   kernel: tuple[int, float, float, int]) -> bool:
@@ -200,9 +218,9 @@ class SmoState:
         if np.any(alpha[support] > new[support]):
             alpha *= float(np.min(new[support] / alpha[support]))
         cost_now[:] = new
-        cache_free = self.counters[_CACHE_FREE]
+        cache_free, nu = self.counters[_CACHE_FREE], self.counters[_NU]
         self.counters[:] = 0
-        self.counters[_CACHE_FREE] = cache_free
+        self.counters[_CACHE_FREE], self.counters[_NU] = cache_free, nu
         self.counters[_ACTIVE] = self.l
         self.counters[_COUNTER] = min(self.l, _SHRINK_EVERY) + 1
         self.values[:] = (-math.inf, math.inf)
@@ -219,9 +237,10 @@ class SmoState:
     def snapshot(self) -> dict[str, Any]:
         """The progress event: the dual objective (exact, from G and G_bar; O(l))."""
         _flush_pending(*self.kernel_args)
-        _, _, _, _, _, alpha, status, gradient, gradient_bar = self.positions
+        _, _, _, _, _, alpha, status, gradient, gradient_bar, linear = self.positions
         return {"iteration": self.iteration, "primal": None,
-                "dual": float(_objective_from_bar(alpha, status, gradient, gradient_bar)),
+                "dual": float(_objective_from_bar(alpha, status, gradient, gradient_bar,
+                                                  linear)),
                 "gap": None, "violation": float(self.values[_VIOLATION]),
                 "active_size": int(self.counters[_ACTIVE]), "pair": self.pair,
                 "kkt_violators": int(_kkt_violators(self.positions[2], self.positions[6],
@@ -229,10 +248,12 @@ class SmoState:
                                                     float(self.eps)))}
 
     def finish(self) -> tuple[np.ndarray, float, float]:
-        """Unshrink (reconstruct the gradient), then (alpha in problem order, rho, f(a))."""
-        out = np.zeros(3)
+        """Unshrink (reconstruct the gradient), then (alpha in problem order, rho, f(a));
+        with Solver_NU also `self.r` (LIBSVM's si->r)."""
+        out = np.zeros(4)
         alpha = np.empty(self.l)
         _finish(*self.kernel_args, alpha, out)
+        self.r = float(out[3])
         return alpha, float(out[0]), float(out[1])
 
 
@@ -259,8 +280,9 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
     cache = _with_columns(heads, columns)
     counters, values, swaps, pending, parallel = state
     eps, max_iter, budget = settings
-    _, _, y, cost, diagonal, alpha, status, gradient, _ = positions
+    _, _, y, cost, diagonal, alpha, status, gradient, _, _ = positions
     positional, dense_rows = rows[0], rows[2]
+    nu = counters[_NU] == 1
     l = y.shape[0]
     steps = 0
     while True:
@@ -275,10 +297,15 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
             counters[_GMAX_VALID] = 0
         # _select_working_set, inline: only a cache miss passes the whole state
         active = counters[_ACTIVE]
-        gmax, i = _current_gmax(positions, active, counters, values, parallel)
-        j = -1
-        gmax2 = -np.inf
-        if i >= 0:
+        if nu:
+            i, j, violation, q_i = _select_working_set_nu(rows, kernel, positions, cache,
+                                                          counters, parallel)
+            gmax, gmax2 = violation, 0.0
+        else:
+            gmax, i = _current_gmax(positions, active, counters, values, parallel)
+            j = -1
+            gmax2 = -np.inf
+        if i >= 0 and not nu:
             q_i = _column_if_cached(i, active, cache, counters)
             if q_i.shape[0] == 0:
                 q_i = _column(i, active, positional, dense_rows, kernel, y, cache, counters,
@@ -291,8 +318,13 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
             _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
             counters[_ACTIVE] = l
             counters[_GMAX_VALID] = 0
-            i, j, gmax, gmax2, q_i = _select_working_set(rows, kernel, positions, cache,
-                                                         counters, values, parallel)
+            if nu:
+                i, j, violation, q_i = _select_working_set_nu(rows, kernel, positions, cache,
+                                                              counters, parallel)
+                gmax, gmax2 = violation, 0.0
+            else:
+                i, j, gmax, gmax2, q_i = _select_working_set(rows, kernel, positions, cache,
+                                                             counters, values, parallel)
             values[_VIOLATION] = gmax + gmax2
             if gmax + gmax2 < eps or j < 0:
                 return _CONVERGED
@@ -306,6 +338,8 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
                           parallel)
         crossed = _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient,
                              counters, values, parallel)
+        if nu:
+            counters[_GMAX_VALID] = 0
         if crossed == 0:
             return _NON_FINITE
         if crossed > 1:
@@ -319,11 +353,27 @@ def _finish(rows, kernel, positions, heads, state, columns, alpha_out, out):
     1/2 sum_t a_t (G_t + p_t) (LIBSVM's obj), out[2] = violation on the full set."""
     cache = _with_columns(heads, columns)
     counters, _, _, pending, parallel = state
-    _, local, y, _, _, alpha, status, gradient, _ = positions
+    _, local, y, _, _, alpha, status, gradient, _, linear = positions
     l = alpha.shape[0]
     _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
     counters[_ACTIVE] = l
     counters[_GMAX_VALID] = 0
+    if counters[_NU] == 1:
+        _rho_nu(y, status, gradient, out)
+    else:
+        _rho(y, status, gradient, out)
+    objective = 0.0
+    for t in range(l):
+        objective += alpha[t] * (gradient[t] + linear[t])
+    out[1] = objective / 2
+    for t in range(l):
+        alpha_out[local[t]] = alpha[t]
+
+
+@njit(cache=True, nogil=True)
+def _rho(y, status, gradient, out):
+    """Solver::calculate_rho into out[0]."""
+    l = y.shape[0]
     # rho = mean of y_t G_t over free t, else the middle of [lb, ub]
     upper = np.inf
     lower = -np.inf
@@ -345,12 +395,41 @@ def _finish(rows, kernel, positions, heads, state, columns, alpha_out, out):
             n_free += 1
             free_sum += y_grad
     out[0] = free_sum / n_free if n_free > 0 else (upper + lower) / 2
-    objective = 0.0
-    for t in range(l):
-        objective += alpha[t] * (gradient[t] - 1.0)
-    out[1] = objective / 2
-    for t in range(l):
-        alpha_out[local[t]] = alpha[t]
+
+
+@njit(cache=True, nogil=True)
+def _rho_nu(y, status, gradient, out):
+    """Solver_NU::calculate_rho: out[0] = rho = (r1 - r2) / 2, out[3] = r = (r1 + r2) / 2,
+    r1 (r2) from the G of the y = +1 (-1) side as calculate_rho's."""
+    ub1 = np.inf
+    ub2 = np.inf
+    lb1 = -np.inf
+    lb2 = -np.inf
+    free1 = 0
+    free2 = 0
+    sum1 = 0.0
+    sum2 = 0.0
+    for t in range(y.shape[0]):
+        if y[t] > 0:
+            if status[t] == _UPPER:
+                lb1 = max(lb1, gradient[t])
+            elif status[t] == _LOWER:
+                ub1 = min(ub1, gradient[t])
+            else:
+                free1 += 1
+                sum1 += gradient[t]
+        else:
+            if status[t] == _UPPER:
+                lb2 = max(lb2, gradient[t])
+            elif status[t] == _LOWER:
+                ub2 = min(ub2, gradient[t])
+            else:
+                free2 += 1
+                sum2 += gradient[t]
+    r1 = sum1 / free1 if free1 > 0 else (ub1 + lb1) / 2
+    r2 = sum2 / free2 if free2 > 0 else (ub2 + lb2) / 2
+    out[0] = (r1 - r2) / 2
+    out[3] = (r1 + r2) / 2
 
 
 @njit(cache=True, nogil=True)
@@ -359,11 +438,11 @@ def _warm_gradient(rows, kernel, positions, heads, state, columns):
     (full columns, through the cache)."""
     cache = _with_columns(heads, columns)
     counters, _, _, _, parallel = state
-    _, _, _, cost, _, alpha, status, gradient, gradient_bar = positions
+    _, _, _, cost, _, alpha, status, gradient, gradient_bar, linear = positions
     l = alpha.shape[0]
     for t in range(l):
         _update_status(alpha, cost, status, t)
-        gradient[t] = -1.0
+        gradient[t] = linear[t]
         gradient_bar[t] = 0.0
     for s in range(l):
         if status[s] != _LOWER:
@@ -412,17 +491,17 @@ def _kkt_violators(y, status, gradient, active, eps):
 
 
 @njit(cache=True, nogil=True)
-def _objective_from_bar(alpha, status, gradient, gradient_bar):
-    """f(a) = 1/2 a'Qa - e'a with a'Qa = sum_{free} a_t (G_t + 1) + sum_t a_t G_bar_t
+def _objective_from_bar(alpha, status, gradient, gradient_bar, linear):
+    """f(a) = 1/2 a'Qa + p'a with a'Qa = sum_{free} a_t (G_t - p_t) + sum_t a_t G_bar_t
     (free variables are always active, so their G is exact; G_bar is kept on all)."""
     quadratic = 0.0
-    linear = 0.0
+    total = 0.0
     for t in range(alpha.shape[0]):
         if status[t] == _FREE:
-            quadratic += alpha[t] * (gradient[t] + 1.0)
+            quadratic += alpha[t] * (gradient[t] - linear[t])
         quadratic += alpha[t] * gradient_bar[t]
-        linear += alpha[t]
-    return 0.5 * quadratic - linear
+        total += alpha[t] * linear[t]
+    return 0.5 * quadratic + total
 
 
 @njit(cache=True)

@@ -165,6 +165,12 @@ class World:
             self.search_id = search.json()["id"]
             # cancelled, so that its event stream ends (as the succeeded job's does)
             assert client.post(f"/v1/searches/{self.search_id}/cancel").status_code == 202
+            # a model imported from a LIBLINEAR file (POST /v1/models)
+            exported = client.get(f"/v1/models/{self.model_id}/export").content
+            imported = client.post("/v1/models", files={"file": ("m.model", exported)})
+            assert imported.status_code == 201, imported.text
+            self.imported_model_id = imported.json()["id"]
+        self.model_file = exported
         self.ids = {"dataset_id": self.dataset_id, "job_id": self.job_id,
                     "model_id": self.model_id, "evaluation_id": self.evaluation_id,
                     "tenant_id": self.tenant_id, "key_id": self.read_only[3:15],
@@ -208,12 +214,18 @@ BODIES: dict[tuple[str, str], Callable[[World], Any]] = {
     # a body that passes validation, so the owner's id in the path decides the answer
     ("POST", "/v1/models/{model_id}/evaluations"): lambda w: {"dataset_id": w.dataset_id},
 }
+# multipart bodies (sent as files=) rather than JSON
+FILES: dict[tuple[str, str], Callable[[World], Any]] = {
+    ("POST", "/v1/models"): lambda w: {"file": ("m.model", w.model_file)},
+}
 
 
 def _call(client: TestClient, method: str, url: str, headers: dict[str, str],
-          json: Any = None) -> Any:
+          json: Any = None, files: Any = None) -> Any:
     body: dict[str, Any] = {}
-    if method in ("POST", "PUT", "PATCH"):
+    if files is not None:
+        body = {"files": files}
+    elif method in ("POST", "PUT", "PATCH"):
         body = {"json": {} if json is None else json}
     return client.request(method, url, headers=headers, **body)
 
@@ -237,8 +249,9 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
             url = _fill(path, w.ids)
             has_id = url != path
             json = BODIES[(method, path)](w) if (method, path) in BODIES else None
+            files = FILES[(method, path)](w) if (method, path) in FILES else None
             for name, headers in w.callers.items():
-                response = _call(client, method, url, headers, json)
+                response = _call(client, method, url, headers, json, files)
                 if scope == PUBLIC:
                     expect(response.status_code not in DENIED, f"{method} {path} {name}",
                            response)
@@ -246,7 +259,7 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
                     expect(response.status_code == 401, f"{method} {path} {name} -> 401",
                            response)
             # another tenant's key
-            response = _call(client, method, url, bearer(w.other), json)
+            response = _call(client, method, url, bearer(w.other), json, files)
             if scope == "admin":
                 expect(response.status_code == 403, f"{method} {path} other -> 403", response)
             elif has_id and scope != PUBLIC:
@@ -260,7 +273,7 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
                 expect(response.status_code not in DENIED, f"{method} {path} other allowed",
                        response)
             # the owner's read-only key
-            response = _call(client, method, url, bearer(w.read_only), json)
+            response = _call(client, method, url, bearer(w.read_only), json, files)
             if scope in ("train", "admin"):
                 expect(response.status_code == 403, f"{method} {path} read-only -> 403",
                        response)
@@ -270,4 +283,19 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
                     ok = ok and response.status_code != 404
                 expect(ok, f"{method} {path} read-only allowed (and finds the object)",
                        response)
+        # the owner's imported model, like its trained one: another tenant's key finds
+        # nothing on any of its routes
+        for method, path, route in operations:
+            if "{model_id}" not in path or "{evaluation_id}" in path:
+                continue
+            url = _fill(path, {**w.ids, "model_id": w.imported_model_id})
+            json = BODIES[(method, path)](w) if (method, path) in BODIES else None
+            response = _call(client, method, url, bearer(w.other), json)
+            expect(response.status_code == 404, f"{method} {path} imported, other -> 404",
+                   response)
+            assert route is not None
+            if method == "GET" and route_scope(route) == "read":
+                response = _call(client, method, url, bearer(w.read_only))
+                expect(response.status_code == 200,
+                       f"{method} {path} imported, read-only -> 200", response)
     assert failures == [], "\n".join(failures)

@@ -86,6 +86,30 @@ def test_one_class_dataset_is_refused_at_submit(client: TestClient) -> None:
     assert "only one class" in response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("formulation", ["one_class", "epsilon_svr", "nu_svr"])
+def test_a_formulation_of_a_task_the_service_does_not_serve_yet_is_422(
+        client: TestClient, cancer_id: str, formulation: str) -> None:
+    response = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "smo",
+                                             "params": {"formulation": formulation}})
+    assert response.status_code == 422, response.text
+    assert "does not serve yet" in response.json()["error"]["message"]
+    assert client.get("/v1/jobs").json()["count"] == 0
+
+
+def test_a_nu_svc_job_trains_a_classifier(client: TestClient, settings: Settings,
+                                          cancer_id: str) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "smo",
+                                           "params": {"formulation": "nu_svc", "nu": 0.3}}
+                         ).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["params"]["formulation"] == "nu_svc" and job["params"]["nu"] == 0.3
+    assert job["result"]["train_accuracy"] > 0.9
+    rows = {"instances": [{"indices": [1], "values": [1.0]}]}
+    answer = client.post(f"/v1/models/{job['model_id']}/predict", json=rows)
+    assert answer.status_code == 200 and answer.json()["labels"][0] in (-1.0, 1.0)
+
+
 def test_unknown_job_is_404(client: TestClient) -> None:
     for response in (client.get("/v1/jobs/nope"), client.post("/v1/jobs/nope/cancel")):
         assert response.status_code == 404

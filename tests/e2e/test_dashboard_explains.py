@@ -186,18 +186,23 @@ def test_one_vs_one_smo_plots_positive_series_per_pair_and_progress_moves(
     page.goto(f"/jobs/{job_id}")
     chart = _wait_final(view)
     assert chart["layout"] == "multi-kernel" and chart["series"] == "45"
-    # every pair has a line, ending at its final violation from the result, even the
-    # pairs solved between two progress events
+    # 45 pairs are an envelope (smallest, median and largest violation of the pairs, the
+    # 3 slowest pairs as lines, a dot at each pair's end): every pair ends at its final
+    # violation from the result, even the pairs solved between two progress events
+    assert chart["view"] == "envelope"
     problems = job["result"]["problems"]
     assert len(problems) == 45 and all(p["exit_reason"] == "converged" for p in problems)
-    assert chart["drawn"] == "45"
+    assert chart["finals"] == "45" and chart["drawn"] == "7"
     assert int(chart["points"]) == len(events) + 45
     assert chart["final"] == {f"{a:g} vs {b:g}": p["violation"]
                               for p in problems for a, b in [p["pair"]]}
     assert all(0 < p["violation"] <= 1e-5 for p in problems)
-    assert page.locator("#chart-current").inner_text() == (
-        "45 binary problems (one-vs-one), one line each; the thick line is the last one "
-        "trained.")
+    caption = page.locator("#chart-current").inner_text()
+    if events:
+        assert caption == ("45 binary problems (one-vs-one): their envelope, the 3 slowest "
+                           "and every problem's end."), caption
+    else:  # a fit shorter than the progress interval: the dots are the pairs' ends
+        assert caption.startswith("The fit ended in ") and "each dot" in caption, caption
     if events:
         assert chart["current"] == str(events[-1]["class_index"])
     # the violations plotted are positive numbers (nothing dropped off a log axis)
@@ -227,7 +232,9 @@ def test_binary_smo_plots_minus_dual_and_ends_at_the_result(
     page.goto(f"/jobs/{job_id}")
     chart = _wait_final(view)
     assert chart["layout"] == "binary-kernel" and chart["drawn"] == "2"
-    assert chart["final"] == {"−dual": -job["result"]["dual_objective"]}
+    assert chart["final"] == {"−dual": -job["result"]["dual_objective"],
+                              "violation m − M": job["result"]["violation"]}
+    assert 0 < job["result"]["violation"] <= 1e-3  # converged: below eps
     assert int(chart["points"]) == len(events) + 1  # the events, then the result
     path = _shot(view, "binary-smo")
     print(f"\nscreenshot: {path}")

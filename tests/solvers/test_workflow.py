@@ -184,6 +184,23 @@ def test_two_class_probabilities_follow_the_decision_value() -> None:
         assert model.calibration is not None and model.calibration.A[0] < 0
 
 
+@pytest.mark.parametrize(("solver", "multiclass"), [("smo", "ovo"), ("smo", "ovr"),
+                                                     ("dcd", None)])
+def test_probabilities_with_class_weights_of_more_than_two_classes(
+        solver: str, multiclass: str | None) -> None:
+    """The cross-validation trains each class pair (or fold) on its own rows: a pair's fit
+    gets the weights of its two classes (it refused the others' labels: issue 28)."""
+    X, y = load_local("wine")
+    extra = {"multiclass": multiclass} if multiclass else {}
+    weights = {"1": 2.0, "2": 0.5, "3": 1.0}
+    model = fit(X, y, solver=solver, probability=True, class_weight=weights, **extra).model
+    assert isinstance(model, Pipeline) and model.calibration is not None
+    _labels, _values, probabilities = model.predict_with_probabilities(X)
+    assert probabilities is not None and probabilities.shape == (y.size, 3)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-9)
+    assert np.mean(np.argmax(probabilities, axis=1) + 1 == y) > 0.9
+
+
 def test_a_model_without_workflow_stays_bare() -> None:
     X, y = load_local("cancer")
     model = fit(X, y, solver="dcd").model
@@ -208,6 +225,26 @@ def test_cancel_during_the_cross_validation_cancels_the_fit() -> None:
     assert result.exit_reason == "cancelled"
     assert isinstance(result.model, Pipeline) and result.model.calibration is None
     assert any("cancelled during the cross-validation" in w for w in result.warnings)
+
+
+def test_calibration_events_place_their_phase_after_the_fit_on_the_fit_clock() -> None:
+    """The dashboard draws the fit and the calibration in turn: each calibration event
+    says where its phase started (phase_start_s, on the clock of the fit's elapsed_s),
+    and counts the cross-validation's fits (class_index of n_classes)."""
+    X, y = load_local("cancer")
+    events: list[dict[str, object]] = []
+    result = fit(X, y, solver="smo", probability=True, progress=events.append,
+                 progress_interval=0.0)
+    fit_events = [e for e in events if e.get("phase") is None]
+    calibration = [e for e in events if e.get("phase") == "calibration"]
+    assert fit_events and calibration
+    starts = {e["phase_start_s"] for e in calibration}
+    assert len(starts) == 1
+    start = float(starts.pop())  # type: ignore[arg-type]
+    assert max(float(e["elapsed_s"]) for e in fit_events) <= start  # type: ignore[arg-type]
+    assert start <= result.train_seconds + 0.5
+    assert {e["n_classes"] for e in calibration} == {5}  # two classes: 5 folds of one pair
+    assert sorted({e["class_index"] for e in calibration}) == [0, 1, 2, 3, 4]
 
 
 # ---- warnings ---------------------------------------------------------------------------

@@ -133,6 +133,8 @@ def fmt_num(value: Any, digits: int = 6) -> str:
 def fmt_param(value: Any) -> str:
     if value is None:
         return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, dict):
         return ", ".join(f"{k}: {fmt_param(v)}" for k, v in value.items()) or "{}"
     if isinstance(value, float):
@@ -140,10 +142,73 @@ def fmt_param(value: Any) -> str:
     return str(value)
 
 
+def params_used(params: dict[str, Any], n_features: int | None,
+                max_seconds: float | None = None) -> list[tuple[str, str]]:
+    """A job's or model's parameters as the fit used them: (name, text) in spec order.
+
+    The stored spec keeps `null` for "the default"; this page shows what that default was:
+    gamma 1/features (LIBSVM's rule), the worker's time limit for max_seconds, the chosen
+    solver's own max_iter, weight 1 for every class, seed 0. Booleans read as JSON does.
+    """
+    shown = []
+    for name, value in params.items():
+        text = fmt_param(value)
+        if name == "max_seconds" and value is not None:
+            text = f"{text} s"
+        if value is None:
+            if name == "gamma" and n_features:
+                text = f"{1.0 / n_features:g} (1/{n_features} features)"
+            elif name == "max_seconds":
+                text = f"{max_seconds:g} s (the service's limit)" if max_seconds else "no limit"
+            elif name == "max_iter":
+                text = "the solver's default"
+            elif name == "class_weight":
+                text = "1 for every class"
+            elif name == "seed":
+                text = "0"
+            else:
+                text = "—"
+        shown.append((name, text))
+    return shown
+
+
+def classes_text(labels: list[float]) -> str:
+    """A model's classes in a table cell: all of them up to 4, else "10: 0 … 9"."""
+    shown = [fmt_num(v) for v in labels]
+    if len(shown) <= 4:
+        return ", ".join(shown)
+    return f"{len(shown)}: {shown[0]} … {shown[-1]}"
+
+
+def path_text(path: list[dict[str, Any]] | None) -> str:
+    """A fit's solver path, repeats counted: "tron (converged) × 10" for ten outputs that
+    each ended the same way, not ten arrows."""
+    path = path or []
+    outputs: dict[Any, list[str]] = {}
+    for step in path:
+        outputs.setdefault(step.get("output"), []).append(
+            f"{step.get('solver')} ({step.get('exit')})")
+    if len(outputs) > 1 and len({tuple(v) for v in outputs.values()}) == 1:
+        # one-vs-rest: every output took the same path
+        return f"{' → '.join(next(iter(outputs.values())))}, each of the {len(outputs)} outputs"
+    steps = [f"{step.get('solver')} ({step.get('exit')})" for step in path]
+    runs: list[list[Any]] = []
+    for text in steps:
+        if runs and runs[-1][0] == text:
+            runs[-1][1] += 1
+        else:
+            runs.append([text, 1])
+    return " → ".join(text if count == 1 else f"{text} × {count}" for text, count in runs)
+
+
 def fmt_seconds(seconds: float | None) -> str:
     if seconds is None:
         return "—"
     seconds = max(0.0, float(seconds))
+    if seconds < 0.001:
+        return "0 s" if seconds == 0 else "< 1 ms"
+    if seconds < 0.1:  # a 45 ms fit is not "0.0 s"
+        return f"{round(seconds * 1000):.0f} ms"
     if seconds < 10:
         return f"{seconds:.1f} s"
     if seconds < 60:
@@ -221,7 +286,8 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         int=fmt_int, num=fmt_num, param=fmt_param, seconds=fmt_seconds, bytes=fmt_bytes,
-        dt=fmt_dt, iso=iso, short=short_id, class_counts=class_counts_text,
+        dt=fmt_dt, iso=iso, short=short_id, class_counts=class_counts_text, path=path_text,
+        classes=classes_text,
     )
     env.globals.update(static=static_url, job_elapsed=job_elapsed, statuses=list(JobStatus),
                        active_statuses=ACTIVE_STATUSES, terminal_statuses=TERMINAL_STATUSES)
@@ -281,7 +347,10 @@ def job_page(request: Request, job_id: str, session: SessionDep, principal: Page
     job.waiting_for = WaitExplainer(session, request.app.state.settings,
                                     principal.allows("admin")).explain(row)
     dataset = datasets.find_dataset(session, principal.tenant_id, job.dataset_id)
-    return _page(request, "job.html", nav="jobs", job=job, dataset=dataset)
+    settings = request.app.state.settings
+    return _page(request, "job.html", nav="jobs", job=job, dataset=dataset,
+                 params=params_used(job.params, dataset.features if dataset else None,
+                                    settings.job_max_seconds))
 
 
 @router.get("/datasets")
@@ -323,9 +392,18 @@ def model_page(request: Request, model_id: str, session: SessionDep, principal: 
                ) -> HTMLResponse:
     model = models.get_model(session, principal.tenant_id, model_id)
     dataset = datasets.find_dataset(session, principal.tenant_id, model.dataset_id)
+    # "Evaluate on" offers the datasets the model can read: at most its features (the API
+    # refuses more), its own dataset first, then the test parts of splits
+    usable = [d for d in datasets.list_datasets(session, principal.tenant_id, limit=LIST_LIMIT)
+              if d.features <= model.n_features]
+    parent = dataset.parent_id if dataset is not None else None
+    usable.sort(key=lambda d: (not (d.split_part == "test" and parent
+                                    and d.parent_id == parent),
+                               d.id != model.dataset_id))
+    settings = request.app.state.settings
     return _page(request, "model.html", nav="models", model=model, dataset=dataset,
                  models=[model], selected=model.id,
                  evaluations=evaluations.list_evaluations(session, principal.tenant_id,
                                                           model_id, limit=20),
-                 datasets=datasets.list_datasets(session, principal.tenant_id,
-                                                 limit=LIST_LIMIT))
+                 datasets=usable,
+                 params=params_used(model.params, model.n_features, settings.job_max_seconds))

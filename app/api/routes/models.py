@@ -1,7 +1,8 @@
-"""/v1/models: list, show, delete, predict, export."""
+"""/v1/models: import, list, show, delete, predict, export."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated
 
 import anyio.to_thread
@@ -9,12 +10,14 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from app.api import ids
+from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.api.http_errors import ApiError
+from app.domain.errors import Invalid, Unsupported
 from app.domain.orm import Model
 from app.domain.schemas import ModelPublic, ModelsPublic, PredictRequest, PredictResponse
+from app.domain.services import model_import
 from app.domain.services import models as service
 from app.infra.bus import announce
 from app.infra.db import after_commit
@@ -84,6 +87,104 @@ async def predict(model_id: str, request: Request, principal: ReadAuth) -> Respo
     return Response(orjson.dumps(answer), media_type="application/json")
 
 
+IMPORT_DOC = """Import a model trained elsewhere: a LIBSVM model file (`svm_save_model`,
+`svm-train`) or a LIBLINEAR one (`save_model`, `train`), as multipart form data: field
+`file` (the model), optional `range` (the `svm-scale -s` range file it was trained behind:
+predict then scales raw rows with it, like `svm-scale -r` before `svm-predict`), optional
+`n_features` (a LIBSVM file does not say its width: the default is the largest
+support-vector index; rows are cut to the width on predict).
+
+The file is checked field by field (header fields, counts, every support-vector or weight
+line); one that does not parse gets 422 naming the line (`detail.line`). Served:
+LIBSVM c_svc and nu_svc (linear, polynomial, rbf, sigmoid kernels; with probA/probB,
+predict gives probabilities), LIBLINEAR's classification solvers (-s 0 to 7). Regression,
+one-class and precomputed-kernel models get 422 "not supported yet". Limits:
+HINGE_MAX_MODEL_IMPORT_BYTES (each file), HINGE_MAX_IMPORT_SUPPORT_VECTORS,
+HINGE_MAX_FEATURES, HINGE_MAX_CLASSES.
+
+The model (201) has no job and no dataset; `origin` records the format, the file names and
+their sha256. Predict, evaluations and export serve it like a trained model."""
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=ModelPublic,
+    description=IMPORT_DOC,
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "file": {"type": "string", "format": "binary"},
+                            "range": {"type": "string", "format": "binary"},
+                            "n_features": {"type": "integer", "minimum": 1},
+                        },
+                        "required": ["file"],
+                    }
+                },
+            },
+            "required": True,
+        }
+    },
+)
+async def import_model(request: Request, settings: SettingsDep, session: WriteSessionDep,
+                       principal: TrainAuth) -> Response:
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "multipart/form-data":
+        raise Unsupported(
+            f"Content-Type {media or '(none)'} is not accepted: send the model file as "
+            "multipart/form-data, field `file` (curl -F file=@svm.model), with an "
+            "optional `range` file (-F range=@svm.range)",
+            {"accepted": ["multipart/form-data"]})
+    form = await request.form(max_files=2, max_fields=4)
+    try:
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise Invalid("the model file goes in a multipart file field `file` "
+                          "(curl -F file=@svm.model)", field="file")
+        range_upload = form.get("range")
+        if isinstance(range_upload, str):
+            raise Invalid("the range file goes in a multipart file field `range` "
+                          "(curl -F range=@svm.range)", field="range")
+        width = _n_features(form.get("n_features"))
+        payload = await upload.read()
+        range_payload = None if range_upload is None else await range_upload.read()
+        file_name = upload.filename or "model"
+        range_name = None if range_upload is None else (range_upload.filename or "range")
+    finally:
+        await form.close()
+    async with idempotency.Write(request, settings, principal.tenant_id, "POST /v1/models",
+                                 session) as write:
+        asked = idempotency.request_hash(
+            hashlib.sha256(payload).hexdigest(), file_name,
+            "" if range_payload is None else hashlib.sha256(range_payload).hexdigest(),
+            str(width))
+        replayed = write.replay(asked)
+        if replayed is not None:
+            return replayed
+        model = await anyio.to_thread.run_sync(
+            model_import.import_model, write.session, settings, principal.tenant_id,
+            payload, file_name, range_payload, range_name, width)
+        return await anyio.to_thread.run_sync(write.answer, 201,
+                                              ModelPublic.model_validate(model), asked)
+
+
+def _n_features(value: object) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        width = int(str(value))
+    except ValueError:
+        width = 0
+    if width < 1:
+        raise Invalid(f"n_features must be a positive integer, not {value!r}",
+                      field="n_features")
+    return width
+
+
 @router.get("", response_model=ModelsPublic)
 def list_models(
     session: SessionDep,
@@ -111,19 +212,32 @@ def delete_model(model_id: str, session: WriteSessionDep, settings: SettingsDep,
     after_commit(session, lambda: announce(settings, "model", model_id))
 
 
-ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm|scale)$")]
+ExportFormat = Annotated[str | None, Query(pattern="^(liblinear|libsvm|scale|onnx)$")]
 
 
-@router.get("/{model_id}/export", response_class=PlainTextResponse)
+@router.get("/{model_id}/export", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {},
+                                         "application/octet-stream": {}}}})
 def export_model(model_id: str, session: SessionDep, settings: SettingsDep,
-                 principal: ReadAuth, format: ExportFormat = None) -> PlainTextResponse:
+                 principal: ReadAuth, format: ExportFormat = None) -> Response:
     """A model file the reference engine loads: `format=liblinear` for linear models (the
     default for them), `format=libsvm` for kernel models (their default; with probA/probB
     when trained with probability), or `format=scale`: the `svm-scale -s` range file of a
     model trained with scale minmax (scale test rows with `svm-scale -r` before LIBSVM's or
-    LIBLINEAR's predict)."""
-    suffix = "range" if format == "scale" else "model"
+    LIBLINEAR's predict).
+
+    `format=onnx`: the model as an ONNX graph (application/octet-stream), linear or kernel,
+    with its scaler and probability calibration inside: input `input` double [N,
+    n_features] (raw dense rows), outputs `label` [N], `decision_values` ([N] for two
+    classes, else [N, m]) and, for calibrated models, `probabilities` [N, n_classes], the
+    same as predict's (docs/api.md). Needs the server's `onnx` extra (503 without it)."""
     model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
+    if format == "onnx":
+        return Response(
+            service.export_onnx(session, settings, principal.tenant_id, model_id),
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": f'attachment; filename="{model_id}.onnx"'})
+    suffix = "range" if format == "scale" else "model"
     return PlainTextResponse(
         service.export_model(session, settings, principal.tenant_id, model_id, format),
         headers={"Content-Disposition": f'attachment; filename="{model_id}.{suffix}"'},

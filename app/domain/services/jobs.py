@@ -30,7 +30,13 @@ from app.infra.bus import notify
 from app.infra.db import after_commit
 from app.infra.queue import TRAIN_TASK
 from app.settings import Settings
-from solvers.params import ParamError, check_scale_for_data, label_key, validate_params
+from solvers.params import (
+    ParamError,
+    check_scale_for_data,
+    label_key,
+    task_of,
+    validate_params,
+)
 
 log = logging.getLogger("hinge.jobs")
 
@@ -207,6 +213,15 @@ def validated_params(spec: JobCreate, settings: Settings) -> dict[str, Any]:
     except ParamError as exc:
         field = "solver" if exc.field == "solver" else f"params.{exc.field}"
         raise Invalid(str(exc), field=field) from None
+    task = task_of(spec.solver, applied)
+    if task != "classification":
+        # the solvers train it (solvers.fit, hinge.sklearn); datasets, predict and
+        # evaluation do not serve regression or outlier models yet
+        raise Invalid(f"params.formulation: {applied['formulation']} trains a {task} model, "
+                      "which the service does not serve yet; it trains classification "
+                      "models (formulation c_svc or nu_svc)",
+                      {"task": task, "served": ["classification"]},
+                      field="params.formulation")
     _check_caps(applied, settings)
     return applied
 

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import re
 import time
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 import numpy as np
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, defer
 
-from app.domain.errors import Invalid, Unsupported, not_found
+from app.domain.errors import Invalid, Unavailable, Unsupported, not_found
 from app.domain.export import liblinear_model_text
 from app.domain.metrics import PREDICT_SECONDS
 from app.domain.orm import Model
@@ -39,6 +39,7 @@ from app.infra.db import after_commit, read_sessionmaker_for
 from app.infra.storage import blob_store, model_arrays, model_key
 from app.settings import Settings
 from solvers.models import Pipeline
+from solvers.models import ServableModel as SolverServable
 from solvers.scaling import ScalingError, scaler_to_range_text
 
 log = logging.getLogger("hinge.models")
@@ -295,6 +296,23 @@ def export_model(session: Session, settings: Settings, tenant_id: str, model_id:
             return libsvm_model_text(model, calibration.A, calibration.B)
         return libsvm_model_text(model)
     except ValueError as exc:
+        raise Invalid(str(exc)) from None
+
+
+def export_onnx(session: Session, settings: Settings, tenant_id: str, model_id: str
+                ) -> bytes:
+    """The model as an ONNX graph (solvers/onnx_graph.py: its scaler and probability
+    sigmoids included); 503 naming the extra when the onnx package is not installed."""
+    from solvers.onnx_graph import OnnxTooLarge, OnnxUnavailable, onnx_model_bytes
+
+    get_model(session, tenant_id, model_id)
+    served = load_model(session, settings, tenant_id, model_id).model
+    try:
+        return onnx_model_bytes(cast(SolverServable, served))
+    except OnnxUnavailable as exc:
+        raise Unavailable(f"{exc}; the other export formats work without it",
+                          {"extra": "onnx"}) from None
+    except OnnxTooLarge as exc:
         raise Invalid(str(exc)) from None
 
 

@@ -83,6 +83,8 @@ export function fmtNum(value, digits = 6) {
 export function fmtSeconds(seconds) {
   if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "—";
   const s = Math.max(0, seconds);
+  if (s < 0.001) return s === 0 ? "0 s" : "< 1 ms";
+  if (s < 0.1) return `${Math.round(s * 1000)} ms`; // a 45 ms fit is not "0.0 s"
   if (s < 10) return `${s.toFixed(1)} s`;
   if (s < 60) return `${Math.round(s)} s`;
   const whole = Math.floor(s);
@@ -108,9 +110,11 @@ export function shortId(id) {
 export function localizeTime(node) {
   const when = new Date(node.getAttribute("datetime"));
   if (Number.isNaN(when.getTime())) return;
-  node.textContent = when.toLocaleString(undefined, {
-    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
-  });
+  // data-format="short" (a table's date column): "Nov 26, 05:57 PM", the full time in the title
+  const options = node.dataset.format === "short"
+    ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }
+    : { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" };
+  node.textContent = when.toLocaleString(undefined, options);
   node.title = when.toISOString();
 }
 

@@ -103,11 +103,34 @@ function buildControl(param) {
   }
   const field = el("div", { class: "field", "data-param": param.name },
     label, input,
-    el("small", { class: "hint", id: hintId }, hint.join(" ")),
+    foldedHint(el("small", { class: "hint", id: hintId }), hint.join(" ")),
     el("small", { class: "alert field-error", id: errorId, hidden: true }));
   setDefault(param, input);
   input.addEventListener("input", () => setInvalid(param, input, ""));
   return field;
+}
+
+const FOLD_AFTER = 220; // characters: longer help shows its first sentence and folds the rest
+
+/** Fill a hint with `text`; long help keeps its first sentence (or first line) in view and
+ *  the rest in a <details> the reader opens ("more"). */
+function foldedHint(node, text) {
+  node.replaceChildren();
+  const lines = text.split("\n");
+  if (text.length <= FOLD_AFTER && lines.length <= 3) {
+    node.textContent = text;
+    return node;
+  }
+  const sentence = /^[\s\S]*?[.:;](\s|$)/.exec(lines[0]);
+  let head = sentence && sentence[0].length <= FOLD_AFTER ? sentence[0].trim() : lines[0].slice(0, FOLD_AFTER).trim();
+  if (!head) head = text.slice(0, FOLD_AFTER).trim();
+  const rest = text.slice(text.indexOf(head) + head.length).trim();
+  node.append(head, " ");
+  if (rest) {
+    node.append(el("details", { class: "more-help" }, el("summary", {}, "more"),
+      el("span", { class: "more-help-text" }, rest)));
+  }
+  return node;
 }
 
 function setInvalid(param, input, message) {
@@ -167,7 +190,7 @@ function renderParams() {
     fieldset.append(field);
     inputs.set(param.name, field.querySelector("input, select"));
   }
-  solverDescription.textContent = current.description || "";
+  foldedHint(solverDescription, current.description || "");
 }
 
 function selectSolver(name) {

@@ -30,6 +30,18 @@ function setProgress(fraction) {
 
 function onProgress(event) {
   addPoint(event);
+  if (event.phase === "calibration") {
+    // the calibration's fits, counted on their own (the fit itself is done)
+    const total = typeof event.n_classes === "number" ? event.n_classes : 0;
+    const done = typeof event.class_index === "number" ? event.class_index : 0;
+    if (total) {
+      progressBar.value = done / total;
+      progressLabel.textContent = `${Math.round((100 * done) / total)}% of the calibration`;
+    }
+    progressDetail.textContent = `probability calibration: fit ${fmtInt(done + 1)} of ${fmtInt(total)}`
+      + ` (5-fold cross-validation) · ${fmtSeconds(event.elapsed_s)}`;
+    return;
+  }
   setProgress(event.fraction);
   const parts = [];
   if (typeof event.iteration === "number") parts.push(`iteration ${fmtInt(event.iteration)}`);
@@ -127,6 +139,24 @@ function addHistory(event) {
   history.append(item);
 }
 
+/** The solver path with repeats counted, as the server's `path` filter writes it. */
+function pathText(path) {
+  const outputs = new Map();
+  for (const step of path) {
+    if (!outputs.has(step.output)) outputs.set(step.output, []);
+    outputs.get(step.output).push(`${step.solver} (${step.exit})`);
+  }
+  const ways = new Set([...outputs.values()].map((steps) => steps.join(" → ")));
+  if (outputs.size > 1 && ways.size === 1) return `${[...ways][0]}, each of the ${outputs.size} outputs`;
+  const runs = [];
+  for (const step of path) {
+    const text = `${step.solver} (${step.exit})`;
+    if (runs.length && runs[runs.length - 1][0] === text) runs[runs.length - 1][1] += 1;
+    else runs.push([text, 1]);
+  }
+  return runs.map(([text, count]) => (count === 1 ? text : `${text} × ${count}`)).join(" → ");
+}
+
 function resultItem(term, value) {
   return el("div", {}, el("dt", {}, term), el("dd", {}, value));
 }
@@ -149,7 +179,7 @@ function renderResult(result) {
     resultItem("Exit reason", result.exit_reason || "—"),
     resultItem("Converged", convergedCell(result)),
     ...(typeof result.relative_gap === "number" ? [resultItem("Relative gap", fmtNum(result.relative_gap))] : []),
-    ...(result.path && result.path.length ? [resultItem("Path", result.path.map((step) => `${step.solver} (${step.exit})`).join(" → "))] : []),
+    ...(result.path && result.path.length ? [resultItem("Path", pathText(result.path))] : []),
     ...(result.auto ? [resultItem("Auto", `${result.auto.chosen}: ${result.auto.reason}`)] : []),
     resultItem("Iterations", fmtInt(result.iterations)),
     resultItem("Train time", fmtSeconds(result.train_seconds)),
@@ -189,10 +219,9 @@ async function finish() {
     const started = job.status_history.some((entry) => entry.status === "running");
     if (job.status === "succeeded") {
       chartEmpty.textContent = "The job finished before its first progress report (reports come every 0.2 s), so there is nothing to plot.";
-    } else if (!started) {
-      chartEmpty.textContent = `The job was ${job.status} before it started.`;
     } else {
-      chartEmpty.textContent = `The job was ${job.status} before its first progress report.`;
+      const what = job.status === "failed" ? "The job failed" : `The job was ${job.status}`;
+      chartEmpty.textContent = started ? `${what} before its first progress report.` : `${what} before it started.`;
     }
   }
 }

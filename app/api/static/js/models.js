@@ -142,8 +142,6 @@ if (evaluations) {
   drawRocCurves();
   const evaluateForm = $("evaluate-form");
   const evaluateError = $("evaluate-error");
-  const testPart = evaluateForm.querySelector("option[data-test-part]");
-  if (testPart) testPart.selected = true;
   evaluateForm.addEventListener("submit", async (event) => {
     event.preventDefault();
     show(evaluateError, "");

@@ -1,0 +1,565 @@
+"""Model files trained elsewhere, read strictly: LIBSVM's (`svm_save_model`) and LIBLINEAR's
+(`save_model`) text formats, checked field by field, as servable models (solvers.models).
+
+`read_model_file(text, limits)` tells the two formats apart by their first keyword
+(`svm_type` or `solver_type`), checks every header field, count and support-vector or
+weight line against the header, and returns an `ImportedModel`. Anything wrong raises
+`ModelFormatError` naming the 1-based line; a formulation that parses but that Hinge does
+not serve (epsilon-SVR, nu-SVR, one-class, a precomputed kernel, LIBLINEAR's regression and
+one-class solvers) raises `NotServable`, a ModelFormatError that says "not supported yet".
+
+What is served, and how it maps to Hinge's layout (classes sorted; see solvers/formats.py
+and KernelModel's docstring):
+- LIBSVM c_svc and nu_svc (the same decision function: sum coef K - rho per pair and
+  one-vs-one votes), kernels linear, polynomial, rbf, sigmoid, with or without probA /
+  probB (a "pairwise" Calibration; a pair whose classes swap places in the sorted order
+  keeps A and negates B, since 1 - sigmoid(A f + B) = sigmoid(-A f - B) and f changes sign).
+- LIBLINEAR's classification solvers (0-7: the logistic-regression and SVM ones, whose
+  predict is sign / argmax of w.x + b) with one weight column per class, or one for two
+  classes; Crammer-Singer (4) for more than two classes. With `bias` >= 0 the last weight
+  row times `bias` is the intercept (LIBLINEAR's bias feature).
+
+Feature counts: a LIBLINEAR file states `nr_feature`; a LIBSVM file does not, so its width
+is the largest support-vector index unless the caller gives a larger one (an svm-scale range
+file's, or an explicit n_features). Rows are cut to the width on predict, as for every
+Hinge model; for rbf that differs from svm-predict on features past every support vector
+(they add to ||x - sv||^2 there), so give the width of the data.
+
+Label order: the engines list labels as they first appear in the training data; Hinge
+sorts them (pairs re-oriented, sigmoids too). What depends on the order is kept: a
+one-vs-one vote tie goes to the label listed first in the file (KernelModel.vote_order) and
+the probability coupling runs in the file's order (Calibration.order). Left: LIBLINEAR gives
+label[1] to a two-class decision value of exactly 0 and LIBSVM the second label to a
+two-class value of exactly 0; Hinge gives the smaller class (they agree when the file lists
+the smaller class second, as LIBLINEAR does for -1 / +1 data).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from solvers.formats import ModelFormatError
+from solvers.kernels import KernelModel, pair_classes
+from solvers.models import Calibration, LinearModel, Pipeline, ServableModel
+from solvers.scaling import Scaler, ScalingError, scaler_from_range_text
+
+
+class ModelFileError(ModelFormatError):
+    """A model file that does not parse; `line` is the 1-based line (None: the file)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+        self.line = line
+        self.reason = message
+
+
+class NotServable(ModelFileError):
+    """A well-formed model of a formulation Hinge does not serve yet."""
+
+
+class OverLimit(ModelFileError):
+    """A model larger than a limit allows (support vectors, features, classes)."""
+
+
+@dataclass(frozen=True)
+class ImportLimits:
+    max_support_vectors: int = 1_000_000
+    max_features: int = 10_000_000
+    max_classes: int = 1000
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """A model read from a file: the servable model and what the file said about itself."""
+
+    model: ServableModel
+    format: str  # "libsvm" | "liblinear"
+    kind: str  # "kernel" | "linear"
+    solver: str  # LIBSVM's svm_type or LIBLINEAR's solver_type, as written
+    classes: list[float]
+    n_features: int
+    params: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def read_model_file(text: str, limits: ImportLimits = ImportLimits(), *,
+                    range_text: str | None = None,
+                    n_features: int | None = None) -> ImportedModel:
+    """The model in `text` (LIBSVM or LIBLINEAR), with the minmax scaler of the svm-scale
+    range file `range_text` in front of it if given. n_features widens a LIBSVM model (and
+    must not be below the largest index it uses)."""
+    lines = text.splitlines()
+    first = next((line.split()[0] for line in lines if line.split()), None)
+    if first == "svm_type":
+        imported = _read_libsvm(lines, limits, n_features)
+    elif first == "solver_type":
+        if n_features is not None and n_features != _liblinear_width_hint(lines):
+            raise ModelFileError("n_features is given by the LIBLINEAR file's nr_feature; "
+                               "leave it out")
+        imported = _read_liblinear(lines, limits)
+    else:
+        raise ModelFileError(
+            "not a LIBSVM or LIBLINEAR model file: the first field must be svm_type "
+            f"(LIBSVM) or solver_type (LIBLINEAR), found {first!r}", 1 if lines else None)
+    if range_text is None:
+        return imported
+    return _with_scaler(imported, range_text, limits)
+
+
+# -- LIBSVM ------------------------------------------------------------------------------
+
+_LIBSVM_SERVED = ("c_svc", "nu_svc")
+_LIBSVM_NOT_YET = ("one_class", "epsilon_svr", "nu_svr")
+_KERNELS = {"linear": "linear", "polynomial": "poly", "rbf": "rbf", "sigmoid": "sigmoid"}
+_LIBSVM_FIELDS = ("svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class",
+                  "total_sv", "rho", "label", "probA", "probB", "prob_density_marks",
+                  "nr_sv")
+
+
+def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
+                 ) -> ImportedModel:
+    header: dict[str, tuple[int, list[str]]] = {}
+    position = 0
+    while position < len(lines):
+        parts = lines[position].split()
+        position += 1
+        if not parts:
+            continue
+        if parts[0] == "SV" and len(parts) == 1:
+            break
+        key = parts[0]
+        if key not in _LIBSVM_FIELDS:
+            raise ModelFileError(f"unknown LIBSVM header field {key!r} (known: "
+                               f"{', '.join(_LIBSVM_FIELDS)}, then SV)", position)
+        if key in header:
+            raise ModelFileError(f"{key} is given twice", position)
+        header[key] = (position, parts[1:])
+    else:
+        raise ModelFileError("LIBSVM model file has no 'SV' line (the support vectors follow "
+                           "it)", len(lines) or None)
+    sv_line = position  # 1-based number of the SV line
+
+    def one(key: str) -> tuple[int, str]:
+        if key not in header:
+            raise ModelFileError(f"LIBSVM header lacks {key}", sv_line)
+        line, values = header[key]
+        if len(values) != 1:
+            raise ModelFileError(f"{key} takes one value, has {len(values)}", line)
+        return line, values[0]
+
+    line, svm_type = one("svm_type")
+    if svm_type in _LIBSVM_NOT_YET:
+        raise NotServable(f"svm_type {svm_type} is not supported yet (Hinge serves "
+                          f"{' and '.join(_LIBSVM_SERVED)} models)", line)
+    if svm_type not in _LIBSVM_SERVED:
+        raise ModelFileError(f"unknown svm_type {svm_type!r}", line)
+    line, kernel_type = one("kernel_type")
+    if kernel_type == "precomputed":
+        raise NotServable("kernel_type precomputed is not supported yet (the model holds "
+                          "indices into a kernel matrix, not support vectors)", line)
+    kernel = _KERNELS.get(kernel_type)
+    if kernel is None:
+        raise ModelFileError(f"unknown kernel_type {kernel_type!r} (one of "
+                           f"{', '.join(_KERNELS)})", line)
+    degree, gamma, coef0 = 3, 0.0, 0.0
+    if kernel == "poly":
+        line, text = one("degree")
+        degree = _integer(text, "degree", line, low=0)
+    if kernel != "linear":
+        line, text = one("gamma")
+        gamma = _number(text, "gamma", line)
+    if kernel in ("poly", "sigmoid"):
+        line, text = one("coef0")
+        coef0 = _number(text, "coef0", line)
+    line, text = one("nr_class")
+    k = _integer(text, "nr_class", line, low=2)
+    if k > limits.max_classes:
+        raise OverLimit(f"nr_class {k} exceeds the limit of {limits.max_classes} "
+                           "classes", line)
+    line, text = one("total_sv")
+    total_sv = _integer(text, "total_sv", line, low=1)
+    if total_sv > limits.max_support_vectors:
+        raise OverLimit(f"total_sv {total_sv} exceeds the limit of "
+                           f"{limits.max_support_vectors} support vectors", line)
+    n_pairs = k * (k - 1) // 2
+    rho = _numbers(header, "rho", n_pairs, f"nr_class {k} needs one per class pair",
+                   sv_line)
+    labels = _labels(header, k, sv_line)
+    if "prob_density_marks" in header:
+        raise ModelFileError("prob_density_marks belongs to one-class models",
+                           header["prob_density_marks"][0])
+    prob_a = prob_b = None
+    if ("probA" in header) != ("probB" in header):
+        given = "probA" if "probA" in header else "probB"
+        raise ModelFileError(f"{given} without {'probB' if given == 'probA' else 'probA'}",
+                           header[given][0])
+    if "probA" in header:
+        prob_a = _numbers(header, "probA", n_pairs, "one per class pair", sv_line)
+        prob_b = _numbers(header, "probB", n_pairs, "one per class pair", sv_line)
+    if "nr_sv" not in header:
+        raise ModelFileError("LIBSVM header lacks nr_sv", sv_line)
+    line, values = header["nr_sv"]
+    if len(values) != k:
+        raise ModelFileError(f"nr_sv has {len(values)} values; nr_class {k} needs {k}", line)
+    n_sv = np.array([_integer(v, "nr_sv", line, low=0) for v in values], dtype=np.int64)
+    if int(n_sv.sum()) != total_sv:
+        raise ModelFileError(f"nr_sv sums to {int(n_sv.sum())}, total_sv says {total_sv}",
+                           line)
+
+    remaining = sum(1 for text in lines[sv_line:] if text.strip())
+    if total_sv > remaining:  # before allocating what the header claims
+        raise ModelFileError(f"total_sv {total_sv}, but the file has {remaining} lines "
+                             "after 'SV'", len(lines))
+    if (k - 1) * total_sv > sum(len(text) for text in lines[sv_line:]) // 2 + 1:
+        raise ModelFileError(f"{total_sv} support vectors of nr_class - 1 = {k - 1} "
+                             "coefficients each do not fit in the lines after 'SV'",
+                             len(lines))
+    coef = np.empty((k - 1, total_sv))
+    data: list[float] = []
+    indices: list[int] = []
+    indptr = [0]
+    s = 0
+    for number in range(sv_line + 1, len(lines) + 1):
+        parts = lines[number - 1].split()
+        if not parts:
+            continue
+        if s == total_sv:
+            raise ModelFileError(f"more support vectors than total_sv {total_sv}", number)
+        if len(parts) < k - 1:
+            raise ModelFileError(f"a support vector line starts with nr_class - 1 = {k - 1} "
+                               f"coefficients; this one has {len(parts)} fields", number)
+        for c in range(k - 1):
+            coef[c, s] = _number(parts[c], "coefficient", number, node=parts[c])
+        previous = 0
+        for node in parts[k - 1:]:
+            index_text, colon, value_text = node.partition(":")
+            if not colon:
+                raise ModelFileError(f"expected index:value, found {node!r}", number)
+            index = _integer(index_text, "feature index", number, low=1, node=node)
+            if index <= previous:
+                raise ModelFileError(f"feature indices must increase ({index} after "
+                                   f"{previous})", number)
+            if index > limits.max_features:
+                raise OverLimit(f"feature index {index} exceeds the limit of "
+                                   f"{limits.max_features} features", number)
+            previous = index
+            indices.append(index - 1)
+            data.append(_number(value_text, "feature value", number, node=node))
+        indptr.append(len(indices))
+        s += 1
+    largest = max(indices, default=-1) + 1
+    if n_features is None:
+        width = max(largest, 1)
+    elif n_features < largest:
+        raise ModelFileError(f"n_features {n_features} is below the largest support-vector "
+                           f"index {largest}")
+    elif n_features > limits.max_features:
+        raise OverLimit(f"n_features {n_features} exceeds the limit of "
+                           f"{limits.max_features} features")
+    else:
+        width = n_features
+
+    order = np.argsort(labels, kind="stable")
+    model = _sorted_kernel_model(labels, order, kernel, gamma, degree, coef0, width,
+                                 np.array(data, dtype=np.float64),
+                                 np.array(indices, dtype=np.int32),
+                                 np.array(indptr, dtype=np.int64), coef, rho, n_sv)
+    served: ServableModel = model
+    if prob_a is not None and prob_b is not None:
+        signs = _pair_signs(order)
+        by_sorted = _file_pair_of_sorted(order)
+        calibration = Calibration("pairwise", prob_a[by_sorted].copy(),
+                                  signs * prob_b[by_sorted], _file_order(order, k))
+        served = Pipeline(model, None, calibration)
+    params: dict[str, Any] = {"svm_type": svm_type, "kernel": kernel,
+                              "probability": prob_a is not None}
+    if kernel != "linear":
+        params["gamma"] = gamma
+    if kernel == "poly":
+        params["degree"] = degree
+    if kernel in ("poly", "sigmoid"):
+        params["coef0"] = coef0
+    return ImportedModel(
+        model=served, format="libsvm", kind="kernel", solver=svm_type,
+        classes=[float(v) for v in model.classes], n_features=width, params=params,
+        summary={"n_support": total_sv, "n_sv": [int(v) for v in model.n_sv],
+                 "label_order": [float(v) for v in labels]})
+
+
+def _sorted_kernel_model(labels: np.ndarray, order: np.ndarray, kernel: str, gamma: float,
+                         degree: int, coef0: float, width: int, data: np.ndarray,
+                         indices: np.ndarray, indptr: np.ndarray, coef: np.ndarray,
+                         rho: np.ndarray, n_sv: np.ndarray) -> KernelModel:
+    from solvers.formats import _sorted_layout
+
+    sv_data, sv_indices, sv_indptr, sv_coef, sorted_rho = _sorted_layout(
+        data, indices, indptr, coef, rho, n_sv, order)
+    return KernelModel(
+        classes=labels[order], kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
+        multiclass="ovo", n_features=width, sv_data=sv_data, sv_indices=sv_indices,
+        sv_indptr=sv_indptr, sv_coef=sv_coef, rho=sorted_rho, n_sv=n_sv[order],
+        sv_rows=np.full(sv_indptr.shape[0] - 1, -1, dtype=np.int64),
+        vote_order=_file_order(order, labels.shape[0]))
+
+
+def _file_order(order: np.ndarray, k: int) -> np.ndarray | None:
+    """The sorted class index of each of the file's labels, in the file's order (None when
+    the file lists them sorted, or for two classes, where there is no vote to tie)."""
+    if k == 2:
+        return None
+    file_order = np.argsort(order, kind="stable")  # order[c] = file index of sorted c
+    return None if np.array_equal(file_order, np.arange(k)) else file_order
+
+
+def _file_pair_of_sorted(order: np.ndarray) -> np.ndarray:
+    """For each pair of the sorted classes (LIBSVM's pair order), the file's pair."""
+    k = order.shape[0]
+    first, second = pair_classes(k)
+    file_pair = {(int(a), int(b)): p for p, (a, b) in enumerate(zip(first, second,
+                                                                     strict=True))}
+    return np.array([file_pair[(min(int(order[a]), int(order[b])),
+                                max(int(order[a]), int(order[b])))]
+                     for a, b in zip(first, second, strict=True)], dtype=np.int64)
+
+
+def _pair_signs(order: np.ndarray) -> np.ndarray:
+    """+1 where a sorted pair keeps the file's orientation, -1 where its classes swap."""
+    first, second = pair_classes(order.shape[0])
+    return np.where(order[first] < order[second], 1.0, -1.0)
+
+
+def _labels(header: dict[str, tuple[int, list[str]]], k: int, sv_line: int) -> np.ndarray:
+    if "label" not in header:
+        raise ModelFileError("LIBSVM header lacks label", sv_line)
+    line, values = header["label"]
+    if len(values) != k:
+        raise ModelFileError(f"label has {len(values)} values; nr_class {k} needs {k}", line)
+    labels = np.array([float(_integer(v, "label", line)) for v in values])
+    if len(set(labels.tolist())) != k:
+        raise ModelFileError("labels must be distinct", line)
+    return labels
+
+
+# -- LIBLINEAR ---------------------------------------------------------------------------
+
+# solver_type -> LIBLINEAR's number; the classification ones are served
+_LIBLINEAR_CLASSIFIERS = {
+    "L2R_LR": 0, "L2R_L2LOSS_SVC_DUAL": 1, "L2R_L2LOSS_SVC": 2, "L2R_L1LOSS_SVC_DUAL": 3,
+    "MCSVM_CS": 4, "L1R_L2LOSS_SVC": 5, "L1R_LR": 6, "L2R_LR_DUAL": 7,
+}
+_LIBLINEAR_NOT_YET = {"L2R_L2LOSS_SVR": 11, "L2R_L2LOSS_SVR_DUAL": 12,
+                      "L2R_L1LOSS_SVR_DUAL": 13, "ONECLASS_SVM": 21}
+_LIBLINEAR_FIELDS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
+# Hinge's own names (app/domain/export.py writes them back)
+_LIBLINEAR_LOSS = {"L2R_L1LOSS_SVC_DUAL": "l1", "L2R_L2LOSS_SVC_DUAL": "l2",
+                   "L2R_L2LOSS_SVC": "l2", "L1R_L2LOSS_SVC": "l2"}
+
+
+def _liblinear_width_hint(lines: list[str]) -> int | None:
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "nr_feature":
+            try:
+                return int(parts[1])
+            except ValueError:
+                return None
+    return None
+
+
+def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
+    header: dict[str, tuple[int, list[str]]] = {}
+    position = 0
+    while position < len(lines):
+        parts = lines[position].split()
+        position += 1
+        if not parts:
+            continue
+        if parts == ["w"]:
+            break
+        key = parts[0]
+        if key not in _LIBLINEAR_FIELDS:
+            raise ModelFileError(f"unknown LIBLINEAR header field {key!r} (known: "
+                               f"{', '.join(_LIBLINEAR_FIELDS)}, then w)", position)
+        if key in header:
+            raise ModelFileError(f"{key} is given twice", position)
+        header[key] = (position, parts[1:])
+    else:
+        raise ModelFileError("LIBLINEAR model file has no 'w' line (the weights follow it)",
+                           len(lines) or None)
+    w_line = position
+
+    def one(key: str) -> tuple[int, str]:
+        if key not in header:
+            raise ModelFileError(f"LIBLINEAR header lacks {key}", w_line)
+        line, values = header[key]
+        if len(values) != 1:
+            raise ModelFileError(f"{key} takes one value, has {len(values)}", line)
+        return line, values[0]
+
+    line, solver_type = one("solver_type")
+    if solver_type in _LIBLINEAR_NOT_YET:
+        raise NotServable(f"solver_type {solver_type} (regression or one-class) is not "
+                          "supported yet: Hinge serves LIBLINEAR's classification solvers",
+                          line)
+    if solver_type not in _LIBLINEAR_CLASSIFIERS:
+        raise ModelFileError(f"unknown solver_type {solver_type!r}", line)
+    line, text = one("nr_class")
+    k = _integer(text, "nr_class", line, low=2)
+    if k > limits.max_classes:
+        raise OverLimit(f"nr_class {k} exceeds the limit of {limits.max_classes} "
+                           "classes", line)
+    if k == 2 and solver_type == "MCSVM_CS":
+        raise NotServable("a two-class MCSVM_CS (Crammer-Singer) model is not supported "
+                          "yet: it has two weight columns where Hinge's two-class models "
+                          "have one", line)
+    if "rho" in header:
+        raise ModelFileError("rho belongs to one-class models", header["rho"][0])
+    if "label" not in header:
+        raise ModelFileError("LIBLINEAR header lacks label", w_line)
+    label_line, values = header["label"]
+    if len(values) != k:
+        raise ModelFileError(f"label has {len(values)} values; nr_class {k} needs {k}",
+                           label_line)
+    labels = np.array([float(_integer(v, "label", label_line)) for v in values])
+    if len(set(labels.tolist())) != k:
+        raise ModelFileError("labels must be distinct", label_line)
+    line, text = one("nr_feature")
+    n_features = _integer(text, "nr_feature", line, low=0)
+    if n_features > limits.max_features:
+        raise OverLimit(f"nr_feature {n_features} exceeds the limit of "
+                           f"{limits.max_features} features", line)
+    if n_features == 0:
+        raise ModelFileError("nr_feature 0: a model of no features", line)
+    line, text = one("bias")
+    bias = _number(text, "bias", line)
+    n_outputs = 1 if k == 2 else k
+    n_rows = n_features + (1 if bias >= 0 else 0)
+    remaining = sum(1 for text in lines[w_line:] if text.strip())
+    if n_rows > remaining:  # before allocating what the header claims
+        raise ModelFileError(f"nr_feature{' + 1 (bias)' if bias >= 0 else ''} = {n_rows} "
+                             f"weight rows, but the file has {remaining} lines after 'w'",
+                             len(lines))
+    weights = np.empty((n_rows, n_outputs))
+    row = 0
+    for number in range(w_line + 1, len(lines) + 1):
+        parts = lines[number - 1].split()
+        if not parts:
+            continue
+        if row == n_rows:
+            bias_row = " + 1 (bias)" if bias >= 0 else ""
+            raise ModelFileError(f"more weight rows than nr_feature{bias_row} = {n_rows}",
+                                 number)
+        if len(parts) != n_outputs:
+            raise ModelFileError(f"a weight row has {n_outputs} value(s) "
+                               f"({'one per class' if n_outputs > 1 else 'two classes'});"
+                               f" this one has {len(parts)}", number)
+        for c, value in enumerate(parts):
+            weights[row, c] = _number(value, "weight", number, node=value)
+        row += 1
+    coef = weights[:n_features].T.copy()
+    intercept = weights[n_features] * bias if bias >= 0 else np.zeros(n_outputs)
+    if k == 2:  # LIBLINEAR: a positive value predicts label[0]; Hinge's: classes[1]
+        classes = np.sort(labels)
+        sign = 1.0 if labels[0] == classes[1] else -1.0
+        model = LinearModel(classes=classes, coef=sign * coef, intercept=sign * intercept)
+    else:
+        order = np.argsort(labels, kind="stable")
+        model = LinearModel(classes=labels[order], coef=coef[order].copy(),
+                            intercept=intercept[order].copy())
+    params: dict[str, Any] = {"solver_type": solver_type,
+                              "bias": "augment" if bias > 0 else "none"}
+    if bias > 0:
+        params["bias_scale"] = bias
+    if solver_type in _LIBLINEAR_LOSS:
+        params["loss"] = _LIBLINEAR_LOSS[solver_type]
+    return ImportedModel(
+        model=model, format="liblinear", kind="linear", solver=solver_type,
+        classes=[float(v) for v in model.classes], n_features=n_features, params=params,
+        summary={"label_order": [float(v) for v in labels], "bias": bias})
+
+
+# -- the svm-scale range file ------------------------------------------------------------
+
+def _with_scaler(imported: ImportedModel, range_text: str, limits: ImportLimits
+                 ) -> ImportedModel:
+    try:
+        scaler = scaler_from_range_text(range_text)
+    except ScalingError as exc:
+        raise ModelFileError(f"range file: {str(exc).removeprefix('range file: ')}") from None
+    if scaler.n_features > limits.max_features:
+        raise OverLimit(f"range file: feature {scaler.n_features} exceeds the limit of "
+                           f"{limits.max_features} features")
+    model = imported.model
+    estimator = model.estimator if isinstance(model, Pipeline) else model
+    calibration = model.calibration if isinstance(model, Pipeline) else None
+    width = imported.n_features
+    if isinstance(estimator, KernelModel) and scaler.n_features > width:
+        # the range file knows features past every support vector: they count in the
+        # kernel (||x - sv||^2), so the model takes them
+        width = scaler.n_features
+        estimator = KernelModel(**{**_kernel_fields(estimator), "n_features": width})
+    # features past the model's are 0 after scaling (svm-scale) or cut (predict): the
+    # scaler covers exactly the model's width
+    feature_min = np.zeros(width)
+    feature_max = np.zeros(width)
+    shared = min(width, scaler.n_features)
+    feature_min[:shared] = scaler.feature_min[:shared]
+    feature_max[:shared] = scaler.feature_max[:shared]
+    fitted = Scaler("minmax", scaler.lower, scaler.upper, feature_min, feature_max)
+    return ImportedModel(
+        model=Pipeline(estimator, fitted, calibration), format=imported.format,
+        kind=imported.kind, solver=imported.solver, classes=imported.classes,
+        n_features=width, params={**imported.params, "scale": "minmax",
+                                  "scale_range": [scaler.lower, scaler.upper]},
+        summary=imported.summary)
+
+
+def _kernel_fields(model: KernelModel) -> dict[str, Any]:
+    return {name: getattr(model, name) for name in (
+        "classes", "kernel", "gamma", "degree", "coef0", "multiclass", "n_features",
+        "sv_data", "sv_indices", "sv_indptr", "sv_coef", "rho", "n_sv", "sv_rows",
+        "vote_order")}
+
+
+# -- numbers -----------------------------------------------------------------------------
+
+def _number(text: str, what: str, line: int, node: str | None = None) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+        where = f" in {node!r}" if node is not None and node != text else ""
+        raise ModelFileError(f"{what} {text!r}{where} is not a number", line) from None
+    if not math.isfinite(value):
+        raise ModelFileError(f"{what} {text!r} is not finite", line)
+    return value
+
+
+def _integer(text: str, what: str, line: int, low: int | None = None,
+             node: str | None = None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        where = f" in {node!r}" if node is not None and node != text else ""
+        raise ModelFileError(f"{what} {text!r}{where} is not an integer", line) from None
+    if low is not None and value < low:
+        raise ModelFileError(f"{what} {value} must be >= {low}", line)
+    return value
+
+
+def _numbers(header: dict[str, tuple[int, list[str]]], key: str, count: int, why: str,
+             sv_line: int) -> np.ndarray:
+    if key not in header:
+        raise ModelFileError(f"LIBSVM header lacks {key}", sv_line)
+    line, values = header[key]
+    if len(values) != count:
+        raise ModelFileError(f"{key} has {len(values)} values; {why} ({count})", line)
+    return np.array([_number(v, key, line) for v in values])
+
+
+__all__ = ["ImportLimits", "ImportedModel", "ModelFileError", "ModelFormatError",
+           "NotServable", "OverLimit", "read_model_file"]
