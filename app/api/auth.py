@@ -44,7 +44,11 @@ _bearer = HTTPBearer(auto_error=False, description="An API key: `Bearer hk_<id>_
 
 
 def unauthorized() -> ApiError:
-    return ApiError(401, "a valid API key is required (Authorization: Bearer hk_...)",
+    return ApiError(401, "a valid API key is required: send the header `Authorization: "
+                         "Bearer hk_<id>_<secret>` (the hinge command line and its Python "
+                         "client send $HINGE_API_KEY, or the key given by --api-key)",
+                    detail={"header": "Authorization", "scheme": "Bearer",
+                            "environment": "HINGE_API_KEY", "flag": "--api-key"},
                     headers={"WWW-Authenticate": "Bearer"})
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.domain.errors import (
+    AmbiguousId,
     Conflict,
     DomainError,
     Invalid,
@@ -68,6 +69,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     TooLarge: 413,
     Unsupported: 415,
     Invalid: 422,
+    AmbiguousId: 422,
     OverLimit: 429,
     Unavailable: 503,
 }
@@ -107,7 +109,7 @@ def install_error_handlers(app: FastAPI) -> None:
         status = domain_status(exc)
         if status == 500:
             return _unhandled_error(request)
-        return _json(status, exc.message, exc.detail, headers=domain_headers(exc))
+        return _json(status, exc.message, exc.detail, exc.code, headers=domain_headers(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -16,6 +16,9 @@ in pyproject.toml says so), so a service that talks to Hinge imports this packag
 
 Every method raises `HingeError` for an answer that is not a success; the error carries
 the status code and the API's error body (`{"error": {"code", "message", "detail"}}`).
+Wherever a method takes an id, a unique prefix of it will do: the
+server resolves it among the caller's own (an ambiguous one is a 422 `ambiguous_id` whose
+detail lists the candidates).
 Answers are the API's JSON, typed as TypedDicts (the keys the API documents; a newer
 server may add keys).
 """
@@ -65,6 +68,8 @@ class Dataset(TypedDict, total=False):
     split_part: str | None
     source_format: str  # svmlight, csv, tsv, parquet or npz
     feature_names: list[str] | None
+    duplicate_of: list[str]  # earlier datasets of the same content (a new upload's answer)
+    reused: bool  # set by this client: upload(reuse=True) answered with an earlier dataset
 
 
 class JobResult(TypedDict, total=False):
@@ -93,8 +98,8 @@ class Job(TypedDict, total=False):
     error: str | None
     model_id: str | None
     result: JobResult | None
-    progress: dict[str, Any] | None
-    progress_fraction: float | None
+    progress: dict[str, Any] | None  # the latest progress event, without its fraction
+    progress_fraction: float | None  # the job's one fraction, 0 to 1, in every state
     status_history: list[dict[str, Any]]
     attempt: int
     worker: str | None
@@ -222,18 +227,22 @@ class HingeClient:
     def upload(self, file: str | os.PathLike[str] | BinaryIO, name: str | None = None, *,
                progress: ProgressCallback | None = None,
                idempotency_key: str | None = None, format: str | None = None,
-               label_column: str | int | None = None) -> Dataset:
+               label_column: str | int | None = None, reuse: bool = False) -> Dataset:
         """Upload a dataset file (svmlight, CSV/TSV with a header, Parquet or .npz; plain,
         gzip, bz2 or xz), streamed in 1 MiB chunks as the raw request body;
         `progress(sent, total)` is called after each chunk. `format` (default: read from
         the content by the server) and `label_column` (CSV/TSV/Parquet: a column name or
-        0-based position; default: the column named 'label') say how to read it."""
+        0-based position; default: the column named 'label') say how to read it.
+
+        Content this tenant uploaded before is stored again, and the answer's
+        `duplicate_of` lists the earlier datasets; with `reuse=True` the answer is the
+        oldest of them instead (nothing stored), marked `reused: True`."""
         if isinstance(file, str | os.PathLike):
             path = Path(file)
             with path.open("rb") as handle:
                 return self.upload(handle, name or path.name, progress=progress,
                                    idempotency_key=idempotency_key, format=format,
-                                   label_column=label_column)
+                                   label_column=label_column, reuse=reuse)
         total: int | None = None
         try:
             total = os.fstat(file.fileno()).st_size - file.tell()
@@ -253,13 +262,18 @@ class HingeClient:
             headers["content-length"] = str(total)
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        params = {"name": name} if name else {}
+        params: dict[str, Any] = {"name": name} if name else {}
         if format is not None:
             params["format"] = format
         if label_column is not None:
             params["label_column"] = str(label_column)
-        return cast(Dataset, self._json("POST", "/v1/datasets", content=chunks(),
-                                        headers=headers, params=params))
+        if reuse:
+            params["reuse"] = "true"
+        response = self._request("POST", "/v1/datasets", content=chunks(), headers=headers,
+                                 params=params)
+        dataset = cast(Dataset, response.json())
+        dataset["reused"] = response.status_code == 200  # 201: stored
+        return dataset
 
     def datasets(self, *, limit: int = 100, offset: int = 0) -> list[Dataset]:
         page = self._json("GET", "/v1/datasets", params={"limit": limit, "offset": offset})
@@ -381,6 +395,34 @@ class HingeClient:
             files["range"] = (range_path.name, range_path.read_bytes())
         data = {} if n_features is None else {"n_features": str(n_features)}
         return cast(Model, self._json("POST", "/v1/models", files=files, data=data))
+
+    # -- evaluations and searches ----------------------------------------------------
+
+    def evaluate(self, model_id: str, dataset_id: str) -> dict[str, Any]:
+        """Score a model on a stored dataset (201 done at once, 202 queued: see
+        `evaluation()`)."""
+        return cast(dict[str, Any], self._json(
+            "POST", f"/v1/models/{model_id}/evaluations", json={"dataset_id": dataset_id}))
+
+    def evaluations(self, model_id: str, *, limit: int = 100, offset: int = 0
+                    ) -> list[dict[str, Any]]:
+        page = self._json("GET", f"/v1/models/{model_id}/evaluations",
+                          params={"limit": limit, "offset": offset})
+        return cast(list[dict[str, Any]], page["data"])
+
+    def evaluation(self, model_id: str, evaluation_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self._json(
+            "GET", f"/v1/models/{model_id}/evaluations/{evaluation_id}"))
+
+    def searches(self, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        page = self._json("GET", "/v1/searches", params={"limit": limit, "offset": offset})
+        return cast(list[dict[str, Any]], page["data"])
+
+    def search(self, search_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self._json("GET", f"/v1/searches/{search_id}"))
+
+    def cancel_search(self, search_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self._json("POST", f"/v1/searches/{search_id}/cancel"))
 
     # -- the rest --------------------------------------------------------------------
 

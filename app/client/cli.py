@@ -3,8 +3,14 @@
 It reads HINGE_URL (default http://127.0.0.1:$HINGE_PORT, port 8000 by default) and
 HINGE_API_KEY (or --url and --api-key). `hinge sample` writes a small dataset (app/client/sample.py)
 without a server. Exit codes: 0 success; 1 an API or connection error (its message on stderr);
-2 a usage error; 3 a watched job that ended `failed` or `cancelled`; 130 interrupted by
-Ctrl-C (after asking whether to cancel the watched job, whatever the answer).
+2 a usage error (a missing key or a malformed address included: the message names the
+variable or flag to set); 3 a watched job that ended `failed` or `cancelled`; 130
+interrupted by Ctrl-C (after asking whether to cancel the watched job, whatever the answer).
+
+Every id argument may be a unique prefix (the server resolves it
+among your own, an ambiguous one is an error listing the candidates). Lists show the
+shortest unique prefix of each id (8 digits at least), `--wide` the whole ids; `--json`,
+before or after the command, prints the API's JSON answers for scripts.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -34,11 +42,12 @@ from rich.prompt import Confirm
 from rich.table import Table
 from rich.text import Text
 
-from app.client import Dataset, HingeClient, HingeError, Job
+from app.client import Dataset, HingeClient, HingeError, Job, default_url
 from app.client import sample as samples
 
 EXIT_OK = 0
 EXIT_API_ERROR = 1
+EXIT_USAGE = 2
 EXIT_JOB_NOT_SUCCEEDED = 3
 EXIT_INTERRUPTED = 130
 
@@ -52,14 +61,43 @@ if not out.is_terminal:  # piped or captured: full ids in tables, not a cut at 8
 err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
+SHORT_ID = 8  # the fewest hex digits a list shows of an id
+
+
 @dataclass
 class Options:
     url: str | None
     api_key: str | None
     as_json: bool
+    url_from: str = "default"  # where the address came from: --url, HINGE_URL or default
+    key_from: str = "none"  # --api-key, HINGE_API_KEY or none
 
     def client(self) -> HingeClient:
-        return HingeClient(self.url, self.api_key)
+        url = self.url or default_url()
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            where = "--url" if self.url_from == "--url" else "HINGE_URL"
+            _usage_error(f"{where} is {url!r}, not an http:// or https:// address: set "
+                         "HINGE_URL or pass --url, e.g. --url http://127.0.0.1:8000")
+        if not self.api_key:
+            _usage_error("no API key: set HINGE_API_KEY=hk_... or pass --api-key hk_... "
+                         "before the command (`make run` prints a key; an admin makes "
+                         "more with `python -m app.admin keys create`)")
+        return HingeClient(url, self.api_key)
+
+
+def _usage_error(message: str) -> None:
+    err.print(Text("error: ", style="bold red") + Text(message), highlight=False)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def _source(ctx: typer.Context, name: str, flag: str, variable: str, fallback: str) -> str:
+    source = getattr(ctx.get_parameter_source(name), "name", None)  # click's ParameterSource
+    if source == "COMMANDLINE":
+        return flag
+    if source == "ENVIRONMENT":
+        return variable
+    return fallback
 
 
 @app.callback()
@@ -73,11 +111,86 @@ def main_options(
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON answers")
                        ] = False,
 ) -> None:
-    ctx.obj = Options(url, api_key, as_json)
+    ctx.obj = Options(url, api_key, as_json,
+                      url_from=_source(ctx, "url", "--url", "HINGE_URL", "default"),
+                      key_from=_source(ctx, "api_key", "--api-key", "HINGE_API_KEY", "none"))
+    _current[:] = [ctx.obj]
 
 
-def _options(ctx: typer.Context) -> Options:
-    return ctx.obj
+_current: list[Options] = []  # this run's options, for the hints of its errors
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer "
+                                        "(as `hinge --json ...`)")]
+WideFlag = Annotated[bool, typer.Option("--wide", "-w", help="Whole ids, not the "
+                                        "shortest unique prefixes")]
+
+
+def _options(ctx: typer.Context, as_json: bool = False) -> Options:
+    options: Options = ctx.obj
+    options.as_json = options.as_json or as_json
+    return options
+
+
+def short_ids(ids: list[str], least: int = SHORT_ID) -> dict[str, str]:
+    """Each id's shortest prefix of at least `least` characters that no other id in
+    `ids` shares (the whole id when it is shorter)."""
+    unique = sorted(set(ids))
+    shown: dict[str, str] = {}
+    for i, ident in enumerate(unique):
+        length = least
+        for other in (unique[i - 1] if i else "", unique[i + 1] if i + 1 < len(unique)
+                      else ""):
+            common = len(_common_prefix(ident, other))
+            length = max(length, common + 1)
+        shown[ident] = ident[:length]
+    return shown
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+class _Ids:
+    """How a table shows ids: the shortest unique prefixes among the ids it shows (of
+    each column), or the whole ids with --wide."""
+
+    def __init__(self, wide: bool, *columns: list[str | None]) -> None:
+        self.wide = wide
+        self.short: dict[str, str] = {}
+        for column in columns:
+            self.short.update(short_ids([c for c in column if c]))
+
+    def __call__(self, ident: str | None) -> str:
+        if not ident:
+            return ""
+        return ident if self.wide else self.short.get(ident, ident)
+
+    @property
+    def width(self) -> int:
+        """The widest id shown (so that no id column is narrower)."""
+        if self.wide:
+            return 32
+        return max((len(v) for v in self.short.values()), default=SHORT_ID)
+
+
+def _table() -> Table:
+    """A list's table: a rule under the header, one space between columns (a list of jobs
+    fits 80 columns with short ids; a cell that does not fit wraps, ids are never cut)."""
+    return Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
+
+
+def _when(value: Any) -> str:
+    """A timestamp to the second, with a space where it may wrap."""
+    return str(value or "")[:19].replace("T", " ")
+
+
+def _id_column(table: Table, header: str, width: int) -> None:
+    """An id column that is never cut (ids wrap to fit before they would be cut)."""
+    table.add_column(header, no_wrap=True, min_width=width, overflow="fold")
 
 
 @contextmanager
@@ -87,10 +200,31 @@ def _calling_the_api() -> Iterator[None]:
         yield
     except HingeError as exc:
         err.print(Text("error: ", style="bold red") + Text(str(exc)), highlight=False)
+        hint = _hint(exc)
+        if hint:
+            err.print(hint, highlight=False)
         raise typer.Exit(EXIT_API_ERROR) from None
     except KeyboardInterrupt:
         err.print("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _hint(exc: HingeError) -> str:
+    """What to set, for the errors that a setting causes."""
+    options = _current[0] if _current else None
+    if exc.status_code == 401:
+        where = options.key_from if options else "HINGE_API_KEY"
+        return (f"the key (from {where}) was refused: set HINGE_API_KEY or pass --api-key "
+                "with a valid key, hk_<id>_<secret>")
+    if exc.status_code == 0 and exc.code == "connection_error":
+        where = options.url_from if options else "default"
+        source = ("the default address (HINGE_PORT, else port 8000)"
+                  if where == "default" else where)
+        return (f"is the server running? The address comes from {source}: set HINGE_URL "
+                "or pass --url")
+    if exc.code == "ambiguous_id":
+        return "give more of the id (or copy it from a list with --wide)"
+    return ""
 
 
 def _print_json(value: Any) -> None:
@@ -112,6 +246,9 @@ def _dataset_line(dataset: Dataset) -> str:
 
 # -- datasets ---------------------------------------------------------------------------
 
+IdArg = typer.Argument  # (every id argument: the whole id or a unique prefix)
+
+
 @app.command()
 def upload(ctx: typer.Context,
            file: Annotated[Path, typer.Argument(exists=True, dir_okay=False,
@@ -119,6 +256,9 @@ def upload(ctx: typer.Context,
                            "plain or gzip/bz2/xz")],
            name: Annotated[str | None, typer.Option(help="Dataset name (default: the "
                            "file's name)")] = None,
+           reuse: Annotated[bool, typer.Option("--reuse", help="If you uploaded the same "
+                            "content before, use that dataset instead of storing a copy"
+                            )] = False,
            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the "
                             "dataset's id")] = False,
            format: Annotated[str | None, typer.Option(
@@ -127,9 +267,12 @@ def upload(ctx: typer.Context,
            label_column: Annotated[str | None, typer.Option(
                "--label-column", help="CSV/TSV/Parquet: the label column, a header name "
                "or 0-based position (default: the column named 'label')")] = None,
-           ) -> None:
-    """Upload a dataset, with a progress bar."""
-    options = _options(ctx)
+           as_json: JsonFlag = False) -> None:
+    """Upload a dataset, with a progress bar.
+
+    The same content uploaded again is stored again (the earlier datasets are named)
+    unless --reuse."""
+    options = _options(ctx, as_json)
     columns = (TextColumn("uploading {task.description}", markup=False), BarColumn(),
                TaskProgressColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
@@ -137,15 +280,24 @@ def upload(ctx: typer.Context,
                                               disable=quiet or options.as_json) as bar:
         task = bar.add_task(file.name, total=file.stat().st_size)
         with _calling_the_api():
-            dataset = client.upload(file, name, progress=lambda sent, _total:
+            dataset = client.upload(file, name, reuse=reuse, progress=lambda sent, _total:
                                     bar.update(task, completed=sent), format=format,
                                     label_column=label_column)
     if options.as_json:
         _print_json(dataset)
-    elif quiet:
+        return
+    if quiet:
         print(dataset["id"])
+    elif dataset.get("reused"):
+        out.print(f"reused {_dataset_line(dataset)} (the same content; nothing stored)",
+                  highlight=False)
     else:
         out.print(_dataset_line(dataset), highlight=False)
+    earlier = dataset.get("duplicate_of") or []
+    if earlier and not dataset.get("reused"):
+        err.print(f"note: the same content as dataset{'s' if len(earlier) > 1 else ''} "
+                  f"{', '.join(earlier)}, stored again; `hinge upload --reuse` uses the "
+                  "earlier one instead", highlight=False)
 
 
 @app.command()
@@ -176,20 +328,37 @@ def sample(
 @app.command()
 def datasets(ctx: typer.Context,
              quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the "
-                              "ids, newest first")] = False) -> None:
+                              "ids (whole), newest first")] = False,
+             wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List the datasets, newest first."""
-    options = _options(ctx)
+    options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         rows = client.datasets()
     if options.as_json or quiet:
         _print_json(rows) if options.as_json else print("\n".join(r["id"] for r in rows))
         return
-    table = Table("id", "name", "rows", "features", "non-zeros", "classes", "created")
+    ids = _Ids(wide, [r["id"] for r in rows])
+    table = _table()
+    _id_column(table, "id", ids.width)
+    for header in ("name", "rows", "features", "non-zeros", "classes", "created"):
+        table.add_column(header)
     for row in rows:
-        table.add_row(row["id"], row["name"], f"{row['rows']:,}", f"{row['features']:,}",
-                      f"{row['nnz']:,}", str(len(row.get("labels", []))),
-                      row.get("created_at", "")[:19])
+        table.add_row(ids(row["id"]), row["name"], f"{row['rows']:,}",
+                      f"{row['features']:,}", f"{row['nnz']:,}",
+                      str(len(row.get("labels", []))), _when(row.get("created_at")))
     out.print(table)
+
+
+@app.command()
+def dataset(ctx: typer.Context,
+            dataset_id: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
+            as_json: JsonFlag = False) -> None:
+    """Show a dataset (as JSON with --json)."""
+    options = _options(ctx, as_json)
+    with options.client() as client, _calling_the_api():
+        found = client.dataset(dataset_id)
+    _print_json(found) if options.as_json else out.print(_dataset_line(found),
+                                                         highlight=False)
 
 
 # -- jobs -------------------------------------------------------------------------------
@@ -271,6 +440,13 @@ def watch_job(client: HingeClient, job: Job, as_json: bool) -> int:
     return EXIT_OK if final.get("status") == "succeeded" else EXIT_JOB_NOT_SUCCEEDED
 
 
+def _cancelled_line(job: Job) -> str:
+    if job["status"] == "cancelled":
+        return f"job {job['id']} cancelled"
+    return (f"job {job['id']} is {job['status']}: cancel requested, it stops at its next "
+            "progress check")
+
+
 def _interrupted(client: HingeClient, job_id: str) -> int:
     try:
         cancel = Confirm.ask(f"\nCancel job {job_id}?", console=err, default=False)
@@ -281,10 +457,7 @@ def _interrupted(client: HingeClient, job_id: str) -> int:
                   highlight=False)
         return EXIT_INTERRUPTED
     try:
-        job = client.cancel(job_id)
-        err.print(f"job {job_id} {job['status']}"
-                  + (" (cancel requested: it stops at its next progress check)"
-                     if job["status"] == "running" else ""), highlight=False)
+        err.print(_cancelled_line(client.cancel(job_id)), highlight=False)
     except HingeError as exc:  # it finished meanwhile (409), or the server went away
         err.print(f"job {job_id} not cancelled: {exc.message}", highlight=False)
     return EXIT_INTERRUPTED
@@ -292,15 +465,16 @@ def _interrupted(client: HingeClient, job_id: str) -> int:
 
 @app.command()
 def train(ctx: typer.Context,
-          dataset: Annotated[str, typer.Argument(help="The dataset's id")],
+          dataset: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
           solver: Annotated[str | None, typer.Option(help="dcd, acf, ocas, alm, pegasos, "
                             "tron, newton, gram, smo or auto (default: auto)")] = None,
           param: Annotated[list[str] | None, typer.Option("--param", "-p", help="A solver "
                            "parameter NAME=VALUE (repeat it); see GET /v1/solvers")] = None,
           watch: Annotated[bool, typer.Option(help="Follow the job live to its end "
-                           "(Ctrl-C asks whether to cancel it)")] = False) -> None:
+                           "(Ctrl-C asks whether to cancel it)")] = False,
+          as_json: JsonFlag = False) -> None:
     """Submit a training job (and, with --watch, follow it)."""
-    options = _options(ctx)
+    options = _options(ctx, as_json)
     params = dict(parse_param(p) for p in param or [])
     with options.client() as client, _calling_the_api():
         job = client.train(dataset, solver, params)
@@ -313,30 +487,41 @@ def train(ctx: typer.Context,
 
 @app.command()
 def jobs(ctx: typer.Context,
-         status: Annotated[str | None, typer.Option(help="Only jobs in this status")] = None
-         ) -> None:
+         status: Annotated[str | None, typer.Option(help="Only jobs in this status")] = None,
+         wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List the jobs, newest first."""
-    options = _options(ctx)
+    options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         rows = client.jobs(status=status)
     if options.as_json:
         _print_json(rows)
         return
-    table = Table("id", "status", "solver", "dataset", "progress", "exit", "model",
-                  "created")
+    ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
+               [r.get("model_id") for r in rows])
+    width = ids.width
+    table = _table()
+    _id_column(table, "id", width)
+    table.add_column("status")
+    table.add_column("solver")
+    _id_column(table, "dataset", width)
+    table.add_column("progress")
+    table.add_column("exit")
+    _id_column(table, "model", width)
+    table.add_column("created")
     for row in rows:
         result = row.get("result") or {}
         fraction = row.get("progress_fraction")
-        table.add_row(row["id"], row["status"], row["solver"], row.get("dataset_id") or "",
+        table.add_row(ids(row["id"]), row["status"], row["solver"], ids(row.get("dataset_id")),
                       "" if fraction is None else f"{fraction:.0%}",
-                      str(result.get("exit_reason") or ""), row.get("model_id") or "",
-                      row.get("created_at", "")[:19])
+                      str(result.get("exit_reason") or ""), ids(row.get("model_id")),
+                      _when(row.get("created_at")))
     out.print(table)
 
 
 @app.command()
-def job(ctx: typer.Context, job_id: Annotated[str, typer.Argument(help="The job's id")]
-        ) -> None:
+def job(ctx: typer.Context,
+        job_id: Annotated[str, IdArg(help="The job's id (or a unique prefix)")],
+        as_json: JsonFlag = True) -> None:
     """Show a job: status, parameters, progress, result (as JSON)."""
     options = _options(ctx)
     with options.client() as client, _calling_the_api():
@@ -344,14 +529,15 @@ def job(ctx: typer.Context, job_id: Annotated[str, typer.Argument(help="The job'
 
 
 @app.command()
-def cancel(ctx: typer.Context, job_id: Annotated[str, typer.Argument(help="The job's id")]
-           ) -> None:
+def cancel(ctx: typer.Context,
+           job_id: Annotated[str, IdArg(help="The job's id (or a unique prefix)")],
+           as_json: JsonFlag = False) -> None:
     """Cancel a queued or running job."""
-    options = _options(ctx)
+    options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         answer = client.cancel(job_id)
-    _print_json(answer) if options.as_json else out.print(
-        f"job {job_id} {answer['status']}", highlight=False)
+    _print_json(answer) if options.as_json else out.print(_cancelled_line(answer),
+                                                          highlight=False)
 
 
 # -- models -----------------------------------------------------------------------------
@@ -362,38 +548,68 @@ app.add_typer(models_app, name="models")
 
 
 @models_app.callback()
-def models(ctx: typer.Context) -> None:
+def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List the models, newest first (`hinge models import FILE` uploads one)."""
     if ctx.invoked_subcommand is not None:
         return
-    options = _options(ctx)
+    options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         rows = client.models()
     if options.as_json:
         _print_json(rows)
         return
-    table = Table("id", "kind", "solver", "classes", "features", "converged",
-                  "train accuracy", "job")
+    ids = _Ids(wide, [r["id"] for r in rows], [r.get("job_id") for r in rows])
+    width = ids.width
+    table = _table()
+    _id_column(table, "id", width)
+    for header in ("kind", "solver", "classes", "features", "converged", "train accuracy"):
+        table.add_column(header)
+    _id_column(table, "job", width)
     for row in rows:
         accuracy = row.get("train_accuracy")
-        table.add_row(row["id"], row["kind"], row["solver"], str(len(row["labels"])),
+        table.add_row(ids(row["id"]), row["kind"], row["solver"], str(len(row["labels"])),
                       f"{row['n_features']:,}", "yes" if row["converged"] else "no",
-                      "" if accuracy is None else f"{accuracy:.4f}", row.get("job_id") or "")
+                      "" if accuracy is None else f"{accuracy:.4f}", ids(row.get("job_id")))
     out.print(table)
 
 
 @app.command()
-def predict(ctx: typer.Context,
-            model: Annotated[str, typer.Argument(help="The model's id")],
-            file: Annotated[str, typer.Argument(help="svmlight lines (labels optional); "
-                            "- reads standard input")]) -> None:
-    """Predict: one line per row, the label then its decision value(s), tab-separated."""
+def model(ctx: typer.Context,
+          model_id: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
+          as_json: JsonFlag = True) -> None:
+    """Show a model (as JSON)."""
     options = _options(ctx)
+    with options.client() as client, _calling_the_api():
+        _print_json(client.model(model_id))
+
+
+@app.command()
+def predict(ctx: typer.Context,
+            model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
+            file: Annotated[str, typer.Argument(help="svmlight lines (labels optional); "
+                            "- reads standard input")],
+            probabilities: Annotated[bool, typer.Option(
+                "--probabilities", "-b", help="The label then the probability of each "
+                "class, after a first line `labels` with the classes in their order (as "
+                "LIBSVM's svm-predict -b 1); the model needs probability=true")] = False,
+            as_json: JsonFlag = False) -> None:
+    """Predict: one line per row, the label then its decision value(s), tab-separated."""
+    options = _options(ctx, as_json)
     body = sys.stdin.buffer.read() if file == "-" else _read(file)
     with options.client() as client, _calling_the_api():
         answer = client.predict(model, body)
+    if probabilities and answer.get("probabilities") is None:
+        err.print(Text("error: ", style="bold red") + Text(
+            f"model {answer['model_id']} has no probabilities: train it with "
+            "-p probability=true (an smo model)"), highlight=False)
+        raise typer.Exit(EXIT_API_ERROR)
     if options.as_json:
         _print_json(answer)
+        return
+    if probabilities:
+        print("labels\t" + " ".join(_g(c) for c in answer["classes"]))
+        for label, row in zip(answer["labels"], answer["probabilities"] or [], strict=True):
+            print(f"{_g(label)}\t" + " ".join(_g(p) for p in row))
         return
     for label, values in zip(answer["labels"], answer["decision_values"], strict=True):
         shown = " ".join(_g(v) for v in values) if isinstance(values, list) else _g(values)
@@ -433,15 +649,18 @@ def _read(file: str) -> bytes:
 
 @app.command()
 def export(ctx: typer.Context,
-           model: Annotated[str, typer.Argument(help="The model's id")],
+           model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
            format: Annotated[str | None, typer.Option(
                "--format", "-f", help="liblinear (linear models' default), libsvm (kernel "
                "models' default), scale (the svm-scale range file) or onnx (binary: "
                "use --output)")] = None,
            output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to "
-                             "this file (default: standard output)")] = None) -> None:
-    """Export a model file that LIBLINEAR's or LIBSVM's predict loads."""
-    options = _options(ctx)
+                             "this file (default: standard output)")] = None,
+           as_json: JsonFlag = False) -> None:
+    """Export a model file that LIBLINEAR's or LIBSVM's predict loads.
+
+    --json: the file's text in {"model_id", "format", "text"} (not for onnx)."""
+    options = _options(ctx, as_json)
     if format == "onnx":
         with options.client() as client, _calling_the_api():
             graph = client.export_onnx(model)
@@ -452,10 +671,114 @@ def export(ctx: typer.Context,
         return
     with options.client() as client, _calling_the_api():
         text = client.export(model, format)
+        if options.as_json:
+            found = client.model(model)
+            text = json.dumps({"model_id": found["id"], "format": format or (
+                "libsvm" if found.get("kind") == "kernel" else "liblinear"), "text": text})
     if output is None:
-        sys.stdout.write(text)
+        _print_json(json.loads(text)) if options.as_json else sys.stdout.write(text)
     else:
         output.write_text(text)
+
+
+# -- evaluations and searches -----------------------------------------------------------
+
+def _metric(value: Any) -> str:
+    return "" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+@app.command()
+def evaluate(ctx: typer.Context,
+             model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
+             dataset: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
+             as_json: JsonFlag = False) -> None:
+    """Score a model on a stored dataset (accuracy, confusion matrix, ...)."""
+    options = _options(ctx, as_json)
+    with options.client() as client, _calling_the_api():
+        found = client.evaluate(model, dataset)
+    if options.as_json:
+        _print_json(found)
+    elif found.get("status") == "succeeded":
+        out.print(f"evaluation {found['id']} succeeded: accuracy "
+                  f"{_metric((found.get('report') or {}).get('accuracy'))}", highlight=False)
+    else:  # a large dataset: a worker computes it
+        out.print(f"evaluation {found['id']} {found.get('status')}; see it with: hinge "
+                  f"evaluation {found['model_id']} {found['id']}", highlight=False)
+
+
+@app.command()
+def evaluations(ctx: typer.Context,
+                model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
+                wide: WideFlag = False, as_json: JsonFlag = False) -> None:
+    """List a model's evaluations, newest first."""
+    options = _options(ctx, as_json)
+    with options.client() as client, _calling_the_api():
+        rows = client.evaluations(model)
+    if options.as_json:
+        _print_json(rows)
+        return
+    ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows])
+    width = ids.width
+    table = _table()
+    _id_column(table, "id", width)
+    table.add_column("status")
+    _id_column(table, "dataset", width)
+    table.add_column("accuracy")
+    table.add_column("created")
+    for row in rows:
+        table.add_row(ids(row["id"]), str(row.get("status", "")), ids(row.get("dataset_id")),
+                      _metric((row.get("report") or {}).get("accuracy")),
+                      _when(row.get("created_at")))
+    out.print(table)
+
+
+@app.command()
+def evaluation(ctx: typer.Context,
+               model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
+               evaluation_id: Annotated[str, IdArg(help="The evaluation's id (or a unique "
+                                                   "prefix)")],
+               as_json: JsonFlag = True) -> None:
+    """Show an evaluation (as JSON)."""
+    options = _options(ctx)
+    with options.client() as client, _calling_the_api():
+        _print_json(client.evaluation(model, evaluation_id))
+
+
+@app.command()
+def searches(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False) -> None:
+    """List the hyper-parameter searches, newest first."""
+    options = _options(ctx, as_json)
+    with options.client() as client, _calling_the_api():
+        rows = client.searches()
+    if options.as_json:
+        _print_json(rows)
+        return
+    ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
+               [r.get("model_id") for r in rows])
+    width = ids.width
+    table = _table()
+    _id_column(table, "id", width)
+    table.add_column("status")
+    table.add_column("solver")
+    _id_column(table, "dataset", width)
+    table.add_column("done")
+    _id_column(table, "model", width)
+    table.add_column("created")
+    for row in rows:
+        table.add_row(ids(row["id"]), str(row.get("status", "")), str(row.get("solver", "")),
+                      ids(row.get("dataset_id")), f"{row.get('done', 0)}/{row.get('total', 0)}",
+                      ids(row.get("model_id")), _when(row.get("created_at")))
+    out.print(table)
+
+
+@app.command()
+def search(ctx: typer.Context,
+           search_id: Annotated[str, IdArg(help="The search's id (or a unique prefix)")],
+           as_json: JsonFlag = True) -> None:
+    """Show a search: status, points, best point, refit model (as JSON)."""
+    options = _options(ctx)
+    with options.client() as client, _calling_the_api():
+        _print_json(client.search(search_id))
 
 
 def main() -> None:

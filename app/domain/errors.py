@@ -11,7 +11,10 @@ from typing import Any
 
 class DomainError(Exception):
     """A request the domain cannot carry out; `message` says why, `detail` (JSON-able)
-    says what to change."""
+    says what to change; `code`, when a kind sets it, is the error body's code (else the
+    HTTP status's)."""
+
+    code: str | None = None
 
     def __init__(self, message: str, detail: Any = None) -> None:
         super().__init__(message)
@@ -45,6 +48,13 @@ class Invalid(DomainError):
         if field is not None:
             detail = {"field": field, **(detail or {})}
         super().__init__(message, detail)
+
+
+class AmbiguousId(Invalid):
+    """An id prefix that matches several of the tenant's rows: `detail.candidates` lists
+    them (`detail.more`: whether there are others)."""
+
+    code = "ambiguous_id"
 
 
 class TooLarge(DomainError):

@@ -24,3 +24,18 @@ ACTIVE_STATUSES: tuple[JobStatus, ...] = (JobStatus.QUEUED, JobStatus.RUNNING)
 TERMINAL_STATUSES: tuple[JobStatus, ...] = (
     JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED,
 )
+
+# How a message says that a job (or search, evaluation) is in a status already, in English:
+# "job 'x' has already succeeded", "... was already cancelled" (not "is already succeeded").
+_ALREADY = {
+    JobStatus.QUEUED: "is already queued",
+    JobStatus.RUNNING: "is already running",
+    JobStatus.SUCCEEDED: "has already succeeded",
+    JobStatus.FAILED: "has already failed",
+    JobStatus.CANCELLED: "was already cancelled",
+}
+
+
+def already(status: JobStatus) -> str:
+    """The predicate of "<kind> <id> ..." for a thing found in `status` already."""
+    return _ALREADY[JobStatus(status)]

@@ -119,8 +119,14 @@ class JobPublic(BaseModel):
     error: str | None
     model_id: str | None
     result: JobResult | None
-    progress: dict[str, Any] | None
-    progress_fraction: float | None = None
+    progress: dict[str, Any] | None = Field(
+        description="The latest progress event (iteration, gap or violation, subproblem "
+        "...) without its fraction: the job's one fraction is progress_fraction")
+    progress_fraction: float | None = Field(
+        None, description="How far the job is, 0 to 1, in every state: null until its "
+        "first progress event; 1.0 once it succeeded with a converged model; otherwise "
+        "(running, stopped at max_iter, failed, cancelled) the fraction of its latest "
+        "progress event")
     waiting_for: str | None = Field(
         None, description="A queued job: what it waits for, e.g. \"a worker (warming up, "
         "12 s)\", \"a free worker (2 running)\" (worked out when the job is read; the "
@@ -136,9 +142,12 @@ class JobPublic(BaseModel):
     @model_validator(mode="after")
     def _progress_fraction(self) -> JobPublic:
         """1.0 once succeeded with a converged model, else the fraction of the latest
-        progress event, if any (a model that stopped at max_iter is not 100% done)."""
+        progress event, if any (a model that stopped at max_iter is not 100% done); the
+        event's own `fraction` leaves `progress`, so the answer has one fraction."""
+        fraction = (self.progress or {}).get("fraction")
+        if self.progress is not None and "fraction" in self.progress:
+            self.progress = {k: v for k, v in self.progress.items() if k != "fraction"}
         if self.progress_fraction is None:
-            fraction = (self.progress or {}).get("fraction")
             converged = self.result is None or self.result.converged is not False
             if self.status == JobStatus.SUCCEEDED and converged:
                 self.progress_fraction = 1.0

@@ -138,6 +138,7 @@ def test_the_cli_calls_hinge_port_without_hinge_url_and_hinge_url_first(
         listener: tuple[int, list[str]]) -> None:
     port, paths = listener
     env = {k: v for k, v in os.environ.items() if k not in ("HINGE_URL", "HINGE_PORT")}
+    env["HINGE_API_KEY"] = "hk_000000000000_any"  # (without one the CLI calls nothing)
     done = _hinge("datasets", "-q", env={**env, "HINGE_PORT": str(port)})
     assert done.returncode == 0, done.stderr
     assert [p.split("?")[0] for p in paths] == ["/v1/datasets"]
@@ -148,3 +149,9 @@ def test_the_cli_calls_hinge_port_without_hinge_url_and_hinge_url_first(
     assert [p.split("?")[0] for p in paths] == ["/v1/datasets"] * 2
     done = _hinge("datasets", "-q", env={**env, "HINGE_PORT": str(free_port())})
     assert done.returncode == 1 and len(paths) == 2  # nothing there: an error, exit 1
+    assert "the default address (HINGE_PORT, else port 8000)" in done.stderr
+    # without a key: a usage error that names the variable and the flag, and no call
+    keyless = {k: v for k, v in env.items() if k != "HINGE_API_KEY"}
+    done = _hinge("datasets", "-q", env={**keyless, "HINGE_PORT": str(port)})
+    assert done.returncode == 2 and len(paths) == 2, done.stderr
+    assert "set HINGE_API_KEY=hk_... or pass --api-key" in done.stderr

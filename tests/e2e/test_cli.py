@@ -174,7 +174,7 @@ def test_cli_commands_and_exit_codes(live: Live, cancer_bytes: bytes, long_file:
     # names are printed as they are, never read as Rich markup
     marked = live.hinge("upload", str(path), "--name", "[red]cancer[/red]")
     assert f'"[red]cancer[/red]": {rows} rows'.encode() in marked.stdout, marked.stdout
-    listed = live.hinge("datasets")
+    listed = live.hinge("datasets", "--wide")
     assert listed.returncode == 0 and dataset.encode() in listed.stdout
     assert b"[red]cancer[/red]" in listed.stdout
     # a CSV whose label column is not named 'label': --label-column (and --format)
@@ -200,11 +200,11 @@ def test_cli_commands_and_exit_codes(live: Live, cancer_bytes: bytes, long_file:
         job = client.job(job_id)
         assert job["model_id"] == model_id and job["params"]["loss"] == "l1"
 
-    jobs = live.hinge("jobs")
+    jobs = live.hinge("jobs", "--wide")
     assert jobs.returncode == 0 and job_id.encode() in jobs.stdout
     shown = live.hinge("job", job_id)
     assert shown.returncode == 0 and b'"status": "succeeded"' in shown.stdout
-    models = live.hinge("models")
+    models = live.hinge("models", "--wide")
     assert models.returncode == 0 and model_id.encode() in models.stdout
 
     head = b"\n".join(cancer_bytes.splitlines()[:4]) + b"\n"
@@ -351,3 +351,220 @@ def test_ctrl_c_while_watching_asks_whether_to_cancel(live: Live, long_file: Pat
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         os.close(master)
+
+
+# -- the CLI for daily use (issue 31) ---------------------------------------------------
+
+TINY = b"1 1:1 2:0.5\n-1 1:-1 2:0.25\n1 1:0.8\n-1 2:-1\n"
+
+
+@pytest.fixture(scope="module")
+def trained(live: Live, cancer_bytes: bytes) -> dict[str, str]:
+    """A cancer dataset, a dcd job on it and its model, made through the client."""
+    path = live.tmp / "cancer-daily.txt"
+    path.write_bytes(cancer_bytes)
+    with live.client() as client:
+        dataset = client.upload(path, "cancer-daily")["id"]
+        job = client.wait(client.train(dataset, "dcd")["id"], timeout=120)
+    assert job["status"] == "succeeded", job
+    rows = b"\n".join(cancer_bytes.splitlines()[:4]) + b"\n"
+    (live.tmp / "rows4.txt").write_bytes(rows)
+    return {"dataset": dataset, "job": job["id"], "model": str(job["model_id"])}
+
+
+def _ok(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    return done.stdout.decode()
+
+
+def test_cli_takes_a_unique_prefix_wherever_it_takes_an_id(live: Live,
+                                                           trained: dict[str, str]) -> None:
+    dataset, job_id, model_id = trained["dataset"], trained["job"], trained["model"]
+    assert f"dataset {dataset} " in _ok(live.hinge("dataset", dataset[:8]))
+    assert json.loads(_ok(live.hinge("job", job_id[:8])))["id"] == job_id
+    assert json.loads(_ok(live.hinge("model", model_id[:8])))["id"] == model_id
+    by_prefix = _ok(live.hinge("predict", model_id[:8], "rows4.txt"))
+    assert by_prefix == _ok(live.hinge("predict", model_id, "rows4.txt"))
+    assert len(by_prefix.splitlines()) == 4
+    assert _ok(live.hinge("export", model_id[:8])).startswith("solver_type ")
+
+    trained_again = _ok(live.hinge("train", dataset[:8], "--solver", "dcd", "--watch"))
+    new_job = re.search(r"job ([0-9a-f]{32}) succeeded", trained_again)
+    assert new_job, trained_again
+    with live.client() as client:
+        assert client.job(new_job.group(1))["dataset_id"] == dataset
+
+    # a finished job's cancel reads as English
+    refused = live.hinge("cancel", job_id[:8])
+    assert refused.returncode == 1
+    assert f"job '{job_id}' has already succeeded".encode() in refused.stderr
+
+    evaluated = _ok(live.hinge("evaluate", model_id[:8], dataset[:8]))
+    found = re.search(r"evaluation ([0-9a-f]{32}) (succeeded|queued)", evaluated)
+    assert found, evaluated
+    evaluation_id = found.group(1)
+    listed = json.loads(_ok(live.hinge("evaluations", model_id[:8], "--json")))
+    assert evaluation_id in [e["id"] for e in listed]
+    assert evaluation_id[:8] in _ok(live.hinge("evaluations", model_id[:8]))
+    shown = json.loads(_ok(live.hinge("evaluation", model_id[:8], evaluation_id[:8])))
+    assert shown["id"] == evaluation_id and shown["dataset_id"] == dataset
+
+
+def test_cli_says_which_ids_an_ambiguous_prefix_matches(live: Live) -> None:
+    (live.tmp / "tiny.txt").write_bytes(TINY)
+    by_digit: dict[str, list[str]] = {}
+    with live.client() as client:
+        for _ in range(17):  # 17 ids, 16 first digits: two share one
+            ident = client.upload(live.tmp / "tiny.txt", "tiny")["id"]
+            by_digit.setdefault(ident[0], []).append(ident)
+    digit, mine = next((d, ids) for d, ids in by_digit.items() if len(ids) > 1)
+    ambiguous = live.hinge("dataset", digit)
+    assert ambiguous.returncode == 1 and ambiguous.stdout == b""
+    stderr = ambiguous.stderr.decode()
+    assert "422 ambiguous_id: dataset id prefix" in stderr, stderr
+    assert all(ident in stderr for ident in mine), stderr
+    assert "give more of the id" in stderr and "--wide" in stderr
+    missing = live.hinge("job", "not-an-id")
+    assert missing.returncode == 1 and b"404 not_found: job 'not-an-id' not found" in (
+        missing.stderr)
+
+
+def test_cli_lists_show_short_ids_whole_ones_with_wide_and_json(
+        live: Live, trained: dict[str, str]) -> None:
+    job_id, model_id, dataset = trained["job"], trained["model"], trained["dataset"]
+    listed = _ok(live.hinge("jobs"))
+    short = re.search(rf"\b({job_id[:8]}[0-9a-f]*)\b", listed)
+    assert short and len(short.group(1)) < 32, listed
+    assert job_id not in listed and "…" not in listed
+    assert json.loads(_ok(live.hinge("job", short.group(1))))["id"] == job_id  # it resolves
+    assert job_id in _ok(live.hinge("jobs", "--wide"))
+    for args in (("jobs", "--json"), ("--json", "jobs")):
+        rows = json.loads(_ok(live.hinge(*args)))
+        assert job_id in [r["id"] for r in rows]
+        assert all("fraction" not in (r["progress"] or {}) for r in rows)
+    models = _ok(live.hinge("models"))
+    assert model_id[:8] in models and model_id not in models
+    assert model_id in _ok(live.hinge("models", "-w"))
+    assert model_id in [m["id"] for m in json.loads(_ok(live.hinge("models", "--json")))]
+    datasets = _ok(live.hinge("datasets"))
+    assert dataset[:8] in datasets and dataset not in datasets
+    assert dataset in _ok(live.hinge("datasets", "--wide"))
+    assert dataset in [d["id"] for d in json.loads(_ok(live.hinge("datasets", "--json")))]
+    assert json.loads(_ok(live.hinge("dataset", dataset[:8], "--json")))["id"] == dataset
+
+    # a terminal of 80 columns: every id shown whole (short), none cut
+    process, master = _spawn_in_pty(["hinge", "jobs"], live.env | {"COLUMNS": "80",
+                                                                   "LINES": "50"}, live.tmp)
+    seen = bytearray()
+    try:
+        assert process.wait(timeout=60) == 0
+        _drain(master, seen)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        os.close(master)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode())  # no terminal codes
+    assert short.group(1) in screen and "…" not in screen, screen
+    with live.client() as client:
+        for row in client.jobs():
+            assert re.search(rf"\b{row['id'][:8]}[0-9a-f]*\b", screen), (row["id"], screen)
+    assert max(len(line) for line in screen.splitlines()) <= 80, screen
+
+
+def test_cli_upload_names_the_earlier_copy_and_reuses_it(live: Live) -> None:
+    path = live.tmp / "unique.txt"
+    path.write_bytes(TINY + f"1 3:{time.time_ns()}\n".encode())  # content no test sent
+    first = live.hinge("upload", str(path), "--name", "first")
+    first_id = re.search(rb"dataset ([0-9a-f]{32})", first.stdout).group(1).decode()  # type: ignore[union-attr]
+    assert b"same content" not in first.stderr
+    with live.client() as client:
+        before = len(client.datasets(limit=1000))
+
+    again = live.hinge("upload", str(path), "--name", "again")
+    assert again.returncode == 0, again.stderr
+    again_id = re.search(rb"dataset ([0-9a-f]{32})", again.stdout).group(1).decode()  # type: ignore[union-attr]
+    assert again_id != first_id
+    note = again.stderr.decode()
+    assert f"the same content as dataset {first_id}, stored again" in note, note
+    assert "hinge upload --reuse" in note
+
+    reused = _ok(live.hinge("upload", str(path), "--reuse"))
+    assert reused.startswith(f"reused dataset {first_id} \"first\"") and (
+        "nothing stored") in reused
+    as_json = json.loads(_ok(live.hinge("upload", str(path), "--reuse", "--json")))
+    assert as_json["id"] == first_id and as_json["reused"] is True
+    assert _ok(live.hinge("upload", str(path), "--reuse", "-q")) == first_id + "\n"
+    stored = json.loads(_ok(live.hinge("upload", str(path), "--json", "-q")))
+    assert stored["reused"] is False and sorted(stored["duplicate_of"]) == sorted(
+        [first_id, again_id])
+    with live.client() as client:
+        assert len(client.datasets(limit=1000)) == before + 2  # "again" and the last one
+
+
+def test_cli_predict_shows_probabilities(live: Live, trained: dict[str, str]) -> None:
+    watched = _ok(live.hinge("train", trained["dataset"][:8], "--solver", "smo",
+                             "-p", "probability=true", "--watch"))
+    model_id = re.search(r"^model ([0-9a-f]{32})$", watched, re.M).group(1)  # type: ignore[union-attr]
+    shown = _ok(live.hinge("predict", model_id[:8], "rows4.txt", "--probabilities"))
+    with live.client() as client:
+        answer = client.predict(model_id, (live.tmp / "rows4.txt").read_bytes())
+    header, *lines = shown.splitlines()
+    assert header == "labels\t-1 1"
+    assert answer["probabilities"] is not None and len(lines) == 4
+    for line, label, row in zip(lines, answer["labels"], answer["probabilities"],
+                                strict=True):
+        shown_label, values = line.split("\t")
+        assert float(shown_label) == label
+        assert [float(v) for v in values.split()] == pytest.approx(row, rel=1e-5)
+        assert sum(float(v) for v in values.split()) == pytest.approx(1.0, abs=1e-4)
+    as_json = json.loads(_ok(live.hinge("predict", model_id, "rows4.txt", "-b", "--json")))
+    for got, expected in zip(as_json["probabilities"], answer["probabilities"], strict=True):
+        assert got == pytest.approx(expected, rel=1e-12)
+
+    refused = live.hinge("predict", trained["model"], "rows4.txt", "--probabilities")
+    assert refused.returncode == 1 and refused.stdout == b""
+    assert (f"model {trained['model']} has no probabilities: train it with "
+            "-p probability=true").encode() in refused.stderr
+
+
+def test_cli_errors_name_the_variable_or_flag_to_set(live: Live) -> None:
+    def run(*args: str, **env: str | None) -> subprocess.CompletedProcess:
+        changed = dict(live.env)
+        for name, value in env.items():
+            if value is None:
+                changed.pop(name, None)
+            else:
+                changed[name] = value
+        return subprocess.run(["hinge", *args], env=changed, cwd=live.tmp,
+                              capture_output=True, timeout=120)
+
+    no_key = run("jobs", HINGE_API_KEY=None)
+    assert no_key.returncode == 2 and no_key.stdout == b""
+    assert b"no API key: set HINGE_API_KEY=hk_... or pass --api-key hk_..." in no_key.stderr
+
+    for args, where in ((("jobs",), "HINGE_API_KEY"), (("--api-key", "hk_x_y", "jobs"),
+                                                       "--api-key")):
+        wrong = run(*args, HINGE_API_KEY="hk_000000000000_wrong")
+        assert wrong.returncode == 1
+        text = wrong.stderr.decode()
+        assert "401 unauthorized: a valid API key is required" in text, text
+        assert "Authorization: Bearer hk_<id>_<secret>" in text and "HINGE_API_KEY" in text
+        assert (f"the key (from {where}) was refused: set HINGE_API_KEY or pass --api-key"
+                in text), text
+
+    for args, env_url, where in ((("jobs",), "127.0.0.1:8000", "HINGE_URL"),
+                                 (("--url", "localhost:8000", "jobs"), None, "--url")):
+        malformed = run(*args, HINGE_URL=env_url)
+        assert malformed.returncode == 2, malformed.stderr
+        assert f"{where} is '".encode() in malformed.stderr
+        assert b"set HINGE_URL or pass --url" in malformed.stderr
+
+    unreachable = run("jobs", HINGE_URL="http://127.0.0.1:9")
+    assert unreachable.returncode == 1
+    assert b"cannot reach Hinge at http://127.0.0.1:9" in unreachable.stderr
+    assert (b"The address comes from HINGE_URL: set HINGE_URL or pass --url"
+            in unreachable.stderr)
+    by_port = run("jobs", HINGE_URL=None, HINGE_PORT="9")
+    assert by_port.returncode == 1
+    assert b"the default address (HINGE_PORT, else port 8000)" in by_port.stderr

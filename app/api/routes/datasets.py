@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
-from app.api import idempotency
+from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.domain.ingest import FORMATS, check_name, receive_dataset, upload_gate
@@ -160,12 +160,14 @@ def list_datasets(
 
 @router.get("/{dataset_id}", response_model=DatasetPublic)
 def get_dataset(dataset_id: str, session: SessionDep, principal: ReadAuth) -> Dataset:
+    dataset_id = ids.resolve(session, "dataset", principal.tenant_id, dataset_id)
     return service.get_dataset(session, principal.tenant_id, dataset_id)
 
 
 @router.delete("/{dataset_id}", status_code=204)
 def delete_dataset(dataset_id: str, session: WriteSessionDep, settings: SettingsDep,
                    principal: TrainAuth) -> None:
+    dataset_id = ids.resolve(session, "dataset", principal.tenant_id, dataset_id)
     service.delete_dataset(session, settings, principal.tenant_id, dataset_id)
 
 
@@ -185,6 +187,7 @@ datasets, and a different one a 422."""
 def split_dataset(dataset_id: str, spec: SplitCreate, request: Request, reader: SessionDep,
                   session: WriteSessionDep, settings: SettingsDep, principal: TrainAuth
                   ) -> SplitPublic | Response:
+    dataset_id = ids.resolve(reader, "dataset", principal.tenant_id, dataset_id)
     with idempotency.Write(request, settings, principal.tenant_id,
                            "POST /v1/datasets/{id}/split", session) as write:
         return write.run(idempotency.request_hash(dataset_id, spec.model_dump_json()),

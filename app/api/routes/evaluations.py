@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, Response
 
+from app.api import ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.domain.job_status import JobStatus
@@ -38,6 +39,9 @@ Needs the `train` scope. Another tenant's model is a 404 and another tenant's da
 def create_evaluation(model_id: str, spec: EvaluationCreate, response: Response,
                       reader: SessionDep, session: WriteSessionDep,
                       settings: SettingsDep, principal: TrainAuth) -> EvaluationPublic:
+    model_id = ids.resolve(reader, "model", principal.tenant_id, model_id)
+    spec.dataset_id = ids.resolve_field(reader, "dataset", principal.tenant_id,
+                                        spec.dataset_id, "dataset_id")
     evaluation = service.create_evaluation(reader, session, settings, principal.tenant_id,
                                            model_id, spec)
     if evaluation.status == JobStatus.QUEUED:
@@ -54,6 +58,7 @@ def list_evaluations(
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> EvaluationsPublic:
     tenant = principal.tenant_id
+    model_id = ids.resolve(session, "model", tenant, model_id)
     rows = service.list_evaluations(session, tenant, model_id, limit=limit, offset=offset)
     return EvaluationsPublic(data=[EvaluationPublic.model_validate(r) for r in rows],
                              count=service.count_evaluations(session, tenant, model_id))
@@ -62,5 +67,7 @@ def list_evaluations(
 @router.get("/{model_id}/evaluations/{evaluation_id}", response_model=EvaluationPublic)
 def get_evaluation(model_id: str, evaluation_id: str, session: SessionDep,
                    principal: ReadAuth) -> EvaluationPublic:
+    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
+    evaluation_id = ids.resolve(session, "evaluation", principal.tenant_id, evaluation_id)
     return EvaluationPublic.model_validate(
         service.get_evaluation(session, principal.tenant_id, model_id, evaluation_id))

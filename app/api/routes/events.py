@@ -24,6 +24,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Header, Request
 from sse_starlette import EventSourceResponse
 
+from app.api import ids
 from app.api.auth import ReadAuth
 from app.api.deps import SettingsDep
 from app.api.http_errors import ApiError
@@ -137,6 +138,8 @@ async def job_events(
 ) -> EventSourceResponse:
     """`curl -N` shows a job's progress live; the stream ends after the terminal status."""
     after = parse_last_event_id(last_event_id)
+    job_id = await ids.resolve_off_loop(settings.database_url, "job", principal.tenant_id,
+                                        job_id)
     if not await anyio.to_thread.run_sync(_exists, settings.database_url,
                                           principal.tenant_id, job_id):
         raise not_found("job", job_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from app.api import idempotency
+from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.domain.job_status import JobStatus
@@ -48,6 +48,8 @@ def create_job(spec: JobCreate, request: Request, session: WriteSessionDep,
                               session)
     waits = WaitExplainer(reads, settings, principal.allows("admin"))
     waits.prefetch(principal.tenant_id)
+    spec.dataset_id = ids.resolve_field(reads, "dataset", principal.tenant_id,
+                                        spec.dataset_id, "dataset_id")
     reads.close()
     with write:
         return write.run(idempotency.request_hash(spec.model_dump_json()), lambda: (
@@ -76,6 +78,7 @@ def list_jobs(
 @router.get("/{job_id}", response_model=JobPublic)
 def get_job(job_id: str, session: SessionDep, settings: SettingsDep, principal: ReadAuth
             ) -> JobPublic:
+    job_id = ids.resolve(session, "job", principal.tenant_id, job_id)
     return _public(service.get_job(session, principal.tenant_id, job_id),
                    WaitExplainer(session, settings, principal.allows("admin")))
 
@@ -84,5 +87,6 @@ def get_job(job_id: str, session: SessionDep, settings: SettingsDep, principal: 
 def cancel_job(job_id: str, session: WriteSessionDep, settings: SettingsDep,
                principal: TrainAuth) -> JobPublic:
     """A queued job is cancelled at once; a running one stops at its next progress check."""
+    job_id = ids.resolve(session, "job", principal.tenant_id, job_id)
     return JobPublic.model_validate(service.cancel(session, settings, principal.tenant_id,
                                                    job_id))

@@ -10,7 +10,7 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from app.api import idempotency
+from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.api.http_errors import ApiError
@@ -90,6 +90,8 @@ async def predict(model_id: str, request: Request, principal: ReadAuth) -> Respo
                                 "(HINGE_MAX_PREDICT_BYTES)")
     content_type = request.headers.get("content-type", "application/json")
     strict = _strict(request.query_params.get("strict")) if request.query_params else False
+    model_id = await ids.resolve_off_loop(settings.database_url, "model", principal.tenant_id,
+                                          model_id)
     cached = service.cached_model(principal.tenant_id, model_id)
     if cached is not None and len(body) <= INLINE_PREDICT_BYTES:
         # a few rows on a model in memory: cheaper here than a hop to a worker thread
@@ -223,6 +225,7 @@ def list_models(
 
 @router.get("/{model_id}", response_model=ModelPublic)
 def get_model(model_id: str, session: SessionDep, principal: ReadAuth) -> Model:
+    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
     return service.get_model(session, principal.tenant_id, model_id)
 
 
@@ -230,6 +233,7 @@ def get_model(model_id: str, session: SessionDep, principal: ReadAuth) -> Model:
 def delete_model(model_id: str, session: WriteSessionDep, settings: SettingsDep,
                  principal: TrainAuth) -> None:
     """Delete a model; every API process stops serving it (their caches drop it)."""
+    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
     service.delete_model(session, settings, principal.tenant_id, model_id)
     after_commit(session, lambda: announce(settings, "model", model_id))
 
@@ -253,6 +257,7 @@ def export_model(model_id: str, session: SessionDep, settings: SettingsDep,
     n_features] (raw dense rows), outputs `label` [N], `decision_values` ([N] for two
     classes, else [N, m]) and, for calibrated models, `probabilities` [N, n_classes], the
     same as predict's (docs/api.md). Needs the server's `onnx` extra (503 without it)."""
+    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
     if format == "onnx":
         return Response(
             service.export_onnx(session, settings, principal.tenant_id, model_id),

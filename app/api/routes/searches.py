@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from sqlalchemy.orm import Session
 from sse_starlette import EventSourceResponse
 
-from app.api import idempotency
+from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.api.routes.events import Round, live_stream, parse_last_event_id
@@ -20,6 +20,7 @@ from app.domain.errors import not_found
 from app.domain.job_status import TERMINAL_STATUSES
 from app.domain.orm import Search
 from app.domain.search_schemas import (
+    Holdout,
     SearchCreate,
     SearchesPublic,
     SearchPoint,
@@ -50,6 +51,12 @@ def create_search(spec: SearchCreate, request: Request, session: WriteSessionDep
     """Submit a search: every point is validated as a job spec (422 names the point and
     the parameter), a search of more fits than HINGE_MAX_SEARCH_FITS is a 413 that gives
     the number of fits. An `Idempotency-Key` header works as for POST /v1/jobs."""
+    tenant = principal.tenant_id
+    spec.dataset_id = ids.resolve_field(session, "dataset", tenant, spec.dataset_id,
+                                        "dataset_id")
+    if isinstance(spec.cv, Holdout):
+        spec.cv.dataset_id = ids.resolve_field(session, "dataset", tenant,
+                                               spec.cv.dataset_id, "cv.dataset_id")
     # (service.submit commits the search and its tasks before it sends their messages;
     # the stored answer commits right after, in a transaction of its own)
     with idempotency.Write(request, settings, principal.tenant_id, "POST /v1/searches",
@@ -75,6 +82,7 @@ def list_searches(
 def get_search(search_id: str, session: SessionDep, principal: ReadAuth) -> SearchPublic:
     """Status, done/total, the best point, the refit job and model, and the table of
     points (mean and std of the metric over the folds, fit time, convergence)."""
+    search_id = ids.resolve(session, "search", principal.tenant_id, search_id)
     return public(session, service.get_search(session, principal.tenant_id, search_id), True)
 
 
@@ -83,6 +91,7 @@ def cancel_search(search_id: str, session: WriteSessionDep, settings: SettingsDe
                   principal: TrainAuth) -> SearchPublic:
     """Stops every task: queued ones at once, running ones within a progress interval;
     a finished search is a 409."""
+    search_id = ids.resolve(session, "search", principal.tenant_id, search_id)
     search = service.cancel(session, principal.tenant_id, search_id)
     return public(session, search, False)
 
@@ -133,6 +142,8 @@ async def search_events(
     of its last fit, so `Last-Event-ID` resumes without gaps), `progress` events with
     done/total, and a final `status` event, after which the stream ends."""
     after = parse_last_event_id(last_event_id)
+    search_id = await ids.resolve_off_loop(settings.database_url, "search",
+                                           principal.tenant_id, search_id)
     if not await anyio.to_thread.run_sync(_exists, settings.database_url,
                                           principal.tenant_id, search_id):
         raise not_found("search", search_id)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, aliased
 
 from app.domain import lifecycle, outbox
 from app.domain.errors import Conflict, Invalid, OverLimit
-from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
+from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
 from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
@@ -304,7 +304,8 @@ def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) ->
     elif job.status in ACTIVE_STATUSES:  # (a failed transition has re-read the status)
         job.cancel_requested = True  # the worker's progress callback sees it
     else:
-        raise Conflict(f"job {job_id!r} is already {job.status}",
+        raise Conflict(f"job {job_id!r} {already(job.status)}: only a queued or running job "
+                       "can be cancelled",
                        {"status": job.status.value})
     session.flush()
     session.refresh(job)

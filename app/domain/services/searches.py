@@ -57,7 +57,7 @@ from sqlalchemy.orm import Session
 
 from app.domain import lifecycle
 from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge, Unavailable
-from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
+from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
 from app.domain.orm import Dataset, Job, Search, SearchResult, SearchTask, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.search_schemas import Holdout, SearchCreate
@@ -396,7 +396,8 @@ def cancel(session: Session, tenant_id: str, search_id: str) -> Search:
     search = get_search(session, tenant_id, search_id)
     if not _end_search(session, search_id, CANCELLED, cancel_requested=True):
         session.refresh(search)
-        raise Conflict(f"search {search_id!r} is already {search.status}",
+        raise Conflict(f"search {search_id!r} {already(search.status)}: only a queued or "
+                       "running search can be cancelled",
                        {"status": search.status.value})
     session.flush()
     session.refresh(search)
