@@ -135,9 +135,14 @@ class ProgressRecorder:
     as a renewal.
     """
 
+    # A job with probabilities spends this share of its fraction on the fit and the rest on
+    # the calibration's cross-validation (5 folds of 4/5 of the rows: about four fits' work)
+    FIT_SHARE = 0.2
+
     def __init__(self, settings: Settings, job_id: str, attempt: int, eps: float | None,
-                 heartbeat: Heartbeat | None = None) -> None:
+                 heartbeat: Heartbeat | None = None, calibrated: bool = False) -> None:
         self.settings = settings
+        self.calibrated = calibrated  # a calibration phase follows the fit
         self.job_id = job_id
         self.attempt = attempt
         self.eps = eps
@@ -151,6 +156,18 @@ class ProgressRecorder:
         self.started = time.monotonic()
 
     def fraction(self, event: dict[str, Any]) -> float | None:
+        """How far the job is, 0 to 1, never backwards from one phase to the next: with a
+        calibration (probabilities), the fit's fraction fills the first FIT_SHARE and the
+        calibration's (fits done / fits) the rest, so the job's one fraction does not fall
+        back to 0 when the calibration starts."""
+        within_phase = self._phase_fraction(event)
+        if not self.calibrated or within_phase is None:
+            return within_phase
+        if event.get("phase") == "calibration":
+            return self.FIT_SHARE + (1.0 - self.FIT_SHARE) * within_phase
+        return self.FIT_SHARE * within_phase
+
+    def _phase_fraction(self, event: dict[str, Any]) -> float | None:
         """(binary problems done + progress within the current one) / binary problems.
 
         Within a problem: how far the stop-rule violation has come down from the largest
@@ -264,7 +281,8 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     from solvers import fit
 
     recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
-                                params.get("eps"), heartbeat=heartbeat)
+                                params.get("eps"), heartbeat=heartbeat,
+                                calibrated=bool(params.get("probability")))
     result = fit(X, y, solver=claimed.solver, progress=recorder,
                  progress_interval=settings.progress_interval_seconds, **params)
     if recorder.lease_lost:

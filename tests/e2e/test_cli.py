@@ -5,6 +5,7 @@ worker process on SQLite."""
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import pty
@@ -568,3 +569,34 @@ def test_cli_errors_name_the_variable_or_flag_to_set(live: Live) -> None:
     by_port = run("jobs", HINGE_URL=None, HINGE_PORT="9")
     assert by_port.returncode == 1
     assert b"the default address (HINGE_PORT, else port 8000)" in by_port.stderr
+
+
+def test_cli_imports_a_libsvm_model_and_exports_it_as_onnx(live: Live, trained: dict[str, str],
+                                                           cancer_bytes: bytes) -> None:
+    """`hinge models import` serves a model trained by LIBSVM (what svm_predict gives), and
+    `hinge export -f onnx -o FILE` writes a graph that onnxruntime runs to the same labels."""
+    onnxruntime = pytest.importorskip("onnxruntime", reason="the dev extras install it")
+    from libsvm import svmutil
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(io.BytesIO(cancer_bytes))
+    reference = svmutil.svm_train(y.tolist(), X, "-s 0 -t 2 -c 1 -q")
+    model_file = live.tmp / "cancer.libsvm"
+    svmutil.svm_save_model(str(model_file), reference)
+    shown = _ok(live.hinge("models", "import", str(model_file), "--n-features",
+                           str(X.shape[1])))
+    model_id = re.search(r"^model ([0-9a-f]{32}) \(kernel, 2 classes", shown, re.M)
+    assert model_id, shown
+    expected, _accuracy, _values = svmutil.svm_predict(y.tolist()[:4], X[:4], reference, "-q")
+    lines = _ok(live.hinge("predict", model_id.group(1)[:8], "rows4.txt")).splitlines()
+    assert [float(line.split("\t")[0]) for line in lines] == expected
+
+    graph = live.tmp / "cancer.onnx"
+    _ok(live.hinge("export", model_id.group(1), "-f", "onnx", "-o", str(graph)))
+    session = onnxruntime.InferenceSession(str(graph))
+    labels = session.run(["label"], {"input": X[:4].toarray()})[0]
+    assert labels.tolist() == expected
+    bad = live.tmp / "bad.libsvm"
+    bad.write_text(model_file.read_text().replace("nr_class 2", "nr_class two"))
+    refused = live.hinge("models", "import", str(bad))
+    assert refused.returncode == 1 and b"line " in refused.stderr, refused.stderr

@@ -62,3 +62,20 @@ def test_smo_moves_with_the_kkt_violators_while_the_violation_stalls(
     # the next problem's count starts over
     assert recorder.fraction({"iteration": 1, "violation": 2.0, "kkt_violators": 100,
                               "class_index": 1, "n_classes": 2}) == 0.5
+
+
+def test_a_job_with_a_calibration_never_falls_back_when_the_calibration_starts(
+        tmp_path: Path) -> None:
+    recorder = ProgressRecorder(Settings(home=tmp_path), "job", 1, eps=1e-3, calibrated=True)
+    fit = [{"iteration": 500, "violation": v, "class_index": k, "n_classes": 3}
+           for k in range(3) for v in (1.0, 1e-3 * 1.0001)]
+    calibration = [{"phase": "calibration", "iteration": done, "class_index": done,
+                    "n_classes": 15} for done in range(15)]
+    fractions = [recorder.fraction(event) for event in fit + calibration]
+    assert fractions == sorted(fractions)
+    assert fractions[len(fit) - 1] == pytest.approx(ProgressRecorder.FIT_SHARE, abs=1e-3)
+    assert fractions[len(fit)] == pytest.approx(ProgressRecorder.FIT_SHARE)  # no drop to 0
+    assert fractions[-1] == pytest.approx(0.2 + 0.8 * 14 / 15)
+    # the same events without a calibration phase: the fit alone goes to 1
+    plain = ProgressRecorder(Settings(home=tmp_path), "job", 1, eps=1e-3)
+    assert [plain.fraction(e) for e in fit][-1] == pytest.approx(1.0, abs=1e-3)

@@ -31,12 +31,14 @@ function setProgress(fraction) {
 function onProgress(event) {
   addPoint(event);
   if (event.phase === "calibration") {
-    // the calibration's fits, counted on their own (the fit itself is done)
+    // the job's one fraction (the fit's share, then the calibration's fits), and how far
+    // the calibration itself is
     const total = typeof event.n_classes === "number" ? event.n_classes : 0;
     const done = typeof event.class_index === "number" ? event.class_index : 0;
-    if (total) {
-      progressBar.value = done / total;
-      progressLabel.textContent = `${Math.round((100 * done) / total)}% of the calibration`;
+    setProgress(event.fraction);
+    if (total && typeof event.fraction === "number") {
+      progressLabel.textContent = `${Math.round(event.fraction * 100)}% · calibration `
+        + `${Math.round((100 * done) / total)}%`;
     }
     progressDetail.textContent = `probability calibration: fit ${fmtInt(done + 1)} of ${fmtInt(total)}`
       + ` (5-fold cross-validation) · ${fmtSeconds(event.elapsed_s)}`;
