@@ -44,7 +44,7 @@ browser:
 # dies fails the run ("worker 'gw1' crashed while running ..."). The schemathesis test
 # counts as its 30 operations when collected and as one test when it reports.
 test: $(DEV_STAMP) lint browser
-	$(PY) -m pytest -n 3 --dist loadfile
+	$(PY) -m pytest -n 3 --dist loadfile --durations=30
 
 # The service as it ships, in .venv-runtime: `pip install .` into a clean virtualenv (no dev
 # extras, not editable) and the kernels compiled, as the Dockerfile builds its image. The

@@ -17,7 +17,8 @@ import pytest
 from testkit.paths import REPO
 from testkit.service import embedded_settings, running_service
 
-pytestmark = pytest.mark.timeout(600, func_only=True)
+# slow: its virtualenv comes from PyPI (a minute to five here, by the index's latency)
+pytestmark = [pytest.mark.timeout(600, func_only=True), pytest.mark.slow]
 
 SERVER_ONLY = ("fastapi", "starlette", "sqlalchemy", "celery", "numba", "alembic", "kombu",
                "uvicorn", "solvers", "workers", "app.api", "app.domain", "app.infra")

@@ -178,9 +178,18 @@ def test_hinge_loss_matches_libsvm(name: str) -> None:
         np.mean(np.where(X @ w_ref + b_ref > 0, 1.0, -1.0) == y), abs=0.01)
 
 
+ALM_STALLS = pytest.mark.xfail(
+    strict=True, reason="found 2026-11-26 in virtualenvs built that day (numba 0.68.1, numpy "
+    "2.4.6, scipy 1.17.1), on the commit CI had passed: alm's stall rule ends cancer p=2 at "
+    "relative gap 1.24e-3 > tol 1e-3 (exit stalled, not converged); strict, so a fix shows")
+
+
 @pytest.mark.parametrize("p", [2.0, 1.5])
 @pytest.mark.parametrize("name", ["cancer", "digits"])
-def test_smooth_losses_match_lbfgs(name: str, p: float) -> None:
+def test_smooth_losses_match_lbfgs(name: str, p: float, request: pytest.FixtureRequest
+                                   ) -> None:
+    if (name, p) == ("cancer", 2.0):
+        request.applymarker(ALM_STALLS)
     X, y = dataset(name)
     cost = np.ones(X.shape[0])
     w_ref, b_ref = lp_by_lbfgs(X, y, cost, p)
