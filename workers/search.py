@@ -37,7 +37,6 @@ from app.domain.services import searches
 from app.domain.services.searches import FitOutcome, TaskClaim
 from app.infra.bus import notify
 from app.infra.db import session_scope
-from app.infra.queue import enqueue_search_task, enqueue_training
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
 from solvers.params import SOLVERS
@@ -139,24 +138,11 @@ class Recorder:
         if not self.pending:
             return
         with session_scope(self.settings.database_url) as session:
-            recorded = searches.record(session, self.claim, self.pending)
+            recorded = searches.record(session, self.settings, self.claim, self.pending)
         self.pending = []
         if not recorded.held:
             raise Lost
         notify(self.settings, self.claim.search_id)
-        try:  # a halving search's next round
-            for task_id in recorded.task_ids:
-                enqueue_search_task(self.settings.broker_url, self.settings.queue, task_id)
-        except Exception:  # the sweep re-enqueues the queued tasks of an idle search
-            log.warning("could not enqueue the next round of search %s",
-                        self.claim.search_id, exc_info=True)
-        if recorded.refit_job_id is not None:
-            try:
-                enqueue_training(self.settings.broker_url, self.settings.queue,
-                                 recorded.refit_job_id)
-            except Exception:  # the jobs' sweep re-enqueues a queued job
-                log.warning("could not enqueue refit job %s", recorded.refit_job_id,
-                            exc_info=True)
 
 
 def _run_task(settings: Settings, claim: TaskClaim, heartbeat: Heartbeat) -> None:

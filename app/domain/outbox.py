@@ -1,6 +1,7 @@
 """The outbox: a row and its message are committed together, or not at all.
 
-A message the broker must carry ("run task T on row X") is first a row of the `outbox`
+A message the broker must carry ("run task T on row X": a training job, an evaluation, a
+search task) is first a row of the `outbox`
 table, added in the transaction that makes row X (`post`). Once that transaction commits,
 the relay sends it (`relay`, run right after the commit in the same thread); if the broker
 cannot be reached, or the process dies first, the recovery sweep sends what is still owed
@@ -25,20 +26,26 @@ import logging
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.domain.job_status import JobStatus
-from app.domain.orm import Job, OutboxMessage, new_id, utcnow
+from app.domain.orm import Evaluation, Job, OutboxMessage, SearchTask, new_id, utcnow
 from app.infra.db import after_commit, after_rollback, read_sessionmaker_for, session_scope
-from app.infra.queue import TRAIN_TASK, enqueue
+from app.infra.queue import EVALUATE_TASK, SEARCH_TASK, TRAIN_TASK, enqueue
 from app.settings import Settings
 
 log = logging.getLogger("hinge.outbox")
 
 MIN_GRACE_SECONDS = 5.0
 CLEAR_BATCH = 500  # outbox rows deleted by one statement
+
+# the table of the rows each task's messages run: a message whose row is no longer queued
+# (claimed, so its message arrived, or ended) is not sent again by the sweep
+ROWS_OF_TASK: dict[str, Any] = {TRAIN_TASK: Job, EVALUATE_TASK: Evaluation,
+                                SEARCH_TASK: SearchTask}
 
 _sent: dict[str, set[str]] = {}  # database URL -> ids of outbox rows sent, not yet deleted
 _sent_lock = threading.Lock()
@@ -131,16 +138,20 @@ def owed(settings: Settings, before: datetime | None = None
 
 def _no_longer_queued(settings: Settings, messages: Sequence[tuple[str, str, str]]
                       ) -> set[str]:
-    """The outbox ids of training messages whose job is no longer queued: a worker has
-    claimed it (so its message arrived) or it ended; sending it again would do nothing."""
-    jobs = {ref_id for _, task, ref_id in messages if task == TRAIN_TASK}
-    if not jobs:
-        return set()
+    """The outbox ids of messages whose row (a job, an evaluation, a search task) is no
+    longer queued: a worker has claimed it (so its message arrived) or it ended; sending
+    it again would do nothing."""
+    done: set[str] = set()
     with read_sessionmaker_for(settings.database_url)() as session:
-        queued = set(session.scalars(select(Job.id).where(
-            Job.id.in_(jobs), Job.status == JobStatus.QUEUED)))
-    return {message_id for message_id, task, ref_id in messages
-            if task == TRAIN_TASK and ref_id not in queued}
+        for task, table in ROWS_OF_TASK.items():
+            refs = {ref_id for _, t, ref_id in messages if t == task}
+            if not refs:
+                continue
+            queued = set(session.scalars(select(table.id).where(
+                table.id.in_(refs), table.status == JobStatus.QUEUED)))
+            done |= {message_id for message_id, t, ref_id in messages
+                     if t == task and ref_id not in queued}
+    return done
 
 
 def sweep_outbox(settings: Settings) -> list[str]:

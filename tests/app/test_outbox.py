@@ -1,5 +1,6 @@
-"""A submitted job and its message commit together (app.domain.outbox), on a real SQLite database
-and the real embedded broker (no worker: the tests read the broker's queue).
+"""A submitted job, evaluation or search and its messages commit together (app.domain.outbox),
+on a real SQLite database and the real embedded broker (no worker: the tests read the
+broker's queues).
 
 The message is owed in the same transaction as the job; it is sent right after the commit,
 or, when the broker is down or the process died before sending, by the sweep once the
@@ -17,16 +18,17 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
 from app.api.main import create_app
-from app.domain.orm import Job, OutboxMessage, utcnow
+from app.domain.orm import Evaluation, Job, OutboxMessage, Search, SearchTask, utcnow
 from app.domain.outbox import grace_seconds, sweep_outbox
 from app.domain.schemas import JobCreate
 from app.domain.services import jobs
 from app.domain.services.tenants import tenant_by_name
 from app.domain.sweep import sweep
 from app.infra.db import AFTER_COMMIT, read_sessionmaker_for, session_scope
-from app.infra.queue import broker_holding
+from app.infra.queue import broker_holding, search_queue
 from app.settings import Settings
 from tests.support import bearer, make_key
+from workers.training import run_job
 
 
 def _outbox(settings: Settings) -> list[str]:
@@ -42,8 +44,8 @@ def _past_the_grace(settings: Settings) -> None:
             created_at=utcnow() - timedelta(seconds=grace_seconds(settings) + 1)))
 
 
-def _held(settings: Settings) -> tuple[frozenset[str], int]:
-    holding = broker_holding(settings.broker_url, settings.queue)
+def _held(settings: Settings, queue: str | None = None) -> tuple[frozenset[str], int]:
+    holding = broker_holding(settings.broker_url, queue or settings.queue)
     assert holding.ids is not None
     return holding.ids, holding.ready
 
@@ -104,9 +106,11 @@ def test_the_sweep_drops_what_it_owes_for_a_job_already_claimed(
 
 @pytest.fixture
 def broker_down(settings: Settings, tmp_path: Path) -> Iterator[TestClient]:
-    """The app with a broker it cannot reach (its SQLite file cannot be created)."""
+    """The app with a broker it cannot reach (its SQLite file cannot be created);
+    evaluations go to a worker whatever their size."""
     down = settings.model_copy(update={
-        "broker_url": f"sqla+sqlite:///{tmp_path / 'no-such-dir' / 'broker.sqlite'}"})
+        "broker_url": f"sqla+sqlite:///{tmp_path / 'no-such-dir' / 'broker.sqlite'}",
+        "evaluate_inline_rows": 0})
     with TestClient(create_app(down), headers=bearer(make_key(settings))) as client:
         yield client
 
@@ -142,3 +146,48 @@ def test_a_rejected_job_owes_nothing(
     assert response.status_code == 422
     assert _outbox(settings) == []
     assert _held(settings) == (frozenset(), 0)
+
+
+def test_an_evaluation_and_a_search_submitted_while_the_broker_is_down_are_sent_later(
+    client: TestClient, broker_down: TestClient, settings: Settings, cancer_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    model_id = client.get(f"/v1/jobs/{job_id}").json()["model_id"]
+    evaluation = broker_down.post(f"/v1/models/{model_id}/evaluations",
+                                  json={"dataset_id": cancer_id})
+    assert evaluation.status_code == 202, evaluation.text  # was a 503 and a failed record
+    assert evaluation.json()["status"] == "queued"
+    search = broker_down.post("/v1/searches", json={
+        "dataset_id": cancer_id, "solver": "dcd", "space": {"C": [0.5, 1, 2]},
+        "cv": {"folds": 2}})
+    assert search.status_code == 202, search.text  # was a 503 and a failed search
+    assert search.json()["status"] == "queued"
+    with read_sessionmaker_for(settings.database_url)() as session:
+        tasks = set(session.scalars(select(SearchTask.id)))
+        assert session.get(Search, search.json()["id"]).status == "queued"  # type: ignore[union-attr]
+    assert len(tasks) == 2
+    assert set(_outbox(settings)) == {evaluation.json()["id"], *tasks}
+
+    _past_the_grace(settings)
+    assert sweep(settings)["outbox_sent"] == 3  # the broker is back
+    assert _held(settings) == ({job_id, evaluation.json()["id"]}, 2)
+    assert _held(settings, search_queue(settings.queue)) == (tasks, 2)
+    assert _outbox(settings) == []
+
+
+def test_the_sweep_drops_what_it_owes_for_an_evaluation_already_claimed(
+    client: TestClient, broker_down: TestClient, settings: Settings, cancer_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    model_id = client.get(f"/v1/jobs/{job_id}").json()["model_id"]
+    evaluation_id = broker_down.post(f"/v1/models/{model_id}/evaluations",
+                                     json={"dataset_id": cancer_id}).json()["id"]
+    with session_scope(settings.database_url) as session:  # e.g. a duplicate delivered
+        session.execute(update(Evaluation).where(Evaluation.id == evaluation_id)
+                        .values(status="running", attempt=1, heartbeat_at=utcnow()))
+    _past_the_grace(settings)
+    assert sweep(settings)["outbox_sent"] == 0
+    assert _outbox(settings) == []
+    assert _held(settings) == ({job_id}, 1)

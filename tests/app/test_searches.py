@@ -286,7 +286,7 @@ def test_a_duplicate_delivery_does_nothing_and_a_retry_counts_no_fit_twice(
     assert claim is not None
     for index, _params in claim.points[:2]:
         with session_scope(settings.database_url) as session:
-            held = searches.record(session, claim, [searches.FitOutcome(
+            held = searches.record(session, settings, claim, [searches.FitOutcome(
                 index, 1, 0.5, 0.01, True, "converged", 1, False)]).held
             assert held
     with session_scope(settings.database_url) as session:
@@ -294,7 +294,7 @@ def test_a_duplicate_delivery_does_nothing_and_a_retry_counts_no_fit_twice(
                         .values(heartbeat_at=utcnow() - timedelta(hours=1)))
     assert sweep(settings)["search_tasks_enqueued"] == 1
     with session_scope(settings.database_url) as session:  # the old attempt is out
-        held = searches.record(session, claim, [searches.FitOutcome(
+        held = searches.record(session, settings, claim, [searches.FitOutcome(
             claim.points[2][0], 1, 0.5, 0.01, True, "converged", 1, False)]).held
         assert not held
     assert run_search_task(settings, second.id, "test") == "succeeded"

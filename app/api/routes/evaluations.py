@@ -6,9 +6,9 @@ caller's tenant's."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
-from app.api import ids
+from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.domain.job_status import JobStatus
@@ -36,17 +36,26 @@ Needs the `train` scope. Another tenant's model is a 404 and another tenant's da
 @router.post("/{model_id}/evaluations", status_code=201, response_model=EvaluationPublic,
              description=CREATE_DOC,
              responses={202: {"model": EvaluationPublic, "description": "queued for a worker"}})
-def create_evaluation(model_id: str, spec: EvaluationCreate, response: Response,
+def create_evaluation(model_id: str, spec: EvaluationCreate, request: Request,
                       reader: SessionDep, session: WriteSessionDep,
-                      settings: SettingsDep, principal: TrainAuth) -> EvaluationPublic:
+                      settings: SettingsDep, principal: TrainAuth
+                      ) -> EvaluationPublic | Response:
+    """An `Idempotency-Key` header works as for POST /v1/jobs: the record, its message to
+    the workers (app.domain.outbox) and the stored answer commit in one transaction."""
     model_id = ids.resolve(reader, "model", principal.tenant_id, model_id)
     spec.dataset_id = ids.resolve_field(reader, "dataset", principal.tenant_id,
                                         spec.dataset_id, "dataset_id")
-    evaluation = service.create_evaluation(reader, session, settings, principal.tenant_id,
-                                           model_id, spec)
-    if evaluation.status == JobStatus.QUEUED:
-        response.status_code = 202
-    return EvaluationPublic.model_validate(evaluation)
+
+    def work() -> tuple[int, EvaluationPublic]:
+        evaluation = service.create_evaluation(reader, session, settings,
+                                               principal.tenant_id, model_id, spec)
+        status = 202 if evaluation.status == JobStatus.QUEUED else 201
+        return status, EvaluationPublic.model_validate(evaluation)
+
+    with idempotency.Write(request, settings, principal.tenant_id,
+                           "POST /v1/models/{id}/evaluations", session) as write:
+        asked = idempotency.request_hash(model_id, spec.model_dump_json())
+        return write.run(asked, work)
 
 
 @router.get("/{model_id}/evaluations", response_model=EvaluationsPublic)

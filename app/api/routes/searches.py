@@ -57,8 +57,8 @@ def create_search(spec: SearchCreate, request: Request, session: WriteSessionDep
     if isinstance(spec.cv, Holdout):
         spec.cv.dataset_id = ids.resolve_field(session, "dataset", tenant,
                                                spec.cv.dataset_id, "cv.dataset_id")
-    # (service.submit commits the search and its tasks before it sends their messages;
-    # the stored answer commits right after, in a transaction of its own)
+    # the search, its tasks, their messages (app.domain.outbox) and the stored answer of
+    # an idempotent request commit in one transaction, the last thing before the answer
     with idempotency.Write(request, settings, principal.tenant_id, "POST /v1/searches",
                            session) as write:
         return write.run(idempotency.request_hash(spec.model_dump_json()), lambda: (

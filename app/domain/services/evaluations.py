@@ -1,13 +1,13 @@
 """Evaluations: a model's figures on a stored dataset (POST /v1/models/{id}/evaluations).
 
 A dataset of at most HINGE_EVALUATE_INLINE_ROWS rows is evaluated inside the request (the
-record is stored `succeeded` or `failed`); a larger one is committed `queued` and then
-enqueued (task `hinge.evaluate`), and a worker claims it, holds a lease and finishes it,
-on the lifecycle of every durable work item (app.domain.lifecycle, `EVALUATIONS`): the claim is a
-conditional UPDATE (a duplicate delivery does nothing), the heartbeat renews the lease, the
-final write succeeds only while this attempt holds it, and the sweep re-queues an
-evaluation whose worker vanished, or fails it after HINGE_MAX_ATTEMPTS, and re-enqueues one
-left queued.
+record is stored `succeeded` or `failed`); a larger one is committed `queued` together with
+its message (task `hinge.evaluate`, through the outbox: app.domain.outbox), and a worker
+claims it, holds a lease and finishes it, on the lifecycle of every durable work item
+(app.domain.lifecycle, `EVALUATIONS`): the claim is a conditional UPDATE (a duplicate
+delivery does nothing), the heartbeat renews the lease, the final write succeeds only while
+this attempt holds it, and the sweep re-queues an evaluation whose worker vanished, or
+fails it after HINGE_MAX_ATTEMPTS, and re-enqueues one left queued.
 
 Every evaluation belongs to its model's tenant: the model and the dataset must both be the
 caller's tenant's (another tenant's model is a 404 and another tenant's dataset a 422, the
@@ -28,8 +28,8 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.domain import lifecycle
-from app.domain.errors import Invalid, Unavailable, not_found
+from app.domain import lifecycle, outbox
+from app.domain.errors import Invalid, not_found
 from app.domain.job_status import JobStatus
 from app.domain.orm import Dataset, Evaluation, Model, new_id, utcnow
 from app.domain.predict import ServableModel
@@ -37,7 +37,7 @@ from app.domain.schemas import EvaluationCreate
 from app.domain.services.datasets import find_dataset
 from app.domain.services.limits import lock_dataset
 from app.domain.services.models import get_model, servable_model
-from app.infra.queue import EVALUATE_TASK, enqueue_evaluation
+from app.infra.queue import EVALUATE_TASK
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
 from solvers.metrics import evaluate
@@ -116,17 +116,10 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
     reader.close()  # no request holds one pooled connection while it waits for another
     _lock_owners(session, tenant_id, model_id, dataset.id)
     session.add(evaluation)
-    session.commit()  # the row exists before the message does
-    try:
-        enqueue_evaluation(settings.broker_url, settings.queue, evaluation.id)
-    except Exception as exc:
-        log.exception("could not enqueue evaluation %s", evaluation.id)
-        lifecycle.fail(session, EVALUATIONS, evaluation.id, None,
-                       f"could not enqueue: {type(exc).__name__}", from_statuses=(QUEUED,))
-        session.commit()
-        raise Unavailable("the job queue is unavailable; the evaluation was not started",
-                          {"evaluation_id": evaluation.id}) from None
-    session.refresh(evaluation)
+    session.flush()
+    # its message commits with it and is sent right after (app.domain.outbox): a broker
+    # that is down delays the evaluation, the sweep sends it once the broker is back
+    outbox.post(session, settings, EVALUATE_TASK, evaluation.id)
     return evaluation
 
 

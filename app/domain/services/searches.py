@@ -3,8 +3,9 @@
 The API's side: `submit` validates every point of the space as a job spec (the same gate
 as POST /v1/jobs: app/domain/services/jobs.py), refuses a search of more than
 HINGE_MAX_SEARCH_FITS fits (413 with the number of fits), applies the queue caps of jobs
-and at most HINGE_TENANT_MAX_QUEUED_JOBS active searches per tenant (429), commits the
-search with its tasks, then enqueues the tasks' ids (task `hinge.search_task`).
+and at most HINGE_TENANT_MAX_QUEUED_JOBS active searches per tenant (429), and adds the
+search with its tasks and their messages (task `hinge.search_task`) in the outbox: they
+commit together and the messages are sent right after (app.domain.outbox).
 
 Tasks: one task per fold and per combination of the non-C values, fitting its points in
 increasing C, each fit warm-started from the previous one's dual solution (linear
@@ -21,19 +22,18 @@ skips the fits already recorded, and no fit is counted twice.
 The last result ends the search in the same transaction: `succeeded` with the best point,
 and with `refit` a queued training job of the best point on every row of the dataset (a
 normal job, its model a normal model: scale and probability as the search's params ask),
-linked as `refit_job_id` and enqueued after the commit (the jobs' sweep re-enqueues it if
-that message is lost).
+linked as `refit_job_id`, its message in the outbox (sent after the commit).
 
-Successive halving (strategy "halving"; the rounds: app/search_space.halving_schedule):
-the submit plans every round (`spec.halving`, the 413 counts the fits of all of them) and
+Successive halving (strategy "halving"; the rounds: app/search_space.halving_schedule): the
+submit plans every round (`spec.halving`, the 413 counts the fits of all of them) and
 creates round 0's points and tasks; each task fits its points on the round's stratified
-subsample of the rows (seeded by strategy.seed, nested: a round's rows include the
-previous round's) cut into the search's folds. The fit that completes a round, in the
-same transaction, appends the next round's points (the best ceil(candidates / factor)
-of the round by mean score, ties as for the best point; the same values, the next
-round's rows) and their tasks, enqueued after the commit (the sweep re-enqueues them if
-that message is lost). The last round uses every row: its points are scored exactly as
-a grid search's, and the best point is chosen among them.
+subsample of the rows (seeded by strategy.seed, nested: a round's rows include the previous
+round's) cut into the search's folds. The fit that completes a round, in the same
+transaction, appends the next round's points (the best ceil(candidates / factor) of the
+round by mean score, ties as for the best point; the same values, the next round's rows)
+and their tasks, their messages in the outbox (sent after the commit). The last round uses
+every row: its points are scored exactly as a grid search's, and the best point is chosen
+among them.
 
 The best point (`best_point`): the largest mean score (the smallest for log_loss); ties
 go to the smallest C, then the smallest gamma, then the earliest point. With select
@@ -55,8 +55,8 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.domain import lifecycle
-from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge, Unavailable
+from app.domain import lifecycle, outbox
+from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
 from app.domain.orm import Dataset, Job, Search, SearchResult, SearchTask, new_id, utcnow
 from app.domain.schemas import JobCreate
@@ -80,7 +80,7 @@ from app.domain.services.jobs import (
 )
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.domain.services.owned import get_owned, owned_exists
-from app.infra.queue import SEARCH_TASK, enqueue_search_task
+from app.infra.queue import SEARCH_TASK, TRAIN_TASK
 from app.settings import Settings
 from solvers.params import label_key
 
@@ -218,8 +218,8 @@ def _check_active_searches(session: Session, settings: Settings, tenant_id: str)
 
 
 def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCreate) -> Search:
-    """Validate, commit a queued search and its tasks, then enqueue the tasks (503 if the
-    queue is down: the search is then committed as failed)."""
+    """Validate and add a queued search with its tasks and their messages in the outbox;
+    the caller commits (then the messages are sent: app.domain.outbox)."""
     holdout = isinstance(spec.cv, Holdout)
     folds = 1 if holdout else spec.cv.folds  # type: ignore[union-attr]
     points = _points(spec, settings, folds)
@@ -257,18 +257,9 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
                         queued_at=now, created_at=now)
              for number, (indices, fold) in enumerate(plan_tasks(spec.solver, points, folds))]
     session.add_all(tasks)
-    session.commit()  # the rows exist before the messages do
-    try:
-        for task in tasks:
-            enqueue_search_task(settings.broker_url, settings.queue, task.id)
-    except Exception as exc:
-        log.exception("could not enqueue the tasks of search %s", search.id)
-        _end_search(session, search.id, FAILED, error=f"could not enqueue: "
-                                                      f"{type(exc).__name__}")
-        session.commit()
-        raise Unavailable("the job queue is unavailable; the search was not started",
-                          {"search_id": search.id}) from None
-    session.refresh(search)
+    session.flush()
+    for task in tasks:  # committed with the rows, sent right after (app.domain.outbox)
+        outbox.post(session, settings, SEARCH_TASK, task.id)
     return search
 
 
@@ -491,10 +482,13 @@ class Recorded:
     task_ids: tuple[str, ...] = ()
 
 
-def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]) -> Recorded:
+def record(session: Session, settings: Settings, claim: TaskClaim,
+           outcomes: list[FitOutcome]) -> Recorded:
     """Store fits' results (under the search's row lock) while this attempt holds the
     task. The last result of a halving round starts the next round; the last result of
-    the search ends it."""
+    the search ends it. The messages of what that queues (the next round's tasks, the
+    refit job) go through the outbox: they commit with the results and are sent right
+    after (app.domain.outbox)."""
     search = session.scalar(select(Search).where(Search.id == claim.search_id)
                             .with_for_update().execution_options(populate_existing=True))
     if search is None or search.status != RUNNING:
@@ -519,8 +513,14 @@ def record(session: Session, claim: TaskClaim, outcomes: list[FitOutcome]) -> Re
             created_at=utcnow()))
     session.flush()
     if search.done < search.total:
-        return Recorded(True, None, tuple(_next_round(session, search)))
-    return Recorded(True, _complete(session, search, claim.task_id))
+        result = Recorded(True, None, tuple(_next_round(session, search)))
+    else:
+        result = Recorded(True, _complete(session, search, claim.task_id))
+    for task_id in result.task_ids:
+        outbox.post(session, settings, SEARCH_TASK, task_id)
+    if result.refit_job_id is not None:
+        outbox.post(session, settings, TRAIN_TASK, result.refit_job_id)
+    return result
 
 
 def _rounds(search: Search) -> list[dict[str, Any]]:
@@ -545,7 +545,7 @@ def _next_round(session: Session, search: Search) -> list[str]:
     """When the fits of a halving round are all in (done reaches the round's cumulative
     fits: earlier rounds are complete), its best `candidates of the next round` points
     (`_rank_key`) are evaluated again on the next round's rows: new points and tasks,
-    committed with the last fit; the task ids to enqueue."""
+    committed with the last fit; the new task ids."""
     rounds = _rounds(search)
     current = max((p.get("round", 0) for p in search.point_specs), default=0)
     if current + 1 >= len(rounds):
@@ -577,7 +577,7 @@ def _next_round(session: Session, search: Search) -> list[str]:
 
 def _complete(session: Session, search: Search, task_id: str) -> str | None:
     """Every fit is in: the best point, the search succeeded, and the refit job queued in
-    the same transaction (its id returned, to enqueue after the commit)."""
+    the same transaction (its id returned)."""
     final = _final_round(search)
     best = best_point([p for p in point_table(session, search) if p["round"] == final],
                       search.spec["metric"], search.spec.get("select", "best"))
