@@ -1,7 +1,7 @@
-"""Idempotency-Key on uploads and job submissions: the same key and request get the first
-answer (no second dataset or job); a different request with that key is a 422; a failed
-request frees its key; keys are per tenant. A key in progress is leased to its request's
-process: free again once that process is gone (a crash-and-retry against real API
+"""Idempotency-Key on uploads, job submissions and evaluations: the same key and request get
+the first answer (no second dataset or job); a different request with that key is a 422; a
+failed request frees its key; keys are per tenant. A key in progress is leased to its
+request's process: free again once that process is gone (a crash-and-retry against real API
 processes: tests/e2e/test_idempotency_crash.py)."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from app.domain.services import tenants
 from app.infra.db import session_scope
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate
+from workers.training import run_job
 
 
 def test_a_repeated_upload_gets_the_first_answer(client: TestClient, cancer_bytes: bytes
@@ -174,3 +175,20 @@ def test_the_lease_is_renewed_while_the_request_runs(tmp_path: Path) -> None:
     while idempotency._renewer.thread is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert idempotency._renewer.thread is None
+
+
+def test_a_repeated_evaluation_gets_the_first_answer(
+    client: TestClient, settings: Settings, cancer_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    url = f"/v1/models/{client.get(f'/v1/jobs/{job_id}').json()['model_id']}/evaluations"
+    key = {"Idempotency-Key": "evaluate-once"}
+    first = client.post(url, json={"dataset_id": cancer_id}, headers=key)
+    again = client.post(url, json={"dataset_id": cancer_id}, headers=key)
+    assert first.status_code == again.status_code == 201, first.text
+    assert again.json() == first.json()
+    assert client.get(url).json()["count"] == 1
+    small = client.post("/v1/datasets", content=b"1 1:1\n-1 1:2\n").json()["id"]
+    other = client.post(url, json={"dataset_id": small}, headers=key)
+    assert other.status_code == 422 and "Idempotency-Key" in other.text
