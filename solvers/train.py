@@ -353,7 +353,7 @@ def _intercept(solution: BinarySolution, w: np.ndarray, bias_scale: float,
 # (now a load from the cache) once the holder is done. The worker does this with helper
 # processes (workers.training.warm_up); `warmup()` does it all in the calling process.
 
-# Entry points to warm: a solver's fits, "<solver>:rare" its warm_rare_kernels, "workflow"
+# Entry points to warm: a solver's fits, "<solver>:<part>" its warm_<part>_kernels, "workflow"
 # (scaling, calibration), "parser" (the svmlight parser: the API's first upload, which a
 # helper compiles first, so that the API loads it from the cache rather than compiling it).
 WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
@@ -361,6 +361,7 @@ WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
     "parser": ("parser",),
     "smo": ("smo",),
     "smo-parallel": ("smo:rare",),
+    "smo-formulations": ("smo:formulation",),
     "other": ("acf", "alm", "pegasos", "workflow"),
 }
 # What `auto` (the job default) and `smo` use: a worker reports ready once these are loaded.
@@ -426,8 +427,8 @@ def _warm_entry(entry: str) -> None:
         return
     name, _, part = entry.partition(":")
     module = solver_module(name)
-    if part == "rare":
-        cast(Any, module).warm_rare_kernels()
+    if part:
+        getattr(module, f"warm_{part}_kernels")()
         return
     variants: tuple[dict[str, Any], ...] = getattr(module, "WARMUP_VARIANTS", ({},))
     for variant in variants:

@@ -121,7 +121,7 @@ from solvers.smo.model import ASSEMBLY, KernelProblem
 from solvers.smo.steps import SmoState, _warm_parallel
 
 __all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelProblem", "SmoState",
-           "max_threads", "solve", "solve_all", "warm_rare_kernels"]
+           "max_threads", "solve", "solve_all", "warm_formulation_kernels", "warm_rare_kernels"]
 
 # Warm-up fits (solvers.train.warmup): both multi-class layouts and two kernels.
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = tuple(
@@ -335,6 +335,20 @@ def _solve_concurrently(problems: list[KernelProblem], params: dict[str, Any],
     if errors:
         raise errors[0]
     return [s for s in solutions if s is not None]
+
+
+def warm_formulation_kernels() -> None:
+    """Compile (or load) the kernels of the formulations besides c_svc (their working-set
+    and stop rules are kernels of their own): without them a worker's first nu-SVC, one-class
+    or SVR job would wait for the compiler. A group of its own (solvers.train.WARMUP_GROUPS),
+    after the ones a worker needs to report ready."""
+    from solvers.train import fit
+
+    X = np.round(np.random.default_rng(0).normal(size=(12, 3)), 2)
+    y = np.array([1.0, -1.0] * 6)
+    for formulation in ("nu_svc", "one_class", "epsilon_svr", "nu_svr"):
+        fit(X, y, solver="smo", formulation=formulation, cache_mb=1.0,
+            progress=lambda event: None).model.predict(X)
 
 
 def warm_rare_kernels() -> None:
