@@ -31,6 +31,8 @@ from solvers.params import label_key
 UploadTask = Literal["auto", "classification", "regression"]
 UPLOAD_TASKS: tuple[str, ...] = ("auto", "classification", "regression")
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+# the search metrics of regression (higher is better); the others are classification's
+REGRESSION_METRICS = ("neg_mse", "r2")
 
 
 def parse_max_classes(asked: str, max_classes: int) -> int | None:
@@ -118,6 +120,12 @@ def regression_report(y: np.ndarray, predicted: np.ndarray) -> dict[str, Any]:
         "r2": None if total == 0 else 1.0 - float(np.sum((v - y) ** 2)) / total,
         "squared_correlation": None if denominator == 0 else numerator / denominator,
     }
+
+
+def regression_score(y: np.ndarray, predicted: np.ndarray, metric: str) -> float | None:
+    """A search's regression metric (REGRESSION_METRICS) of the predicted values."""
+    report = regression_report(y, predicted)
+    return -report["mse"] if metric == "neg_mse" else report["r2"]
 
 
 def outlier_report(y: np.ndarray, predicted: np.ndarray, scores: np.ndarray) -> dict[str, Any]:

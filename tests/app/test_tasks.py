@@ -18,11 +18,16 @@ from fastapi.testclient import TestClient
 from sklearn import datasets as skdata
 from sklearn import svm as sksvm
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+from sqlalchemy import select
 
+from app.domain.orm import SearchTask
 from app.domain.tasks import dataset_task, outlier_report, regression_report
+from app.infra.db import session_scope
 from app.settings import Settings
+from solvers import fit
 from solvers.formats import read_libsvm_model_text
 from testkit.bundled import scale_columns
+from workers.search import fold_of_rows, run_search_task
 from workers.training import run_job
 
 
@@ -313,3 +318,68 @@ def test_a_regression_dataset_splits_without_strata(client: TestClient) -> None:
     for part in (parts["train"], parts["test"]):
         assert part["task"] == "regression" and part["split_stratified"] is False
     assert parts["train"]["rows"] + parts["test"]["rows"] == 40
+
+
+# -- searches ------------------------------------------------------------------------------
+
+
+def test_a_regression_search_optimises_neg_mse_over_c_epsilon_and_gamma(
+    client: TestClient, settings: Settings
+) -> None:
+    X, y = generated_regression(300, seed=5)
+    dataset = upload(client, svmlight_bytes(X, y))
+    space = {"C": [0.5, 4.0], "epsilon": [0.05, 0.3], "gamma": [0.5]}
+    response = client.post(
+        "/v1/searches",
+        json={
+            "dataset_id": dataset["id"],
+            "solver": "smo",
+            "space": space,
+            "params": {"formulation": "epsilon_svr"},
+            "cv": {"folds": 3, "seed": 1},
+        },
+    )
+    assert response.status_code == 202, response.text
+    created = response.json()
+    assert created["spec"]["metric"] == "neg_mse"  # a regression dataset's default
+    assert created["spec"]["cv"]["stratified"] is False
+    with session_scope(settings.database_url) as session:
+        ids = list(
+            session.scalars(select(SearchTask.id).where(SearchTask.search_id == created["id"]))
+        )
+    assert all(run_search_task(settings, i, "test") == "succeeded" for i in ids)
+    body = client.get(f"/v1/searches/{created['id']}").json()
+    assert body["status"] == "succeeded" and body["total"] == body["done"] == 12
+    best = max(body["points"], key=lambda p: p["mean"])
+    assert body["best"]["index"] == best["index"]
+    # a point's score: minus the mean squared error of its fold models
+    parsed = load_svmlight_file(io.BytesIO(svmlight_bytes(X, y)), zero_based=False)
+    Xs, ys = parsed[0], parsed[1]
+    fold = fold_of_rows(ys, 3, False, 1)
+    point = body["points"][0]
+    expected = []
+    for k in range(3):
+        result = fit(
+            Xs[fold != k], ys[fold != k], solver="smo", formulation="epsilon_svr", **point["values"]
+        )
+        predicted = result.model.predict(Xs[fold == k])[0]
+        expected.append(-float(np.mean((predicted - ys[fold == k]) ** 2)))
+    assert point["scores"] == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"metric": "accuracy", "params": {"formulation": "nu_svr"}}, "neg_mse, r2"),
+        ({"params": {"formulation": "one_class"}}, "no metric"),
+    ],
+)
+def test_a_search_metric_must_score_the_task(
+    client: TestClient, body: dict[str, Any], words: str
+) -> None:
+    X, y = generated_regression(30, seed=6)
+    dataset = upload(client, svmlight_bytes(X, y))
+    search = {"dataset_id": dataset["id"], "solver": "smo", "space": {"nu": [0.2, 0.5]}}
+    response = client.post("/v1/searches", json={**search, **body})
+    assert response.status_code == 422, response.text
+    assert words in response.json()["error"]["message"]
