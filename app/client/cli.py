@@ -237,11 +237,16 @@ def _g(value: Any) -> str:
 
 
 def _dataset_line(dataset: Dataset) -> str:
-    counts = ", ".join(f"{label} ({count:,})" for label, count in
-                       dataset.get("class_counts", {}).items())
+    stats = dataset.get("label_stats")
+    if dataset.get("task") == "regression" and stats:
+        labels = (f"regression targets {_g(stats['min'])} to {_g(stats['max'])}, mean "
+                  f"{stats['mean']:.4g}, std {stats['std']:.4g}, "
+                  f"{stats['distinct']:,} distinct")
+    else:
+        labels = "classes " + ", ".join(f"{label} ({count:,})" for label, count in
+                                        dataset.get("class_counts", {}).items())
     return (f"dataset {dataset['id']} \"{dataset['name']}\": {dataset['rows']:,} rows, "
-            f"{dataset['features']:,} features, {dataset['nnz']:,} non-zeros; "
-            f"classes {counts}")
+            f"{dataset['features']:,} features, {dataset['nnz']:,} non-zeros; {labels}")
 
 
 # -- datasets ---------------------------------------------------------------------------
@@ -267,6 +272,10 @@ def upload(ctx: typer.Context,
            label_column: Annotated[str | None, typer.Option(
                "--label-column", help="CSV/TSV/Parquet: the label column, a header name "
                "or 0-based position (default: the column named 'label')")] = None,
+           task: Annotated[str | None, typer.Option(
+               "--task", help="classification or regression (default: the server reads "
+               "the labels: non-integer ones, or more distinct ones than its class limit, "
+               "make a regression dataset)")] = None,
            as_json: JsonFlag = False) -> None:
     """Upload a dataset, with a progress bar.
 
@@ -278,11 +287,11 @@ def upload(ctx: typer.Context,
                TimeRemainingColumn())
     with options.client() as client, Progress(*columns, console=err,
                                               disable=quiet or options.as_json) as bar:
-        task = bar.add_task(file.name, total=file.stat().st_size)
+        bar_task = bar.add_task(file.name, total=file.stat().st_size)
         with _calling_the_api():
             dataset = client.upload(file, name, reuse=reuse, progress=lambda sent, _total:
-                                    bar.update(task, completed=sent), format=format,
-                                    label_column=label_column)
+                                    bar.update(bar_task, completed=sent), format=format,
+                                    label_column=label_column, task=task)
     if options.as_json:
         _print_json(dataset)
         return
@@ -340,12 +349,13 @@ def datasets(ctx: typer.Context,
     ids = _Ids(wide, [r["id"] for r in rows])
     table = _table()
     _id_column(table, "id", ids.width)
-    for header in ("name", "rows", "features", "non-zeros", "classes", "created"):
+    for header in ("name", "task", "rows", "features", "non-zeros", "classes", "created"):
         table.add_column(header)
     for row in rows:
-        table.add_row(ids(row["id"]), row["name"], f"{row['rows']:,}",
-                      f"{row['features']:,}", f"{row['nnz']:,}",
-                      str(len(row.get("labels", []))), _when(row.get("created_at")))
+        classes = "-" if row.get("task") == "regression" else str(len(row.get("labels", [])))
+        table.add_row(ids(row["id"]), row["name"], row.get("task", "classification"),
+                      f"{row['rows']:,}", f"{row['features']:,}", f"{row['nnz']:,}",
+                      classes, _when(row.get("created_at")))
     out.print(table)
 
 
@@ -399,6 +409,11 @@ def _summary(job: Job) -> str:
                        ("train_accuracy", "train accuracy"), ("train_seconds", "seconds")):
         if result.get(key) is not None:
             bits.append(f"{label} {result[key]:.6g}")
+    for key, value in (result.get("train_metrics") or {}).items():  # regression, outlier
+        if key != "n_samples" and isinstance(value, int | float):
+            bits.append(f"train {key} {value:.6g}")
+    if job.get("task", "classification") != "classification":
+        bits.insert(0, str(job["task"]))
     lines = [f"job {job['id']} succeeded: " + ", ".join(bits)]
     lines += [f"warning: {w}" for w in result.get("warnings") or []]
     lines.append(f"model {job.get('model_id')}")
@@ -503,6 +518,7 @@ def jobs(ctx: typer.Context,
     _id_column(table, "id", width)
     table.add_column("status")
     table.add_column("solver")
+    table.add_column("task")
     _id_column(table, "dataset", width)
     table.add_column("progress")
     table.add_column("exit")
@@ -511,7 +527,8 @@ def jobs(ctx: typer.Context,
     for row in rows:
         result = row.get("result") or {}
         fraction = row.get("progress_fraction")
-        table.add_row(ids(row["id"]), row["status"], row["solver"], ids(row.get("dataset_id")),
+        table.add_row(ids(row["id"]), row["status"], row["solver"],
+                      row.get("task", "classification"), ids(row.get("dataset_id")),
                       "" if fraction is None else f"{fraction:.0%}",
                       str(result.get("exit_reason") or ""), ids(row.get("model_id")),
                       _when(row.get("created_at")))
@@ -562,12 +579,14 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
     width = ids.width
     table = _table()
     _id_column(table, "id", width)
-    for header in ("kind", "solver", "classes", "features", "converged", "train accuracy"):
+    for header in ("kind", "solver", "task", "classes", "features", "converged",
+                   "train accuracy"):
         table.add_column(header)
     _id_column(table, "job", width)
     for row in rows:
         accuracy = row.get("train_accuracy")
-        table.add_row(ids(row["id"]), row["kind"], row["solver"], str(len(row["labels"])),
+        table.add_row(ids(row["id"]), row["kind"], row["solver"],
+                      row.get("task", "classification"), str(len(row["labels"])),
                       f"{row['n_features']:,}", "yes" if row["converged"] else "no",
                       "" if accuracy is None else f"{accuracy:.4f}", ids(row.get("job_id")))
     out.print(table)
@@ -593,11 +612,19 @@ def predict(ctx: typer.Context,
                 "class, after a first line `labels` with the classes in their order (as "
                 "LIBSVM's svm-predict -b 1); the model needs probability=true")] = False,
             as_json: JsonFlag = False) -> None:
-    """Predict: one line per row, the label then its decision value(s), tab-separated."""
+    """Predict: one line per row, the label then its decision value(s), tab-separated
+    (a regression model: the predicted value alone, as svm-predict)."""
     options = _options(ctx, as_json)
     body = sys.stdin.buffer.read() if file == "-" else _read(file)
     with options.client() as client, _calling_the_api():
         answer = client.predict(model, body)
+    if answer.get("task") == "regression" and not options.as_json:
+        if probabilities and answer.get("sigma") is not None:  # svm-predict -b 1's note
+            err.print("Prob. model for test data: target value = predicted value + z,\n"
+                      "z: Laplace distribution e^(-|z|/sigma)/(2sigma),"
+                      f"sigma={_g(answer['sigma'])}", highlight=False)
+        print("\n".join(_g(value) for value in answer["labels"]))
+        return
     if probabilities and answer.get("probabilities") is None:
         err.print(Text("error: ", style="bold red") + Text(
             f"model {answer['model_id']} has no probabilities: train it with "
@@ -687,20 +714,34 @@ def _metric(value: Any) -> str:
     return "" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
+# what an evaluation's one line shows, by the model's task
+REPORT_FIGURES = {"regression": ("mse", "rmse", "mae", "r2", "squared_correlation"),
+                  "outlier": ("outlier_fraction", "roc_auc", "outlier_precision",
+                              "outlier_recall"),
+                  "classification": ("accuracy",)}
+
+
+def _report_line(report: dict[str, Any]) -> str:
+    figures = REPORT_FIGURES.get(str(report.get("task")), REPORT_FIGURES["classification"])
+    return ", ".join(f"{name.replace('_', ' ')} {_metric(report.get(name))}"
+                     for name in figures if name in report)
+
+
 @app.command()
 def evaluate(ctx: typer.Context,
              model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
              dataset: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
              as_json: JsonFlag = False) -> None:
-    """Score a model on a stored dataset (accuracy, confusion matrix, ...)."""
+    """Score a model on a stored dataset (accuracy, confusion matrix, ...; regression:
+    mse, rmse, mae, r2, squared correlation; one-class: the outlier fraction, ...)."""
     options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         found = client.evaluate(model, dataset)
     if options.as_json:
         _print_json(found)
     elif found.get("status") == "succeeded":
-        out.print(f"evaluation {found['id']} succeeded: accuracy "
-                  f"{_metric((found.get('report') or {}).get('accuracy'))}", highlight=False)
+        out.print(f"evaluation {found['id']} succeeded: "
+                  f"{_report_line(found.get('report') or {})}", highlight=False)
     else:  # a large dataset: a worker computes it
         out.print(f"evaluation {found['id']} {found.get('status')}; see it with: hinge "
                   f"evaluation {found['model_id']} {found['id']}", highlight=False)

@@ -27,6 +27,7 @@ from app.settings import Settings
 from solvers import fit
 from solvers.formats import read_libsvm_model_text
 from testkit.bundled import scale_columns
+from testkit.datagen import smooth_regression
 from workers.search import fold_of_rows, run_search_task
 from workers.training import run_job
 
@@ -35,14 +36,6 @@ def svmlight_bytes(X: Any, y: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     dump_svmlight_file(X, y, buffer, zero_based=False)
     return buffer.getvalue()
-
-
-def generated_regression(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """rows x 4 features in [-1, 1], a smooth target plus noise: every label distinct."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1.0, 1.0, size=(rows, 4))
-    y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(rows)
-    return X, y
 
 
 def upload(client: TestClient, body: bytes, query: str = "") -> dict[str, Any]:
@@ -91,7 +84,7 @@ def test_task_of_labels() -> None:
 def test_twenty_thousand_distinct_labels_make_a_regression_dataset_end_to_end(
     client: TestClient, settings: Settings
 ) -> None:
-    X, y = generated_regression(20_000)
+    X, y = smooth_regression(20_000)
     assert np.unique(y).shape[0] == 20_000  # far over HINGE_MAX_CLASSES (1000)
     dataset = upload(client, svmlight_bytes(X, y), "?name=wave")
     assert dataset["task"] == "regression"
@@ -310,7 +303,7 @@ def test_nu_svr_with_probability_gives_the_laplace_width(
 
 
 def test_a_regression_dataset_splits_without_strata(client: TestClient) -> None:
-    X, y = generated_regression(40, seed=4)
+    X, y = smooth_regression(40, seed=4)
     dataset = upload(client, svmlight_bytes(X, y))
     response = client.post(f"/v1/datasets/{dataset['id']}/split", json={"test_fraction": 0.25})
     assert response.status_code == 201, response.text
@@ -326,7 +319,7 @@ def test_a_regression_dataset_splits_without_strata(client: TestClient) -> None:
 def test_a_regression_search_optimises_neg_mse_over_c_epsilon_and_gamma(
     client: TestClient, settings: Settings
 ) -> None:
-    X, y = generated_regression(300, seed=5)
+    X, y = smooth_regression(300, seed=5)
     dataset = upload(client, svmlight_bytes(X, y))
     space = {"C": [0.5, 4.0], "epsilon": [0.05, 0.3], "gamma": [0.5]}
     response = client.post(
@@ -377,7 +370,7 @@ def test_a_regression_search_optimises_neg_mse_over_c_epsilon_and_gamma(
 def test_a_search_metric_must_score_the_task(
     client: TestClient, body: dict[str, Any], words: str
 ) -> None:
-    X, y = generated_regression(30, seed=6)
+    X, y = smooth_regression(30, seed=6)
     dataset = upload(client, svmlight_bytes(X, y))
     search = {"dataset_id": dataset["id"], "solver": "smo", "space": {"nu": [0.2, 0.5]}}
     response = client.post("/v1/searches", json={**search, **body})
