@@ -118,6 +118,13 @@ def test_twenty_thousand_distinct_labels_make_a_regression_dataset_end_to_end(
     assert report["mse"] == pytest.approx(train_figures["mse"], rel=1e-12)
     assert report["rmse"] == pytest.approx(np.sqrt(report["mse"]), rel=1e-12)
 
+    # the dashboard: the targets' statistics instead of class counts, the task
+    assert "Regression targets" in client.get(f"/datasets/{dataset['id']}").text
+    assert "regression: " in client.get("/datasets").text
+    assert "· regression ·" in client.get(f"/jobs/{job['id']}").text
+    page = client.get(f"/models/{model['id']}").text
+    assert "· regression ·" in page and 'data-field="r2"' in page
+
     exported = client.get(f"/v1/models/{model['id']}/export")
     assert exported.status_code == 200, exported.text
     assert exported.text.startswith("svm_type epsilon_svr\n")
@@ -194,6 +201,7 @@ def test_a_one_class_job_labels_inliers_and_outliers(
     assert report["outlier_fraction"] == np.mean(predicted == -1)
     assert report["outlier_recall"] == 1.0 and report["roc_auc"] == 1.0
     assert report["true_outlier_fraction"] == pytest.approx(5 / 55)
+    assert 'data-field="outlier_recall"' in client.get(f"/models/{job['model_id']}").text
 
 
 def test_outlier_report_against_scikit_learn() -> None:
