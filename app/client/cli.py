@@ -314,8 +314,8 @@ def sample(
     out_file: Annotated[Path | None, typer.Option(
         "--out", "-o", dir_okay=False, help="Write to this file (default: standard output)")
     ] = None,
-    kind: Annotated[str, typer.Option(help="binary (labels -1/+1) or multiclass (1, 2, 3)")
-                    ] = "binary",
+    kind: Annotated[str, typer.Option(help="binary (labels -1/+1), multiclass (1, 2, 3) "
+                                      "or regression (real-valued targets)")] = "binary",
     rows: Annotated[int, typer.Option(min=1, help="How many rows")] = samples.DEFAULT_ROWS,
     seed: Annotated[int, typer.Option(min=0, help="Draws the rows: another seed gives "
                                       "new rows of the same problem (a test set)")] = 0,
