@@ -353,6 +353,8 @@ def test_a_regression_search_optimises_neg_mse_over_c_epsilon_and_gamma(
     assert body["status"] == "succeeded" and body["total"] == body["done"] == 12
     best = max(body["points"], key=lambda p: p["mean"])
     assert body["best"]["index"] == best["index"]
+    refit = client.get(f"/v1/jobs/{body['refit_job_id']}").json()
+    assert refit["task"] == "regression" and refit["params"]["epsilon"] == best["values"]["epsilon"]
     # a point's score: minus the mean squared error of its fold models
     parsed = load_svmlight_file(io.BytesIO(svmlight_bytes(X, y)), zero_based=False)
     Xs, ys = parsed[0], parsed[1]

@@ -606,7 +606,8 @@ def _complete(session: Session, search: Search, task_id: str) -> str | None:
     if search.spec.get("refit", True) and search.dataset_id is not None:
         now = utcnow()
         job = Job(id=new_id(), tenant_id=search.tenant_id, dataset_id=search.dataset_id,
-                  solver=search.solver, params=best["params"], status=QUEUED, attempt=0,
+                  solver=search.solver, params=best["params"],
+                  task=task_of(search.solver, best["params"]), status=QUEUED, attempt=0,
                   cancel_requested=False, created_at=now, queued_at=now,
                   status_history=[history_entry(QUEUED, now, search_id=search.id)])
         session.add(job)
