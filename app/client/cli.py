@@ -249,6 +249,18 @@ def _dataset_line(dataset: Dataset) -> str:
             f"{dataset['features']:,} features, {dataset['nnz']:,} non-zeros; {labels}")
 
 
+def _classes_cell(row: Any) -> str:
+    """A list's "classes" cell: how many, or the task of a regression or outlier row."""
+    task = row.get("task", "classification")
+    return str(len(row.get("labels", []))) if task == "classification" else str(task)
+
+
+def _solver_cell(job: Any) -> str:
+    """A jobs list's "solver" cell: the solver, and the task unless classification."""
+    task = job.get("task", "classification")
+    return job["solver"] if task == "classification" else f"{job['solver']}, {task}"
+
+
 # -- datasets ---------------------------------------------------------------------------
 
 IdArg = typer.Argument  # (every id argument: the whole id or a unique prefix)
@@ -349,13 +361,12 @@ def datasets(ctx: typer.Context,
     ids = _Ids(wide, [r["id"] for r in rows])
     table = _table()
     _id_column(table, "id", ids.width)
-    for header in ("name", "task", "rows", "features", "non-zeros", "classes", "created"):
+    for header in ("name", "rows", "features", "non-zeros", "classes", "created"):
         table.add_column(header)
     for row in rows:
-        classes = "-" if row.get("task") == "regression" else str(len(row.get("labels", [])))
-        table.add_row(ids(row["id"]), row["name"], row.get("task", "classification"),
-                      f"{row['rows']:,}", f"{row['features']:,}", f"{row['nnz']:,}",
-                      classes, _when(row.get("created_at")))
+        table.add_row(ids(row["id"]), row["name"], f"{row['rows']:,}",
+                      f"{row['features']:,}", f"{row['nnz']:,}", _classes_cell(row),
+                      _when(row.get("created_at")))
     out.print(table)
 
 
@@ -518,7 +529,6 @@ def jobs(ctx: typer.Context,
     _id_column(table, "id", width)
     table.add_column("status")
     table.add_column("solver")
-    table.add_column("task")
     _id_column(table, "dataset", width)
     table.add_column("progress")
     table.add_column("exit")
@@ -527,8 +537,8 @@ def jobs(ctx: typer.Context,
     for row in rows:
         result = row.get("result") or {}
         fraction = row.get("progress_fraction")
-        table.add_row(ids(row["id"]), row["status"], row["solver"],
-                      row.get("task", "classification"), ids(row.get("dataset_id")),
+        table.add_row(ids(row["id"]), row["status"], _solver_cell(row),
+                      ids(row.get("dataset_id")),
                       "" if fraction is None else f"{fraction:.0%}",
                       str(result.get("exit_reason") or ""), ids(row.get("model_id")),
                       _when(row.get("created_at")))
@@ -579,14 +589,12 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
     width = ids.width
     table = _table()
     _id_column(table, "id", width)
-    for header in ("kind", "solver", "task", "classes", "features", "converged",
-                   "train accuracy"):
+    for header in ("kind", "solver", "classes", "features", "converged", "train accuracy"):
         table.add_column(header)
     _id_column(table, "job", width)
     for row in rows:
         accuracy = row.get("train_accuracy")
-        table.add_row(ids(row["id"]), row["kind"], row["solver"],
-                      row.get("task", "classification"), str(len(row["labels"])),
+        table.add_row(ids(row["id"]), row["kind"], row["solver"], _classes_cell(row),
                       f"{row['n_features']:,}", "yes" if row["converged"] else "no",
                       "" if accuracy is None else f"{accuracy:.4f}", ids(row.get("job_id")))
     out.print(table)

@@ -619,15 +619,17 @@ def test_cli_trains_evaluates_and_exports_a_regression_model(live: Live) -> None
     assert "20,000 rows, 4 features" in uploaded and "regression targets" in uploaded
     assert "20,000 distinct" in uploaded
     dataset = re.search(r"dataset ([0-9a-f]{32})", uploaded).group(1)  # type: ignore[union-attr]
-    listed = _ok(live.hinge("datasets", "--wide"))
-    assert re.search(rf"{dataset}.*regression", listed), listed
+    listed = json.loads(_ok(live.hinge("datasets", "--json")))
+    assert [d["task"] for d in listed if d["id"] == dataset] == ["regression"]
     watched = _ok(live.hinge("train", dataset, "--solver", "smo", "-p",
                              "formulation=epsilon_svr", "-p", "epsilon=0.3", "-p",
                              "gamma=0.5", "--watch"))
     assert re.search(r"job [0-9a-f]{32} succeeded: regression, exit converged", watched)
     assert "train r2 " in watched
     model_id = re.search(r"^model ([0-9a-f]{32})$", watched, re.M).group(1)  # type: ignore[union-attr]
-    assert re.search(rf"{model_id[:8]}.*regression", _ok(live.hinge("models")))
+    models = json.loads(_ok(live.hinge("models", "--json")))
+    assert [m["task"] for m in models if m["id"] == model_id] == ["regression"]
+    assert "regression" in _ok(live.hinge("models", "--wide"))  # the classes cell
 
     (live.tmp / "wave5.txt").write_bytes(b"".join(path.read_bytes().splitlines(True)[:5]))
     predicted = _ok(live.hinge("predict", model_id, "wave5.txt")).split()
