@@ -75,9 +75,12 @@ def label_summary(
     return [], {}, stats
 
 
-def check_task(task: str, dataset_task: str, dataset_id: str, what: str) -> None:
+def check_task(
+    task: str, dataset_task: str, dataset_id: str, what: str, *, training: bool = True
+) -> None:
     """422 unless a `task` model suits a dataset of `dataset_task`; `what` says whose task
-    it is ("formulation 'nu_svr' trains", "model 'x' is")."""
+    it is ("formulation 'nu_svr' trains", "model 'x' is"); `training`: a job (the answer
+    also suggests a formulation of the dataset's task)."""
     if task == "outlier" or task == dataset_task:
         return
     fix = (
@@ -85,10 +88,10 @@ def check_task(task: str, dataset_task: str, dataset_id: str, what: str) -> None
         if task == "regression"
         else "upload the file with task=classification (at most HINGE_MAX_CLASSES distinct labels)"
     )
+    if training:
+        fix += f", or choose a {dataset_task} formulation (one_class trains on any dataset)"
     raise Invalid(
-        f"{what} a {task} model but dataset {dataset_id!r} is a "
-        f"{dataset_task} dataset; {fix}, or choose a {dataset_task} "
-        "formulation (one_class trains on any dataset)",
+        f"{what} a {task} model but dataset {dataset_id!r} is a {dataset_task} dataset; {fix}",
         {"task": task, "dataset_task": dataset_task},
         field="dataset_id",
     )

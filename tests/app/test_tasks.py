@@ -10,10 +10,12 @@ vectors and the predictions.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from fastapi.testclient import TestClient
 from sklearn import datasets as skdata
 from sklearn import svm as sksvm
@@ -30,6 +32,8 @@ from testkit.bundled import scale_columns
 from testkit.datagen import smooth_regression
 from workers.search import fold_of_rows, run_search_task
 from workers.training import run_job
+
+libsvm = pytest.importorskip("libsvm.svmutil")
 
 
 def svmlight_bytes(X: Any, y: np.ndarray) -> bytes:
@@ -169,8 +173,24 @@ def test_a_classification_job_on_a_regression_dataset_is_422(client: TestClient)
     assert "a classification model but dataset" in response.json()["error"]["message"]
 
 
-def test_a_one_class_job_labels_inliers_and_outliers(
+def test_a_regression_model_is_evaluated_on_a_regression_dataset_only(
     client: TestClient, settings: Settings
+) -> None:
+    X, y = smooth_regression(60, seed=8)
+    dataset = upload(client, svmlight_bytes(X, y))
+    job = train(client, settings, dataset["id"], formulation="epsilon_svr", gamma=0.5)
+    classes = upload(client, svmlight_bytes(X, np.where(y > 0, 1.0, -1.0)))
+    response = client.post(
+        f"/v1/models/{job['model_id']}/evaluations", json={"dataset_id": classes["id"]}
+    )
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "is a regression model but dataset" in message and "task=regression" in message
+    assert "formulation" not in message
+
+
+def test_a_one_class_job_labels_inliers_and_outliers(
+    client: TestClient, settings: Settings, tmp_path: Path
 ) -> None:
     """one_class trains on any dataset and ignores its labels; with labels +1 / -1 the
     evaluation scores the outlier class."""
@@ -202,6 +222,20 @@ def test_a_one_class_job_labels_inliers_and_outliers(
     assert report["outlier_recall"] == 1.0 and report["roc_auc"] == 1.0
     assert report["true_outlier_fraction"] == pytest.approx(5 / 55)
     assert 'data-field="outlier_recall"' in client.get(f"/models/{job['model_id']}").text
+    # svm-predict on the exported file: the same labels and decision values
+    path = tmp_path / "one_class.model"
+    path.write_text(client.get(f"/v1/models/{job['model_id']}/export").text)
+    assert path.read_text().startswith("svm_type one_class\n")
+    labels, _, values = libsvm.svm_predict(
+        [0] * held_X.shape[0], sp.csr_matrix(held_X), libsvm.svm_load_model(str(path)), "-q"
+    )
+    assert labels == predicted.tolist()
+    np.testing.assert_allclose(
+        np.ravel(values),
+        predict(client, job["model_id"], held_X)["decision_values"],
+        rtol=1e-9,
+        atol=1e-12,
+    )
 
 
 def test_outlier_report_against_scikit_learn() -> None:
@@ -250,7 +284,7 @@ def diabetes_svmlight() -> bytes:
 
 
 def test_diabetes_through_the_api_matches_scikit_learns_svr(
-    client: TestClient, settings: Settings
+    client: TestClient, settings: Settings, tmp_path: Path
 ) -> None:
     body = diabetes_svmlight()
     X, y = load_svmlight_file(io.BytesIO(body), zero_based=False)  # the stored values
@@ -284,6 +318,14 @@ def test_diabetes_through_the_api_matches_scikit_learns_svr(
     theirs = reference.predict(X)
     assert np.corrcoef(answer["labels"], theirs)[0, 1] >= 0.99999
     np.testing.assert_allclose(answer["labels"], theirs, rtol=0, atol=1e-5)
+    # the exported file, as svm-predict reads it, predicts the same values
+    path = tmp_path / "diabetes.model"
+    path.write_text(client.get(f"/v1/models/{job['model_id']}/export").text)
+    assert path.read_text().startswith("svm_type epsilon_svr\n")
+    values = libsvm.svm_predict(
+        [0] * X.shape[0], sp.csr_matrix(X), libsvm.svm_load_model(str(path)), "-q"
+    )[0]
+    np.testing.assert_allclose(values, answer["labels"], rtol=1e-9, atol=1e-9)
 
 
 def test_nu_svr_with_probability_gives_the_laplace_width(

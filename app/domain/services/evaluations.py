@@ -91,7 +91,8 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
     if dataset.features > metadata.n_features:
         raise Invalid(f"dataset {dataset.id!r} has {dataset.features} features, more "
                       f"than the model's {metadata.n_features}", field="dataset_id")
-    check_task(metadata.task, dataset.task, dataset.id, f"model {model_id!r} is")
+    check_task(metadata.task, dataset.task, dataset.id, f"model {model_id!r} is",
+               training=False)
     unknown = sorted(set(dataset.labels) - set(metadata.labels))
     if unknown and metadata.task == "classification":
         raise Invalid(f"dataset {dataset.id!r} has labels the model does not know: "
