@@ -19,7 +19,7 @@ average precision, precision and recall of the outlier class.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -28,8 +28,7 @@ from solvers.metrics import average_precision, roc_auc
 from solvers.models import estimator_of
 from solvers.params import label_key
 
-UploadTask = Literal["auto", "classification", "regression"]
-UPLOAD_TASKS: tuple[str, ...] = ("auto", "classification", "regression")
+UPLOAD_TASKS = ("auto", "classification", "regression")  # what an upload's `task` may say
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 # the search metrics of regression (higher is better); the others are classification's
 REGRESSION_METRICS = ("neg_mse", "r2")

@@ -17,6 +17,7 @@ from app.domain.orm import Dataset
 from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.domain.services import datasets as service
 from app.domain.services import splits
+from app.domain.tasks import UPLOAD_TASKS
 from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -26,7 +27,7 @@ UploadFormat = Annotated[str | None, Query(
     description="svmlight, csv, tsv, parquet or npz (default: read from the content)")]
 
 UploadTask = Annotated[str, Query(
-    pattern="^(auto|classification|regression)$",
+    pattern="^(" + "|".join(UPLOAD_TASKS) + ")$",
     description="classification (class labels, at most HINGE_MAX_CLASSES distinct), "
     "regression (real-valued targets) or auto (the default): non-integer labels, or more "
     "distinct labels than HINGE_MAX_CLASSES, make a regression dataset")]
