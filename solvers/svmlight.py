@@ -93,7 +93,7 @@ _THREADED_HASH_BYTES = 1 << 18
 class ParseLimits:
     max_features: int = 10_000_000
     max_line_bytes: int = 16 * 2**20
-    max_classes: int = 1000
+    max_classes: int | None = 1000  # None: no limit (regression targets), not tracked
     max_bytes: int | None = None
 
     def __post_init__(self) -> None:
@@ -101,7 +101,7 @@ class ParseLimits:
             raise ValueError(f"max_features must be in [1, {_INT32_MAX}]")
         if self.max_line_bytes < 1:
             raise ValueError("max_line_bytes must be >= 1")
-        if self.max_classes < 1:
+        if self.max_classes is not None and self.max_classes < 1:
             raise ValueError("max_classes must be >= 1")
         if self.max_bytes is not None and self.max_bytes < 0:
             raise ValueError("max_bytes must be >= 0 or None")
@@ -429,9 +429,9 @@ class SvmlightParser:
         return int(stop), int(full)
 
     def _add_classes(self, labels: np.ndarray, row_lines: np.ndarray) -> SvmlightError | None:
-        if labels.shape[0] == 0:
-            return None
         max_classes = self.limits.max_classes
+        if labels.shape[0] == 0 or max_classes is None:
+            return None
         new = set(np.unique(labels).tolist()) - self._classes
         if len(self._classes) + len(new) <= max_classes:
             self._classes |= new

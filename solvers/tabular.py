@@ -182,6 +182,8 @@ class _Blocks:
 
     def check_classes(self, y: np.ndarray, limits: ParseLimits,
                       row_of: Callable[[int], tuple[int | None, int]]) -> None:
+        if limits.max_classes is None:  # no limit: regression targets
+            return
         new = set(np.unique(y).tolist()) - self.classes
         if len(self.classes) + len(new) <= limits.max_classes:
             self.classes |= new

@@ -12,6 +12,9 @@
   clusters, so one-vs-one pairs of ~800 rows (400 rows per class) are small, dense kernel
   problems.
 
+- `smooth_regression`: real-valued targets, a smooth function of 4 uniform features in
+  [-1, 1] plus Gaussian noise (every target distinct): a regression set of any size.
+
 `text_like` and `dense` return `(X, y)` with X a scipy CSR matrix (float64, int32 indices)
 and y in {-1, +1}; `letter_like` returns labels 1..n_classes.
 `VERSION` changes whenever a generator's output for a given seed changes (files written
@@ -97,3 +100,11 @@ def letter_like(rows_per_class: int = 400, n_classes: int = 26, n_features: int 
     X = sp.csr_matrix(features[order])
     X.indices = X.indices.astype(np.int32)
     return X, y[order]
+
+
+def smooth_regression(n_rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y): X dense (n_rows, 4) in [-1, 1], y = sin(2 x1) + x2 x3 + N(0, 0.1^2)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(n_rows, 4))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(n_rows)
+    return X, y

@@ -20,7 +20,9 @@ Folds (`fold_of_rows`): rows shuffled with the search's seed; stratified folds d
 class's shuffled rows round-robin over the folds (every fold gets its share of every
 class), plain folds cut the shuffled rows into contiguous parts of sizes differing by at
 most one. Scores: solvers.metrics.evaluate on the held-out rows (roc_auc from the decision
-values of a two-class model, log_loss from its probabilities).
+values of a two-class model, log_loss from its probabilities); regression metrics
+(neg_mse, r2): app.domain.tasks on the predicted values. A regression search's folds and
+subsamples are never stratified.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import scipy.sparse as sp
 from app.domain.search_space import stratified_counts
 from app.domain.services import searches
 from app.domain.services.searches import FitOutcome, TaskClaim
+from app.domain.tasks import REGRESSION_METRICS, regression_score
 from app.infra.bus import notify
 from app.infra.db import session_scope
 from app.infra.storage import blob_store, load_dataset
@@ -87,7 +90,9 @@ def score(model: Any, X: Any, y: np.ndarray, metric: str) -> float | None:
 
     labels, values, probabilities = predictions(model, X)
     classes = np.asarray(model.classes)
-    if metric == "accuracy":
+    if metric in REGRESSION_METRICS:
+        value = regression_score(y, labels, metric)
+    elif metric == "accuracy":
         value = float(np.mean(labels == y))
     elif metric == "roc_auc":
         value = evaluate(y, labels, classes, scores=np.asarray(values).reshape(-1))["roc_auc"]
@@ -183,8 +188,10 @@ def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
     if claim.blob_path is None:
         raise ValueError("the dataset was deleted before the task ran")
     X, y = load_dataset(blob_store(settings), claim.blob_path, claim.features)
+    # the strata of a halving round's subsample: the classes (regression: one stratum)
+    strata = np.zeros_like(y) if claim.metric in REGRESSION_METRICS else y
     if claim.n_rows is not None and claim.n_rows < y.shape[0]:  # a halving round
-        keep = subsample_rows(y, claim.n_rows, claim.folds, claim.subsample_seed)
+        keep = subsample_rows(strata, claim.n_rows, claim.folds, claim.subsample_seed)
         X, y = X[keep], y[keep]
     rows = None
     if not claim.holdout:

@@ -23,6 +23,7 @@ from app.domain.lifecycle import Failed
 from app.domain.orm import Model, new_id
 from app.domain.services import jobs
 from app.domain.services.jobs import Claim
+from app.domain.tasks import model_task, outlier_report, regression_report
 from app.infra.bus import notify
 from app.infra.db import session_scope
 from app.infra.storage import blob_store, load_dataset, model_key, store_model_arrays
@@ -329,8 +330,9 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.
         _fail(settings, claimed, "numerical_error: the solver's iterates became "
                                  "non-finite; try a smaller C or scaled features")
         return "failed"
-    train_accuracy = float(np.mean(result.predict(X) == y))
-    summary = _summary(result, train_accuracy)
+    task = model_task(result.model)
+    summary = _summary(result, *_train_figures(task, result, X, y))
+    train_accuracy = summary["train_accuracy"]
     payload = model_to_bytes(result.model)
     if heartbeat is not None and heartbeat.gone:
         log.warning("job %s attempt %d: the lease was lost before the model was stored",
@@ -342,7 +344,7 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.
     model = Model(
         id=model_id, tenant_id=claimed.tenant_id, job_id=claimed.job_id,
         dataset_id=claimed.dataset_id,
-        kind=result.model.kind, solver=claimed.solver, params=claimed.params,
+        kind=result.model.kind, task=task, solver=claimed.solver, params=claimed.params,
         labels=[float(v) for v in result.classes], n_features=int(result.model.n_features),
         result=summary, converged=summary["converged"], arrays=arrays,
         size_bytes=len(payload), train_accuracy=train_accuracy,
@@ -376,8 +378,22 @@ def _problem_summary(output: dict[str, Any]) -> dict[str, Any]:
             "end_s": _plain(output.get("end_s"))}
 
 
-def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
-    """The job's `result` and the model's: objectives, effort, exit reason, accuracy."""
+def _train_figures(task: str, result: FitResult, X: Any, y: np.ndarray
+                   ) -> tuple[float | None, dict[str, Any] | None]:
+    """(accuracy on the training rows, or None: regression and outlier models; the
+    figures of app.domain.tasks on the training rows for those)."""
+    if task == "classification":
+        return float(np.mean(result.predict(X) == y)), None
+    labels, values = result.model.predict(X)
+    if task == "regression":
+        return None, regression_report(y, labels)
+    return None, outlier_report(y, labels, values)
+
+
+def _summary(result: FitResult, train_accuracy: float | None,
+             train_metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The job's `result` and the model's: objectives, effort, exit reason, accuracy (or,
+    for regression and outlier models, `train_metrics`)."""
     summary: dict[str, Any] = {
         "primal_objective": _plain(result.primal_objective),
         "dual_objective": _plain(result.dual_objective),
@@ -388,6 +404,8 @@ def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
         "converged": bool(result.converged),
         "train_accuracy": train_accuracy,
     }
+    if train_metrics is not None:
+        summary["train_metrics"] = train_metrics
     if result.model.kind == "linear":  # the certificate (solvers/certificate.py)
         summary.update({
             "relative_gap": _plain(result.relative_gap),

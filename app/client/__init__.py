@@ -59,8 +59,10 @@ class Dataset(TypedDict, total=False):
     rows: int
     features: int
     nnz: int
+    task: str  # classification | regression
     labels: list[float]
     class_counts: dict[str, int]
+    label_stats: dict[str, Any] | None  # regression: min, max, mean, std, quantiles
     sha256: str
     size_bytes: int
     created_at: str
@@ -81,6 +83,7 @@ class JobResult(TypedDict, total=False):
     exit_reason: str | None
     converged: bool | None
     train_accuracy: float | None
+    train_metrics: dict[str, Any] | None  # regression and outlier models
     n_support: int | None
     relative_gap: float | None
     tol: float | None
@@ -94,6 +97,7 @@ class Job(TypedDict, total=False):
     dataset_id: str | None
     solver: str
     params: dict[str, Any]
+    task: str  # classification | regression | outlier (the formulation's)
     status: str  # queued | running | succeeded | failed | cancelled (app.domain.job_status)
     error: str | None
     model_id: str | None
@@ -114,6 +118,7 @@ class Model(TypedDict, total=False):
     job_id: str | None
     dataset_id: str | None
     kind: str  # linear | kernel
+    task: str  # classification | regression | outlier
     solver: str
     params: dict[str, Any]
     labels: list[float]
@@ -128,10 +133,12 @@ class Model(TypedDict, total=False):
 
 class Prediction(TypedDict, total=False):
     model_id: str
+    task: str  # regression: labels are the predicted values; outlier: +1 / -1
     labels: list[float]
     decision_values: list[float] | list[list[float]]
     classes: list[float]
     probabilities: list[list[float]] | None
+    sigma: float | None  # regression with probability: the Laplace noise width
 
 
 class Instance(TypedDict):
@@ -227,12 +234,15 @@ class HingeClient:
     def upload(self, file: str | os.PathLike[str] | BinaryIO, name: str | None = None, *,
                progress: ProgressCallback | None = None,
                idempotency_key: str | None = None, format: str | None = None,
-               label_column: str | int | None = None, reuse: bool = False) -> Dataset:
+               label_column: str | int | None = None, reuse: bool = False,
+               task: str | None = None) -> Dataset:
         """Upload a dataset file (svmlight, CSV/TSV with a header, Parquet or .npz; plain,
         gzip, bz2 or xz), streamed in 1 MiB chunks as the raw request body;
         `progress(sent, total)` is called after each chunk. `format` (default: read from
         the content by the server) and `label_column` (CSV/TSV/Parquet: a column name or
-        0-based position; default: the column named 'label') say how to read it.
+        0-based position; default: the column named 'label') say how to read it;
+        `task` (classification or regression; default: the server reads the labels)
+        what its labels are.
 
         Content this tenant uploaded before is stored again, and the answer's
         `duplicate_of` lists the earlier datasets; with `reuse=True` the answer is the
@@ -242,7 +252,7 @@ class HingeClient:
             with path.open("rb") as handle:
                 return self.upload(handle, name or path.name, progress=progress,
                                    idempotency_key=idempotency_key, format=format,
-                                   label_column=label_column, reuse=reuse)
+                                   label_column=label_column, reuse=reuse, task=task)
         total: int | None = None
         try:
             total = os.fstat(file.fileno()).st_size - file.tell()
@@ -269,6 +279,8 @@ class HingeClient:
             params["label_column"] = str(label_column)
         if reuse:
             params["reuse"] = "true"
+        if task is not None:
+            params["task"] = task
         response = self._request("POST", "/v1/datasets", content=chunks(), headers=headers,
                                  params=params)
         dataset = cast(Dataset, response.json())

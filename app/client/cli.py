@@ -237,11 +237,28 @@ def _g(value: Any) -> str:
 
 
 def _dataset_line(dataset: Dataset) -> str:
-    counts = ", ".join(f"{label} ({count:,})" for label, count in
-                       dataset.get("class_counts", {}).items())
+    stats = dataset.get("label_stats")
+    if dataset.get("task") == "regression" and stats:
+        labels = (f"regression targets {_g(stats['min'])} to {_g(stats['max'])}, mean "
+                  f"{stats['mean']:.4g}, std {stats['std']:.4g}, "
+                  f"{stats['distinct']:,} distinct")
+    else:
+        labels = "classes " + ", ".join(f"{label} ({count:,})" for label, count in
+                                        dataset.get("class_counts", {}).items())
     return (f"dataset {dataset['id']} \"{dataset['name']}\": {dataset['rows']:,} rows, "
-            f"{dataset['features']:,} features, {dataset['nnz']:,} non-zeros; "
-            f"classes {counts}")
+            f"{dataset['features']:,} features, {dataset['nnz']:,} non-zeros; {labels}")
+
+
+def _classes_cell(row: Any) -> str:
+    """A list's "classes" cell: how many, or the task of a regression or outlier row."""
+    task = row.get("task", "classification")
+    return str(len(row.get("labels", []))) if task == "classification" else str(task)
+
+
+def _solver_cell(job: Any) -> str:
+    """A jobs list's "solver" cell: the solver, and the task unless classification."""
+    task = job.get("task", "classification")
+    return job["solver"] if task == "classification" else f"{job['solver']}, {task}"
 
 
 # -- datasets ---------------------------------------------------------------------------
@@ -267,6 +284,10 @@ def upload(ctx: typer.Context,
            label_column: Annotated[str | None, typer.Option(
                "--label-column", help="CSV/TSV/Parquet: the label column, a header name "
                "or 0-based position (default: the column named 'label')")] = None,
+           task: Annotated[str | None, typer.Option(
+               "--task", help="classification or regression (default: the server reads "
+               "the labels: non-integer ones, or more distinct ones than its class limit, "
+               "make a regression dataset)")] = None,
            as_json: JsonFlag = False) -> None:
     """Upload a dataset, with a progress bar.
 
@@ -278,11 +299,11 @@ def upload(ctx: typer.Context,
                TimeRemainingColumn())
     with options.client() as client, Progress(*columns, console=err,
                                               disable=quiet or options.as_json) as bar:
-        task = bar.add_task(file.name, total=file.stat().st_size)
+        bar_task = bar.add_task(file.name, total=file.stat().st_size)
         with _calling_the_api():
             dataset = client.upload(file, name, reuse=reuse, progress=lambda sent, _total:
-                                    bar.update(task, completed=sent), format=format,
-                                    label_column=label_column)
+                                    bar.update(bar_task, completed=sent), format=format,
+                                    label_column=label_column, task=task)
     if options.as_json:
         _print_json(dataset)
         return
@@ -305,8 +326,8 @@ def sample(
     out_file: Annotated[Path | None, typer.Option(
         "--out", "-o", dir_okay=False, help="Write to this file (default: standard output)")
     ] = None,
-    kind: Annotated[str, typer.Option(help="binary (labels -1/+1) or multiclass (1, 2, 3)")
-                    ] = "binary",
+    kind: Annotated[str, typer.Option(help="binary (labels -1/+1), multiclass (1, 2, 3) "
+                                      "or regression (real-valued targets)")] = "binary",
     rows: Annotated[int, typer.Option(min=1, help="How many rows")] = samples.DEFAULT_ROWS,
     seed: Annotated[int, typer.Option(min=0, help="Draws the rows: another seed gives "
                                       "new rows of the same problem (a test set)")] = 0,
@@ -344,8 +365,8 @@ def datasets(ctx: typer.Context,
         table.add_column(header)
     for row in rows:
         table.add_row(ids(row["id"]), row["name"], f"{row['rows']:,}",
-                      f"{row['features']:,}", f"{row['nnz']:,}",
-                      str(len(row.get("labels", []))), _when(row.get("created_at")))
+                      f"{row['features']:,}", f"{row['nnz']:,}", _classes_cell(row),
+                      _when(row.get("created_at")))
     out.print(table)
 
 
@@ -399,6 +420,11 @@ def _summary(job: Job) -> str:
                        ("train_accuracy", "train accuracy"), ("train_seconds", "seconds")):
         if result.get(key) is not None:
             bits.append(f"{label} {result[key]:.6g}")
+    for key, value in (result.get("train_metrics") or {}).items():  # regression, outlier
+        if key != "n_samples" and isinstance(value, int | float):
+            bits.append(f"train {key} {value:.6g}")
+    if job.get("task", "classification") != "classification":
+        bits.insert(0, str(job["task"]))
     lines = [f"job {job['id']} succeeded: " + ", ".join(bits)]
     lines += [f"warning: {w}" for w in result.get("warnings") or []]
     lines.append(f"model {job.get('model_id')}")
@@ -511,7 +537,8 @@ def jobs(ctx: typer.Context,
     for row in rows:
         result = row.get("result") or {}
         fraction = row.get("progress_fraction")
-        table.add_row(ids(row["id"]), row["status"], row["solver"], ids(row.get("dataset_id")),
+        table.add_row(ids(row["id"]), row["status"], _solver_cell(row),
+                      ids(row.get("dataset_id")),
                       "" if fraction is None else f"{fraction:.0%}",
                       str(result.get("exit_reason") or ""), ids(row.get("model_id")),
                       _when(row.get("created_at")))
@@ -567,7 +594,7 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
     _id_column(table, "job", width)
     for row in rows:
         accuracy = row.get("train_accuracy")
-        table.add_row(ids(row["id"]), row["kind"], row["solver"], str(len(row["labels"])),
+        table.add_row(ids(row["id"]), row["kind"], row["solver"], _classes_cell(row),
                       f"{row['n_features']:,}", "yes" if row["converged"] else "no",
                       "" if accuracy is None else f"{accuracy:.4f}", ids(row.get("job_id")))
     out.print(table)
@@ -593,11 +620,19 @@ def predict(ctx: typer.Context,
                 "class, after a first line `labels` with the classes in their order (as "
                 "LIBSVM's svm-predict -b 1); the model needs probability=true")] = False,
             as_json: JsonFlag = False) -> None:
-    """Predict: one line per row, the label then its decision value(s), tab-separated."""
+    """Predict: one line per row, the label then its decision value(s), tab-separated
+    (a regression model: the predicted value alone, as svm-predict)."""
     options = _options(ctx, as_json)
     body = sys.stdin.buffer.read() if file == "-" else _read(file)
     with options.client() as client, _calling_the_api():
         answer = client.predict(model, body)
+    if answer.get("task") == "regression" and not options.as_json:
+        if probabilities and answer.get("sigma") is not None:  # svm-predict -b 1's note
+            err.print("Prob. model for test data: target value = predicted value + z,\n"
+                      "z: Laplace distribution e^(-|z|/sigma)/(2sigma),"
+                      f"sigma={_g(answer['sigma'])}", highlight=False)
+        print("\n".join(_g(value) for value in answer["labels"]))
+        return
     if probabilities and answer.get("probabilities") is None:
         err.print(Text("error: ", style="bold red") + Text(
             f"model {answer['model_id']} has no probabilities: train it with "
@@ -687,20 +722,34 @@ def _metric(value: Any) -> str:
     return "" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
+# what an evaluation's one line shows, by the model's task
+REPORT_FIGURES = {"regression": ("mse", "rmse", "mae", "r2", "squared_correlation"),
+                  "outlier": ("outlier_fraction", "roc_auc", "outlier_precision",
+                              "outlier_recall"),
+                  "classification": ("accuracy",)}
+
+
+def _report_line(report: dict[str, Any]) -> str:
+    figures = REPORT_FIGURES.get(str(report.get("task")), REPORT_FIGURES["classification"])
+    return ", ".join(f"{name.replace('_', ' ')} {_metric(report.get(name))}"
+                     for name in figures if name in report)
+
+
 @app.command()
 def evaluate(ctx: typer.Context,
              model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
              dataset: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
              as_json: JsonFlag = False) -> None:
-    """Score a model on a stored dataset (accuracy, confusion matrix, ...)."""
+    """Score a model on a stored dataset (accuracy, confusion matrix, ...; regression:
+    mse, rmse, mae, r2, squared correlation; one-class: the outlier fraction, ...)."""
     options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         found = client.evaluate(model, dataset)
     if options.as_json:
         _print_json(found)
     elif found.get("status") == "succeeded":
-        out.print(f"evaluation {found['id']} succeeded: accuracy "
-                  f"{_metric((found.get('report') or {}).get('accuracy'))}", highlight=False)
+        out.print(f"evaluation {found['id']} succeeded: "
+                  f"{_report_line(found.get('report') or {})}", highlight=False)
     else:  # a large dataset: a worker computes it
         out.print(f"evaluation {found['id']} {found.get('status')}; see it with: hinge "
                   f"evaluation {found['model_id']} {found['id']}", highlight=False)

@@ -27,6 +27,7 @@ from python_multipart.multipart import parse_options_header
 
 from app.domain.errors import Invalid, Malformed, TooLarge, Unsupported
 from app.domain.metrics import UPLOAD_BYTES
+from app.domain.tasks import parse_max_classes
 from app.settings import Settings
 from solvers.svmlight import (
     ParsedDataset,
@@ -65,7 +66,8 @@ class UploadSink:
     limit)."""
 
     def __init__(self, settings: Settings, max_array_bytes: int | None = None, *,
-                 fmt: str | None = None, label_column: str | None = None) -> None:
+                 fmt: str | None = None, label_column: str | None = None,
+                 task: str = "auto") -> None:
         self.max_bytes = settings.max_upload_bytes
         self.max_rows = settings.max_dataset_rows
         self.max_nnz = settings.max_dataset_nnz
@@ -79,7 +81,7 @@ class UploadSink:
         self.limits = ParseLimits(
             max_features=settings.max_features,
             max_line_bytes=settings.max_line_bytes,
-            max_classes=settings.max_classes,
+            max_classes=parse_max_classes(task, settings.max_classes),
             max_bytes=settings.max_upload_bytes,
         )
         self.format: str | None = None
@@ -364,7 +366,7 @@ async def receive_dataset(
     body: AsyncIterator[bytes], content_type: str, content_length: str | None,
     settings: Settings, *, threads: anyio.CapacityLimiter | None = None,
     max_array_bytes: int | None = None, fmt: str | None = None,
-    label_column: str | None = None,
+    label_column: str | None = None, task: str = "auto",
 ) -> tuple[ParsedDataset, str | None]:
     """Stream a request body into the parser; return the parsed data and a name, if sent.
     `threads`: the limiter the parsing threads come from; `max_array_bytes`: see
@@ -379,7 +381,8 @@ async def receive_dataset(
             raise TooLarge(f"upload of {declared} bytes exceeds the limit of "
                            f"{settings.max_upload_bytes} bytes (HINGE_MAX_UPLOAD_BYTES)",
                            {"limit": settings.max_upload_bytes})
-    sink = UploadSink(settings, max_array_bytes, fmt=fmt, label_column=label_column)
+    sink = UploadSink(settings, max_array_bytes, fmt=fmt, label_column=label_column,
+                      task=task)
     try:
         return await _receive(sink, body, content_type, settings, threads, fmt,
                               label_column)

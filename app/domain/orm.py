@@ -153,6 +153,11 @@ class Dataset(Base):
     source_format: Mapped[str] = mapped_column(String(16), default="svmlight",
                                                server_default="svmlight")
     feature_names: Mapped[list[str] | None] = mapped_column(JSON)
+    # classification (labels, class_counts) or regression (label_stats: min, max, mean,
+    # std, quantiles; labels and class_counts empty): app.domain.tasks
+    task: Mapped[str] = mapped_column(String(16), default="classification",
+                                      server_default="classification")
+    label_stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Job(Base):
@@ -165,6 +170,9 @@ class Job(Base):
     )
     solver: Mapped[str] = mapped_column(String(32))
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # classification, regression or outlier: its formulation's (solvers.params.task_of)
+    task: Mapped[str] = mapped_column(String(16), default="classification",
+                                      server_default="classification")
     status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
                                               default=JobStatus.QUEUED)
     error: Mapped[str | None] = mapped_column(Text)
@@ -221,6 +229,8 @@ class Model(Base):
     )
     dataset_id: Mapped[str | None] = mapped_column(String(32))
     kind: Mapped[str] = mapped_column(String(16))  # linear | kernel
+    task: Mapped[str] = mapped_column(String(16), default="classification",
+                                      server_default="classification")
     solver: Mapped[str] = mapped_column(String(32))
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
     labels: Mapped[list[float]] = mapped_column(JSON)

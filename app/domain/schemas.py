@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.domain.job_status import JobStatus
+from solvers.params import TaskName
 
 # Text that goes into the database as it is: no NUL or other control characters (NUL is
 # not storable on PostgreSQL; the rest has no business in an id).
@@ -22,8 +23,14 @@ class DatasetPublic(BaseModel):
     rows: int
     features: int
     nnz: int
+    task: Literal["classification", "regression"] = Field(
+        "classification", description="classification: class labels (`labels`, "
+        "`class_counts`); regression: real-valued targets (`label_stats`, no class list)")
     labels: list[float]
     class_counts: dict[str, int]
+    label_stats: dict[str, Any] | None = Field(
+        None, description="Regression datasets: the targets' min, max, mean, std, "
+        "distinct (how many distinct values) and quantiles (0.05, 0.25, 0.5, 0.75, 0.95)")
     sha256: str
     size_bytes: int = Field(description="Decompressed size of the uploaded text (for a "
                             "split: the size of its stored arrays)")
@@ -85,7 +92,10 @@ class JobResult(BaseModel):
     converged: bool | None = Field(
         None, description="Linear models: true only when the relative duality gap at the "
         "returned model is <= tol (a certificate); kernel models: SMO's stop rule held")
-    train_accuracy: float | None = None
+    train_accuracy: float | None = Field(None, description="Classification models")
+    train_metrics: dict[str, Any] | None = Field(
+        None, description="Regression and outlier models: an evaluation's figures on the "
+        "training rows (see EvaluationPublic)")
     n_support: int | None = None
     relative_gap: float | None = Field(
         None, description="Certified (P - lower bound) / P; one-vs-rest: the sum of the "
@@ -115,6 +125,8 @@ class JobPublic(BaseModel):
     dataset_id: str | None
     solver: str
     params: dict[str, Any]
+    task: TaskName = Field("classification", description="What the job trains, from its "
+                           "formulation: classification, regression or outlier")
     status: JobStatus
     error: str | None
     model_id: str | None
@@ -204,6 +216,9 @@ class ModelPublic(BaseModel):
     job_id: str | None
     dataset_id: str | None
     kind: str
+    task: TaskName = Field("classification", description="classification (labels are "
+                           "classes), regression (predict gives values) or outlier "
+                           "(one-class: +1 inlier, -1 outlier)")
     solver: str
     params: dict[str, Any]
     labels: list[float]
@@ -259,10 +274,17 @@ class PredictResponse(BaseModel):
     trained with probability: true): one per class, in the order of `classes`."""
 
     model_id: str
+    task: TaskName = Field("classification", description="regression: `labels` are the "
+                           "predicted values (as `decision_values`); outlier: +1 inlier, "
+                           "-1 outlier, the decision value its score (> 0: inlier)")
     labels: list[float]
     decision_values: list[float] | list[list[float]]
     classes: list[float]
     probabilities: list[list[float]] | None = None
+    sigma: float | None = Field(
+        None, description="Regression models trained with probability: true: the width "
+        "of the Laplace noise, density exp(-|z|/sigma)/(2 sigma), of the target around "
+        "the predicted value (LIBSVM's -b 1)")
     warnings: list[str] = Field(default_factory=list, description="What was ignored: "
                                 "non-zero values of features the model has never seen "
                                 "(strict=true refuses them instead)")
@@ -279,7 +301,12 @@ class EvaluationPublic(BaseModel):
     class, columns = predicted, classes sorted), per_class (precision, recall, f1,
     support), macro and weighted averages; for two classes roc_auc, average_precision,
     roc_curve and precision_recall_curve (at most 200 points each); log_loss and
-    brier_score when the model has probabilities."""
+    brier_score when the model has probabilities. Regression models: n_samples, mse,
+    rmse, mae, r2 and squared_correlation (what svm-predict prints). Outlier (one-class)
+    models: outlier_fraction and, when the labels are +1 inlier / -1 outlier,
+    true_outlier_fraction, accuracy, outlier_precision, outlier_recall, roc_auc and
+    average_precision of the outlier class (score: minus the decision value). `task`
+    says which."""
 
     model_config = ConfigDict(from_attributes=True)
 

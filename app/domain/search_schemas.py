@@ -20,8 +20,9 @@ from pydantic import (
 from app.domain.job_status import JobStatus
 from app.domain.schemas import NO_CONTROL
 
-METRICS = ("accuracy", "balanced_accuracy", "roc_auc", "log_loss")
-Metric = Literal["accuracy", "balanced_accuracy", "roc_auc", "log_loss"]
+# classification's, then regression's (app.domain.tasks.REGRESSION_METRICS)
+METRICS = ("accuracy", "balanced_accuracy", "roc_auc", "log_loss", "neg_mse", "r2")
+Metric = Literal["accuracy", "balanced_accuracy", "roc_auc", "log_loss", "neg_mse", "r2"]
 
 
 class Log2Range(BaseModel):
@@ -92,7 +93,10 @@ class SearchCreate(BaseModel):
         description="Parameter -> values: {\"log2\": [start, stop, step]} or a list of "
         "values (numbers or choices)")
     cv: CrossValidation | Holdout = Field(default_factory=CrossValidation)
-    metric: Metric = "accuracy"
+    metric: Metric = Field(
+        "accuracy", description="classification: accuracy (default), balanced_accuracy, "
+        "roc_auc (two classes), log_loss (with probability); regression: neg_mse (minus "
+        "the mean squared error; the default on a regression dataset) or r2")
     strategy: Strategy = Field(default_factory=Strategy)
     refit: bool = Field(True, description="Train the best point on every row into a "
                         "model (a normal job, linked as refit_job_id)")

@@ -20,14 +20,14 @@ import scipy.sparse as sp
 
 from app.client import HingeClient, default_url
 from app.client.sample import _ATTRIBUTES, DEFAULT_ROWS, sample
-from solvers.svmlight import parse_stream
+from solvers.svmlight import ParseLimits, parse_stream
 from solvers.train import fit
 from testkit.paths import REPO
 from testkit.service import free_port
 
 
 def _parsed(text: str) -> tuple[sp.csr_matrix, np.ndarray]:
-    parsed = parse_stream([text.encode()])
+    parsed = parse_stream([text.encode()], ParseLimits(max_classes=None))
     X = sp.csr_matrix((parsed.data, parsed.indices, parsed.indptr),
                       shape=(parsed.n_samples, parsed.n_features))
     return X, parsed.y
@@ -68,9 +68,23 @@ def test_a_multiclass_sample_has_three_classes() -> None:
     assert sorted(counts) == [1.0, 2.0, 3.0] and min(counts.values()) > 150
     assert set(np.unique(X.data)) == {1.0}
     with pytest.raises(ValueError, match="kind"):
-        sample("regression", 10)  # type: ignore[arg-type]
+        sample("ranking", 10)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="rows"):
         sample("binary", 0)
+
+
+def test_a_regression_sample_has_real_valued_targets_a_model_learns() -> None:
+    text = sample("regression", 2000, seed=0)
+    assert text == sample("regression", 2000, seed=0)
+    X, y = _parsed(text)
+    X_test, y_test = _parsed(sample("regression", 500, seed=1))
+    assert np.unique(y).shape[0] > 1000 and not np.all(np.mod(y, 1) == 0)
+    width = max(X.shape[1], X_test.shape[1])
+    X.resize((X.shape[0], width))
+    X_test.resize((X_test.shape[0], width))
+    model = fit(X, y, solver="smo", formulation="epsilon_svr", C=4.0, epsilon=0.5).model
+    residual = model.predict(X_test)[0] - y_test
+    assert np.mean(residual**2) < 0.2 * np.var(y_test)  # learnt: R^2 > 0.8
 
 
 def _hinge(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
@@ -88,8 +102,8 @@ def test_hinge_sample_writes_a_file_or_standard_output(tmp_path: Path) -> None:
     assert f"wrote {DEFAULT_ROWS:,} binary rows" in done.stderr
     done = _hinge("sample", "--kind", "multiclass", "--rows", "5", "--seed", "3")
     assert done.returncode == 0 and done.stdout == sample("multiclass", 5, 3)
-    done = _hinge("sample", "--kind", "regression")
-    assert done.returncode == 2 and "binary, multiclass" in done.stderr
+    done = _hinge("sample", "--kind", "ranking")
+    assert done.returncode == 2 and "binary, multiclass, regression" in done.stderr
 
 
 def test_the_default_address_is_hinge_url_else_hinge_port(monkeypatch: pytest.MonkeyPatch

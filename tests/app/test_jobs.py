@@ -86,13 +86,17 @@ def test_one_class_dataset_is_refused_at_submit(client: TestClient) -> None:
     assert "only one class" in response.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("formulation", ["one_class", "epsilon_svr", "nu_svr"])
-def test_a_formulation_of_a_task_the_service_does_not_serve_yet_is_422(
+@pytest.mark.parametrize("formulation", ["epsilon_svr", "nu_svr"])
+def test_a_regression_formulation_on_a_classification_dataset_is_422(
         client: TestClient, cancer_id: str, formulation: str) -> None:
     response = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "smo",
                                              "params": {"formulation": formulation}})
     assert response.status_code == 422, response.text
-    assert "does not serve yet" in response.json()["error"]["message"]
+    error = response.json()["error"]
+    assert "a regression model but dataset" in error["message"]
+    assert "task=regression" in error["message"]
+    assert error["detail"] == {"task": "regression", "dataset_task": "classification",
+                               "field": "dataset_id"}
     assert client.get("/v1/jobs").json()["count"] == 0
 
 

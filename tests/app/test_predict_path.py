@@ -96,8 +96,8 @@ def test_predict_is_counted_in_the_metrics_and_carries_the_security_headers(
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
     assert answer.headers["x-content-type-options"] == "nosniff"
     assert answer.headers["content-security-policy"].startswith("default-src 'none'")
-    assert set(answer.json()) == {"model_id", "labels", "decision_values", "classes",
-                                  "probabilities", "warnings"}
+    assert set(answer.json()) == {"model_id", "task", "labels", "decision_values", "classes",
+                                  "probabilities", "sigma", "warnings"}
     metrics = client.get("/metrics").text
     assert ('hinge_http_requests_total{method="POST",route="/v1/models/{model_id}/predict",'
             'status="200"}') in metrics

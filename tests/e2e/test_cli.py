@@ -600,3 +600,47 @@ def test_cli_imports_a_libsvm_model_and_exports_it_as_onnx(live: Live, trained: 
     bad.write_text(model_file.read_text().replace("nr_class 2", "nr_class two"))
     refused = live.hinge("models", "import", str(bad))
     assert refused.returncode == 1 and b"line " in refused.stderr, refused.stderr
+
+
+def test_cli_trains_evaluates_and_exports_a_regression_model(live: Live) -> None:
+    """A regression set of 20,000 distinct targets through the CLI: upload (a regression
+    dataset: far more distinct labels than the class limit), an epsilon-SVR job, predict,
+    evaluate and export (svm_type epsilon_svr)."""
+    import numpy as np
+    from sklearn.datasets import dump_svmlight_file
+
+    from testkit.datagen import smooth_regression
+
+    X, y = smooth_regression(20_000, seed=7)
+    path = live.tmp / "wave.txt"
+    with path.open("wb") as handle:
+        dump_svmlight_file(X, y, handle, zero_based=False)
+    uploaded = _ok(live.hinge("upload", str(path), "--name", "wave"))
+    assert "20,000 rows, 4 features" in uploaded and "regression targets" in uploaded
+    assert "20,000 distinct" in uploaded
+    dataset = re.search(r"dataset ([0-9a-f]{32})", uploaded).group(1)  # type: ignore[union-attr]
+    listed = json.loads(_ok(live.hinge("datasets", "--json")))
+    assert [d["task"] for d in listed if d["id"] == dataset] == ["regression"]
+    watched = _ok(live.hinge("train", dataset, "--solver", "smo", "-p",
+                             "formulation=epsilon_svr", "-p", "epsilon=0.3", "-p",
+                             "gamma=0.5", "--watch"))
+    assert re.search(r"job [0-9a-f]{32} succeeded: regression, exit converged", watched)
+    assert "train r2 " in watched
+    model_id = re.search(r"^model ([0-9a-f]{32})$", watched, re.M).group(1)  # type: ignore[union-attr]
+    models = json.loads(_ok(live.hinge("models", "--json")))
+    assert [m["task"] for m in models if m["id"] == model_id] == ["regression"]
+    assert "regression" in _ok(live.hinge("models", "--wide"))  # the classes cell
+
+    (live.tmp / "wave5.txt").write_bytes(b"".join(path.read_bytes().splitlines(True)[:5]))
+    predicted = _ok(live.hinge("predict", model_id, "wave5.txt")).split()
+    with live.client() as client:
+        answer = client.predict(model_id, (live.tmp / "wave5.txt").read_bytes())
+    assert answer["task"] == "regression"
+    assert [float(v) for v in predicted] == pytest.approx(answer["labels"], rel=1e-5)
+    assert np.max(np.abs(np.array(answer["labels"]) - y[:5])) < 0.5
+
+    evaluated = _ok(live.hinge("evaluate", model_id, dataset))
+    mse = float(re.search(r"mse ([0-9.]+)", evaluated).group(1))  # type: ignore[union-attr]
+    assert "squared correlation" in evaluated and 0 < mse < 0.1
+    exported = _ok(live.hinge("export", model_id))
+    assert exported.startswith("svm_type epsilon_svr\n")

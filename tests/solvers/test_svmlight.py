@@ -305,6 +305,15 @@ def test_max_classes() -> None:
         assert "max_classes" in caught.value.reason
 
 
+def test_no_class_limit_for_regression_targets() -> None:
+    """max_classes None: any number of distinct labels (real-valued targets)."""
+    text = b"".join(b"%d.5 1:1\n" % i for i in range(2500))
+    parsed = parse(text, ParseLimits(max_classes=None))
+    assert np.unique(parsed.y).shape[0] == 2500
+    with pytest.raises(SvmlightError, match="max_classes"):
+        parse(text, ParseLimits(max_classes=2499))
+
+
 def test_first_error_in_file_order_wins() -> None:
     # a class overflow (line 3) before a syntax error (line 4) in the same block
     with pytest.raises(SvmlightError) as caught:

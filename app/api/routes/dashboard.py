@@ -277,6 +277,14 @@ def class_counts_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{label}: {counts[label]:,}" for label in sorted(counts, key=_label_order))
 
 
+def dataset_labels_text(dataset: Any) -> str:
+    """A dataset's labels in a table cell: its class counts, or a regression's range."""
+    stats = getattr(dataset, "label_stats", None)
+    if getattr(dataset, "task", "classification") == "regression" and stats:
+        return f"regression: {fmt_num(stats['min'])} … {fmt_num(stats['max'])}"
+    return class_counts_text(dataset.class_counts)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
@@ -287,7 +295,7 @@ def _environment() -> jinja2.Environment:
     env.filters.update(
         int=fmt_int, num=fmt_num, param=fmt_param, seconds=fmt_seconds, bytes=fmt_bytes,
         dt=fmt_dt, iso=iso, short=short_id, class_counts=class_counts_text, path=path_text,
-        classes=classes_text,
+        classes=classes_text, dataset_labels=dataset_labels_text,
     )
     env.globals.update(static=static_url, job_elapsed=job_elapsed, statuses=list(JobStatus),
                        active_statuses=ACTIVE_STATUSES, terminal_statuses=TERMINAL_STATUSES)

@@ -17,6 +17,7 @@ from app.domain.orm import Dataset
 from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.domain.services import datasets as service
 from app.domain.services import splits
+from app.domain.tasks import UPLOAD_TASKS
 from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -24,6 +25,12 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 UploadFormat = Annotated[str | None, Query(
     pattern="^(" + "|".join(FORMATS) + ")$",
     description="svmlight, csv, tsv, parquet or npz (default: read from the content)")]
+
+UploadTask = Annotated[str, Query(
+    pattern="^(" + "|".join(UPLOAD_TASKS) + ")$",
+    description="classification (class labels, at most HINGE_MAX_CLASSES distinct), "
+    "regression (real-valued targets) or auto (the default): non-integer labels, or more "
+    "distinct labels than HINGE_MAX_CLASSES, make a regression dataset")]
 
 UPLOAD_DOC = """Upload a dataset: svmlight/LIBSVM, CSV or TSV with a header, Parquet, or a
 NumPy .npz holding a CSR matrix; plain or gzip/bz2/xz (detected by magic bytes).
@@ -44,6 +51,10 @@ tabs (and no `index:value`) as TSV, anything else as svmlight.
 - .npz: the arrays `scipy.sparse.save_npz` writes (`data`, `indices`, `indptr`, `shape`,
   `format` = csr) plus the labels under `y` (or `label`/`labels`) and, optionally,
   `feature_names`.
+
+`task` (query): `classification`, `regression` or `auto` (default; non-integer labels or
+more than HINGE_MAX_CLASSES distinct labels make a regression dataset, whose summary is
+`label_stats` instead of class counts).
 
 All formats become the same stored arrays, under the same limits. The dataset records
 its `source_format` and, where the file named its columns, `feature_names`. Bad input
@@ -96,18 +107,19 @@ async def upload_dataset(
     label_column: str | None = Query(
         None, max_length=255, description="CSV/TSV/Parquet: the label column, by header "
         "name or 0-based position (default: the column named 'label')"),
+    task: UploadTask = "auto",
 ) -> DatasetPublic | Response:
     if name is not None:
         check_name(name)
     async with idempotency.Write(request, settings, principal.tenant_id,
                                  "POST /v1/datasets", session) as write:
         return await _upload(request, settings, write, principal.tenant_id, name, reuse,
-                             format, label_column)
+                             format, label_column, task)
 
 
 async def _upload(request: Request, settings: Settings, write: idempotency.Write,
                   tenant_id: str, name: str | None, reuse: bool, fmt: str | None,
-                  label_column: str | None) -> Response:
+                  label_column: str | None, task: str = "auto") -> Response:
     remaining = await anyio.to_thread.run_sync(
         service.remaining_stored_bytes, settings, tenant_id)
     gate = upload_gate(request.app.state, settings)
@@ -117,13 +129,14 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
             request.headers.get("content-type", ""),
             request.headers.get("content-length"),
             settings, threads=gate.threads, max_array_bytes=remaining,
-            fmt=fmt, label_column=label_column,
+            fmt=fmt, label_column=label_column, task=task,
         )
         final_name = name or form_name or "dataset"
         # the same bytes read another way (another label column) are another dataset
         read_as = (parsed.source_format, *(parsed.feature_names or ()))
         asked = idempotency.request_hash(parsed.sha256, final_name,
                                          *(("reuse",) if reuse else ()),
+                                         *((task,) if task != "auto" else ()),
                                          *(read_as if parsed.source_format != "svmlight"
                                            else ()))
         replayed = write.replay(asked)  # the hash of an upload is known once it is read
@@ -132,13 +145,14 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
         earlier = [d for d in await anyio.to_thread.run_sync(
             service.same_content, settings, tenant_id, parsed.sha256)
             if d.source_format == parsed.source_format
-            and d.feature_names == parsed.feature_names]
+            and d.feature_names == parsed.feature_names
+            and task in ("auto", d.task)]
         if reuse and earlier:
             status, answer = 200, DatasetPublic.model_validate(earlier[0])
         else:
             dataset = await anyio.to_thread.run_sync(
                 service.create_dataset, write.session, settings, tenant_id, parsed, final_name,
-                limiter=gate.threads)
+                task, limiter=gate.threads)
             status, answer = 201, DatasetPublic.model_validate(dataset)
             answer.duplicate_of = [d.id for d in earlier]
     # the dataset and its stored answer commit together: a crash leaves both or neither

@@ -9,7 +9,6 @@ The tenant's limits on datasets and stored bytes are checked with the tenant's r
 
 from __future__ import annotations
 
-import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -17,10 +16,10 @@ from app.domain.errors import Conflict, TooLarge, not_found
 from app.domain.job_status import ACTIVE_STATUSES
 from app.domain.orm import Dataset, Job, Tenant, new_id
 from app.domain.services.limits import lock_dataset, lock_tenant, tenant_limit
+from app.domain.tasks import dataset_task, label_summary
 from app.infra.db import after_commit, after_rollback, read_sessionmaker_for
 from app.infra.storage import BlobRef, blob_store, save_dataset_arrays
 from app.settings import Settings
-from solvers.params import label_key  # the keys of class_counts and class_weight
 from solvers.svmlight import ParsedDataset
 
 
@@ -74,14 +73,16 @@ def same_content(settings: Settings, tenant_id: str, sha256: str) -> list[Datase
 
 
 def create_dataset(session: Session, settings: Settings, tenant_id: str,
-                   parsed: ParsedDataset, name: str) -> Dataset:
+                   parsed: ParsedDataset, name: str, task: str = "auto") -> Dataset:
     """Store the arrays as a blob and add the dataset's row (blocking: run it in a thread);
-    413 over the tenant's limits.
+    413 over the tenant's limits. `task`: the upload's (app.domain.tasks: auto reads the
+    labels).
 
     The blob is written before the transaction takes any lock (on SQLite a write
     transaction blocks every other writer); the limits are then checked under the tenant's
     lock and the row added; a refused or failed insert removes the blob again."""
-    labels, counts = np.unique(parsed.y, return_counts=True)
+    resolved = dataset_task(parsed.y, task, settings.max_classes)
+    labels, class_counts, label_stats = label_summary(parsed.y, resolved)
     dataset_id = new_id()
     store = blob_store(settings)
     stored = save_dataset_arrays(
@@ -102,8 +103,7 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         rows=len(parsed.y),
         features=int(parsed.n_features),
         nnz=len(parsed.data),
-        labels=[float(v) for v in labels],
-        class_counts={label_key(v): int(c) for v, c in zip(labels, counts, strict=True)},
+        labels=labels, class_counts=class_counts, task=resolved, label_stats=label_stats,
         sha256=parsed.sha256,
         size_bytes=int(parsed.bytes_read),
         blob_path=str(stored.ref),

@@ -37,6 +37,7 @@ from app.domain.schemas import EvaluationCreate
 from app.domain.services.datasets import find_dataset
 from app.domain.services.limits import lock_dataset
 from app.domain.services.models import get_model, servable_model
+from app.domain.tasks import check_task, model_task, outlier_report, regression_report
 from app.infra.queue import EVALUATE_TASK
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
@@ -53,12 +54,19 @@ EVALUATIONS = lifecycle.WorkKind(name="evaluation", plural="evaluations", table=
 
 
 def compute_report(model: ServableModel, X: Any, y: np.ndarray) -> dict[str, Any]:
-    """Every figure of solvers.metrics.evaluate for the model's predictions on X."""
+    """Every figure of solvers.metrics.evaluate for the model's predictions on X (of
+    app.domain.tasks for a regression or outlier model), and the model's `task`."""
     labels, values, probabilities = predictions(model, X)
+    task = model_task(model)
+    if task == "regression":
+        return {"task": task, **regression_report(y, labels)}
+    if task == "outlier":
+        return {"task": task, **outlier_report(y, labels, values)}
     classes = np.asarray(model.classes)
     scores = values if classes.shape[0] == 2 else None
     report = evaluate(y, labels, classes, scores=scores, probabilities=probabilities)
     report["has_probabilities"] = probabilities is not None
+    report["task"] = task
     return report
 
 
@@ -83,8 +91,10 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
     if dataset.features > metadata.n_features:
         raise Invalid(f"dataset {dataset.id!r} has {dataset.features} features, more "
                       f"than the model's {metadata.n_features}", field="dataset_id")
+    check_task(metadata.task, dataset.task, dataset.id, f"model {model_id!r} is",
+               training=False)
     unknown = sorted(set(dataset.labels) - set(metadata.labels))
-    if unknown:
+    if unknown and metadata.task == "classification":
         raise Invalid(f"dataset {dataset.id!r} has labels the model does not know: "
                       f"{', '.join(f'{v:g}' for v in unknown[:10])} (model classes: "
                       f"{', '.join(f'{v:g}' for v in metadata.labels)})",

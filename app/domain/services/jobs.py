@@ -26,6 +26,7 @@ from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.domain.services.owned import get_owned, owned_exists
+from app.domain.tasks import check_task
 from app.infra.bus import notify
 from app.infra.db import after_commit
 from app.infra.queue import TRAIN_TASK
@@ -213,26 +214,21 @@ def validated_params(spec: JobCreate, settings: Settings) -> dict[str, Any]:
     except ParamError as exc:
         field = "solver" if exc.field == "solver" else f"params.{exc.field}"
         raise Invalid(str(exc), field=field) from None
-    task = task_of(spec.solver, applied)
-    if task != "classification":
-        # the solvers train it (solvers.fit, hinge.sklearn); datasets, predict and
-        # evaluation do not serve regression or outlier models yet
-        raise Invalid(f"params.formulation: {applied['formulation']} trains a {task} model, "
-                      "which the service does not serve yet; it trains classification "
-                      "models (formulation c_svc or nu_svc)",
-                      {"task": task, "served": ["classification"]},
-                      field="params.formulation")
     _check_caps(applied, settings)
     return applied
 
 
 def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | None
                    ) -> None:
-    """422 for a dataset the job cannot train on."""
+    """422 for a dataset the job cannot train on (app.domain.tasks.check_task: a task of
+    its own; one_class trains on any dataset)."""
     if dataset is None:
         raise Invalid(f"dataset_id: no dataset {spec.dataset_id!r}",
                       field="dataset_id")
-    if len(dataset.labels) < 2:
+    task = task_of(spec.solver, applied)
+    check_task(task, dataset.task, dataset.id,
+               f"formulation {applied.get('formulation', 'c_svc')!r} trains")
+    if task == "classification" and len(dataset.labels) < 2:
         raise Invalid(
             f"dataset {dataset.id!r} has only one class ({dataset.labels[0]:g}); an SVM needs "
             "at least two",
@@ -283,7 +279,7 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate
     now = utcnow()
     job = Job(
         id=new_id(), tenant_id=tenant_id, dataset_id=spec.dataset_id, solver=spec.solver,
-        params=applied,
+        params=applied, task=task_of(spec.solver, applied),
         status=QUEUED, attempt=0, cancel_requested=False, created_at=now, queued_at=now,
         status_history=[history_entry(QUEUED, now)],
     )

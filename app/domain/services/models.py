@@ -39,6 +39,7 @@ from app.domain.predict import (
     unseen_features,
 )
 from app.domain.schemas import Instance, PredictRequest
+from app.domain.tasks import model_task
 from app.infra.db import after_commit, read_sessionmaker_for
 from app.infra.storage import blob_store, model_arrays, model_key
 from app.settings import Settings
@@ -289,12 +290,15 @@ def predict_with(entry: CachedModel, settings: Settings, body: bytes, content_ty
                       "large for this model's weights); scale the input",
                       {"row": bad + 1})
     PREDICT_SECONDS.labels(entry.kind).observe(time.perf_counter() - started)
+    calibration = model.calibration if isinstance(model, Pipeline) else None
     return {
         "model_id": entry.model_id,
+        "task": model_task(model),
         "labels": np.asarray(labels, dtype=np.float64).tolist(),
         "decision_values": values.tolist(),
         "classes": entry.classes,
         "probabilities": None if probabilities is None else probabilities.tolist(),
+        "sigma": None if calibration is None else calibration.sigma,
         "warnings": warnings,
     }
 
@@ -326,7 +330,7 @@ def export_model(session: Session, settings: Settings, tenant_id: str, model_id:
 
     assert isinstance(model, KernelModel)
     calibration = pipeline.calibration if pipeline is not None else None
-    if calibration is not None and calibration.layout != "pairwise":
+    if calibration is not None and calibration.layout == "ovr":
         calibration = None  # one-vs-rest: refused below (LIBSVM is one-vs-one only)
     try:
         if calibration is not None:

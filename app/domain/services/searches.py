@@ -60,7 +60,7 @@ from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
 from app.domain.orm import Dataset, Job, Search, SearchResult, SearchTask, new_id, utcnow
 from app.domain.schemas import JobCreate
-from app.domain.search_schemas import Holdout, SearchCreate
+from app.domain.search_schemas import METRICS, CrossValidation, Holdout, SearchCreate
 from app.domain.search_space import (
     Round,
     SpaceError,
@@ -80,9 +80,10 @@ from app.domain.services.jobs import (
 )
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.domain.services.owned import get_owned, owned_exists
+from app.domain.tasks import REGRESSION_METRICS
 from app.infra.queue import SEARCH_TASK, TRAIN_TASK
 from app.settings import Settings
-from solvers.params import label_key
+from solvers.params import label_key, task_of
 
 log = logging.getLogger("hinge.searches")
 
@@ -150,7 +151,8 @@ def _halving(spec: SearchCreate, settings: Settings, points: list[dict[str, Any]
         raise Invalid(f"strategy.min_resources: {strategy.min_resources} rows; the "
                       f"dataset has {dataset.rows}",
                       field="strategy.min_resources")
-    counts = [int(dataset.class_counts[label_key(v)]) for v in sorted(dataset.labels)]
+    counts = ([dataset.rows] if dataset.task == "regression" else  # one stratum
+              [int(dataset.class_counts[label_key(v)]) for v in sorted(dataset.labels)])
     first, rounds = halving_schedule(len(points), counts, folds, strategy.factor,
                                      strategy.min_resources)
     _check_fits(settings, sum(r.candidates for r in rounds) * folds, len(points), folds,
@@ -163,6 +165,21 @@ def _halving(spec: SearchCreate, settings: Settings, points: list[dict[str, Any]
 
 
 def _check_metric(spec: SearchCreate, points: list[dict[str, Any]], dataset: Dataset) -> None:
+    """422 for a metric the points cannot be scored by: regression metrics for regression
+    points, the others for classification (a regression dataset's default: neg_mse)."""
+    task = task_of(spec.solver, points[0]["params"])
+    if task == "outlier":
+        raise Invalid("a search scores classification or regression models; one_class "
+                      "has no metric to optimise", field="params.formulation")
+    if task == "regression" and "metric" not in spec.model_fields_set:
+        spec.metric = "neg_mse"
+    if (spec.metric in REGRESSION_METRICS) != (task == "regression"):
+        allowed = [m for m in METRICS if (m in REGRESSION_METRICS) == (task == "regression")]
+        raise Invalid(f"metric {spec.metric} does not score a {task} model; use one of "
+                      f"{', '.join(allowed)}", {"task": task, "metrics": allowed},
+                      field="metric")
+    if task == "regression" and isinstance(spec.cv, CrossValidation):
+        spec.cv.stratified = False  # no classes to keep the shares of
     if spec.metric == "roc_auc" and len(dataset.labels) != 2:
         raise Invalid(f"metric roc_auc needs two classes; dataset {dataset.id!r} has "
                       f"{len(dataset.labels)}", field="metric")
@@ -233,7 +250,7 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
     assert dataset is not None  # _check_dataset refused a missing one
     _check_metric(spec, points, dataset)
     holdout_dataset = _check_holdout(session, tenant_id, spec, dataset)
-    if not holdout and min(dataset.class_counts.values()) < 1:
+    if not holdout and min(dataset.class_counts.values(), default=1) < 1:
         raise Invalid("dataset has an empty class", field="dataset_id")
     if not holdout and dataset.rows < folds:
         raise Invalid(f"cv.folds: {folds} folds need at least {folds} rows; the "
@@ -589,7 +606,8 @@ def _complete(session: Session, search: Search, task_id: str) -> str | None:
     if search.spec.get("refit", True) and search.dataset_id is not None:
         now = utcnow()
         job = Job(id=new_id(), tenant_id=search.tenant_id, dataset_id=search.dataset_id,
-                  solver=search.solver, params=best["params"], status=QUEUED, attempt=0,
+                  solver=search.solver, params=best["params"],
+                  task=task_of(search.solver, best["params"]), status=QUEUED, attempt=0,
                   cancel_requested=False, created_at=now, queued_at=now,
                   status_history=[history_entry(QUEUED, now, search_id=search.id)])
         session.add(job)

@@ -26,10 +26,10 @@ from app.domain.orm import Dataset, new_id
 from app.domain.schemas import SplitCreate
 from app.domain.services.datasets import check_quota, get_dataset
 from app.domain.services.limits import lock_dataset, lock_tenant
+from app.domain.tasks import label_summary
 from app.infra.db import after_rollback
 from app.infra.storage import BlobRef, blob_store, load_dataset, save_dataset_arrays
 from app.settings import Settings
-from solvers.params import label_key
 
 
 def split_rows(y: np.ndarray, test_fraction: float, stratify: bool, seed: int) -> np.ndarray:
@@ -60,7 +60,9 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
         X, y = load_dataset(blob_store(settings), parent.blob_path, parent.features)
     except FileNotFoundError:  # deleted since it was read
         raise not_found("dataset", dataset_id) from None
-    test = split_rows(y, spec.test_fraction, spec.stratify, spec.seed)
+    # a regression dataset has no classes to stratify by
+    test = split_rows(y, spec.test_fraction, spec.stratify and parent.task != "regression",
+                      spec.seed)
     n_test = int(test.sum())
     if n_test == 0 or n_test == y.shape[0]:
         raise Invalid(f"test_fraction {spec.test_fraction} of {y.shape[0]} rows leaves "
@@ -123,17 +125,16 @@ def _store_part(settings: Settings, part: str, X: sp.csr_matrix, y: np.ndarray) 
 
 def _add_row(session: Session, tenant_id: str, parent: Dataset, stored: _Part,
              spec: SplitCreate) -> Dataset:
-    labels, counts = np.unique(stored.y, return_counts=True)
+    labels, class_counts, label_stats = label_summary(stored.y, parent.task)
     dataset = Dataset(
         id=stored.dataset_id, tenant_id=tenant_id, name=f"{parent.name[:240]} ({stored.part})",
         rows=int(stored.y.shape[0]), features=parent.features, nnz=stored.nnz,
-        labels=[float(v) for v in labels],
-        class_counts={label_key(v): int(c) for v, c in zip(labels, counts, strict=True)},
+        labels=labels, class_counts=class_counts, task=parent.task, label_stats=label_stats,
         sha256=stored.sha256, size_bytes=stored.size, stored_bytes=stored.size,
         blob_path=str(stored.blob), parent_id=parent.id, split_part=stored.part,
         split_seed=spec.seed, split_test_fraction=spec.test_fraction,
-        split_stratified=spec.stratify, source_format=parent.source_format,
-        feature_names=parent.feature_names,
+        split_stratified=spec.stratify and parent.task != "regression",
+        source_format=parent.source_format, feature_names=parent.feature_names,
     )
     session.add(dataset)
     return dataset

@@ -32,7 +32,9 @@ function datasetRow(dataset) {
   field("rows").textContent = fmtInt(dataset.rows);
   field("features").textContent = fmtInt(dataset.features);
   field("nnz").textContent = fmtInt(dataset.nnz);
-  field("classes").textContent = classCounts(dataset.class_counts);
+  const stats = dataset.label_stats;
+  field("classes").textContent = dataset.task === "regression" && stats
+    ? `regression: ${stats.min} … ${stats.max}` : classCounts(dataset.class_counts);
   field("size").textContent = fmtBytes(dataset.size_bytes);
   field("created").replaceChildren(timeElement(dataset.created_at));
   field("train").href = `/datasets/${encodeURIComponent(dataset.id)}#new-job`;
