@@ -23,6 +23,7 @@ from app.domain.lifecycle import Failed
 from app.domain.orm import Model, new_id
 from app.domain.services import jobs
 from app.domain.services.jobs import Claim
+from app.domain.services.lineage import code_version
 from app.infra.bus import notify
 from app.infra.db import session_scope
 from app.infra.storage import blob_store, load_dataset, model_key, store_model_arrays
@@ -387,6 +388,7 @@ def _summary(result: FitResult, train_accuracy: float) -> dict[str, Any]:
         "exit_reason": result.exit_reason,
         "converged": bool(result.converged),
         "train_accuracy": train_accuracy,
+        "code_version": code_version(),  # the model's lineage
     }
     if result.model.kind == "linear":  # the certificate (solvers/certificate.py)
         summary.update({

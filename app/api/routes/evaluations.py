@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Response
 from app.api import ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.routes.models import VERSION_HEADER
 from app.domain.job_status import JobStatus
 from app.domain.schemas import EvaluationCreate, EvaluationPublic, EvaluationsPublic
 from app.domain.services import evaluations as service
@@ -39,7 +40,9 @@ Needs the `train` scope. Another tenant's model is a 404 and another tenant's da
 def create_evaluation(model_id: str, spec: EvaluationCreate, response: Response,
                       reader: SessionDep, session: WriteSessionDep,
                       settings: SettingsDep, principal: TrainAuth) -> EvaluationPublic:
-    model_id = ids.resolve(reader, "model", principal.tenant_id, model_id)
+    model_id, served = ids.resolve_model(reader, principal.tenant_id, model_id)
+    if served is not None:
+        response.headers[VERSION_HEADER] = served.header
     spec.dataset_id = ids.resolve_field(reader, "dataset", principal.tenant_id,
                                         spec.dataset_id, "dataset_id")
     evaluation = service.create_evaluation(reader, session, settings, principal.tenant_id,
@@ -47,6 +50,20 @@ def create_evaluation(model_id: str, spec: EvaluationCreate, response: Response,
     if evaluation.status == JobStatus.QUEUED:
         response.status_code = 202
     return EvaluationPublic.model_validate(evaluation)
+
+
+@router.post("/{name}/versions/{version}/evaluations", status_code=201,
+             response_model=EvaluationPublic,
+             responses={202: {"model": EvaluationPublic, "description": "queued for a worker"}})
+def create_version_evaluation(name: str, version: int, spec: EvaluationCreate,
+                              response: Response, reader: SessionDep,
+                              session: WriteSessionDep, settings: SettingsDep,
+                              principal: TrainAuth) -> EvaluationPublic:
+    """Evaluate version `version` of the registered model `name`, as POST
+    /v1/models/{model_id}/evaluations does (`model_id` there may also be `name@alias`);
+    the Hinge-Model-Version header names the version evaluated."""
+    return create_evaluation(f"{name}/versions/{version}", spec, response, reader, session,
+                             settings, principal)
 
 
 @router.get("/{model_id}/evaluations", response_model=EvaluationsPublic)
