@@ -27,6 +27,7 @@ from app.api.routes import (
     meta,
     models,
     registry,
+    registry_pages,
     search_pages,
     searches,
     signin,
@@ -123,7 +124,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (models.router, datasets.router, jobs.router, events.router,
                    evaluations.router, meta.router, status.router, admin.router,
                    dashboard.router,
-                   signin.router, searches.router, search_pages.router, registry.router):
+                   signin.router, searches.router, search_pages.router, registry.router,
+                   registry_pages.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)

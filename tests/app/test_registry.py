@@ -284,3 +284,22 @@ def test_lineage_of_a_trained_model(client: TestClient, two_models: tuple[str, s
     assert client.get(f"/v1/models/{first}/lineage").json()["dataset"] == {
         "id": cancer_id, "exists": False, "name": None, "sha256": None, "rows": None,
         "features": None, "source_format": None, "parent_id": None, "split_part": None}
+
+
+def test_the_registry_pages_and_the_model_pages_lineage(
+        client: TestClient, two_models: tuple[str, str], cancer_id: str) -> None:
+    first, second = two_models
+    _register(client, "churn", first, second)
+    _promote(client, "production", 2)
+    listing = client.get("/registry")
+    assert listing.status_code == 200
+    assert 'href="/registry/churn"' in listing.text and "production → 2" in listing.text
+    page = client.get("/registry/churn")
+    assert page.status_code == 200
+    assert f'href="/models/{second}"' in page.text and "(new)" in page.text
+    assert client.get("/registry/nobody").status_code == 404
+    model_page = client.get(f"/models/{first}").text
+    assert f'href="/datasets/{cancer_id}"' in model_page
+    assert 'href="/registry/churn">churn/versions/1' in model_page
+    job_id = client.get(f"/v1/models/{first}").json()["job_id"]
+    assert f'href="/jobs/{job_id}"' in model_page
