@@ -226,7 +226,8 @@ def _tenant(settings: Settings) -> str:
 
 def test_concurrent_moves_are_serialised(client: TestClient, settings: Settings,
                                          two_models: tuple[str, str]) -> None:
-    """Moves from many threads at once: each one's history names the version the one
+    """Moves from many threads at once (of an alias that exists, and of one that each
+    thread may be the first to make): each one's history names the version the one
     before it left, and the alias ends where the last recorded move put it."""
     first, second = two_models
     _register(client, "churn", first, second)
@@ -236,9 +237,10 @@ def test_concurrent_moves_are_serialised(client: TestClient, settings: Settings,
     def mover(worker: int) -> None:
         try:
             for step in range(4):
-                response = client.put("/v1/registry/models/churn/aliases/production",
-                                      json={"version": 1 + (worker + step) % 2})
-                assert response.status_code == 200, response.text
+                for alias in ("production", "staging"):
+                    response = client.put(f"/v1/registry/models/churn/aliases/{alias}",
+                                          json={"version": 1 + (worker + step) % 2})
+                    assert response.status_code == 200, response.text
         except BaseException as exc:
             errors.append(exc)
 
@@ -249,13 +251,14 @@ def test_concurrent_moves_are_serialised(client: TestClient, settings: Settings,
         thread.join()
     assert errors == []
     history = client.get("/v1/registry/models/churn/history?limit=1000").json()["data"]
-    chain = list(reversed(history))
-    assert chain[0]["from_version"] is None
-    for before, after in itertools.pairwise(chain):
-        assert after["from_version"] == before["to_version"]
-        assert after["from_version"] != after["to_version"]
-    final = client.get("/v1/registry/models/churn").json()["aliases"]["production"]
-    assert final == chain[-1]["to_version"]
+    for alias in ("production", "staging"):
+        chain = [m for m in reversed(history) if m["alias"] == alias]
+        assert chain[0]["from_version"] is None
+        for before, after in itertools.pairwise(chain):
+            assert after["from_version"] == before["to_version"]
+            assert after["from_version"] != after["to_version"]
+        final = client.get("/v1/registry/models/churn").json()["aliases"][alias]
+        assert final == chain[-1]["to_version"]
 
 
 def test_lineage_of_a_trained_model(client: TestClient, two_models: tuple[str, str],

@@ -24,6 +24,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import anyio.to_thread
@@ -46,11 +47,12 @@ from app.settings import Settings
 
 log = logging.getLogger("hinge.registry")
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-ALIAS_PATTERN = r"^[A-Za-z][A-Za-z0-9._-]{0,63}$"  # never a number: a version is one
-_REFERENCE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})"
-                        r"(?:@(?P<alias>[A-Za-z][A-Za-z0-9._-]{0,63})"
-                        r"|/versions/(?P<version>[0-9]{1,9}))$")
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+_ALIAS = r"[A-Za-z][A-Za-z0-9._-]{0,63}"  # never a number: a version is one
+NAME_PATTERN = f"^{_NAME}$"
+ALIAS_PATTERN = f"^{_ALIAS}$"
+_REFERENCE = re.compile(rf"(?P<name>{_NAME})(?:@(?P<alias>{_ALIAS})"
+                        r"|/versions/(?P<version>[0-9]{1,9}))")
 KIND = "registered model"
 BUS_KIND = "registry"  # app.infra.bus: "registry:<tenant id>/<name>"
 
@@ -217,49 +219,61 @@ def move_alias(session: Session, settings: Settings, tenant_id: str, name: str, 
     if _version(session, registered, version) is None:
         raise Invalid(f"version: {name} has no version {version}", field="version")
     now = utcnow()
-    current = session.scalar(select(ModelAlias).where(
-        ModelAlias.registered_model_id == registered.id, ModelAlias.alias == alias)
-        .with_for_update())
+    current = _locked_alias(session, registered, alias)
     if current is None:
-        current = ModelAlias(registered_model_id=registered.id, alias=alias,
-                             version=version, moved_by=key_id, moved_at=now)
+        made = ModelAlias(registered_model_id=registered.id, alias=alias, version=version,
+                          moved_by=key_id, moved_at=now)
         try:
             with session.begin_nested():
-                session.add(current)
-        except IntegrityError:  # made by a concurrent request: move that one
-            raise Conflict(f"alias {alias!r} of {name} was being created by another "
-                           "request; send the move again") from None
-        previous = None
-    else:
-        previous = current.version
-        if previous == version:
-            return current
-        session.execute(update(ModelAlias).where(ModelAlias.id == current.id)
-                        .values(version=version, moved_by=key_id, moved_at=now)
-                        .execution_options(synchronize_session=False))
-        session.refresh(current)
+                session.add(made)
+        except IntegrityError:  # a concurrent request made it first: move that one
+            current = _locked_alias(session, registered, alias)
+            if current is None:
+                raise
+        else:
+            _record_move(session, settings, tenant_id, registered, alias, None, version,
+                         key_id, now)
+            return made
+    previous = current.version
+    if previous == version:
+        return current
+    session.execute(update(ModelAlias).where(ModelAlias.id == current.id)
+                    .values(version=version, moved_by=key_id, moved_at=now)
+                    .execution_options(synchronize_session=False))
+    session.refresh(current)
+    _record_move(session, settings, tenant_id, registered, alias, previous, version, key_id,
+                 now)
+    return current
+
+
+def _locked_alias(session: Session, registered: RegisteredModel, alias: str
+                  ) -> ModelAlias | None:
+    """The alias's row, locked until the commit (PostgreSQL; SQLite's write transaction
+    holds the whole database already)."""
+    return session.scalar(select(ModelAlias).where(
+        ModelAlias.registered_model_id == registered.id, ModelAlias.alias == alias)
+        .with_for_update())
+
+
+def _record_move(session: Session, settings: Settings, tenant_id: str,
+                 registered: RegisteredModel, alias: str, previous: int | None,
+                 version: int | None, key_id: str | None, now: datetime) -> None:
     session.add(AliasMove(registered_model_id=registered.id, alias=alias,
                           from_version=previous, to_version=version, moved_by=key_id,
                           moved_at=now))
     session.flush()
-    _announce_after_commit(session, settings, tenant_id, name)
-    return current
+    _announce_after_commit(session, settings, tenant_id, registered.name)
 
 
 def delete_alias(session: Session, settings: Settings, tenant_id: str, name: str,
                  alias: str, key_id: str | None) -> None:
     registered = get(session, tenant_id, name)
-    current = session.scalar(select(ModelAlias).where(
-        ModelAlias.registered_model_id == registered.id, ModelAlias.alias == alias)
-        .with_for_update())
+    current = _locked_alias(session, registered, alias)
     if current is None:
         raise NotFound("alias", f"{name}@{alias}")
-    session.add(AliasMove(registered_model_id=registered.id, alias=alias,
-                          from_version=current.version, to_version=None, moved_by=key_id,
-                          moved_at=utcnow()))
     session.delete(current)
-    session.flush()
-    _announce_after_commit(session, settings, tenant_id, name)
+    _record_move(session, settings, tenant_id, registered, alias, current.version, None,
+                 key_id, utcnow())
 
 
 def alias_history(session: Session, registered: RegisteredModel, *, limit: int = 100,
@@ -304,31 +318,30 @@ class _References:
 _references = _References()
 
 
-def _parse(ident: str) -> tuple[str, str]:
-    """(name, selector): the selector is `@alias` or the version's number."""
-    match = _REFERENCE.fullmatch(ident)
-    if match is None:
-        raise NotFound("model", ident, f"model {ident!r} not found: a model is named by its "
-                       "id, `name@alias` or `name/versions/n`")
-    alias = match.group("alias")
-    return match.group("name"), f"@{alias}" if alias else match.group("version")
-
-
-def cached(tenant_id: str, ident: str) -> Served | None:
-    """The reference's resolution from this process's memory, or None."""
+def _key(tenant_id: str, ident: str) -> tuple[str, str, str] | None:
+    """(tenant, name, selector), the selector `@alias` or the version's number; None for
+    what is no reference."""
     match = _REFERENCE.fullmatch(ident)
     if match is None:
         return None
     alias = match.group("alias")
-    return _references.get((tenant_id, match.group("name"),
-                            f"@{alias}" if alias else match.group("version")))
+    return tenant_id, match.group("name"), f"@{alias}" if alias else match.group("version")
+
+
+def cached(tenant_id: str, ident: str) -> Served | None:
+    """The reference's resolution from this process's memory, or None."""
+    key = _key(tenant_id, ident)
+    return None if key is None else _references.get(key)
 
 
 def resolve(session: Session, tenant_id: str, ident: str) -> Served:
     """The tenant's model that `name@alias` or `name/versions/n` stands for now (404 when
     the name, the version or the alias does not exist, or is another tenant's)."""
-    name, selector = _parse(ident)
-    key = (tenant_id, name, selector)
+    key = _key(tenant_id, ident)
+    if key is None:
+        raise NotFound("model", ident, f"model {ident!r} not found: a model is named by its "
+                       "id, `name@alias` or `name/versions/n`")
+    _, name, selector = key
     found = _references.get(key)
     if found is not None:
         return found
