@@ -69,6 +69,14 @@ def _promote(client: TestClient, alias: str, version: int) -> None:
     assert response.json()["version"] == version
 
 
+@pytest.fixture
+def promoted(client: TestClient, two_models: tuple[str, str]) -> tuple[str, str]:
+    """"churn": versions 1 and 2 (the two models), production on 2."""
+    _register(client, "churn", *two_models)
+    _promote(client, "production", 2)
+    return two_models
+
+
 def test_register_version_alias_promote_and_roll_back(
         client: TestClient, two_models: tuple[str, str], admin_key: str) -> None:
     first, second = two_models
@@ -166,10 +174,8 @@ def test_another_tenants_names_are_not_found(
 
 
 def test_export_and_evaluate_by_reference(
-        client: TestClient, two_models: tuple[str, str], cancer_id: str) -> None:
-    first, second = two_models
-    _register(client, "churn", first, second)
-    _promote(client, "production", 2)
+        client: TestClient, promoted: tuple[str, str], cancer_id: str) -> None:
+    first, second = promoted
     exported = client.get("/v1/models/churn@production/export")
     assert exported.status_code == 200
     assert exported.headers["Hinge-Model-Version"] == "churn/versions/2"
@@ -290,10 +296,8 @@ def test_lineage_of_a_trained_model(client: TestClient, two_models: tuple[str, s
 
 
 def test_the_registry_pages_and_the_model_pages_lineage(
-        client: TestClient, two_models: tuple[str, str], cancer_id: str) -> None:
-    first, second = two_models
-    _register(client, "churn", first, second)
-    _promote(client, "production", 2)
+        client: TestClient, promoted: tuple[str, str], cancer_id: str) -> None:
+    first, second = promoted
     listing = client.get("/registry")
     assert listing.status_code == 200
     assert 'href="/registry/churn"' in listing.text and "production → 2" in listing.text
