@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import select, update
 
-from app.domain.orm import ModelAlias
+from app.domain.orm import ModelAlias, SearchTask
 from app.domain.services import registry
 from app.infra.bus import _dispatch
 from app.infra.db import session_scope
 from app.settings import Settings
 from tests.support import bearer, make_key, migrated_settings
+from workers.search import run_search_task
 from workers.training import run_job
 
 ROWS = {"instances": [{"indices": [1, 2, 3], "values": [0.5, -0.2, 0.1]},
@@ -310,3 +311,25 @@ def test_the_registry_pages_and_the_model_pages_lineage(
     assert 'href="/registry/churn">churn/versions/1' in model_page
     job_id = client.get(f"/v1/models/{first}").json()["job_id"]
     assert f'href="/jobs/{job_id}"' in model_page
+
+
+def test_lineage_of_a_searchs_refit_model(client: TestClient, settings: Settings,
+                                          cancer_id: str) -> None:
+    created = client.post("/v1/searches", json={
+        "dataset_id": cancer_id, "solver": "dcd", "space": {"C": [0.1, 1.0]},
+        "cv": {"folds": 2, "seed": 1}})
+    assert created.status_code == 202, created.text
+    search_id = created.json()["id"]
+    with session_scope(settings.database_url) as session:
+        task_ids = list(session.scalars(select(SearchTask.id).where(
+            SearchTask.search_id == search_id)))
+    assert {run_search_task(settings, t, "test") for t in task_ids} == {"succeeded"}
+    search = client.get(f"/v1/searches/{search_id}").json()
+    assert run_job(settings, search["refit_job_id"], "test") == "succeeded"
+    model_id = client.get(f"/v1/searches/{search_id}").json()["model_id"]
+    lineage = client.get(f"/v1/models/{model_id}/lineage").json()
+    assert lineage["search"]["id"] == search_id
+    assert lineage["search"]["best"]["values"] == search["best"]["values"]
+    assert lineage["job"]["id"] == search["refit_job_id"]
+    assert lineage["params"]["C"] == search["best"]["values"]["C"]
+    assert f'href="/searches/{search_id}"' in client.get(f"/models/{model_id}").text
