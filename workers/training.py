@@ -23,6 +23,7 @@ from app.domain.lifecycle import Failed
 from app.domain.orm import Model, new_id
 from app.domain.services import jobs
 from app.domain.services.jobs import Claim
+from app.domain.services.lineage import code_version
 from app.domain.tasks import model_task, outlier_report, regression_report
 from app.infra.bus import notify
 from app.infra.db import session_scope
@@ -403,6 +404,7 @@ def _summary(result: FitResult, train_accuracy: float | None,
         "exit_reason": result.exit_reason,
         "converged": bool(result.converged),
         "train_accuracy": train_accuracy,
+        "code_version": code_version(),  # the model's lineage
     }
     if train_metrics is not None:
         summary["train_metrics"] = train_metrics

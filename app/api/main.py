@@ -26,6 +26,8 @@ from app.api.routes import (
     jobs,
     meta,
     models,
+    registry,
+    registry_pages,
     search_pages,
     searches,
     signin,
@@ -33,6 +35,7 @@ from app.api.routes import (
 )
 from app.api.security import SecurityMiddleware
 from app.domain.services import models as model_service
+from app.domain.services import registry as registry_service
 from app.domain.services import tenants as tenant_service
 from app.domain.sweep import sweep_forever
 from app.infra import bus
@@ -90,8 +93,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(sweep_forever(settings)),
             asyncio.create_task(bus.listen(settings, {
                 "model": model_service.forget_model,
-                "key": tenant_service.verified_keys.forget})),
+                "key": tenant_service.verified_keys.forget,
+                registry_service.BUS_KIND: registry_service.forget})),
             asyncio.create_task(model_service.check_cached_models_forever(settings)),
+            asyncio.create_task(registry_service.check_references_forever(settings)),
         ]
         try:
             yield
@@ -119,7 +124,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (models.router, datasets.router, jobs.router, events.router,
                    evaluations.router, meta.router, status.router, admin.router,
                    dashboard.router,
-                   signin.router, searches.router, search_pages.router):
+                   signin.router, searches.router, search_pages.router, registry.router,
+                   registry_pages.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)

@@ -139,6 +139,7 @@ class Prediction(TypedDict, total=False):
     classes: list[float]
     probabilities: list[list[float]] | None
     sigma: float | None  # regression with probability: the Laplace noise width
+    served_by: dict[str, Any] | None  # by a reference: {name, version, alias}
 
 
 class Instance(TypedDict):
@@ -407,6 +408,50 @@ class HingeClient:
             files["range"] = (range_path.name, range_path.read_bytes())
         data = {} if n_features is None else {"n_features": str(n_features)}
         return cast(Model, self._json("POST", "/v1/models", files=files, data=data))
+
+    def lineage(self, model_id: str) -> dict[str, Any]:
+        """Dataset (and sha256), job, search, parameters, certificate, code version,
+        evaluations and registered versions of a model."""
+        return cast(dict[str, Any], self._json("GET", f"/v1/models/{model_id}/lineage"))
+
+    # -- the registry: names, versions, aliases (a model is then `name@alias` or
+    # `name/versions/n` wherever a model id goes) -----------------------------------
+
+    def register(self, name: str, model_id: str, *, description: str = "",
+                 tags: dict[str, str] | None = None) -> dict[str, Any]:
+        """Register the model as the next version of `name` (the name is made if new)."""
+        try:
+            self._json("POST", "/v1/registry/models", json={"name": name})
+        except HingeError as exc:
+            if exc.status_code != 409:  # 409: the name exists already
+                raise
+        return cast(dict[str, Any], self._json(
+            "POST", f"/v1/registry/models/{name}/versions",
+            json={"model_id": model_id, "description": description, "tags": tags or {}}))
+
+    def registered_models(self, *, limit: int = 100, offset: int = 0
+                          ) -> list[dict[str, Any]]:
+        page = self._json("GET", "/v1/registry/models",
+                          params={"limit": limit, "offset": offset})
+        return cast(list[dict[str, Any]], page["data"])
+
+    def versions(self, name: str) -> list[dict[str, Any]]:
+        """The name's versions, newest first."""
+        page = self._json("GET", f"/v1/registry/models/{name}/versions")
+        return cast(list[dict[str, Any]], page["data"])
+
+    def promote(self, name: str, alias: str, version: int) -> dict[str, Any]:
+        """Point `alias` of `name` at `version` (also how to roll back)."""
+        return cast(dict[str, Any], self._json(
+            "PUT", f"/v1/registry/models/{name}/aliases/{alias}", json={"version": version}))
+
+    def delete_version(self, name: str, version: int) -> None:
+        self._request("DELETE", f"/v1/registry/models/{name}/versions/{version}")
+
+    def alias_history(self, name: str) -> list[dict[str, Any]]:
+        """Every move of the name's aliases, newest first."""
+        page = self._json("GET", f"/v1/registry/models/{name}/history")
+        return cast(list[dict[str, Any]], page["data"])
 
     # -- evaluations and searches ----------------------------------------------------
 

@@ -569,7 +569,8 @@ def cancel(ctx: typer.Context,
 
 # -- models -----------------------------------------------------------------------------
 
-models_app = typer.Typer(help="List the models (no command), or import one.",
+models_app = typer.Typer(help="List the models (no command), import one, or register, "
+                         "promote and list the versions of a name.",
                          invoke_without_command=True, no_args_is_help=False)
 app.add_typer(models_app, name="models")
 
@@ -612,7 +613,8 @@ def model(ctx: typer.Context,
 
 @app.command()
 def predict(ctx: typer.Context,
-            model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
+            model: Annotated[str, IdArg(help="The model's id (or a unique prefix), or "
+                                        "NAME@ALIAS, NAME/versions/N")],
             file: Annotated[str, typer.Argument(help="svmlight lines (labels optional); "
                             "- reads standard input")],
             probabilities: Annotated[bool, typer.Option(
@@ -673,6 +675,72 @@ def import_model(ctx: typer.Context,
         out.print(f"model {answer['id']} ({answer['kind']}, {len(answer['labels'])} "
                   f"classes, {answer['n_features']:,} features) from {file.name}",
                   highlight=False)
+
+
+# -- the registry: models register, promote, versions ---------------------------------
+
+@models_app.command("register")
+def register_model(ctx: typer.Context,
+                   model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
+                   name: Annotated[str, typer.Option("--name", "-n", help="The registered "
+                                                     "name (made if new)")],
+                   description: Annotated[str, typer.Option(
+                       "--description", "-d", help="What this version is")] = "",
+                   tag: Annotated[list[str] | None, typer.Option(
+                       "--tag", "-t", help="KEY=VALUE (repeatable)")] = None) -> None:
+    """Register a model as the next version of a name; prints `name/versions/n`."""
+    options = _options(ctx)
+    tags = {}
+    for item in tag or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--tag {item!r}: expected KEY=VALUE")
+        tags[key] = value
+    with options.client() as client, _calling_the_api():
+        answer = client.register(name, model, description=description, tags=tags)
+    if options.as_json:
+        _print_json(answer)
+    else:
+        out.print(f"{answer['name']}/versions/{answer['version']} is model "
+                  f"{answer['model_id']}", highlight=False)
+
+
+@models_app.command("promote")
+def promote_model(ctx: typer.Context,
+                  name: Annotated[str, typer.Argument(help="The registered name")],
+                  alias: Annotated[str, typer.Argument(help="The alias: production, "
+                                                       "staging, ...")],
+                  version: Annotated[int, typer.Argument(help="The version it points at "
+                                                         "from now on (rolling back too)")]
+                  ) -> None:
+    """Move an alias to a version: `hinge predict NAME@ALIAS` follows it at once."""
+    options = _options(ctx)
+    with options.client() as client, _calling_the_api():
+        answer = client.promote(name, alias, version)
+    if options.as_json:
+        _print_json(answer)
+    else:
+        out.print(f"{name}@{alias} -> version {answer['version']}", highlight=False)
+
+
+@models_app.command("versions")
+def model_versions(ctx: typer.Context,
+                   name: Annotated[str, typer.Argument(help="The registered name")],
+                   as_json: JsonFlag = False) -> None:
+    """A name's versions, newest first, with the aliases on each."""
+    options = _options(ctx, as_json)
+    with options.client() as client, _calling_the_api():
+        rows = client.versions(name)
+    if options.as_json:
+        _print_json(rows)
+        return
+    table = _table()
+    for header in ("version", "model", "aliases", "description", "created"):
+        table.add_column(header)
+    for row in rows:
+        table.add_row(str(row["version"]), row["model_id"], ", ".join(row["aliases"]),
+                      row["description"], row["created_at"][:19])
+    out.print(table)
 
 
 def _read(file: str) -> bytes:

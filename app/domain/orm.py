@@ -1,6 +1,7 @@
 """ORM models: tenants and their API keys; datasets, jobs (with their progress events),
 models, evaluations and searches (their tasks and results), each owned by a tenant; stored
-answers of idempotent requests; the outbox of messages owed to the broker."""
+answers of idempotent requests; the outbox of messages owed to the broker; registered
+models (names), their versions and aliases."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Integer,
     LargeBinary,
     String,
@@ -369,3 +371,76 @@ class SearchResult(Base):
     iterations: Mapped[int] = mapped_column(Integer)
     warm_start: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class RegisteredModel(Base):
+    """A name a tenant serves models under (app/domain/services/registry.py): its versions
+    are immutable, its aliases point at one of them and move."""
+
+    __tablename__ = "registered_models"
+    __table_args__ = (UniqueConstraint("tenant_id", "name",
+                                       name="uq_registered_models_tenant_name"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()
+    name: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text, default="")
+    last_version: Mapped[int] = mapped_column(Integer, default=0)  # numbers never reused
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ModelVersion(Base):
+    """One registration of a model under a name: number `version`, never changed."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("registered_model_id", "version",
+                                       name="uq_model_versions_number"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    registered_model_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("registered_models.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    # RESTRICT: a registered model cannot be deleted from under its versions
+    model_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("models.id", ondelete="RESTRICT"), index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    tags: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    created_by: Mapped[str | None] = mapped_column(String(16))  # the API key's id
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ModelAlias(Base):
+    """A movable name (`production`, `staging`, ...) for one version of a registered model;
+    moved by one UPDATE, so a reader sees the old version or the new one. The foreign key
+    to the version makes deleting a version an alias points at fail, whatever the race."""
+
+    __tablename__ = "model_aliases"
+    __table_args__ = (
+        UniqueConstraint("registered_model_id", "alias", name="uq_model_aliases_alias"),
+        ForeignKeyConstraint(["registered_model_id", "version"],
+                             ["model_versions.registered_model_id", "model_versions.version"],
+                             name="fk_model_aliases_version"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    registered_model_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("registered_models.id", ondelete="CASCADE"), index=True)
+    alias: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    moved_by: Mapped[str | None] = mapped_column(String(16))
+    moved_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AliasMove(Base):
+    """The history of an alias: every move (from None: created; to None: deleted)."""
+
+    __tablename__ = "model_alias_moves"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    registered_model_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("registered_models.id", ondelete="CASCADE"), index=True)
+    alias: Mapped[str] = mapped_column(String(64))
+    from_version: Mapped[int | None] = mapped_column(Integer)
+    to_version: Mapped[int | None] = mapped_column(Integer)
+    moved_by: Mapped[str | None] = mapped_column(String(16))
+    moved_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -265,6 +265,15 @@ class PredictRequest(BaseModel):
                          "a warning")
 
 
+class ServedBy(BaseModel):
+    """The registered version that answered a request made by `name@alias` or
+    `name/versions/n` (also in the Hinge-Model-Version header: `name/versions/n`)."""
+
+    name: str
+    version: int
+    alias: str | None
+
+
 class PredictResponse(BaseModel):
     """For two classes one decision value per row, positive for classes[1]. For more: one
     per class (one-vs-rest models) or one per class pair in LIBSVM's order (one-vs-one
@@ -288,6 +297,9 @@ class PredictResponse(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="What was ignored: "
                                 "non-zero values of features the model has never seen "
                                 "(strict=true refuses them instead)")
+    served_by: ServedBy | None = Field(None, description="Predicted by a registry reference "
+                                       "(name@alias, name/versions/n): the version that "
+                                       "answered; absent for a model id")
 
 
 class EvaluationCreate(BaseModel):
@@ -414,3 +426,71 @@ class KeyCreated(KeyPublic):
 class KeysPublic(BaseModel):
     data: list[KeyPublic]
     count: int
+
+
+class LineageDataset(BaseModel):
+    id: str
+    exists: bool = Field(description="False once the dataset has been deleted")
+    name: str | None = None
+    sha256: str | None = None
+    rows: int | None = None
+    features: int | None = None
+    source_format: str | None = None
+    parent_id: str | None = Field(None, description="A split's parent dataset")
+    split_part: str | None = None
+
+
+class LineageJob(BaseModel):
+    id: str
+    status: JobStatus
+    solver: str
+    params: dict[str, Any] = Field(description="The parameters as the job asked")
+    attempt: int
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class LineageSearch(BaseModel):
+    id: str
+    status: JobStatus
+    solver: str
+    folds: int
+    best: dict[str, Any] | None
+
+
+class LineageEvaluation(BaseModel):
+    id: str
+    dataset_id: str | None
+    dataset_name: str
+    status: JobStatus
+    accuracy: float | None
+    created_at: datetime
+
+
+class LineageVersion(BaseModel):
+    name: str
+    version: int
+
+
+class LineagePublic(BaseModel):
+    """GET /v1/models/{id}/lineage: from the dataset to the evaluations."""
+
+    model_id: str
+    created_at: datetime
+    origin: dict[str, Any] | None = Field(description="An imported model's file (no job, "
+                                          "no dataset)")
+    dataset: LineageDataset | None
+    job: LineageJob | None
+    search: LineageSearch | None = Field(description="The search whose refit trained it")
+    solver: str
+    kind: str
+    params: dict[str, Any] = Field(description="The parameters as applied")
+    certificate: dict[str, Any] = Field(description="The solver's exit and its proof: "
+                                        "exit_reason, converged, objectives, duality gap, "
+                                        "tolerance, iterations")
+    path: list[dict[str, Any]] | None = Field(description="The solver path (linear "
+                                              "solvers: each step of the C path)")
+    code_version: str | None = Field(description="The code that trained it (models "
+                                     "trained before it was recorded: null)")
+    evaluations: list[LineageEvaluation]
+    registered_versions: list[LineageVersion]

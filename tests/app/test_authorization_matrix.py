@@ -170,11 +170,20 @@ class World:
             imported = client.post("/v1/models", files={"file": ("m.model", exported)})
             assert imported.status_code == 201, imported.text
             self.imported_model_id = imported.json()["id"]
+            # a registered name with version 1 (the trained model) and an alias on it
+            self.registered_name = "owner-churn-model"
+            assert client.post("/v1/registry/models", json={"name": self.registered_name}
+                               ).status_code == 201
+            assert client.post(f"/v1/registry/models/{self.registered_name}/versions",
+                               json={"model_id": self.model_id}).status_code == 201
+            assert client.put(f"/v1/registry/models/{self.registered_name}/aliases/"
+                              "production", json={"version": 1}).status_code == 200
         self.model_file = exported
         self.ids = {"dataset_id": self.dataset_id, "job_id": self.job_id,
                     "model_id": self.model_id, "evaluation_id": self.evaluation_id,
                     "tenant_id": self.tenant_id, "key_id": self.read_only[3:15],
-                    "search_id": self.search_id}
+                    "search_id": self.search_id, "name": self.registered_name,
+                    "version": "1", "alias": "production"}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -213,7 +222,13 @@ def _path_id(url: str) -> str:
 BODIES: dict[tuple[str, str], Callable[[World], Any]] = {
     # a body that passes validation, so the owner's id in the path decides the answer
     ("POST", "/v1/models/{model_id}/evaluations"): lambda w: {"dataset_id": w.dataset_id},
+    ("POST", "/v1/models/{name}/versions/{version}/evaluations"):
+        lambda w: {"dataset_id": w.dataset_id},
+    ("POST", "/v1/registry/models/{name}/versions"): lambda w: {"model_id": w.model_id},
+    ("PUT", "/v1/registry/models/{name}/aliases/{alias}"): lambda w: {"version": 1},
 }
+# what fills a path for an object that does not exist (a version is a number)
+MISSING = {"version": "999999"}
 # multipart bodies (sent as files=) rather than JSON
 FILES: dict[tuple[str, str], Callable[[World], Any]] = {
     ("POST", "/v1/models"): lambda w: {"file": ("m.model", w.model_file)},
@@ -264,7 +279,7 @@ def test_authorization_matrix(world: tuple[FastAPI, World]) -> None:
                 expect(response.status_code == 403, f"{method} {path} other -> 403", response)
             elif has_id and scope != PUBLIC:
                 expect(response.status_code == 404, f"{method} {path} other -> 404", response)
-                missing_url = _fill(path, dict.fromkeys(w.ids, MISSING_ID))
+                missing_url = _fill(path, {**dict.fromkeys(w.ids, MISSING_ID), **MISSING})
                 missing = _call(client, method, missing_url, bearer(w.other), json)
                 expect(missing.status_code == 404 and response.status_code == 404
                        and response.text == missing.text.replace(MISSING_ID, _path_id(url)),

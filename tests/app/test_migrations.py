@@ -12,7 +12,8 @@ from tests.support import downgrade, migrate, postgres_schema
 
 TABLES = {"datasets", "jobs", "job_events", "models", "evaluations", "tenants", "api_keys",
           "idempotency_keys", "workers", "searches", "search_tasks", "search_results",
-          "outbox"}
+          "outbox", "registered_models", "model_versions", "model_aliases",
+          "model_alias_moves"}
 
 
 def _tables(url: str) -> set[str]:

@@ -644,3 +644,43 @@ def test_cli_trains_evaluates_and_exports_a_regression_model(live: Live) -> None
     assert "squared correlation" in evaluated and 0 < mse < 0.1
     exported = _ok(live.hinge("export", model_id))
     assert exported.startswith("svm_type epsilon_svr\n")
+
+
+def test_registry_through_the_client_and_the_cli(live: Live, cancer_bytes: bytes) -> None:
+    """Register two versions, promote, roll back (the CLI and the client), and predict by
+    the alias: the answer names the version that served it."""
+    path = live.tmp / "cancer-registry.txt"
+    path.write_bytes(cancer_bytes)
+    rows = b"\n".join(cancer_bytes.splitlines()[:3]) + b"\n"
+    with live.client() as client:
+        dataset = client.upload(path)
+        model_ids = [client.wait(client.train(dataset["id"], "dcd", {"C": c})["id"],
+                                 timeout=120)["model_id"] for c in (0.1, 10.0)]
+        first = live.hinge("models", "register", model_ids[0][:8], "--name", "cancer-svm",
+                           "-d", "C=0.1", "-t", "team=risk")
+        assert first.returncode == 0, first.stderr.decode()
+        assert first.stdout.decode().strip() == f"cancer-svm/versions/1 is model {model_ids[0]}"
+        assert client.register("cancer-svm", model_ids[1])["version"] == 2
+        promoted = live.hinge("models", "promote", "cancer-svm", "production", "2")
+        assert promoted.returncode == 0, promoted.stderr.decode()
+        assert "cancer-svm@production -> version 2" in promoted.stdout.decode()
+        answer = client.predict("cancer-svm@production", rows)
+        assert answer["model_id"] == model_ids[1]
+        assert answer["served_by"] == {"name": "cancer-svm", "version": 2,
+                                       "alias": "production"}
+        client.promote("cancer-svm", "production", 1)  # roll back
+        predicted = live.hinge("--json", "predict", "cancer-svm@production", str(path))
+        assert predicted.returncode == 0, predicted.stderr.decode()
+        assert json.loads(predicted.stdout)["served_by"]["version"] == 1
+        assert [m["to_version"] for m in client.alias_history("cancer-svm")] == [1, 2]
+        assert client.lineage("cancer-svm@production")["dataset"]["sha256"] == \
+            dataset["sha256"]
+    listed = live.hinge("--json", "models", "versions", "cancer-svm")
+    assert listed.returncode == 0, listed.stderr.decode()
+    versions = json.loads(listed.stdout)
+    assert [(v["version"], v["aliases"], v["tags"]) for v in versions] == [
+        (2, [], {}), (1, ["production"], {"team": "risk"})]
+    table = live.hinge("models", "versions", "cancer-svm")
+    assert table.returncode == 0 and "production" in table.stdout.decode()
+    missing = live.hinge("models", "promote", "cancer-svm", "production", "9")
+    assert missing.returncode != 0 and "no version 9" in missing.stderr.decode()

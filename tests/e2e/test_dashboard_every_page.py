@@ -353,6 +353,16 @@ def test_every_page_for_the_common_job_kinds(browser: Any, service: httpx.Client
         walk.check("/models", "models", "models")
         walk.check("/searches", "searches", "searches")
         walk.check(f"/searches/{search_id}", "search", "search")
+        # the registry: a name with a version and an alias that has moved once
+        assert service.post("/v1/registry/models", json={"name": "digits"}).status_code == 201
+        for _ in range(2):
+            assert service.post("/v1/registry/models/digits/versions",
+                                json={"model_id": digits_model}).status_code == 201
+        for version in (1, 2):
+            assert service.put("/v1/registry/models/digits/aliases/production",
+                               json={"version": version}).status_code == 200
+        walk.check("/registry", "registry", "registry")
+        walk.check("/registry/digits", "registered-model", "registered-model")
         _assert_clean(walk, service_logs)
     finally:
         walk.close()

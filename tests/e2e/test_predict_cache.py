@@ -6,6 +6,7 @@ off, so only the bus can do it), through the one-second backstops on the embedde
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,7 +37,7 @@ def two_apis(request: pytest.FixtureRequest, tmp_path: Path
     backstops = ({} if request.param == "sqla" else
                  {"model_cache_check_seconds": 1e6, "key_cache_seconds": 1e6})
     settings = embedded_settings(tmp_path / "home", broker_url=broker_url,
-                                 sweep_interval_seconds=1e6, **backstops)
+                                 sweep_interval_seconds=1e6, rate_per_second=0, **backstops)
     settings.ensure_dirs()
     migrate(settings.database_url)
     key = make_key(settings)
@@ -99,3 +100,65 @@ def test_a_key_revoked_through_one_api_process_stops_working_on_the_other(
     assert two.get("/v1/models", headers=bearer(reader)).status_code == 401
     assert _eventually(lambda: one.get("/v1/models", headers=bearer(reader)
                                        ).status_code == 401)
+
+
+def test_an_alias_moved_through_one_api_process_is_followed_by_both_under_load(
+    two_apis: tuple[Settings, str, httpx.Client, httpx.Client], cancer_bytes: bytes
+) -> None:
+    """Predicts of `cancer@production` hammer both processes while the alias is promoted,
+    rolled back and promoted again through either: no answer but 200, each names a version
+    the alias held, and after the last move both answer by the new version (through the
+    bus alone on Redis and RabbitMQ)."""
+    settings, _key, one, two = two_apis
+    dataset_id = one.post("/v1/datasets?name=cancer", content=cancer_bytes).json()["id"]
+    model_ids = []
+    for C in (0.01, 10.0):
+        job = one.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd",
+                                         "params": {"C": C, "eps": 0.01}}).json()
+        assert run_job(settings, job["id"], "test-worker") == "succeeded"
+        model_ids.append(one.get(f"/v1/jobs/{job['id']}").json()["model_id"])
+    assert one.post("/v1/registry/models", json={"name": "cancer"}).status_code == 201
+    for model_id in model_ids:
+        assert one.post("/v1/registry/models/cancer/versions",
+                        json={"model_id": model_id}).status_code == 201
+    ref = "cancer@production"
+
+    def promote(client: httpx.Client, version: int) -> None:
+        assert client.put("/v1/registry/models/cancer/aliases/production",
+                          json={"version": version}).status_code == 200
+
+    promote(one, 1)
+    for client in (one, two):  # both resolve and cache version 1
+        assert _predict(client, ref).json()["served_by"]["version"] == 1
+    answers: list[tuple[int, int | None, str]] = []
+    stop = threading.Event()
+
+    def hammer(client: httpx.Client) -> None:
+        while not stop.is_set():
+            response = _predict(client, ref)
+            body = response.json() if response.status_code == 200 else {}
+            served = body.get("served_by") or {}
+            answers.append((response.status_code, served.get("version"),
+                            response.headers.get("Hinge-Model-Version", "")))
+            if served and body["model_id"] != model_ids[served["version"] - 1]:
+                answers.append((0, None, "a version answered by another's model"))
+
+    threads = [threading.Thread(target=hammer, args=(c,)) for c in (one, two, one, two)]
+    for thread in threads:
+        thread.start()
+    try:
+        for client, version in ((two, 2), (one, 1), (two, 2)):
+            time.sleep(0.3)
+            promote(client, version)
+        followed = _eventually(lambda: all(
+            _predict(c, ref).json()["served_by"]["version"] == 2 for c in (one, two)))
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert followed
+    assert len(answers) > 20
+    assert {status for status, _, _ in answers} == {200}
+    assert {version for _, version, _ in answers} <= {1, 2}
+    assert all(header == f"cancer/versions/{v}" for _, v, header in answers)

@@ -30,7 +30,7 @@ from app.api.deps import SessionDep
 from app.domain.errors import NotFound
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.domain.schemas import JobPublic
-from app.domain.services import datasets, evaluations, jobs, models
+from app.domain.services import datasets, evaluations, jobs, lineage, models
 from app.domain.services.tenants import Principal
 from app.domain.services.workers import WaitExplainer
 
@@ -413,5 +413,5 @@ def model_page(request: Request, model_id: str, session: SessionDep, principal: 
                  models=[model], selected=model.id,
                  evaluations=evaluations.list_evaluations(session, principal.tenant_id,
                                                           model_id, limit=20),
-                 datasets=usable,
+                 datasets=usable, lineage=lineage.lineage(session, principal.tenant_id, model.id),
                  params=params_used(model.params, model.n_features, settings.job_max_seconds))

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request, Response
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.routes.models import VERSION_HEADER
 from app.domain.job_status import JobStatus
 from app.domain.schemas import EvaluationCreate, EvaluationPublic, EvaluationsPublic
 from app.domain.services import evaluations as service
@@ -42,7 +43,7 @@ def create_evaluation(model_id: str, spec: EvaluationCreate, request: Request,
                       ) -> EvaluationPublic | Response:
     """An `Idempotency-Key` header works as for POST /v1/jobs: the record, its message to
     the workers (app.domain.outbox) and the stored answer commit in one transaction."""
-    model_id = ids.resolve(reader, "model", principal.tenant_id, model_id)
+    model_id, served = ids.resolve_model(reader, principal.tenant_id, model_id)
     spec.dataset_id = ids.resolve_field(reader, "dataset", principal.tenant_id,
                                         spec.dataset_id, "dataset_id")
 
@@ -55,7 +56,24 @@ def create_evaluation(model_id: str, spec: EvaluationCreate, request: Request,
     with idempotency.Write(request, settings, principal.tenant_id,
                            "POST /v1/models/{id}/evaluations", session) as write:
         asked = idempotency.request_hash(model_id, spec.model_dump_json())
-        return write.run(asked, work)
+        answer = write.run(asked, work)
+    if served is not None:
+        answer.headers[VERSION_HEADER] = served.header
+    return answer
+
+
+@router.post("/{name}/versions/{version}/evaluations", status_code=201,
+             response_model=EvaluationPublic,
+             responses={202: {"model": EvaluationPublic, "description": "queued for a worker"}})
+def create_version_evaluation(name: str, version: int, spec: EvaluationCreate,
+                              request: Request, reader: SessionDep,
+                              session: WriteSessionDep, settings: SettingsDep,
+                              principal: TrainAuth) -> EvaluationPublic | Response:
+    """Evaluate version `version` of the registered model `name`, as POST
+    /v1/models/{model_id}/evaluations does (`model_id` there may also be `name@alias`);
+    the Hinge-Model-Version header names the version evaluated."""
+    return create_evaluation(f"{name}/versions/{version}", spec, request, reader, session,
+                             settings, principal)
 
 
 @router.get("/{model_id}/evaluations", response_model=EvaluationsPublic)

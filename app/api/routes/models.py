@@ -1,4 +1,5 @@
-"""/v1/models: import, list, show, delete, predict, export."""
+"""/v1/models: import, list, show, delete, predict, export, lineage; by id or by a
+registry reference (name@alias, name/versions/n)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,14 @@ from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
 from app.api.http_errors import ApiError
 from app.domain.errors import Invalid, Unsupported
 from app.domain.orm import Model
-from app.domain.schemas import ModelPublic, ModelsPublic, PredictRequest, PredictResponse
-from app.domain.services import model_import
+from app.domain.schemas import (
+    LineagePublic,
+    ModelPublic,
+    ModelsPublic,
+    PredictRequest,
+    PredictResponse,
+)
+from app.domain.services import lineage, model_import, registry
 from app.domain.services import models as service
 from app.infra.bus import announce
 from app.infra.db import after_commit
@@ -57,7 +64,29 @@ default) give one value per class pair in LIBSVM's order (0,1), (0,2), ..., (0,k
 
 `probabilities` (models trained with `probability: true`): one row per instance, one
 probability per class in the order of `classes`, summing to 1.
+
+`model_id` may be a registry reference, `{name}@{alias}` (e.g. `churn@production`), or
+use POST /v1/models/{name}/versions/{version}/predict: the answer's `served_by` and the
+`Hinge-Model-Version` header name the version that answered.
 """
+
+
+PREDICT_OPENAPI = {
+    # read from the query string by hand (the hot path solves no dependencies)
+    "parameters": [{"name": "strict", "in": "query", "required": False,
+                    "schema": {"type": "boolean", "default": False},
+                    "description": "Refuse (422) non-zero values of features the "
+                    "model has never seen instead of ignoring them with a warning"}],
+    "requestBody": {
+        "content": {
+            "application/json": {"schema": PredictRequest.model_json_schema()},
+            "text/plain": {"schema": {"type": "string"}},
+        },
+        "required": True,
+    }
+}
+# The version of a registered model that answered a request by reference.
+VERSION_HEADER = "Hinge-Model-Version"
 
 
 # first in the router: it tries routes in order, and predict is the hot path
@@ -65,22 +94,13 @@ probability per class in the order of `classes`, summing to 1.
     "/{model_id}/predict",
     response_model=PredictResponse,
     description=PREDICT_DOC,
-    openapi_extra={
-        # read from the query string by hand (the hot path solves no dependencies)
-        "parameters": [{"name": "strict", "in": "query", "required": False,
-                        "schema": {"type": "boolean", "default": False},
-                        "description": "Refuse (422) non-zero values of features the "
-                        "model has never seen instead of ignoring them with a warning"}],
-        "requestBody": {
-            "content": {
-                "application/json": {"schema": PredictRequest.model_json_schema()},
-                "text/plain": {"schema": {"type": "string"}},
-            },
-            "required": True,
-        }
-    },
+    openapi_extra=PREDICT_OPENAPI,
 )
 async def predict(model_id: str, request: Request, principal: ReadAuth) -> Response:
+    return await _predict(model_id, request, principal)
+
+
+async def _predict(model_id: str, request: Request, principal: ReadAuth) -> Response:
     settings: Settings = request.app.state.settings  # (no dependency: fewer to solve)
     body = bytearray()
     async for chunk in request.stream():
@@ -90,8 +110,14 @@ async def predict(model_id: str, request: Request, principal: ReadAuth) -> Respo
                                 "(HINGE_MAX_PREDICT_BYTES)")
     content_type = request.headers.get("content-type", "application/json")
     strict = _strict(request.query_params.get("strict")) if request.query_params else False
-    model_id = await ids.resolve_off_loop(settings.database_url, "model", principal.tenant_id,
-                                          model_id)
+    served = None
+    if registry.is_reference(model_id):  # name@alias, name/versions/n
+        served = await registry.resolve_off_loop(settings.database_url, principal.tenant_id,
+                                                 model_id)
+        model_id = served.model_id
+    else:
+        model_id = await ids.resolve_off_loop(settings.database_url, "model",
+                                              principal.tenant_id, model_id)
     cached = service.cached_model(principal.tenant_id, model_id)
     if cached is not None and len(body) <= INLINE_PREDICT_BYTES:
         # a few rows on a model in memory: cheaper here than a hop to a worker thread
@@ -100,7 +126,33 @@ async def predict(model_id: str, request: Request, principal: ReadAuth) -> Respo
         answer = await anyio.to_thread.run_sync(
             service.predict, settings, settings.database_url, principal.tenant_id, model_id,
             bytes(body), content_type, strict)
-    return Response(orjson.dumps(answer), media_type="application/json")
+    if served is None:
+        return Response(orjson.dumps(answer), media_type="application/json")
+    answer["served_by"] = {"name": served.name, "version": served.version,
+                           "alias": served.alias}
+    return Response(orjson.dumps(answer), media_type="application/json",
+                    headers={VERSION_HEADER: served.header})
+
+
+@router.post("/{name}/versions/{version}/predict", response_model=PredictResponse,
+             description="Predict with version `version` of the registered model `name` "
+             "(the body and the answer as for POST /v1/models/{model_id}/predict).",
+             openapi_extra=PREDICT_OPENAPI)
+async def predict_version(name: str, version: int, request: Request, principal: ReadAuth
+                          ) -> Response:
+    return await _predict(f"{name}/versions/{version}", request, principal)
+
+
+@router.get("/{model_id}/lineage", response_model=LineagePublic)
+def model_lineage(model_id: str, session: SessionDep, principal: ReadAuth) -> LineagePublic:
+    """Where the model comes from and what became of it: its dataset (with its sha256; a
+    split's parent), the job that trained it and the search that chose its parameters
+    (when a search's refit trained it), the parameters as applied, the solver's exit,
+    certificate and regularisation path, the code version that trained it, its
+    evaluations, and the registered versions it is."""
+    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
+    return LineagePublic.model_validate(lineage.lineage(session, principal.tenant_id,
+                                                        model_id))
 
 
 IMPORT_DOC = """Import a model trained elsewhere: a LIBSVM model file (`svm_save_model`,
@@ -256,15 +308,31 @@ def export_model(model_id: str, session: SessionDep, settings: SettingsDep,
     with its scaler and probability calibration inside: input `input` double [N,
     n_features] (raw dense rows), outputs `label` [N], `decision_values` ([N] for two
     classes, else [N, m]) and, for calibrated models, `probabilities` [N, n_classes], the
-    same as predict's (docs/api.md). Needs the server's `onnx` extra (503 without it)."""
-    model_id = ids.resolve(session, "model", principal.tenant_id, model_id)
+    same as predict's (docs/api.md). Needs the server's `onnx` extra (503 without it).
+
+    `model_id` may be `{name}@{alias}`; the Hinge-Model-Version header then names the
+    version exported."""
+    model_id, served = ids.resolve_model(session, principal.tenant_id, model_id)
+    headers = {} if served is None else {VERSION_HEADER: served.header}
     if format == "onnx":
         return Response(
             service.export_onnx(session, settings, principal.tenant_id, model_id),
             media_type="application/octet-stream",
-            headers={"Content-Disposition": f'attachment; filename="{model_id}.onnx"'})
+            headers={"Content-Disposition": f'attachment; filename="{model_id}.onnx"',
+                     **headers})
     suffix = "range" if format == "scale" else "model"
     return PlainTextResponse(
         service.export_model(session, settings, principal.tenant_id, model_id, format),
-        headers={"Content-Disposition": f'attachment; filename="{model_id}.{suffix}"'},
+        headers={"Content-Disposition": f'attachment; filename="{model_id}.{suffix}"',
+                 **headers},
     )
+
+
+@router.get("/{name}/versions/{version}/export", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {},
+                                         "application/octet-stream": {}}}})
+def export_version(name: str, version: int, session: SessionDep, settings: SettingsDep,
+                   principal: ReadAuth, format: ExportFormat = None) -> Response:
+    """Export version `version` of the registered model `name`, as GET
+    /v1/models/{model_id}/export does."""
+    return export_model(f"{name}/versions/{version}", session, settings, principal, format)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, defer
 
-from app.domain.errors import Invalid, Unavailable, Unsupported, not_found
+from app.domain.errors import Conflict, Invalid, Unavailable, Unsupported, not_found
 from app.domain.export import liblinear_model_text
 from app.domain.metrics import PREDICT_SECONDS
 from app.domain.orm import Dataset, Model
@@ -39,6 +39,7 @@ from app.domain.predict import (
     unseen_features,
 )
 from app.domain.schemas import Instance, PredictRequest
+from app.domain.services import registry
 from app.domain.tasks import model_task
 from app.infra.db import after_commit, read_sessionmaker_for
 from app.infra.storage import blob_store, model_arrays, model_key
@@ -83,8 +84,16 @@ def get_model(session: Session, tenant_id: str, model_id: str) -> Model:
 
 def delete_model(session: Session, settings: Settings, tenant_id: str, model_id: str) -> None:
     """Delete the row; once that commits, drop the cached model and remove the blob of
-    its arrays, if they had one (see store_model_arrays)."""
-    session.delete(get_model(session, tenant_id, model_id))
+    its arrays, if they had one (see store_model_arrays). 409 while it is a registered
+    version (the version must go first)."""
+    model = get_model(session, tenant_id, model_id)
+    versions = registry.versions_of_model(session, tenant_id, model_id)
+    if versions:
+        raise Conflict("the model is registered as " + ", ".join(
+            f"{name}/versions/{number}" for name, number in versions)
+            + ": delete those versions first", {"versions": [
+                {"name": name, "version": number} for name, number in versions]})
+    session.delete(model)
     session.flush()
     store = blob_store(settings)
 
