@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session
 
 from app.infra.db import read_sessionmaker_for, session_scope
@@ -51,3 +52,20 @@ def get_write_session(settings: SettingsDep) -> Iterator[Session]:
 
 SessionDep = Annotated[Session, Depends(get_session)]
 WriteSessionDep = Annotated[Session, Depends(get_write_session, scope="function")]
+
+
+@dataclass(frozen=True)
+class Page:
+    """A list route's window: at most `limit` rows (1 to 1,000, 100 by default) after the
+    first `offset`, newest first."""
+
+    limit: int
+    offset: int
+
+
+def get_page(limit: int = Query(100, ge=1, le=1000),
+             offset: int = Query(0, ge=0, le=1_000_000_000)) -> Page:
+    return Page(limit, offset)
+
+
+PageDep = Annotated[Page, Depends(get_page)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +132,38 @@ def _options(ctx: typer.Context, as_json: bool = False) -> Options:
     return options
 
 
+def _show(ctx: typer.Context, fetch: Callable[[HingeClient], Any]) -> None:
+    """A show command: what `fetch` gets from the API, as JSON."""
+    options = _options(ctx)
+    with options.client() as client, _calling_the_api():
+        _print_json(fetch(client))
+
+
+def _show_command(noun: str, doc: str, fetch: Callable[[HingeClient, str], Any]) -> None:
+    """Register `hinge NOUN ID`: show one object (as JSON), found by its id or a unique
+    prefix."""
+    def command(ctx: typer.Context, ident: str, as_json: JsonFlag = True) -> None:
+        _show(ctx, lambda client: fetch(client, ident))
+
+    command.__doc__ = doc
+    # (an annotation object, not a string: its help names the noun)
+    command.__annotations__["ident"] = Annotated[str, IdArg(
+        metavar=f"{noun}_id", help=f"The {noun}'s id (or a unique prefix)")]
+    app.command(noun)(command)
+
+
+def _rows(ctx: typer.Context, as_json: bool, fetch: Callable[[HingeClient], list[Any]]
+          ) -> list[Any] | None:
+    """A list command's rows, for its table; None when they were printed as JSON."""
+    options = _options(ctx, as_json)
+    with options.client() as client, _calling_the_api():
+        rows = fetch(client)
+    if options.as_json:
+        _print_json(rows)
+        return None
+    return rows
+
+
 def short_ids(ids: list[str], least: int = SHORT_ID) -> dict[str, str]:
     """Each id's shortest prefix of at least `least` characters that no other id in
     `ids` shares (the whole id when it is shorter)."""
@@ -188,9 +220,19 @@ def _when(value: Any) -> str:
     return str(value or "")[:19].replace("T", " ")
 
 
-def _id_column(table: Table, header: str, width: int) -> None:
-    """An id column that is never cut (ids wrap to fit before they would be cut)."""
-    table.add_column(header, no_wrap=True, min_width=width, overflow="fold")
+ID_HEADERS = frozenset({"id", "dataset", "model", "job"})  # the columns that hold ids
+
+
+def _listing(ids: _Ids, *headers: str) -> Table:
+    """A list's table with these columns; an id column (ID_HEADERS) is never cut: its ids
+    wrap to fit before they would be cut."""
+    table = _table()
+    for header in headers:
+        if header in ID_HEADERS:
+            table.add_column(header, no_wrap=True, min_width=ids.width, overflow="fold")
+        else:
+            table.add_column(header)
+    return table
 
 
 @contextmanager
@@ -359,10 +401,7 @@ def datasets(ctx: typer.Context,
         _print_json(rows) if options.as_json else print("\n".join(r["id"] for r in rows))
         return
     ids = _Ids(wide, [r["id"] for r in rows])
-    table = _table()
-    _id_column(table, "id", ids.width)
-    for header in ("name", "rows", "features", "non-zeros", "classes", "created"):
-        table.add_column(header)
+    table = _listing(ids, "id", "name", "rows", "features", "non-zeros", "classes", "created")
     for row in rows:
         table.add_row(ids(row["id"]), row["name"], f"{row['rows']:,}",
                       f"{row['features']:,}", f"{row['nnz']:,}", _classes_cell(row),
@@ -516,24 +555,13 @@ def jobs(ctx: typer.Context,
          status: Annotated[str | None, typer.Option(help="Only jobs in this status")] = None,
          wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List the jobs, newest first."""
-    options = _options(ctx, as_json)
-    with options.client() as client, _calling_the_api():
-        rows = client.jobs(status=status)
-    if options.as_json:
-        _print_json(rows)
+    rows = _rows(ctx, as_json, lambda client: client.jobs(status=status))
+    if rows is None:
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
                [r.get("model_id") for r in rows])
-    width = ids.width
-    table = _table()
-    _id_column(table, "id", width)
-    table.add_column("status")
-    table.add_column("solver")
-    _id_column(table, "dataset", width)
-    table.add_column("progress")
-    table.add_column("exit")
-    _id_column(table, "model", width)
-    table.add_column("created")
+    table = _listing(ids, "id", "status", "solver", "dataset", "progress", "exit", "model",
+                     "created")
     for row in rows:
         result = row.get("result") or {}
         fraction = row.get("progress_fraction")
@@ -545,14 +573,8 @@ def jobs(ctx: typer.Context,
     out.print(table)
 
 
-@app.command()
-def job(ctx: typer.Context,
-        job_id: Annotated[str, IdArg(help="The job's id (or a unique prefix)")],
-        as_json: JsonFlag = True) -> None:
-    """Show a job: status, parameters, progress, result (as JSON)."""
-    options = _options(ctx)
-    with options.client() as client, _calling_the_api():
-        _print_json(client.job(job_id))
+_show_command("job", "Show a job: status, parameters, progress, result (as JSON).",
+              HingeClient.job)
 
 
 @app.command()
@@ -580,19 +602,12 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
     """List the models, newest first (`hinge models import FILE` uploads one)."""
     if ctx.invoked_subcommand is not None:
         return
-    options = _options(ctx, as_json)
-    with options.client() as client, _calling_the_api():
-        rows = client.models()
-    if options.as_json:
-        _print_json(rows)
+    rows = _rows(ctx, as_json, lambda client: client.models())
+    if rows is None:
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("job_id") for r in rows])
-    width = ids.width
-    table = _table()
-    _id_column(table, "id", width)
-    for header in ("kind", "solver", "classes", "features", "converged", "train accuracy"):
-        table.add_column(header)
-    _id_column(table, "job", width)
+    table = _listing(ids, "id", "kind", "solver", "classes", "features", "converged",
+                     "train accuracy", "job")
     for row in rows:
         accuracy = row.get("train_accuracy")
         table.add_row(ids(row["id"]), row["kind"], row["solver"], _classes_cell(row),
@@ -601,14 +616,7 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
     out.print(table)
 
 
-@app.command()
-def model(ctx: typer.Context,
-          model_id: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
-          as_json: JsonFlag = True) -> None:
-    """Show a model (as JSON)."""
-    options = _options(ctx)
-    with options.client() as client, _calling_the_api():
-        _print_json(client.model(model_id))
+_show_command("model", "Show a model (as JSON).", HingeClient.model)
 
 
 @app.command()
@@ -728,11 +736,8 @@ def model_versions(ctx: typer.Context,
                    name: Annotated[str, typer.Argument(help="The registered name")],
                    as_json: JsonFlag = False) -> None:
     """A name's versions, newest first, with the aliases on each."""
-    options = _options(ctx, as_json)
-    with options.client() as client, _calling_the_api():
-        rows = client.versions(name)
-    if options.as_json:
-        _print_json(rows)
+    rows = _rows(ctx, as_json, lambda client: client.versions(name))
+    if rows is None:
         return
     table = _table()
     for header in ("version", "model", "aliases", "description", "created"):
@@ -828,20 +833,11 @@ def evaluations(ctx: typer.Context,
                 model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
                 wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List a model's evaluations, newest first."""
-    options = _options(ctx, as_json)
-    with options.client() as client, _calling_the_api():
-        rows = client.evaluations(model)
-    if options.as_json:
-        _print_json(rows)
+    rows = _rows(ctx, as_json, lambda client: client.evaluations(model))
+    if rows is None:
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows])
-    width = ids.width
-    table = _table()
-    _id_column(table, "id", width)
-    table.add_column("status")
-    _id_column(table, "dataset", width)
-    table.add_column("accuracy")
-    table.add_column("created")
+    table = _listing(ids, "id", "status", "dataset", "accuracy", "created")
     for row in rows:
         table.add_row(ids(row["id"]), str(row.get("status", "")), ids(row.get("dataset_id")),
                       _metric((row.get("report") or {}).get("accuracy")),
@@ -856,31 +852,18 @@ def evaluation(ctx: typer.Context,
                                                    "prefix)")],
                as_json: JsonFlag = True) -> None:
     """Show an evaluation (as JSON)."""
-    options = _options(ctx)
-    with options.client() as client, _calling_the_api():
-        _print_json(client.evaluation(model, evaluation_id))
+    _show(ctx, lambda client: client.evaluation(model, evaluation_id))
 
 
 @app.command()
 def searches(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List the hyper-parameter searches, newest first."""
-    options = _options(ctx, as_json)
-    with options.client() as client, _calling_the_api():
-        rows = client.searches()
-    if options.as_json:
-        _print_json(rows)
+    rows = _rows(ctx, as_json, lambda client: client.searches())
+    if rows is None:
         return
     ids = _Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
                [r.get("model_id") for r in rows])
-    width = ids.width
-    table = _table()
-    _id_column(table, "id", width)
-    table.add_column("status")
-    table.add_column("solver")
-    _id_column(table, "dataset", width)
-    table.add_column("done")
-    _id_column(table, "model", width)
-    table.add_column("created")
+    table = _listing(ids, "id", "status", "solver", "dataset", "done", "model", "created")
     for row in rows:
         table.add_row(ids(row["id"]), str(row.get("status", "")), str(row.get("solver", "")),
                       ids(row.get("dataset_id")), f"{row.get('done', 0)}/{row.get('total', 0)}",
@@ -888,14 +871,8 @@ def searches(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = Fal
     out.print(table)
 
 
-@app.command()
-def search(ctx: typer.Context,
-           search_id: Annotated[str, IdArg(help="The search's id (or a unique prefix)")],
-           as_json: JsonFlag = True) -> None:
-    """Show a search: status, points, best point, refit model (as JSON)."""
-    options = _options(ctx)
-    with options.client() as client, _calling_the_api():
-        _print_json(client.search(search_id))
+_show_command("search", "Show a search: status, points, best point, refit model (as JSON).",
+              HingeClient.search)
 
 
 def main() -> None:

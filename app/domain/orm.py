@@ -126,6 +126,12 @@ def _tenant_column() -> Mapped[str]:
     return mapped_column(String(32), ForeignKey("tenants.id"), index=True)
 
 
+def _task_column() -> Mapped[str]:
+    """classification, regression or outlier (app.domain.tasks)."""
+    return mapped_column(String(16), default="classification",
+                         server_default="classification")
+
+
 class Dataset(Base):
     __tablename__ = "datasets"
 
@@ -157,12 +163,26 @@ class Dataset(Base):
     feature_names: Mapped[list[str] | None] = mapped_column(JSON)
     # classification (labels, class_counts) or regression (label_stats: min, max, mean,
     # std, quantiles; labels and class_counts empty): app.domain.tasks
-    task: Mapped[str] = mapped_column(String(16), default="classification",
-                                      server_default="classification")
+    task: Mapped[str] = _task_column()
     label_stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
-class Job(Base):
+class WorkItemColumns:
+    """The columns of a durable work item's life cycle (app.domain.lifecycle): claimed with
+    a lease (`attempt`, `worker`, `heartbeat_at`), finished with a public `error`."""
+
+    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
+                                              default=JobStatus.QUEUED)
+    error: Mapped[str | None] = mapped_column(Text)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Job(WorkItemColumns, Base):
     __tablename__ = "jobs"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
@@ -173,23 +193,14 @@ class Job(Base):
     solver: Mapped[str] = mapped_column(String(32))
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
     # classification, regression or outlier: its formulation's (solvers.params.task_of)
-    task: Mapped[str] = mapped_column(String(16), default="classification",
-                                      server_default="classification")
-    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
-                                              default=JobStatus.QUEUED)
-    error: Mapped[str | None] = mapped_column(Text)
+    task: Mapped[str] = _task_column()
+    # and the work item's columns (WorkItemColumns: status, error, attempt, worker, ...)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     model_id: Mapped[str | None] = mapped_column(String(32))
     status_history: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    attempt: Mapped[int] = mapped_column(Integer, default=0)
-    worker: Mapped[str | None] = mapped_column(String(255))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class OutboxMessage(Base):
@@ -231,8 +242,7 @@ class Model(Base):
     )
     dataset_id: Mapped[str | None] = mapped_column(String(32))
     kind: Mapped[str] = mapped_column(String(16))  # linear | kernel
-    task: Mapped[str] = mapped_column(String(16), default="classification",
-                                      server_default="classification")
+    task: Mapped[str] = _task_column()
     solver: Mapped[str] = mapped_column(String(32))
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
     labels: Mapped[list[float]] = mapped_column(JSON)
@@ -246,21 +256,6 @@ class Model(Base):
     # "file_name", "sha256", ...} (app.domain.services.model_import)
     origin: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class WorkItemColumns:
-    """The columns of a durable work item's life cycle (app.domain.lifecycle): claimed with
-    a lease (`attempt`, `worker`, `heartbeat_at`), finished with a public `error`."""
-
-    status: Mapped[JobStatus] = mapped_column(JobStatusType(), index=True,
-                                              default=JobStatus.QUEUED)
-    error: Mapped[str | None] = mapped_column(Text)
-    attempt: Mapped[int] = mapped_column(Integer, default=0)
-    worker: Mapped[str | None] = mapped_column(String(255))
-    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Evaluation(WorkItemColumns, Base):

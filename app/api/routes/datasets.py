@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
-from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.domain.ingest import FORMATS, check_name, receive_dataset, upload_gate
 from app.domain.orm import Dataset
 from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
@@ -161,13 +161,9 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
 
 
 @router.get("", response_model=DatasetsPublic)
-def list_datasets(
-    session: SessionDep,
-    principal: ReadAuth,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
-) -> DatasetsPublic:
-    rows = service.list_datasets(session, principal.tenant_id, limit=limit, offset=offset)
+def list_datasets(session: SessionDep, principal: ReadAuth, page: PageDep) -> DatasetsPublic:
+    tenant = principal.tenant_id
+    rows = service.list_datasets(session, tenant, limit=page.limit, offset=page.offset)
     return DatasetsPublic(data=[DatasetPublic.model_validate(r) for r in rows],
                           count=service.count_datasets(session, principal.tenant_id))
 

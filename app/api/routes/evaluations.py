@@ -6,11 +6,11 @@ caller's tenant's."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
-from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.api.routes.models import VERSION_HEADER
 from app.domain.job_status import JobStatus
 from app.domain.schemas import EvaluationCreate, EvaluationPublic, EvaluationsPublic
@@ -81,12 +81,11 @@ def list_evaluations(
     model_id: str,
     session: SessionDep,
     principal: ReadAuth,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
+    page: PageDep,
 ) -> EvaluationsPublic:
     tenant = principal.tenant_id
     model_id = ids.resolve(session, "model", tenant, model_id)
-    rows = service.list_evaluations(session, tenant, model_id, limit=limit, offset=offset)
+    rows = service.list_evaluations(session, tenant, model_id, limit=page.limit, offset=page.offset)
     return EvaluationsPublic(data=[EvaluationPublic.model_validate(r) for r in rows],
                              count=service.count_evaluations(session, tenant, model_id))
 

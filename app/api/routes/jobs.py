@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
-from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.domain.job_status import JobStatus
 from app.domain.orm import Job
 from app.domain.schemas import JobCreate, JobPublic, JobsPublic
@@ -61,14 +61,13 @@ def list_jobs(
     session: SessionDep,
     settings: SettingsDep,
     principal: ReadAuth,
+    page: PageDep,
     status: JobStatus | None = None,
     dataset_id: str | None = None,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> JobsPublic:
     tenant = principal.tenant_id
     rows = service.list_jobs(session, tenant, status=status, dataset_id=dataset_id,
-                             limit=limit, offset=offset)
+                             limit=page.limit, offset=page.offset)
     waits = WaitExplainer(session, settings, principal.allows("admin"))
     return JobsPublic(data=[_public(j, waits) for j in rows],
                       count=service.count_jobs(session, tenant, status=status,

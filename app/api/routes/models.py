@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse
 
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
-from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.api.http_errors import ApiError
 from app.domain.errors import Invalid, Unsupported
 from app.domain.orm import Model
@@ -264,13 +264,9 @@ def _strict(value: str | None) -> bool:
 
 
 @router.get("", response_model=ModelsPublic)
-def list_models(
-    session: SessionDep,
-    principal: ReadAuth,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
-) -> ModelsPublic:
-    rows = service.list_models(session, principal.tenant_id, limit=limit, offset=offset)
+def list_models(session: SessionDep, principal: ReadAuth, page: PageDep) -> ModelsPublic:
+    tenant = principal.tenant_id
+    rows = service.list_models(session, tenant, limit=page.limit, offset=page.offset)
     return ModelsPublic(data=[ModelPublic.model_validate(r) for r in rows],
                         count=service.count_models(session, principal.tenant_id))
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
-from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.domain.orm import ModelVersion, RegisteredModel
 from app.domain.registry_schemas import (
     AliasHistoryPublic,
@@ -71,13 +71,10 @@ def create_registered_model(spec: RegisteredModelCreate, request: Request,
 
 
 @router.get("", response_model=RegisteredModelsPublic)
-def list_registered_models(
-    session: SessionDep,
-    principal: ReadAuth,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
-) -> RegisteredModelsPublic:
-    rows = service.list_names(session, principal.tenant_id, limit=limit, offset=offset)
+def list_registered_models(session: SessionDep, principal: ReadAuth, page: PageDep
+                           ) -> RegisteredModelsPublic:
+    tenant = principal.tenant_id
+    rows = service.list_names(session, tenant, limit=page.limit, offset=page.offset)
     return RegisteredModelsPublic(data=[public_name(session, r) for r in rows],
                                   count=service.count_names(session, principal.tenant_id))
 
@@ -160,12 +157,11 @@ def alias_history(
     name: Name,
     session: SessionDep,
     principal: ReadAuth,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
+    page: PageDep,
 ) -> AliasHistoryPublic:
     """Every move of the name's aliases, newest first: from which version to which
     (None: created, or deleted), by which API key, when."""
     registered = service.get(session, principal.tenant_id, name)
     return AliasHistoryPublic(data=[
         AliasMovePublic.model_validate(m)
-        for m in service.alias_history(session, registered, limit=limit, offset=offset)])
+        for m in service.alias_history(session, registered, limit=page.limit, offset=page.offset)])

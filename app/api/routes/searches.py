@@ -7,14 +7,14 @@ import json
 from typing import Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
 from sse_starlette import EventSourceResponse
 
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
-from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.api.routes.events import Round, live_stream, parse_last_event_id
 from app.domain.errors import not_found
 from app.domain.job_status import TERMINAL_STATUSES
@@ -67,13 +67,9 @@ def create_search(spec: SearchCreate, request: Request, session: WriteSessionDep
 
 
 @router.get("", response_model=SearchesPublic)
-def list_searches(
-    session: SessionDep,
-    principal: ReadAuth,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
-) -> SearchesPublic:
-    rows = service.list_searches(session, principal.tenant_id, limit=limit, offset=offset)
+def list_searches(session: SessionDep, principal: ReadAuth, page: PageDep) -> SearchesPublic:
+    tenant = principal.tenant_id
+    rows = service.list_searches(session, tenant, limit=page.limit, offset=page.offset)
     return SearchesPublic(data=[public(session, s, False) for s in rows],
                           count=service.count_searches(session, principal.tenant_id))
 

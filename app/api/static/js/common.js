@@ -4,6 +4,9 @@
 const NUMBER = new Intl.NumberFormat("en-US");
 
 /** Create an element: el("a", {href: "/x", class: "y"}, "text", child, ...). */
+/** The element with this id. */
+export const $ = (id) => document.getElementById(id);
+
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {

@@ -1,8 +1,7 @@
 // Dataset page: the training form, built from GET /v1/solvers (any solver, any parameter
 // list), and deleting the dataset.
-import { api, el, errorMessage, show } from "./common.js";
+import { $, api, el, errorMessage, show } from "./common.js";
 
-const $ = (id) => document.getElementById(id);
 const form = $("job-form");
 const solverSelect = $("job-solver");
 const solverDescription = $("job-solver-description");

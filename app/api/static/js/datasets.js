@@ -1,7 +1,6 @@
 // Datasets page: upload with progress (XMLHttpRequest, multipart `file` + `name`) and delete.
-import { api, csrfToken, errorMessage, fmtBytes, fmtInt, show, timeElement } from "./common.js";
+import { $, api, csrfToken, errorMessage, fmtBytes, fmtInt, show, timeElement } from "./common.js";
 
-const $ = (id) => document.getElementById(id);
 const form = $("upload-form");
 const fileInput = $("upload-file");
 const nameInput = $("upload-name");

@@ -1,8 +1,7 @@
 // The job page's convergence plot (uPlot, vendored), fed by the job's progress events and
 // ended by its result; job.js owns the rest of the page.
-import { el, fmtInt, fmtNum, fmtSeconds } from "./common.js";
+import { $, el, fmtInt, fmtNum, fmtSeconds } from "./common.js";
 
-const $ = (id) => document.getElementById(id);
 const root = $("job");
 const chart = $("chart");
 const chartEmpty = $("chart-empty");

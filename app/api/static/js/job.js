@@ -1,13 +1,12 @@
 // Job detail: live status, progress and convergence plot from the SSE stream
 // GET /v1/jobs/{id}/events, the result when the job ends, and the cancel button.
-import { api, el, errorMessage, fmtInt, fmtNum, fmtSeconds, setStatusBadge, show, statusBadge, timeElement } from "./common.js";
+import { $, api, el, errorMessage, fmtInt, fmtNum, fmtSeconds, setStatusBadge, show, statusBadge, timeElement } from "./common.js";
 import { addPoint, addResult, pointCount, problemName, resetPlot } from "./job-plot.js";
 
 // The status lists come from the server (app/domain/job_status.py), on the <body> element.
 const TERMINAL = new Set(document.body.dataset.terminalStatuses.split(" "));
 const root = document.getElementById("job");
 const jobId = root.dataset.jobId;
-const $ = (id) => document.getElementById(id);
 
 const chartEmpty = $("chart-empty");
 const progressBar = $("job-progress");

@@ -1,9 +1,8 @@
 // Models pages: paste svmlight rows, POST them as text/plain to /v1/models/{id}/predict and
 // show the predicted labels, decision values and probabilities; on a model's page, start an
 // evaluation on a stored dataset and draw each evaluation's ROC curve (uPlot, vendored).
-import { api, el, errorMessage, fmtInt, fmtNum, show } from "./common.js";
+import { $, api, el, errorMessage, fmtInt, fmtNum, show } from "./common.js";
 
-const $ = (id) => document.getElementById(id);
 const form = $("predict-form");
 
 /** The label of each data line, when it has one (first token without a colon). */

@@ -1,13 +1,12 @@
 // Search detail: live progress, a heatmap of the CV metric over (log2 C, log2 gamma) (or a
 // line over a one-dimensional space) fed by the SSE stream GET /v1/searches/{id}/events,
 // the best point ringed, and the cancel button.
-import { api, errorMessage, fmtNum, setStatusBadge } from "./common.js";
+import { $, api, errorMessage, fmtNum, setStatusBadge } from "./common.js";
 
 const TERMINAL = new Set(document.body.dataset.terminalStatuses.split(" "));
 const root = document.getElementById("search");
 const searchId = root.dataset.searchId;
 const lowerIsBetter = root.dataset.metric === "log_loss";
-const $ = (id) => document.getElementById(id);
 
 const figure = $("search-chart");
 const canvas = $("heatmap");
