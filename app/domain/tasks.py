@@ -28,7 +28,8 @@ from solvers.metrics import average_precision, roc_auc
 from solvers.models import estimator_of
 from solvers.params import label_key
 
-UPLOAD_TASKS = ("auto", "classification", "regression")  # what an upload's `task` may say
+DETECT = "auto"  # an upload's task when the labels are to say it (dataset_task)
+UPLOAD_TASKS = (DETECT, "classification", "regression")  # what an upload's `task` may say
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 # the search metrics of regression (higher is better); the others are classification's
 REGRESSION_METRICS = ("neg_mse", "r2")
@@ -42,7 +43,7 @@ def parse_max_classes(asked: str, max_classes: int) -> int | None:
 
 def dataset_task(y: np.ndarray, asked: str, max_classes: int) -> str:
     """The task of a dataset of targets `y`, uploaded with task `asked`."""
-    if asked != "auto":
+    if asked != DETECT:
         return asked
     if not np.all(np.mod(y, 1.0) == 0):
         return "regression"

@@ -17,7 +17,7 @@ from app.domain.orm import Dataset
 from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.domain.services import datasets as service
 from app.domain.services import splits
-from app.domain.tasks import UPLOAD_TASKS
+from app.domain.tasks import DETECT, UPLOAD_TASKS
 from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -136,7 +136,7 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
         read_as = (parsed.source_format, *(parsed.feature_names or ()))
         asked = idempotency.request_hash(parsed.sha256, final_name,
                                          *(("reuse",) if reuse else ()),
-                                         *((task,) if task != "auto" else ()),
+                                         *((task,) if task != DETECT else ()),
                                          *(read_as if parsed.source_format != "svmlight"
                                            else ()))
         replayed = write.replay(asked)  # the hash of an upload is known once it is read
@@ -146,7 +146,7 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
             service.same_content, settings, tenant_id, parsed.sha256)
             if d.source_format == parsed.source_format
             and d.feature_names == parsed.feature_names
-            and task in ("auto", d.task)]
+            and task in (DETECT, d.task)]
         if reuse and earlier:
             status, answer = 200, DatasetPublic.model_validate(earlier[0])
         else:
