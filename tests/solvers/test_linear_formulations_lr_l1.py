@@ -327,5 +327,5 @@ def test_parity_on_shared_sets(name: str, formulation: str) -> None:
 # a9a, -s 5: the one-hot groups sum to the bias column, and coordinate descent creeps
 # along those collinear directions (10000 sweeps; LIBLINEAR's -e 1e-6 ends 6e-5 above
 # ours); some |Z'(y a(w))|_j stay near 4 where the optimum has <= 1, so the scaled dual
-# point proves only a gap of about 0.5: converged false, honestly
+# point proves only a gap of 0.2 to 0.6: converged false, honestly
 UNCERTIFIED = {("a9a", "l1r_l2")}
