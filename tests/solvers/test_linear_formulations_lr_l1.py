@@ -329,3 +329,28 @@ def test_parity_on_shared_sets(name: str, formulation: str) -> None:
 # ours); some |Z'(y a(w))|_j stay near 4 where the optimum has <= 1, so the scaled dual
 # point proves only a gap of 0.2 to 0.6: converged false, honestly
 UNCERTIFIED = {("a9a", "l1r_l2")}
+
+
+@pytest.mark.parametrize("formulation", list(FORMULATIONS))
+def test_class_weight_is_a_weight_on_its_rows(formulation: str) -> None:
+    """C_i = C * class_weight * w_i: a class weight of 3 is a weight of 3 on its rows."""
+    X, y = binary_set("cancer")
+    params, _ = FORMULATIONS[formulation]
+    by_class = fit(X, y, C=0.5, tol=1e-6, class_weight={"1": 3.0}, **params)
+    by_row = fit(X, y, C=0.5, tol=1e-6, sample_weight=np.where(y == 1, 3.0, 1.0), **params)
+    assert by_class.converged and by_row.converged
+    assert by_class.primal_objective == pytest.approx(by_row.primal_objective, rel=2e-6)
+
+
+@pytest.mark.parametrize("formulation", list(FORMULATIONS))
+def test_a_progress_callback_cancels(formulation: str) -> None:
+    X, y = binary_set("text")
+    events: list[dict[str, Any]] = []
+
+    def cancel(event: dict[str, Any]) -> bool:
+        events.append(event)
+        return True
+
+    result = fit(X, y, progress=cancel, progress_interval=0.0, **FORMULATIONS[formulation][0])
+    assert events and result.exit_reason == "cancelled"
+    assert not result.converged
