@@ -74,6 +74,13 @@ def test_a_logistic_job_predicts_its_probabilities(
     X, y = load_svmlight_file(io.BytesIO(cancer_bytes))
     loaded = liblinearutil.load_model(str(path))
     labels, _, theirs = liblinearutil.predict(y, X.tocsr(), loaded, "-b 1 -q")
+    weights = [float(line.split()[0]) for line in exported.text.split("w\n")[1].splitlines()]
+    nonzero = int(np.count_nonzero(weights[:-1]))  # the last row: the bias feature
+    if params.get("penalty") == "l1":  # the job reports the sparse model's support
+        assert model["job"]["result"]["nonzero_weights"] == [nonzero]
+        assert nonzero < X.shape[1]
+    else:
+        assert model["job"]["result"]["nonzero_weights"] is None
     assert labels == predicted["labels"]
     order = [predicted["classes"].index(label) for label in loaded.get_labels()]
     np.testing.assert_allclose(
