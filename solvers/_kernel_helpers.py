@@ -92,6 +92,16 @@ def next_below(rng, bound):
     return np.int64(r % np.uint64(bound))
 
 
+@njit(cache=True, inline="always")
+def shuffle_prefix(index, size, rng):
+    """index[:size] = a random permutation of itself (Fisher-Yates)."""
+    for t in range(size - 1):
+        j = t + next_below(rng, size - t)
+        swap = index[t]
+        index[t] = index[j]
+        index[j] = swap
+
+
 @njit(cache=True)
 def next_unit(rng):
     """A pseudo-random float64 in [0, 1) (the top 53 bits)."""

@@ -40,8 +40,11 @@ RULE = (
     f"low-dimensional (d <= {LOW_DIMENSIONAL}) with n >= d, dense or sparse (a9a, w8a, "
     "ijcnn1: a Newton step or a cutting plane costs one pass, and few are needed): the "
     "primal methods tron (l2) or ocas (l1); otherwise (high-dimensional, as text) dcd, "
-    "LIBLINEAR's default dual coordinate descent. The choice and its reason are recorded "
-    "in the result's 'auto'."
+    "LIBLINEAR's default dual coordinate descent. Logistic loss: unscaled with at most "
+    f"{NEWTON_MAX_WEIGHTS} weights newton; scaled, high-dimensional and sparse with C < "
+    f"{LARGE_C:g} logistic_dcd (LIBLINEAR -s 7, then tron from its w if not certified); "
+    "otherwise tron (-s 0). Penalty l1 (loss l2 or logistic): l1_cd (LIBLINEAR -s 5, -s "
+    "6). The choice and its reason are recorded in the result's 'auto'."
 )
 
 
@@ -68,10 +71,16 @@ def sparse_high_dimensional(shape: DataShape) -> bool:
     return shape.d > LOW_DIMENSIONAL and shape.density <= SPARSE
 
 
-def choose(shape: DataShape, loss: str, C: float, bias: str | None) -> tuple[str, str]:
+def choose(shape: DataShape, loss: str, C: float, bias: str | None,
+           penalty: str = "l2") -> tuple[str, str]:
     """(solver, reason) for one linear fit; `bias` does not change the choice today."""
     facts = (f"n={shape.n}, d={shape.d}, density={shape.density:.3g}, "
              f"max|x|={shape.max_abs:.3g}, loss={loss}, C={C:g}")
+    if penalty == "l1":
+        return "l1_cd", (f"penalty l1 ({facts}): coordinate descent for the sparse model "
+                         f"(LIBLINEAR -s {5 if loss == 'l2' else 6})")
+    if loss == "logistic":
+        return _choose_logistic(shape, C, facts)
     if shape.max_abs > UNSCALED:
         if gram_suits(shape.n, shape.d):
             return "gram", (f"unscaled features, few examples and wide ({facts}): gram, an "
@@ -95,6 +104,21 @@ def choose(shape: DataShape, loss: str, C: float, bias: str | None) -> tuple[str
     if shape.d <= LOW_DIMENSIONAL and shape.n >= shape.d:
         return primal, f"low-dimensional, more examples than features ({facts})"
     return "dcd", f"high-dimensional, scaled ({facts})"
+
+
+def _choose_logistic(shape: DataShape, C: float, facts: str) -> tuple[str, str]:
+    """L2-regularised logistic regression: Newton on the primal, or the dual CD on
+    scaled text-like data (Yu, Huang & Lin 2011: the dual CD is fastest there)."""
+    if shape.max_abs > UNSCALED:
+        if shape.d + 1 <= NEWTON_MAX_WEIGHTS:
+            return "newton", (f"logistic, unscaled features, few weights ({facts}): exact "
+                              "Newton steps")
+        return "tron", f"logistic, unscaled features ({facts}): Newton on the primal"
+    if sparse_high_dimensional(shape) and C < LARGE_C:
+        return "logistic_dcd", (f"logistic, high-dimensional and sparse, scaled ({facts}): "
+                                "dual coordinate descent, then tron from its w if not "
+                                "certified")
+    return "tron", f"logistic ({facts}): Newton on the primal (LIBLINEAR -s 0)"
 
 
 def settings(shape: DataShape, chosen: str, loss: str) -> dict[str, int]:

@@ -20,7 +20,9 @@ L is the best of:
     (m_i = y_i w.x_i; the exact optimal multipliers at w*), scaled by the best t >= 0;
   * logistic: P* >= P(w) - ||grad P(w)||^2 / 2 (1-strongly convex);
   * l1 (hinge): the dual point a_i = t C_i [m_i < 1] with the best t in [0, 1] (weak away
-    from the optimum; solvers of the hinge loss report their own, better, dual).
+    from the optimum; solvers of the hinge loss report their own, better, dual);
+  * L1-regularised problems (penalty "l1"): a scaled feasible dual point from w
+    (solvers/l1_objectives.py).
 For the free (unregularised) intercept of alm the problem differs; only the solver's own
 dual counts there (alm builds it with y'a = 0).
 
@@ -36,8 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from solvers import l1_objectives
 from solvers.backbone import BinarySolution, LinearProblem
 from solvers.objectives import margins, transpose_times
+from solvers.params import L1R_PREFIX
 
 DEFAULT_TOL = 1e-3
 
@@ -66,7 +70,10 @@ class Certificate:
 
 def problem_loss(params: dict[str, Any]) -> str:
     """The loss of a linear solver's problem from its applied parameters: "l1", "l2",
-    "logistic", or "lp" (alm with p other than 1 and 2)."""
+    "logistic", "lp" (alm with p other than 1 and 2), or with penalty "l1" (an
+    L1-regularised problem, solvers/l1_objectives.py) "l1r_l2" or "l1r_logistic"."""
+    if params.get("penalty") == "l1":
+        return f"{L1R_PREFIX}{params.get('loss', 'l2')}"
     if "p" in params:
         p = float(params["p"])
         return "l1" if p == 1.0 else "l2" if p == 2.0 else "lp"
@@ -92,6 +99,8 @@ def certify(problem: LinearProblem, solution: BinarySolution, loss: str,
 def bounds_at(problem: LinearProblem, w: np.ndarray, loss: str
               ) -> tuple[float, dict[str, float]]:
     """(P(w), {name: lower bound on P*}) from w alone."""
+    if loss.startswith(L1R_PREFIX):
+        return l1_objectives.bounds_at(problem, w, loss.removeprefix(L1R_PREFIX))
     w = np.asarray(w, dtype=np.float64)
     m = margins(problem, w)
     cost, y = problem.cost, problem.y

@@ -181,8 +181,8 @@ def _follow_up_params(solver: str, applied: dict[str, Any], loss: str,
     accepted = {param.name for param in SOLVERS[solver].params}
     shared = {"threads", "bias", "bias_scale", "tol", "max_seconds"} & accepted
     given = {key: applied[key] for key in shared if key in applied}
-    if "loss" in accepted:
-        given["loss"] = loss
+    if "loss" in accepted:  # the fit's own loss param (the problem's loss may add a penalty)
+        given["loss"] = applied.get("loss", loss)
     return validate_params(solver, {**given, **overrides})
 
 

@@ -48,7 +48,12 @@ import numpy as np
 from solvers.kernels import SINGLE_OUTPUT_TYPES, SVM_TYPE_CODES, KernelModel, pair_classes
 from solvers.models import LinearModel
 
-LIBLINEAR_SOLVER_TYPES = {"l1": "L2R_L1LOSS_SVC_DUAL", "l2": "L2R_L2LOSS_SVC_DUAL"}
+LIBLINEAR_SOLVER_TYPES = {"l1": "L2R_L1LOSS_SVC_DUAL", "l2": "L2R_L2LOSS_SVC_DUAL",
+                          "logistic": "L2R_LR"}
+# penalty "l1" (solvers/l1_linear.py): LIBLINEAR -s 5, -s 6
+LIBLINEAR_L1R_SOLVER_TYPES = {"l2": "L1R_L2LOSS_SVC", "logistic": "L1R_LR"}
+# the solvers whose logistic model is LIBLINEAR's dual one (-s 7)
+LIBLINEAR_DUAL_SOLVER_TYPES = {"logistic_dcd": "L2R_LR_DUAL"}
 
 
 class ModelFormatError(ValueError):
@@ -63,10 +68,8 @@ def liblinear_model_text(model: LinearModel, params: dict[str, Any]) -> str:
     """LIBLINEAR's model file of a linear model trained with `params` (loss, bias,
     bias_scale as applied)."""
     labels = _integer_labels(model.classes, "LIBLINEAR")
-    loss = params.get("loss", "l1")
     # an imported model keeps the solver_type of its file (solvers/model_import.py)
-    solver_type = params.get("solver_type") or LIBLINEAR_SOLVER_TYPES.get(
-        loss, "L2R_L1LOSS_SVC_DUAL")
+    solver_type = params.get("solver_type") or liblinear_solver_type(params)
     augment = params.get("bias", "augment") == "augment"
     bias_scale = float(params.get("bias_scale", 1.0)) if augment else -1.0
     label_order = [labels[1], labels[0]] if model.coef.shape[0] == 1 else labels
@@ -85,6 +88,17 @@ def liblinear_model_text(model: LinearModel, params: dict[str, Any]) -> str:
     if augment:
         lines.append(" ".join(f"{v / bias_scale:.17g}" for v in model.intercept) + " ")
     return "\n".join(lines) + "\n"
+
+
+def liblinear_solver_type(params: dict[str, Any]) -> str:
+    """LIBLINEAR's solver_type of a model trained with `params` (loss, penalty and, when
+    the caller knows it, the solver). Logistic types make LIBLINEAR's predict -b 1 give
+    the model's probabilities."""
+    loss = params.get("loss", "l1")
+    if params.get("penalty") == "l1":
+        return LIBLINEAR_L1R_SOLVER_TYPES[loss]
+    fallback = LIBLINEAR_SOLVER_TYPES.get(loss, "L2R_L1LOSS_SVC_DUAL")
+    return LIBLINEAR_DUAL_SOLVER_TYPES.get(str(params.get("solver")), fallback)
 
 
 def read_liblinear_model_text(text: str) -> LinearModel:

@@ -127,6 +127,8 @@ Certificate = Literal["duality_gap", "kkt"]
 Size = Literal["any", "few_weights", "few_rows", "few_wide_rows"]
 Task = Literal["binary", "multiclass_ovr", "multiclass_ovo"]
 LINEAR_TASKS: tuple[Task, ...] = ("binary", "multiclass_ovr")
+L1_LOSSES = ("l2", "logistic")  # the losses of penalty "l1" (LIBLINEAR -s 5, 6)
+L1R_PREFIX = "l1r_"  # problem_loss of an L1-regularised problem: "l1r_" + its loss
 
 
 TaskName = Literal["classification", "regression", "outlier"]
@@ -316,6 +318,12 @@ def _loss(choices: tuple[str, ...] = ("l1", "l2"), default: str = "l2") -> Param
                  choices=choices)
 
 
+def _penalty_param(choices: tuple[str, ...], default: str) -> Param:
+    return Param("penalty", "choice", default, "The regulariser: 'l2' 1/2 ||w||^2, or 'l1' "
+                 "||w||_1 (sparse weights; with loss 'l2' or 'logistic' only, as LIBLINEAR "
+                 "-s 5, 6).", choices=choices)
+
+
 def _tol_param() -> Param:
     return Param(
         "tol", "float", 1e-3,
@@ -388,7 +396,7 @@ SOLVERS: dict[str, SolverSpec] = {
         name="tron",
         module="solvers.tron",
         kind="linear",
-        losses=("l2", "logistic"), warm_start="primal",
+        losses=("l2", "logistic"), warm_start="primal", sample_weights=True,
         fallback=(Step(on=("max_iter", "stalled"), target="newton", losses=("l2", "logistic"),
                        size="few_weights", note="; few weights: exact Newton steps"),
                   Step(on=("converged",))),
@@ -424,7 +432,7 @@ SOLVERS: dict[str, SolverSpec] = {
         name="newton",
         module="solvers.dense_newton",
         kind="linear",
-        losses=("l2", "logistic"), warm_start="primal",
+        losses=("l2", "logistic"), warm_start="primal", sample_weights=True,
         description="Newton's method on the primal with the Newton system solved exactly "
         "(dense Cholesky; Keerthi & DeCoste 2005): for at most 2000 weights (features + "
         "bias). Indifferent to feature scaling where TRON's conjugate gradient stalls "
@@ -551,18 +559,71 @@ SOLVERS: dict[str, SolverSpec] = {
             *_weights_and_seed("Seed of the example sampling"),
         ),
     ),
+    "logistic_dcd": SolverSpec(
+        name="logistic_dcd",
+        module="solvers.logistic_dual",
+        kind="linear",
+        losses=("logistic",), warm_start="dual", randomized=True, scale_sensitive=True,
+        sample_weights=True,
+        fallback=(Step(on=("converged",)),
+                  Step(target="tron", losses=("logistic",), note=_GAP_NOTE)),
+        description="Dual coordinate descent for L2-regularised logistic regression (Yu, "
+        "Huang & Lin 2011); LIBLINEAR -s 7. Its dual value is the certificate; when it "
+        "ends uncertified at its sweep limit, tron (-s 0) continues from its w, as "
+        "LIBLINEAR does. Probabilities come with the model (sigma of the decision value).",
+        problem="min_w 1/2||w||^2 + sum_i C_i log(1 + exp(-y_i w.x_i)); dual min_a "
+        "1/2||w(a)||^2 + sum_i a_i log a_i + (C_i - a_i) log(C_i - a_i), 0 < a_i < C_i",
+        params=_common(0.1, Param("loss", "choice", "logistic", "'logistic' (the only "
+                                  "loss of this solver).", choices=("logistic",)),
+                       "Inner stop rule (LIBLINEAR's): the largest derivative of a sweep's "
+                       "one-variable sub-problems < eps; whether the model is converged is "
+                       "decided by tol."),
+    ),
+    "l1_cd": SolverSpec(
+        name="l1_cd",
+        module="solvers.l1_linear",
+        kind="linear",
+        losses=(L1R_PREFIX + "l2", L1R_PREFIX + "logistic"), warm_start="primal",
+        randomized=True, sample_weights=True, fallback=(Step(on=("converged",)),),
+        description="L1-regularised linear classification for sparse models: coordinate "
+        "descent with a line search for the L2-loss SVM (Chang, Hsieh & Lin 2008; LIBLINEAR "
+        "-s 5) and newGLMNET for logistic regression (Yuan, Ho & Lin 2012; LIBLINEAR -s "
+        "6). The result reports the non-zero weights of each output; the certificate is "
+        "a scaled feasible dual point.",
+        problem="min_w ||w||_1 + sum_i C_i loss(y_i w.x_i), loss = squared hinge "
+        "max(0, 1 - m)^2 (l2) or log(1 + exp(-m)) (logistic)",
+        params=(
+            _c_param(),
+            _penalty_param(("l1",), "l1"),
+            Param("loss", "choice", "l2", "'l2' squared hinge loss (LIBLINEAR -s 5) or "
+                  "'logistic' (-s 6).", choices=("l2", "logistic")),
+            _eps_param(0.01, "Inner stop rule (LIBLINEAR's): the 1-norm of the minimum-"
+                       "norm subgradient <= eps * max(min(#pos, #neg), 1) / n times its "
+                       "value at the first iteration; whether the model is converged is "
+                       "decided by tol."),
+            _tol_param(),
+            *_bias_params(("augment", "none"), "augment"),
+            *_limits(10_000, "sweeps over the features (l2) or Newton iterations "
+                     "(logistic); LIBLINEAR stops at 1000 and 100, short of the optimum of "
+                     "-s 5 on some sets (breast_cancer)"),
+            *_weights_and_seed(),
+        ),
+    ),
     "auto": SolverSpec(
         name="auto",
         module="solvers.auto",
         kind="linear",
         # its choice continues from an earlier fit's dual point when it is a dual CD
-        warm_start="dual", randomized=True, chooses=True,
+        warm_start="dual", randomized=True, chooses=True, sample_weights=True,
         description="The default for linear jobs: " + AUTO_RULE,
-        problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
-        "squared hinge (l2)",
+        problem="min_w R(w) + sum_i C_i loss(y_i w.x_i), R = 1/2||w||^2 (penalty l2) or "
+        "||w||_1 (l1), loss = hinge (l1), squared hinge (l2) or logistic",
         params=(
             _c_param(),
-            _loss(),
+            Param("loss", "choice", "l2", "'l1' hinge loss, 'l2' squared hinge loss or "
+                  "'logistic' (logistic regression: the model gives probabilities).",
+                  choices=("l1", "l2", "logistic")),
+            _penalty_param(("l2", "l1"), "l2"),
             _tol_param(),
             *_bias_params(("augment", "none"), "augment"),
             Param("max_iter", "int", None, "Iteration limit of the chosen solver, in its "
@@ -703,6 +764,9 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
         applied[param.name] = param.coerce(given[param.name]) if param.name in given else (
             param.default
         )
+    if applied.get("penalty") == "l1" and applied.get("loss") not in L1_LOSSES:
+        raise ParamError(f"penalty 'l1' takes loss {' or '.join(map(repr, L1_LOSSES))} "
+                         f"(LIBLINEAR -s 5, 6), not {applied.get('loss')!r}", "loss")
     if not spec.randomized and applied.get("seed") == 0 and not applied.get("probability"):
         # 0 was every solver's default before only randomized ones took a seed: the params
         # stored with earlier jobs, searches and models carry it, and mean no seed

@@ -37,6 +37,7 @@ from solvers.auto import DataShape, choose, settings
 from solvers.backbone import (
     PROGRESS_INTERVAL_S,
     BinarySolution,
+    CsrArrays,
     LinearProblem,
     ProgressCallback,
     ProgressMonitor,
@@ -46,9 +47,16 @@ from solvers.backbone import (
 from solvers.certificate import Certificate, problem_loss, warning_text
 from solvers.continuation import solve_certified
 from solvers.inputs import TrainingSet, as_csr_arrays, training_set
-from solvers.models import KernelModel, LinearModel
+from solvers.models import Calibration, KernelModel, LinearModel, Pipeline
 from solvers.objectives import margins, primal_objective
-from solvers.params import FORMULATIONS, SOLVERS, ParamError, task_of, validate_params
+from solvers.params import (
+    FORMULATIONS,
+    L1R_PREFIX,
+    SOLVERS,
+    ParamError,
+    task_of,
+    validate_params,
+)
 from solvers.result import FitResult
 
 _STOPPED = ("cancelled", "max_seconds")  # a fit stopped: the remaining problems are skipped
@@ -237,7 +245,8 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
     X = data.X
     shape = DataShape(X.n_rows, X.n_features, int(X.data.shape[0]),
                       float(np.max(np.abs(X.data))) if X.data.shape[0] else 0.0)
-    chosen, reason = choose(shape, applied["loss"], float(applied["C"]), applied["bias"])
+    chosen, reason = choose(shape, applied["loss"], float(applied["C"]), applied["bias"],
+                            applied.get("penalty", "l2"))
     accepted = {p.name for p in SOLVERS[chosen].params}
     given = {key: value for key, value in applied.items()
              if key in accepted and not (key == "max_iter" and value is None)
@@ -252,9 +261,9 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
 
 class _LinearAssembly:
     def problems(self, data: TrainingSet, applied: dict[str, Any]) -> list[LinearProblem]:
-        cost = data.class_cost[data.label_index]
+        X, label_index, cost = _weighted_rows(data)
         bias_scale = float(applied["bias_scale"]) if applied.get("bias") == "augment" else 0.0
-        return [LinearProblem(data.X, np.where(data.label_index == positive, 1.0, -1.0), cost,
+        return [LinearProblem(X, np.where(label_index == positive, 1.0, -1.0), cost,
                               bias_scale)
                 for positive in _positives(data)]
 
@@ -297,6 +306,7 @@ class _LinearAssembly:
             if not s.details.get("converged", False)]
         path = [{**step, **({"output": k} if len(solutions) > 1 else {})}
                 for k, s in enumerate(solutions) for step in s.details.get("path", [])]
+        linear = LinearModel(classes=data.classes, coef=coef, intercept=intercept)
         return FitResult(
             converged=converged,
             relative_gap=sum(gaps) / max(primals, 1e-300),
@@ -304,7 +314,7 @@ class _LinearAssembly:
             warnings=warnings,
             path=path,
             solver=solver,
-            model=LinearModel(classes=data.classes, coef=coef, intercept=intercept),
+            model=_with_logistic_probabilities(linear, problem_loss(applied)),
             primal_objective=float(sum(cast(float, s.primal) for s in solutions)),
             dual_objective=_sum_or_none([s.dual for s in solutions]),
             duality_gap=_sum_or_none([s.gap for s in solutions]),
@@ -318,6 +328,33 @@ class _LinearAssembly:
 
 
 LINEAR = _LinearAssembly()
+
+
+def _weighted_rows(data: TrainingSet) -> tuple[CsrArrays, np.ndarray, np.ndarray]:
+    """X, label index and C_i = C * class_weight * w_i of the rows of weight w_i > 0."""
+    cost = data.class_cost[data.label_index]
+    if data.sample_weight is None:
+        return data.X, data.label_index, cost
+    keep = np.flatnonzero(data.sample_weight > 0)
+    cost = cost[keep] * data.sample_weight[keep]
+    if keep.shape[0] == data.X.n_rows:
+        return data.X, data.label_index, cost
+    X = data.X
+    rows = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.n_rows, X.n_features))[keep]
+    return as_csr_arrays(rows), data.label_index[keep], cost
+
+
+def _with_logistic_probabilities(model: LinearModel, loss: str) -> LinearModel | Pipeline:
+    """A logistic regression model with its probabilities, 1 / (1 + exp(-f)) per output
+    (one-vs-rest: divided by their sum, as LIBLINEAR's predict_probability), as the
+    sigmoids A = -1, B = 0 of a Calibration; other losses: the model itself."""
+    if loss.removeprefix(L1R_PREFIX) != "logistic":
+        return model
+    outputs = model.coef.shape[0]
+    # two classes: the "pairwise" sigmoid gives P(classes[0]) from minus the decision value
+    layout = "pairwise" if outputs == 1 else "ovr"
+    return Pipeline(model, None, Calibration(layout, np.full(outputs, -1.0),
+                                             np.zeros(outputs)))
 
 
 def _positives(data: TrainingSet) -> list[int]:
@@ -362,7 +399,7 @@ WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
     "smo": ("smo",),
     "smo-parallel": ("smo:rare",),
     "smo-formulations": ("smo:formulation",),
-    "other": ("acf", "alm", "pegasos", "workflow"),
+    "other": ("acf", "alm", "pegasos", "logistic_dcd", "l1_cd", "workflow"),
 }
 # What `auto` (the job default) and `smo` use: a worker reports ready once these are loaded.
 PRIORITY_GROUPS: tuple[str, ...] = ("linear", "smo", "smo-parallel")

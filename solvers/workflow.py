@@ -98,6 +98,8 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
                 exit_reason = stopped.exit_reason
                 warnings.append(f"probabilities were not fitted: {stopped}")
             calibration_s = time.perf_counter() - t0
+    if calibration is None and isinstance(result.model, Pipeline):
+        calibration = result.model.calibration  # a logistic model's own sigmoid
     model = Pipeline(estimator_of(result.model), scaler, calibration)
     timings = {**result.timings, "scale_s": scale_s, "calibration_s": calibration_s}
     return dataclasses.replace(result, model=model, params={**result.params, **_public(applied)},

@@ -417,6 +417,9 @@ def _summary(result: FitResult, train_accuracy: float | None,
                      for step in result.path],
             "auto": result.auto,
         })
+    sparse = [int(o["nonzero_weights"]) for o in result.per_output if "nonzero_weights" in o]
+    if sparse:  # an L1-regularised model (l1_cd): its non-zero weights, output by output
+        summary["nonzero_weights"] = sparse
     threads = [int(o["threads"]) for o in result.per_output if "threads" in o]
     if threads:  # what the solver ran with (a job's `threads`, capped by the worker)
         summary["threads"] = max(threads)

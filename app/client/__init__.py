@@ -90,6 +90,7 @@ class JobResult(TypedDict, total=False):
     warnings: list[str] | None
     path: list[dict[str, Any]]
     auto: dict[str, str] | None
+    nonzero_weights: list[int] | None  # L1-regularised models, per output
 
 
 class Job(TypedDict, total=False):

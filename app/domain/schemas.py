@@ -107,6 +107,9 @@ class JobResult(BaseModel):
         default_factory=list, description="What ran, in order: solver, exit, iterations, "
         "seconds, relative_gap, reason (and output for one-vs-rest)")
     auto: dict[str, str] | None = Field(None, description="solver 'auto': chosen, reason")
+    nonzero_weights: list[int] | None = Field(
+        None, description="L1-regularised models (penalty l1): the number of non-zero "
+        "feature weights of each output")
     violation: float | None = Field(
         None, description="Kernel jobs with one binary problem: its final KKT violation "
         "m - M (SMO's stop rule: converged below eps)")

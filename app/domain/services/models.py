@@ -331,7 +331,7 @@ def export_model(session: Session, settings: Settings, tenant_id: str, model_id:
         if not isinstance(model, LinearModel):
             raise Invalid("a kernel model cannot be written as a LIBLINEAR file; "
                           "use format=libsvm")
-        return liblinear_model_text(model, metadata.params)
+        return liblinear_model_text(model, {**metadata.params, "solver": metadata.solver})
     if isinstance(model, LinearModel):
         raise Invalid("a linear model is exported as format=liblinear")
     from solvers.formats import libsvm_model_text

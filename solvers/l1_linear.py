@@ -1,0 +1,449 @@
+"""L1-regularised linear classification: the L2-loss SVM by coordinate descent with a line
+search (LIBLINEAR -s 5) and logistic regression by newGLMNET (LIBLINEAR -s 6).
+
+Problem (per binary problem; y_i in {-1, +1}, C_i = C * class_weight * sample weight):
+
+    min_w  P(w) = ||w||_1 + sum_i C_i loss(y_i w.x_i),
+    loss = "l2": max(0, 1 - m)^2 (-s 5);  "logistic": log(1 + exp(-m)) (-s 6).
+
+With bias="augment" every x_i carries one more constant feature of value B, regularised
+(by |w_B|) like LIBLINEAR -B without -R. Both methods work on the columns of X (CSC).
+
+loss "l2": Chang, Hsieh & Lin, "Coordinate descent method for large-scale L2-loss linear
+SVM", JMLR 2008 (CDN; Algorithm 2 with the L1 term as in Yuan, Chang, Hsieh & Lin, "A
+comparison of optimization methods and software for large-scale L1-regularized linear
+classification", JMLR 2010, Section 4.1.2), as LIBLINEAR 2.50's `solve_l1r_l2_svc`: for
+each feature j of a random permutation of the active set, the Newton direction of the
+one-variable problem with the L1 term (soft threshold), then a backtracking line search
+(sigma 0.01, at most 20 halvings) tested first by the cheap upper bound
+C_j d^2 + G d + ... and then exactly from b_i = 1 - y_i w.x_i, kept up to date.
+
+loss "logistic": Yuan, Ho & Lin, "An improved GLMNET for L1-regularized logistic
+regression", JMLR 2012 (newGLMNET, Algorithm 3), as LIBLINEAR 2.50's `solve_l1r_lr`: each
+Newton iteration minimises the quadratic model of the loss plus ||w + d||_1 by coordinate
+descent over the active features (inner shrinking, stop at an inner tolerance relative to
+the first iteration's gradient violation, starting at 1, times 0.25 after an inner solve
+that took one cycle), then a line search on w + t d (t = 1, 1/2, ..., at most 20; the
+sufficient decrease 0.01 t (grad.d + ||w + d||_1 - ||w||_1)).
+
+Stop rule (both, LIBLINEAR's): the 1-norm of the minimum-norm subgradient over the
+active features <= eps' times its value at the first iteration, eps' = eps *
+max(min(#pos, #neg), 1) / n (LIBLINEAR's primal_solver_tol), with the outer shrinking of
+features at 0 whose gradient lies strictly inside (-1, 1) (beyond +-Gmax_old / n); a
+shrunk run is confirmed by one pass over all features. Whether the model is converged is
+decided by the certificate (solvers/l1_objectives.py: a scaled feasible dual point).
+
+Where we depart: our RNG (xorshift64*); a per-row C_i; the loss change of the logistic
+line search summed as log1p(sigma(-m) expm1(-y x.d)) per row (no exp(w.x) kept, which
+overflows); wpd reset to w at each Newton iteration; a logistic line search that finds no
+decrease ends the run as stalled; a warm start w0 (the fallback rule's eps / 10 restart),
+whose stop rule is measured against the violation at w = 0 (a cold start's reference),
+not at w0.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from solvers._kernel_helpers import shuffle_prefix
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, seed_state
+from solvers.l1_objectives import primal_value
+from solvers.objectives import margins, transpose_times
+
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
+    {"loss": "l2"},
+    {"loss": "logistic"},
+    {"loss": "l2", "bias": "none"},
+)
+
+SIGMA = 0.01  # sufficient decrease of both line searches
+LINE_SEARCH_STEPS = 20
+INNER_MAX_ITER = 1000  # newGLMNET's coordinate-descent cycles per Newton iteration
+NU = 1e-12  # newGLMNET's Hessian diagonal shift
+NO_VALUES = dict.fromkeys(("primal", "dual", "gap"))  # progress events: no objectives (cheap)
+
+
+def solve(
+    problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
+) -> BinarySolution:
+    """Solve one binary problem; `params` as filled by validate_params("l1_cd")."""
+    started = time.perf_counter()
+    loss = params["loss"]
+    w = np.zeros(problem.n_weights)
+    if params.get("w0") is not None:
+        w[:] = np.asarray(params["w0"], dtype=np.float64)
+    positives = int(np.count_nonzero(problem.y > 0))
+    n_rows = problem.X.n_rows
+    tolerance = float(params["eps"]) * max(min(positives, n_rows - positives), 1) / n_rows
+    rng = np.array([seed_state(params["seed"])], dtype=np.uint64)
+    method = _cdn if loss == "l2" else _newglmnet
+    iterations, exit_reason, violation = method(
+        _Run(problem, w, tolerance, int(params["max_iter"]), rng, monitor)
+    )
+    if not np.all(np.isfinite(w)):
+        exit_reason = "numerical_error"
+    primal = primal_value(problem, w, loss)
+    return BinarySolution(
+        w,
+        iterations,
+        exit_reason,
+        primal,
+        violation=violation,
+        details={"nonzero_weights": int(np.count_nonzero(w[: problem.X.n_features]))},
+        timings={"iterate_s": time.perf_counter() - started},
+    )
+
+
+def columns(problem: LinearProblem, signed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, indices, indptr) of Z as CSC, Z = X with the bias column B appended (if
+    any), each row times y_i when `signed`."""
+    X = problem.X
+    matrix = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.n_rows, X.n_features))
+    if problem.bias_scale > 0:
+        bias = sp.csr_matrix(np.full((X.n_rows, 1), problem.bias_scale))
+        matrix = sp.hstack([matrix, bias], format="csr")
+    if signed:
+        matrix = sp.diags(problem.y) @ matrix
+    csc = sp.csc_matrix(matrix)
+    csc.sort_indices()
+    return (
+        np.ascontiguousarray(csc.data, dtype=np.float64),
+        np.ascontiguousarray(csc.indices, dtype=np.int64),
+        np.ascontiguousarray(csc.indptr, dtype=np.int64),
+    )
+
+
+def _reference_violation(problem: LinearProblem, w: np.ndarray, slope: float) -> float:
+    """The stop rule's reference: -1.0 for a cold start (the first iteration's violation
+    becomes it, as in LIBLINEAR); for a warm start (w != 0, the fallback rule's eps / 10)
+    the violation at w = 0, sum_j max(|Z'(slope C y)|_j - 1, 0) (slope: the loss's
+    -derivative at margin 0), so that eps / 10 asks ten times less of the gradient rather
+    than eps' times less than at an already accurate w."""
+    if not np.any(w):
+        return -1.0
+    v = transpose_times(problem, slope * problem.cost * problem.y)
+    return float(np.maximum(np.abs(v) - 1.0, 0.0).sum())
+
+
+class _Run(NamedTuple):
+    """What both methods work on: w is updated in place; tolerance is LIBLINEAR's eps'."""
+
+    problem: LinearProblem
+    w: np.ndarray
+    tolerance: float
+    max_iter: int
+    rng: np.ndarray
+    monitor: ProgressMonitor
+
+
+def _event(iteration: int, violation: float, active: int) -> dict[str, Any]:
+    return {"iteration": iteration, "violation": violation, "active_size": active, **NO_VALUES}
+
+
+def _cdn(run: _Run) -> tuple[int, str, float]:
+    """LIBLINEAR's solve_l1r_l2_svc on w in place: (iterations, exit reason, violation)."""
+    problem, w, tolerance, max_iter, rng, monitor = run
+    cols = columns(problem, signed=True)
+    cost = problem.cost
+    b = 1.0 - margins(problem, w)  # b_i = 1 - y_i w.x_i
+    data, _, indptr = cols
+    # xj_sq_j = sum_i C_i (y_i x_ij)^2
+    xj_sq = np.add.reduceat(np.append(cost[cols[1]] * data * data, 0.0), indptr[:-1]) * (
+        np.diff(indptr) > 0
+    )
+    n_weights = w.shape[0]
+    index = np.arange(n_weights, dtype=np.int64)
+    active, gmax_old, gnorm1_init = n_weights, math.inf, _reference_violation(problem, w, 2.0)
+    iteration, violation = 0, math.inf
+    while True:
+        stop = monitor.stop_reason(
+            iteration, max_iter, functools.partial(_event, iteration, violation, active)
+        )
+        if stop is not None:
+            return iteration, stop, violation
+        gmax_new, gnorm1, active = _cdn_sweep(cols, cost, b, w, xj_sq, index, rng, active, gmax_old)
+        if not math.isfinite(gnorm1):
+            return iteration + 1, "numerical_error", gnorm1
+        if gnorm1_init < 0.0:  # a cold start: the first sweep's, as LIBLINEAR
+            gnorm1_init = gnorm1
+        iteration += 1
+        violation = gnorm1 / gnorm1_init if gnorm1_init > 0 else 0.0
+        if gnorm1 <= tolerance * gnorm1_init:
+            if active == n_weights:
+                return iteration, "converged", violation
+            active, gmax_old = n_weights, math.inf  # confirm by a pass over all features
+            continue
+        gmax_old = gmax_new
+
+
+@njit(cache=True, inline="always")
+def _violation(g, w_j, shrink_band):
+    """The minimum-norm subgradient |.| of G + d|w_j| at w_j (G the loss's derivative), or
+    -1.0 when w_j = 0 is to be shrunk (G + 1 > band and G - 1 < -band)."""
+    if w_j > 0.0:
+        return abs(g + 1.0)
+    if w_j < 0.0:
+        return abs(g - 1.0)
+    if g + 1.0 < 0.0:
+        return -(g + 1.0)
+    if g - 1.0 > 0.0:
+        return g - 1.0
+    if g + 1.0 > shrink_band and g - 1.0 < -shrink_band:
+        return -1.0
+    return 0.0
+
+
+@njit(cache=True, inline="always")
+def _soft_newton_step(g, h, w_j):
+    """argmin_d |w_j + d| + G d + H d^2 / 2 (the soft threshold)."""
+    if g + 1.0 < h * w_j:
+        return -(g + 1.0) / h
+    if g - 1.0 > h * w_j:
+        return -(g - 1.0) / h
+    return -w_j
+
+
+@njit(cache=True, error_model="numpy")
+def _cdn_sweep(cols, cost, b, w, xj_sq, index, rng, active, gmax_old):
+    """One sweep of solve_l1r_l2_svc over a random permutation of index[:active];
+    returns (largest violation, sum of violations, new active size)."""
+    data, rows, indptr = cols
+    n_rows = b.shape[0]
+    shuffle_prefix(index, active, rng)
+    gmax_new, gnorm1, s = 0.0, 0.0, 0
+    while s < active:
+        j = index[s]
+        # G = -2 sum_{b_i > 0} C_i z_ij b_i;  H = 2 sum_{b_i > 0} C_i z_ij^2
+        g_loss = 0.0
+        h = 0.0
+        for k in range(indptr[j], indptr[j + 1]):
+            i = rows[k]
+            if b[i] > 0.0:
+                scaled = cost[i] * data[k]
+                g_loss -= scaled * b[i]
+                h += scaled * data[k]
+        g_loss *= 2.0
+        g = g_loss
+        h = max(2.0 * h, 1e-12)
+        violation = _violation(g, w[j], gmax_old / n_rows)
+        if violation < 0.0:  # shrunk
+            active -= 1
+            index[s] = index[active]
+            index[active] = j
+            continue
+        gmax_new = max(gmax_new, violation)
+        gnorm1 += violation
+        s += 1
+        d = _soft_newton_step(g, h, w[j])
+        if abs(d) < 1.0e-12:
+            continue
+        delta = abs(w[j] + d) - abs(w[j]) + g * d
+        d_old = 0.0
+        loss_old = 0.0
+        searched = 0
+        while searched < LINE_SEARCH_STEPS:
+            d_diff = d_old - d
+            cond = abs(w[j] + d) - abs(w[j]) - SIGMA * delta
+            if xj_sq[j] * d * d + g_loss * d + cond <= 0.0:
+                # b -= d z_j (from the last trial, b holds b - d_old z_j)
+                for k in range(indptr[j], indptr[j + 1]):
+                    b[rows[k]] += d_diff * data[k]
+                break
+            loss_new = 0.0
+            for k in range(indptr[j], indptr[j + 1]):
+                i = rows[k]
+                if searched == 0 and b[i] > 0.0:
+                    loss_old += cost[i] * b[i] * b[i]
+                b_new = b[i] + d_diff * data[k]
+                b[i] = b_new
+                if b_new > 0.0:
+                    loss_new += cost[i] * b_new * b_new
+            if cond + loss_new - loss_old <= 0.0:
+                break
+            d_old = d
+            d *= 0.5
+            delta *= 0.5
+            searched += 1
+        w[j] += d
+        if searched >= LINE_SEARCH_STEPS:  # b drifted through 20 halvings: recompute
+            b[:] = 1.0
+            for jj in range(w.shape[0]):
+                if w[jj] != 0.0:
+                    for k in range(indptr[jj], indptr[jj + 1]):
+                        b[rows[k]] -= w[jj] * data[k]
+    return gmax_new, gnorm1, active
+
+
+def _newglmnet(run: _Run) -> tuple[int, str, float]:
+    """LIBLINEAR's solve_l1r_lr on w in place: (Newton iterations, exit reason,
+    violation)."""
+    problem, w, tolerance, max_iter, rng, monitor = run
+    cols = columns(problem, signed=False)
+    data, rows, indptr = cols
+    cost, y = problem.cost, problem.y
+    n_weights, n_rows = w.shape[0], y.shape[0]
+    negatives = np.where(y < 0, cost, 0.0)
+    # xjneg_sum_j = sum_{y_i = -1} C_i x_ij
+    xjneg_sum = np.add.reduceat(np.append(negatives[rows] * data, 0.0), indptr[:-1]) * (
+        np.diff(indptr) > 0
+    )
+    z = y * margins(problem, w)  # w.x_i
+    index = np.arange(n_weights, dtype=np.int64)
+    hdiag, grad, wpd, xtd = (
+        np.zeros(n_weights),
+        np.zeros(n_weights),
+        np.zeros(n_weights),
+        np.zeros(n_rows),
+    )
+    gmax_old, gnorm1_init, inner_eps = math.inf, _reference_violation(problem, w, 0.5), 1.0
+    iteration, violation, active = 0, math.inf, n_weights
+    while True:
+        stop = monitor.stop_reason(
+            iteration, max_iter, functools.partial(_event, iteration, violation, active)
+        )
+        if stop is not None:
+            return iteration, stop, violation
+        tau = cost * np.exp(-np.logaddexp(0.0, z))  # C_i sigma(-w.x_i)
+        curvature = tau * np.exp(-np.logaddexp(0.0, -z))  # C_i sigma(z) sigma(-z)
+        gmax_new, gnorm1, active = _glmnet_gradient(
+            cols, curvature, tau, xjneg_sum, w, (hdiag, grad), index, gmax_old, n_rows
+        )
+        if not math.isfinite(gnorm1):
+            return iteration, "numerical_error", gnorm1
+        if gnorm1_init < 0.0:  # a cold start: the first sweep's, as LIBLINEAR
+            gnorm1_init = gnorm1
+        violation = gnorm1 / gnorm1_init if gnorm1_init > 0 else 0.0
+        if gnorm1 <= tolerance * gnorm1_init:
+            return iteration, "converged", violation
+        wpd[:] = w
+        xtd[:] = 0.0
+        cycles = _glmnet_quadratic(
+            cols, curvature, (hdiag, grad), w, wpd, xtd, index, active, rng, inner_eps * gnorm1_init
+        )
+        if not _glmnet_line_search(problem, w, wpd, xtd, grad, z):
+            return iteration + 1, "stalled", violation
+        if cycles == 1:
+            inner_eps *= 0.25
+        iteration += 1
+        gmax_old = gmax_new
+
+
+@njit(cache=True, error_model="numpy")
+def _glmnet_gradient(cols, curvature, tau, xjneg_sum, w, out, index, gmax_old, n_rows):
+    """The gradient and Hessian diagonal of the loss at w, and the outer shrinking of
+    solve_l1r_lr: (largest violation, sum of violations, active size); index[:active]
+    lists the active features."""
+    data, rows, indptr = cols
+    hdiag, grad = out
+    active = 0
+    gmax_new = 0.0
+    gnorm1 = 0.0
+    for j in range(w.shape[0]):
+        # H_jj = nu + sum_i x_ij^2 D_i;  grad_j = -sum_i x_ij tau_i + xjneg_sum_j
+        h = NU
+        dot = 0.0
+        for k in range(indptr[j], indptr[j + 1]):
+            h += data[k] * data[k] * curvature[rows[k]]
+            dot += data[k] * tau[rows[k]]
+        hdiag[j] = h
+        grad[j] = -dot + xjneg_sum[j]
+        violation = _violation(grad[j], w[j], gmax_old / n_rows)
+        if violation >= 0.0:  # not shrunk: active
+            index[active] = j
+            active += 1
+            gmax_new = max(gmax_new, violation)
+            gnorm1 += violation
+    return gmax_new, gnorm1, active
+
+
+@njit(cache=True, error_model="numpy")
+def _glmnet_quadratic(
+    cols, curvature, derivatives, w, wpd, xtd, index, active, rng, inner_tolerance
+):
+    """Coordinate descent on the quadratic model grad.d + d'Hd/2 + ||w + d||_1 over wpd =
+    w + d (xtd = X d kept); returns the number of cycles."""
+    data, rows, indptr = cols
+    hdiag, grad = derivatives
+    n_rows = xtd.shape[0]
+    qp_active = active
+    qp_gmax_old = np.inf
+    cycles = 0
+    while cycles < INNER_MAX_ITER:
+        shuffle_prefix(index, qp_active, rng)
+        qp_gmax_new = 0.0
+        qp_gnorm1 = 0.0
+        s = 0
+        while s < qp_active:
+            j = index[s]
+            h = hdiag[j]
+            # G = grad_j + nu (wpd_j - w_j) + sum_i x_ij D_i (X d)_i
+            g = grad[j] + (wpd[j] - w[j]) * NU
+            for k in range(indptr[j], indptr[j + 1]):
+                g += data[k] * curvature[rows[k]] * xtd[rows[k]]
+            violation = _violation(g, wpd[j], qp_gmax_old / n_rows)
+            if violation < 0.0:  # shrunk (inner level)
+                qp_active -= 1
+                index[s] = index[qp_active]
+                index[qp_active] = j
+                continue
+            step = _soft_newton_step(g, h, wpd[j])
+            qp_gmax_new = max(qp_gmax_new, violation)
+            qp_gnorm1 += violation
+            s += 1
+            if abs(step) < 1.0e-12:
+                continue
+            step = min(max(step, -10.0), 10.0)
+            # wpd_j += step;  X d += step x_j
+            wpd[j] += step
+            for k in range(indptr[j], indptr[j + 1]):
+                xtd[rows[k]] += step * data[k]
+        cycles += 1
+        if qp_gnorm1 <= inner_tolerance:
+            if qp_active == active:
+                break
+            qp_active = active  # reactivate and confirm
+            qp_gmax_old = np.inf
+            continue
+        qp_gmax_old = qp_gmax_new
+    return cycles
+
+
+def _glmnet_line_search(
+    problem: LinearProblem,
+    w: np.ndarray,
+    wpd: np.ndarray,
+    xtd: np.ndarray,
+    grad: np.ndarray,
+    z: np.ndarray,
+) -> bool:
+    """w <- w + t d for the first t = 1, 1/2, ... with sufficient decrease (z = X w kept);
+    False when none of LINE_SEARCH_STEPS trials decreases enough (w unchanged)."""
+    y, cost = problem.y, problem.cost
+    norm = float(np.abs(w).sum())
+    direction = wpd - w
+    xd = xtd.copy()
+    # sigma(-m_i), m_i = y_i w.x_i
+    sigma_neg = np.exp(-np.logaddexp(0.0, y * z))
+    # delta = grad.d + ||w + d||_1 - ||w||_1, times the step (Armijo)
+    full_delta = float(grad @ direction) + float(np.abs(wpd).sum()) - norm
+    step = 1.0
+    for _ in range(LINE_SEARCH_STEPS):
+        trial = w + step * direction
+        trial_norm = float(np.abs(trial).sum())
+        delta = step * full_delta
+        # loss change per row: log(1 + exp(-m - y x.d)) - log(1 + exp(-m))
+        change = float(np.sum(cost * np.log1p(sigma_neg * np.expm1(-y * xd))))
+        if trial_norm - norm + change - SIGMA * delta <= 0.0:
+            w[:] = trial
+            z += xd
+            return True
+        step *= 0.5
+        xd *= 0.5
+    return False
