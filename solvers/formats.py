@@ -54,6 +54,14 @@ LIBLINEAR_SOLVER_TYPES = {"l1": "L2R_L1LOSS_SVC_DUAL", "l2": "L2R_L2LOSS_SVC_DUA
 LIBLINEAR_L1R_SOLVER_TYPES = {"l2": "L1R_L2LOSS_SVC", "logistic": "L1R_LR"}
 # the solvers whose logistic model is LIBLINEAR's dual one (-s 7)
 LIBLINEAR_DUAL_SOLVER_TYPES = {"logistic_dcd": "L2R_LR_DUAL"}
+# the formulations of solvers/linear_tasks.py: (formulation, loss, method) -> solver_type
+LIBLINEAR_TASK_TYPES = {
+    ("crammer_singer", "l1", None): "MCSVM_CS",
+    ("epsilon_svr", "l2", "primal"): "L2R_L2LOSS_SVR",
+    ("epsilon_svr", "l2", "dual"): "L2R_L2LOSS_SVR_DUAL",
+    ("epsilon_svr", "l1", "dual"): "L2R_L1LOSS_SVR_DUAL",
+    ("one_class", "l1", None): "ONECLASS_SVM",
+}
 
 
 class ModelFormatError(ValueError):
@@ -67,23 +75,25 @@ class ModelFormatError(ValueError):
 def liblinear_model_text(model: LinearModel, params: dict[str, Any]) -> str:
     """LIBLINEAR's model file of a linear model trained with `params` (loss, bias,
     bias_scale as applied)."""
-    labels = _integer_labels(model.classes, "LIBLINEAR")
+    classified = model.task == "classification"
+    labels = _integer_labels(model.classes, "LIBLINEAR") if classified else []
     # an imported model keeps the solver_type of its file (solvers/model_import.py)
     solver_type = params.get("solver_type") or liblinear_solver_type(params)
-    augment = params.get("bias", "augment") == "augment"
+    outlier = model.task == "outlier"  # LIBLINEAR's one-class has rho, never a bias
+    augment = params.get("bias", "augment") == "augment" and not outlier
     bias_scale = float(params.get("bias_scale", 1.0)) if augment else -1.0
-    label_order = [labels[1], labels[0]] if model.coef.shape[0] == 1 else labels
-    if not augment and np.any(model.intercept != 0):
+    binary = model.coef.shape[0] == 1 and classified
+    label_order = [labels[1], labels[0]] if binary else labels
+    if not augment and not outlier and np.any(model.intercept != 0):
         raise ModelFormatError("this model has a free intercept, which LIBLINEAR files "
                                "cannot hold")
-    lines = [
-        f"solver_type {solver_type}",
-        f"nr_class {len(labels)}",
-        "label " + " ".join(str(v) for v in label_order),
-        f"nr_feature {model.n_features}",
-        f"bias {bias_scale:.17g}",
-        "w",
-    ]
+    lines = [f"solver_type {solver_type}", f"nr_class {max(len(labels), 2)}"]
+    if classified:
+        lines.append("label " + " ".join(str(v) for v in label_order))
+    lines += [f"nr_feature {model.n_features}", f"bias {bias_scale:.17g}"]
+    if outlier:
+        lines.append(f"rho {-float(model.intercept[0]):.17g}")
+    lines.append("w")
     lines += [" ".join(f"{v:.17g}" for v in row) + " " for row in model.coef.T]
     if augment:
         lines.append(" ".join(f"{v / bias_scale:.17g}" for v in model.intercept) + " ")
@@ -95,6 +105,10 @@ def liblinear_solver_type(params: dict[str, Any]) -> str:
     the caller knows it, the solver). Logistic types make LIBLINEAR's predict -b 1 give
     the model's probabilities."""
     loss = params.get("loss", "l1")
+    task_type = LIBLINEAR_TASK_TYPES.get(
+        (str(params.get("formulation")), str(loss), params.get("method")))
+    if task_type is not None:
+        return task_type
     if params.get("penalty") == "l1":
         return LIBLINEAR_L1R_SOLVER_TYPES[loss]
     fallback = LIBLINEAR_SOLVER_TYPES.get(loss, "L2R_L1LOSS_SVC_DUAL")

@@ -38,6 +38,9 @@ class LinearModel:
     classes: np.ndarray  # sorted class values
     coef: np.ndarray  # (n_outputs, n_features)
     intercept: np.ndarray  # (n_outputs,)
+    # "classification"; "regression" (linear SVR: the value itself, classes empty) or
+    # "outlier" (one-class: +1 when the value is > 0, else -1; classes [-1, 1])
+    task: str = "classification"
     kind: ClassVar[str] = "linear"
 
     @property
@@ -52,18 +55,29 @@ class LinearModel:
     def predict(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Labels and decision values: one value per row for two classes, one per class else."""
         scores = self.decision_function(X)
+        if self.task == "regression":
+            return scores[:, 0].copy(), scores[:, 0]
+        if self.task == "outlier":
+            return np.where(scores[:, 0] > 0, 1.0, -1.0), scores[:, 0]
         if self.coef.shape[0] == 1:
             values = scores[:, 0]
             return np.where(values > 0, self.classes[1], self.classes[0]), values
         return self.classes[np.argmax(scores, axis=1)], scores
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"classes": self.classes, "coef": self.coef, "intercept": self.intercept}
+        arrays = {"classes": self.classes, "coef": self.coef, "intercept": self.intercept}
+        if self.task != "classification":
+            arrays["task"] = np.array(LINEAR_TASKS.index(self.task))
+        return arrays
 
     @classmethod
     def from_arrays(cls, arrays: Any) -> LinearModel:
+        task = LINEAR_TASKS[int(arrays["task"])] if "task" in arrays else "classification"
         return cls(classes=np.array(arrays["classes"]), coef=np.array(arrays["coef"]),
-                   intercept=np.array(arrays["intercept"]))
+                   intercept=np.array(arrays["intercept"]), task=task)
+
+
+LINEAR_TASKS = ("classification", "regression", "outlier")  # codes of a stored model
 
 
 Estimator = LinearModel | KernelModel

@@ -125,7 +125,10 @@ def label_key(label: float) -> str:
 WarmStart = Literal["dual", "primal", "state"]
 Certificate = Literal["duality_gap", "kkt"]
 Size = Literal["any", "few_weights", "few_rows", "few_wide_rows"]
-Task = Literal["binary", "multiclass_ovr", "multiclass_ovo"]
+# "multiclass_joint": all classes in one problem (Crammer-Singer); "single_output": one
+# problem whatever y is (regression, outlier detection)
+Task = Literal["binary", "multiclass_ovr", "multiclass_ovo", "multiclass_joint",
+               "single_output"]
 LINEAR_TASKS: tuple[Task, ...] = ("binary", "multiclass_ovr")
 L1_LOSSES = ("l2", "logistic")  # the losses of penalty "l1" (LIBLINEAR -s 5, 6)
 L1R_PREFIX = "l1r_"  # problem_loss of an L1-regularised problem: "l1r_" + its loss
@@ -169,7 +172,13 @@ FORMULATIONS: dict[str, Formulation] = {
         "min 1/2 (a - a*)'K(a - a*) - y'(a - a*), 0 <= a_i, a*_i <= C_i, e'(a - a*) = 0, "
         "e'(a + a*) = C nu sum_i w_i (LIBSVM -s 4, Solver_NU; epsilon = -r)",
         ("C", "nu"), "laplace"),
+    "crammer_singer": Formulation(
+        "crammer_singer", "classification",
+        "min_a 1/2 sum_m ||sum_i a_i^m x_i||^2 + sum_{i, m != y_i} a_i^m, sum_m a_i^m = 0, "
+        "a_i^m <= C_i [m = y_i] (LIBLINEAR -s 4; one weight vector per class, trained "
+        "jointly)", ("C", "class_weight"), None),
 }
+LIBSVM_FORMULATIONS = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
 
 
 def task_of(solver: str, applied: Mapping[str, Any]) -> TaskName:
@@ -378,6 +387,48 @@ _DUAL_CD_FALLBACK = (
          note=_GAP_NOTE + "; few wide examples: interior point"),
     Step(target="tron", losses=("l2",), note=_GAP_NOTE),
     Step(target="ocas", losses=("l1",), eps_from_tol=True, note=_GAP_NOTE),
+)
+
+_SVR_EPSILON = Param("epsilon", "float", 0.1, "Width of the insensitive tube (LIBLINEAR -p).",
+                     minimum=0.0, maximum=1e12)
+_SEED = Param("seed", "int", 0, "Seed of the random order of the rows; runs with the same "
+              "seed are reproducible.", minimum=0, maximum=2**63 - 1)
+# name, formulation, losses, tasks, randomized, description, problem, params, max_iter,
+# unit of max_iter (solvers/linear_tasks.py; certificate: the duality gap at the model)
+_LINEAR_TASK_SOLVERS: tuple[tuple[Any, ...], ...] = (
+    ("crammer_singer", "crammer_singer", ("l1",), ("binary", "multiclass_joint"), True,
+     "Crammer-Singer multi-class SVM by the sequential dual method (Keerthi et al. 2008; "
+     "LIBLINEAR -s 4): one weight vector per class (also for two classes), predicts the "
+     "class of the largest score.", "",
+     (_c_param(), _eps_param(0.1, "Inner rule: the largest sub-problem violation of a "
+                             "sweep <= eps, then the certificate is checked (tightened "
+                             "by 10 while it fails); converged is decided by tol."),
+      *_bias_params(("augment", "none"), "augment"), _class_weight(), _SEED),
+     1000, "sweeps"),
+    ("linear_svr", "epsilon_svr", ("l1", "l2"), ("single_output",), True,
+     "Linear epsilon-SVR (Ho & Lin 2012): dual coordinate descent with shrinking "
+     "(LIBLINEAR -s 13 l1, -s 12 l2) or, method 'primal' (l2), Newton steps with "
+     "conjugate gradient (-s 11). Predicts the value.",
+     "min_w 1/2||w||^2 + sum_i C_i max(0, |w.x_i - y_i| - epsilon)^p, p = 1 (l1) or 2 (l2)",
+     (_c_param(), _SVR_EPSILON, _loss(("l1", "l2"), "l2"),
+      Param("method", "choice", "dual", "'dual' coordinate descent (l1, l2) or 'primal' "
+            "Newton (l2 only).", choices=("dual", "primal")),
+      _eps_param(0.1, "Inner rule of the dual CD: the sum of the projected-gradient "
+                 "violations of a sweep <= eps times the first sweep's; converged is "
+                 "decided by tol."),
+      *_bias_params(("augment", "none"), "augment"), _SEED),
+     1000, "sweeps (dual) or Newton steps (primal)"),
+    ("linear_one_class", "one_class", ("l1",), ("single_output",), False,
+     "Linear one-class SVM (LIBLINEAR -s 21, 2.42+): pair updates of the most violating "
+     "pairs; +1 inlier, -1 outlier.",
+     "min_{w,rho} 1/2||w||^2 - rho nu sum_i U_i + sum_i U_i max(0, rho - w.x_i), U_i the "
+     "sample weight",
+     (Param("nu", "float", 0.5, "Upper bound on the fraction of outliers, lower bound on "
+            "the fraction of support vectors (LIBLINEAR -n).", minimum=0.0,
+            exclusive_minimum=True, maximum=1.0),
+      _eps_param(0.01, "Inner rule: max -G over I_up minus min -G over I_low < eps; "
+                 "converged is decided by tol.")),
+     1000, "outer iterations"),
 )
 
 SOLVERS: dict[str, SolverSpec] = {
@@ -640,7 +691,7 @@ SOLVERS: dict[str, SolverSpec] = {
         kind="kernel",
         losses=("l1",), tasks=("binary", "multiclass_ovo", "multiclass_ovr"),
         certificate="kkt", warm_start="state", scale_sensitive=True,
-        formulations=tuple(FORMULATIONS), sample_weights=True,
+        formulations=LIBSVM_FORMULATIONS, sample_weights=True,
         description="Sequential minimal optimization for kernel SVMs (Platt 1998) with "
         "second-order working-set selection, shrinking and a kernel cache; LIBSVM's C-SVC, "
         "nu-SVC, one-class SVM, epsilon-SVR and nu-SVR (Solver_NU for the nu variants).",
@@ -651,8 +702,8 @@ SOLVERS: dict[str, SolverSpec] = {
                   "The problem (LIBSVM's svm_type): 'c_svc' and 'nu_svc' classification, "
                   "'one_class' outlier detection (+1 inlier, -1 outlier), 'epsilon_svr' and "
                   "'nu_svr' regression. " + " ".join(
-                      f"{f.name}: {f.problem}." for f in FORMULATIONS.values()),
-                  choices=tuple(FORMULATIONS)),
+                      f"{f}: {FORMULATIONS[f].problem}." for f in LIBSVM_FORMULATIONS),
+                  choices=LIBSVM_FORMULATIONS),
             _c_param(),
             Param("nu", "float", 0.5, "nu of nu_svc, one_class and nu_svr (LIBSVM -n): a "
                   "lower bound on the fraction of support vectors and an upper bound on "
@@ -678,6 +729,16 @@ SOLVERS: dict[str, SolverSpec] = {
             _threads(),
         ),
     ),
+    **{name: SolverSpec(
+        name=name, module="solvers.linear_tasks", kind="linear", losses=losses,
+        tasks=tasks, formulations=(formulation,), sample_weights=True, randomized=randomized,
+        description=description, problem=FORMULATIONS[formulation].problem if formulation
+        == "crammer_singer" else problem, params=(
+            Param("formulation", "choice", formulation, f"The problem: {formulation}.",
+                  choices=(formulation,)), *params,
+            _tol_param(), *_limits(max_iter, unit)))
+       for name, formulation, losses, tasks, randomized, description, problem, params,
+       max_iter, unit in _LINEAR_TASK_SOLVERS},
 }
 
 # -- the workflow: scaling and probabilities, valid for every solver ---------------------
@@ -745,7 +806,8 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
             f"accepted: {', '.join(sorted(known_names))}",
             unknown[0],
         )
-    formulation = given.get("formulation", "c_svc")
+    formulation = given.get("formulation", next(
+        (p.default for p in spec.params if p.name == "formulation"), "c_svc"))
     if formulation in FORMULATIONS and "formulation" in known_names:
         reads = FORMULATIONS[formulation].reads
         defaults = {p.name: p.default for p in spec.params}

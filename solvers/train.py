@@ -161,7 +161,9 @@ def fit(
         solver, applied, auto = _resolve_auto(data, applied)
     spec = SOLVERS[solver]
     module = solver_module(solver)
-    kernel = cast(KernelSolverModule, module) if spec.kind == "kernel" else None
+    # a module with its own ASSEMBLY (kernel solvers, the linear formulations of
+    # solvers/linear_tasks.py) builds its problems and model and schedules its solves
+    kernel = cast(KernelSolverModule, module) if hasattr(module, "ASSEMBLY") else None
     assembly: Assembly = LINEAR if kernel is None else kernel.ASSEMBLY
     problems = assembly.problems(data, applied)
     if spec.warm_start == "state" and (keep_solver_state or warm_start is not None):

@@ -1,0 +1,298 @@
+"""The compiled sweeps of the linear formulations beyond the binary SVM (solvers/
+linear_tasks.py): Crammer-Singer's sequential dual method, the dual coordinate descent of
+linear SVR and the pair updates of the linear one-class SVM, each as LIBLINEAR 2.50's
+linear.cpp runs it (`Solver_MCSVM_CS`, `solve_l2r_l1l2_svr`, `solve_oneclass_svm`), with
+a per-row cost C_i (LIBLINEAR's weights extension). Every kernel runs a bounded number of
+sweeps and returns, so Python can certify, report progress and honour limits between
+calls; the state lives in the arrays passed in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from solvers._kernel_helpers import next_below, row_axpy, row_dot
+
+_INF = np.inf
+
+
+@njit(cache=True)
+def row_sq_norms(data, indptr):
+    n = indptr.shape[0] - 1
+    out = np.zeros(n)
+    for i in range(n):
+        total = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            total += data[k] * data[k]
+        out[i] = total
+    return out
+
+
+@njit(cache=True)
+def _shuffle(index, size, rng):
+    for s in range(size):
+        j = s + next_below(rng, np.uint64(size - s))
+        index[s], index[j] = index[j], index[s]
+
+
+# --------------------------------------------------------------------------------------
+# Crammer-Singer (Keerthi et al. 2008; LIBLINEAR -s 4)
+
+
+@njit(cache=True)
+def _cs_subproblem(a_i, yi, c_yi, b, k, alpha_new, scratch):
+    """min_a 1/2 A ||a||^2 + b'a, sum(a) = 0, a_m <= C^m (C^yi = c_yi, else 0): LIBLINEAR's
+    solve_sub_problem (sort, then the threshold beta)."""
+    for m in range(k):
+        scratch[m] = b[m]
+    scratch[yi] += a_i * c_yi
+    scratch[:k] = -np.sort(-scratch[:k])  # descending
+    beta = scratch[0] - a_i * c_yi
+    r = 1
+    while r < k and beta < r * scratch[r]:
+        beta += scratch[r]
+        r += 1
+    beta /= r
+    for m in range(k):
+        bound = c_yi if m == yi else 0.0
+        alpha_new[m] = min(bound, (beta - b[m]) / a_i)
+
+
+@njit(cache=True)
+def cs_sweeps(data, indices, indptr, label, cost, qd, alpha, W, k, sweeps, rng, index):
+    """`sweeps` passes of the sequential dual method over rows in random order. alpha is
+    (n, k) row-major, W (d, k) row-major (w_m = sum_i alpha_i^m x_i). Returns the largest
+    violation max_m G_m - min_{m: alpha_m < C^m} G_m seen in the last sweep."""
+    n = indptr.shape[0] - 1
+    grad = np.empty(k)
+    b = np.empty(k)
+    alpha_new = np.empty(k)
+    scratch = np.empty(k)
+    worst = 0.0
+    for _ in range(sweeps):
+        worst = 0.0
+        _shuffle(index, n, rng)
+        for s in range(n):
+            i = index[s]
+            a_i = qd[i]
+            if a_i <= 0.0 or cost[i] <= 0.0:
+                continue
+            start, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
+            yi = label[i]
+            for m in range(k):
+                grad[m] = 0.0 if m == yi else 1.0
+            for p in range(start, end):
+                j = np.uint32(indices[p])
+                v = data[p]
+                for m in range(k):
+                    grad[m] += W[j * k + m] * v
+            gmax = -_INF
+            gmin = _INF
+            for m in range(k):
+                gmax = max(gmax, grad[m])
+                bound = cost[i] if m == yi else 0.0
+                if alpha[i * k + m] < bound:
+                    gmin = min(gmin, grad[m])
+            if gmax - gmin > worst:
+                worst = gmax - gmin
+            if gmax - gmin <= 1e-12:
+                continue
+            for m in range(k):
+                b[m] = grad[m] - a_i * alpha[i * k + m]
+            _cs_subproblem(a_i, yi, cost[i], b, k, alpha_new, scratch)
+            for m in range(k):
+                delta = alpha_new[m] - alpha[i * k + m]
+                if delta != 0.0:
+                    alpha[i * k + m] = alpha_new[m]
+                    for p in range(start, end):
+                        W[np.uint32(indices[p]) * k + m] += delta * data[p]
+    return worst
+
+
+@njit(cache=True)
+def cs_objectives(data, indices, indptr, label, cost, alpha, W, k):
+    """(P(W), f(alpha)): the primal 1/2 ||W||^2 + sum_i C_i max_m (e_i^m + (w_m - w_yi).x_i)
+    and LIBLINEAR's dual 1/2 ||W||^2 + sum_{i, m != yi} alpha_i^m (minimised; the gap is
+    P + f >= 0 for W = W(alpha))."""
+    n = indptr.shape[0] - 1
+    half = 0.5 * np.sum(W * W)
+    loss = 0.0
+    linear = 0.0
+    scores = np.empty(k)
+    for i in range(n):
+        yi = label[i]
+        for m in range(k):
+            scores[m] = 0.0
+            if m != yi:
+                linear += alpha[i * k + m]
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            for m in range(k):
+                scores[m] += W[j * k + m] * data[p]
+        worst = 0.0
+        for m in range(k):
+            if m != yi:
+                worst = max(worst, 1.0 + scores[m] - scores[yi])
+        loss += cost[i] * worst
+    return half + loss, half + linear
+
+
+# --------------------------------------------------------------------------------------
+# Linear SVR, dual coordinate descent (Ho & Lin 2012; LIBLINEAR -s 12, -s 13)
+
+
+@njit(cache=True)
+def svr_sweeps(
+    data, indices, indptr, target, upper, lam, p, qd, beta, w, sweeps, eps, rng, index, state
+):
+    """Sweeps of LIBLINEAR's solve_l2r_l1l2_svr (shrinking included) on
+    min_b 1/2 ||w(b)||^2 + sum_i (lam_i / 2 b_i^2 - y_i b_i + p |b_i|), -U_i <= b_i <= U_i.
+    state = [Gmax_old, Gnorm1_init, active_size]. Returns 1 when the stop rule
+    Gnorm1 <= eps * Gnorm1_init held on an unshrunk sweep, else 0."""
+    n = indptr.shape[0] - 1
+    for _ in range(sweeps):
+        gmax_old = state[0]
+        active = np.int64(state[2])
+        gmax_new = 0.0
+        gnorm1 = 0.0
+        _shuffle(index, active, rng)
+        s = 0
+        while s < active:
+            i = index[s]
+            start, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
+            g = -target[i] + lam[i] * beta[i] + row_dot(w, data, indices, start, end)
+            h = qd[i] + lam[i]
+            gp = g + p
+            gn = g - p
+            violation = 0.0
+            shrink = False
+            if beta[i] == 0.0:
+                if gp < 0.0:
+                    violation = -gp
+                elif gn > 0.0:
+                    violation = gn
+                elif gp > gmax_old and gn < -gmax_old:
+                    shrink = True
+            elif beta[i] >= upper[i]:
+                if gp > 0.0:
+                    violation = gp
+                elif gp < -gmax_old:
+                    shrink = True
+            elif beta[i] <= -upper[i]:
+                if gn < 0.0:
+                    violation = -gn
+                elif gn > gmax_old:
+                    shrink = True
+            elif beta[i] > 0.0:
+                violation = abs(gp)
+            else:
+                violation = abs(gn)
+            if shrink:
+                active -= 1
+                index[s], index[active] = index[active], index[s]
+                continue
+            s += 1
+            gmax_new = max(gmax_new, violation)
+            gnorm1 += violation
+            if h <= 0.0:
+                continue
+            if gp < h * beta[i]:
+                d = -gp / h
+            elif gn > h * beta[i]:
+                d = -gn / h
+            else:
+                d = -beta[i]
+            if abs(d) < 1e-12:
+                continue
+            old = beta[i]
+            beta[i] = min(max(beta[i] + d, -upper[i]), upper[i])
+            d = beta[i] - old
+            if d != 0.0:
+                row_axpy(d, data, indices, start, end, w)
+        if state[1] < 0.0:
+            state[1] = gnorm1
+        if gnorm1 <= eps * state[1]:
+            if active == n:
+                state[2] = active
+                return 1
+            state[2] = n
+            state[0] = _INF
+            continue
+        state[0] = gmax_new
+        state[2] = active
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# Linear one-class SVM (LIBLINEAR -s 21)
+
+
+@njit(cache=True)
+def oneclass_sweeps(data, indices, indptr, upper, qd, alpha, w, sweeps, eps):
+    """Outer iterations of LIBLINEAR's solve_oneclass_svm on min_a 1/2 ||X'a||^2,
+    0 <= a_i <= U_i, sum a = const: the largest violations max -G over I_up and min -G
+    over I_low (G = X w), then pair updates of the max(n / 10, 1) most violating pairs.
+    Returns (1 if max -G(I_up) - min -G(I_low) < eps, the violation)."""
+    n = indptr.shape[0] - 1
+    grad = np.empty(n)
+    up_key = np.empty(n)
+    low_key = np.empty(n)
+    violation = _INF
+    for _ in range(sweeps):
+        neg_max = -_INF
+        neg_min = _INF
+        for i in range(n):
+            grad[i] = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+            if alpha[i] < upper[i]:
+                neg_max = max(neg_max, -grad[i])
+            if alpha[i] > 0.0:
+                neg_min = min(neg_min, -grad[i])
+        violation = neg_max - neg_min
+        if violation < eps:
+            return 1, violation
+        for i in range(n):
+            up_key[i] = grad[i] if alpha[i] < upper[i] else _INF  # ascending G = max -G
+            low_key[i] = -grad[i] if alpha[i] > 0.0 else _INF  # ascending -G
+        ups = np.argsort(up_key)
+        lows = np.argsort(low_key)
+        inner = max(n // 10, 1)
+        for s in range(inner):
+            i = ups[s]
+            j = lows[s]
+            if up_key[i] == _INF or low_key[j] == _INF or i == j:
+                break
+            si, ei = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
+            sj, ej = np.uint64(indptr[j]), np.uint64(indptr[j + 1])
+            gi = row_dot(w, data, indices, si, ei)
+            gj = row_dot(w, data, indices, sj, ej)
+            if not (
+                (alpha[i] < upper[i] and alpha[j] > 0.0 and -gj + 1e-12 < -gi)
+                or (alpha[i] > 0.0 and alpha[j] < upper[j] and -gi + 1e-12 < -gj)
+            ):
+                continue
+            qij = 0.0
+            p, q = si, sj
+            while p < ei and q < ej:  # x_i . x_j: merge of two sorted rows
+                if indices[p] == indices[q]:
+                    qij += data[p] * data[q]
+                    p += np.uint64(1)
+                    q += np.uint64(1)
+                elif indices[p] < indices[q]:
+                    p += np.uint64(1)
+                else:
+                    q += np.uint64(1)
+            quad = qd[i] + qd[j] - 2.0 * qij
+            if quad <= 0.0:
+                quad = 1e-12
+            total = alpha[i] + alpha[j]
+            new_i = alpha[i] - (gi - gj) / quad
+            new_i = min(max(new_i, max(0.0, total - upper[j])), min(upper[i], total))
+            delta = new_i - alpha[i]
+            if delta == 0.0:
+                continue
+            alpha[i] = new_i
+            alpha[j] = total - new_i
+            row_axpy(delta, data, indices, si, ei, w)
+            row_axpy(-delta, data, indices, sj, ej, w)
+    return 0, violation

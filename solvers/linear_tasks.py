@@ -1,0 +1,563 @@
+"""Linear formulations beyond the binary SVM, each as LIBLINEAR 2.50 defines it and each
+with a certificate (a dual value at a feasible dual point: the gap P - D >= 0 bounds the
+distance of the returned model from the optimum; `converged` only when gap / |P| <= tol):
+
+- `crammer_singer` (LIBLINEAR -s 4; Keerthi, Sundararajan, Chang, Hsieh & Lin 2008, the
+  sequential dual method): one weight vector per class, trained jointly,
+      P(W) = 1/2 sum_m ||w_m||^2 + sum_i C_i max_m (e_i^m + w_m.x_i - w_yi.x_i),
+      e_i^m = 0 for m = y_i else 1; dual  min f(a) = 1/2 sum_m ||w_m(a)||^2 +
+      sum_{i, m != yi} a_i^m, sum_m a_i^m = 0, a_i^m <= C_i [m = y_i], gap P + f.
+  Predicts the class of the largest w_m.x (also for two classes: two weight vectors).
+- `linear_svr` (Ho & Lin 2012): epsilon-insensitive regression,
+      P(w) = 1/2 ||w||^2 + sum_i C_i max(0, |w.x_i - y_i| - epsilon)^p, p = 1 (l1) or 2 (l2);
+  method "dual" runs LIBLINEAR's dual coordinate descent (-s 13 l1, -s 12 l2) on
+      min_b 1/2 ||sum b_i x_i||^2 + sum_i (lam_i / 2 b_i^2 - y_i b_i + epsilon |b_i|),
+      |b_i| <= U_i (l1: lam_i = 0, U_i = C_i; l2: lam_i = 1 / (2 C_i), U_i = inf);
+  method "primal" (l2 only, -s 11) Newton steps with conjugate gradient and a line search,
+  certified by the dual point b_i = -2 C_i sign(r_i) max(0, |r_i| - epsilon) of its w.
+- `linear_one_class` (LIBLINEAR -s 21, 2.42+): min_{w, rho} 1/2 ||w||^2 - rho nu sum U_i +
+  sum_i U_i max(0, rho - w.x_i) (U_i = sample weight, 1 by default; LIBLINEAR's scaling of
+  Schölkopf's problem by nu l), dual min 1/2 ||X'a||^2, 0 <= a_i <= U_i, sum a = nu sum U,
+  solved by LIBLINEAR's pair updates; rho as LIBLINEAR computes it. Predicts +1 (inlier)
+  when w.x - rho > 0, else -1. No bias (LIBLINEAR ignores -B here).
+
+C_i = C * class_weight[y_i] * sample_weight_i; rows of weight 0 are left out.
+`bias="augment"` appends the constant feature of value bias_scale (LIBLINEAR's -B,
+regularised). The solvers share one assembly (`ASSEMBLY`, solvers/train.py): a fit is one
+problem, not one binary problem per class.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from solvers import _linear_tasks_kernels as kernels
+from solvers.backbone import BinarySolution, CsrArrays, ProgressMonitor, seed_state
+from solvers.certificate import Certificate, warning_text
+from solvers.inputs import TrainingSet
+from solvers.models import LinearModel
+from solvers.result import FitResult
+
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({},)
+_CHECK_EVERY = 10  # sweeps between two certificates when the inner rule has not held
+
+
+@dataclass(frozen=True)
+class TaskProblem:
+    """One linear problem of a formulation: rows (with the bias feature when augmented),
+    per-row costs, and the class index (crammer_singer) or target (linear_svr) of a row."""
+
+    X: CsrArrays
+    cost: np.ndarray
+    label: np.ndarray  # int64 class index (crammer_singer), else zeros
+    target: np.ndarray  # float64 targets (linear_svr), else zeros
+    n_outputs: int
+    n_features: int  # without the bias feature
+    bias_scale: float  # 0.0: no bias feature
+
+    def matrix(self) -> sp.csr_matrix:
+        return sp.csr_matrix(
+            (self.X.data, self.X.indices, self.X.indptr), shape=(self.X.n_rows, self.X.n_features)
+        )
+
+
+def augmented(X: CsrArrays, bias_scale: float) -> CsrArrays:
+    """X with one more column of constant value bias_scale (none when 0)."""
+    if bias_scale <= 0.0:
+        return X
+    ends = X.indptr[1:]
+    data = np.insert(X.data, ends, bias_scale)
+    indices = np.insert(X.indices, ends, np.int32(X.n_features)).astype(np.int32)
+    indptr = X.indptr + np.arange(X.indptr.shape[0], dtype=np.int64)
+    return CsrArrays(
+        np.ascontiguousarray(data),
+        np.ascontiguousarray(indices),
+        np.ascontiguousarray(indptr),
+        X.n_features + 1,
+    )
+
+
+def _rows(X: CsrArrays, keep: np.ndarray) -> CsrArrays:
+    if bool(np.all(keep)):
+        return X
+    kept = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.n_rows, X.n_features))[keep]
+    return CsrArrays(
+        np.ascontiguousarray(kept.data, dtype=np.float64),
+        np.ascontiguousarray(kept.indices, dtype=np.int32),
+        np.ascontiguousarray(kept.indptr, dtype=np.int64),
+        X.n_features,
+    )
+
+
+class _Assembly:
+    """A training set as one TaskProblem, its solution as a FitResult."""
+
+    def problems(self, data: TrainingSet, applied: dict[str, Any]) -> list[TaskProblem]:
+        formulation = str(applied["formulation"])
+        weights = data.weights()
+        if formulation == "one_class":
+            cost = weights.astype(np.float64)
+        else:
+            cost = data.class_cost[data.label_index] * weights
+        keep = cost > 0
+        if not bool(np.any(keep)):
+            raise ValueError("every row has weight 0: nothing to train")
+        bias_scale = float(applied["bias_scale"]) if applied.get("bias") == "augment" else 0.0
+        n = data.X.n_rows
+        target = data.targets if data.targets is not None else np.zeros(n)
+        return [
+            TaskProblem(
+                X=augmented(_rows(data.X, keep), bias_scale),
+                cost=np.ascontiguousarray(cost[keep]),
+                label=np.ascontiguousarray(data.label_index[keep], dtype=np.int64),
+                target=np.ascontiguousarray(target[keep], dtype=np.float64),
+                n_outputs=data.n_classes if formulation == "crammer_singer" else 1,
+                n_features=data.X.n_features,
+                bias_scale=bias_scale,
+            )
+        ]
+
+    def untrained(
+        self, problem: TaskProblem, applied: dict[str, Any], reason: str
+    ) -> BinarySolution:
+        w = np.zeros((problem.n_outputs, problem.X.n_features))
+        return BinarySolution(w=w, iterations=0, exit_reason=reason, primal=math.inf)
+
+    def result(
+        self,
+        solver: str,
+        data: TrainingSet,
+        problems: list[TaskProblem],
+        solutions: list[BinarySolution],
+        applied: dict[str, Any],
+        timings: dict[str, float],
+    ) -> FitResult:
+        problem, solution = problems[0], solutions[0]
+        W = np.asarray(solution.w).reshape(problem.n_outputs, -1)
+        d = problem.n_features
+        formulation = str(applied["formulation"])
+        if formulation == "one_class":
+            intercept = np.array([-float(solution.intercept or 0.0)])
+        elif problem.bias_scale > 0:
+            intercept = W[:, d] * problem.bias_scale
+        else:
+            intercept = np.zeros(problem.n_outputs)
+        task = {
+            "crammer_singer": "classification",
+            "epsilon_svr": "regression",
+            "one_class": "outlier",
+        }[formulation]
+        classes = np.array([-1.0, 1.0]) if task == "outlier" else data.classes
+        model = LinearModel(
+            classes=classes, coef=np.ascontiguousarray(W[:, :d]), intercept=intercept, task=task
+        )
+        primal = float(solution.primal) if solution.primal is not None else math.inf
+        dual = float(solution.dual) if solution.dual is not None else -math.inf
+        certificate = Certificate(primal, dual, "dual")
+        tol = float(applied["tol"])
+        converged = certificate.holds(tol) and solution.exit_reason == "converged"
+        warnings = (
+            [] if converged else [warning_text(solver, solution.exit_reason, certificate, tol)]
+        )
+        return FitResult(
+            solver=solver,
+            model=model,
+            primal_objective=primal,
+            dual_objective=dual,
+            duality_gap=certificate.gap,
+            iterations=solution.iterations,
+            exit_reason=solution.exit_reason,
+            train_seconds=timings["solve_s"],
+            params=applied,
+            timings=timings,
+            per_output=[
+                {
+                    "primal_objective": primal,
+                    "dual_objective": dual,
+                    "duality_gap": certificate.gap,
+                    "violation": solution.violation,
+                    "iterations": solution.iterations,
+                    "exit_reason": solution.exit_reason,
+                    **solution.details,
+                }
+            ],
+            converged=converged,
+            relative_gap=certificate.relative_gap,
+            tol=tol,
+            warnings=warnings,
+            path=[
+                {
+                    "solver": solver,
+                    "exit": solution.exit_reason,
+                    "iterations": solution.iterations,
+                    "seconds": timings["solve_s"],
+                    "relative_gap": certificate.relative_gap,
+                    "reason": "requested",
+                }
+            ],
+        )
+
+
+ASSEMBLY = _Assembly()
+
+
+def solve_all(
+    problems: list[TaskProblem], params: dict[str, Any], monitor: ProgressMonitor
+) -> list[BinarySolution]:
+    return [solve(problem, params, monitor) for problem in problems]
+
+
+def solve(problem: TaskProblem, params: dict[str, Any], monitor: ProgressMonitor) -> BinarySolution:
+    formulation = str(params["formulation"])
+    started = time.perf_counter()
+    if formulation == "crammer_singer":
+        solution = _solve_cs(problem, params, monitor)
+    elif formulation == "one_class":
+        solution = _solve_one_class(problem, params, monitor)
+    elif params.get("method", "dual") == "primal":
+        solution = _solve_svr_primal(problem, params, monitor)
+    else:
+        solution = _solve_svr_dual(problem, params, monitor)
+    solution.timings["solver_s"] = time.perf_counter() - started
+    return solution
+
+
+def _stop_reason(
+    monitor: ProgressMonitor, iteration: int, primal: float, dual: float
+) -> str | None:
+    """ "max_seconds" or "cancelled" when the fit must stop now, else None (throttled
+    progress events in between)."""
+    if monitor.out_of_time():
+        return "max_seconds"
+    if monitor.event_due() and monitor.report(
+        lambda: {
+            "iteration": iteration,
+            "primal": primal,
+            "dual": dual,
+            "gap": primal - dual,
+            "violation": None,
+            "active_size": None,
+        }
+    ):
+        return "cancelled"
+    return None
+
+
+def _relative(primal: float, dual: float) -> float:
+    return (primal - dual) / max(abs(primal), 1e-300)
+
+
+def _rng(params: dict[str, Any]) -> np.ndarray:
+    return np.array([seed_state(int(params.get("seed") or 0))], dtype=np.uint64)
+
+
+@dataclass
+class _Run:
+    iterations: int
+    exit_reason: str
+    primal: float
+    dual: float
+    violation: float
+    eps: float
+
+    def solution(self, w: np.ndarray, dual_point: np.ndarray) -> BinarySolution:
+        return BinarySolution(
+            w=w,
+            iterations=self.iterations,
+            exit_reason=self.exit_reason,
+            primal=self.primal,
+            dual=self.dual,
+            gap=self.primal - self.dual,
+            violation=None if math.isnan(self.violation) else self.violation,
+            alpha=dual_point,
+            details={"eps_final": self.eps},
+        )
+
+
+def _drive(
+    sweeps: Callable[[int, float], tuple[int, bool, float]],
+    objectives: Callable[[], tuple[float, float]],
+    params: dict[str, Any],
+    monitor: ProgressMonitor,
+) -> _Run:
+    """The loop of the dual methods: `sweeps(budget, eps)` runs at most budget sweeps and
+    says how many ran, whether its inner rule held (at eps) and its violation; after each
+    call the certificate `objectives()` = (P, D) is checked. Converged when (P - D) / |P|
+    <= tol; an inner rule that holds first is tightened tenfold (as the fallback rule of
+    the binary solvers continues with eps / 10)."""
+    eps, tol, max_iter = float(params["eps"]), float(params["tol"]), int(params["max_iter"])
+    run = _Run(0, "max_iter", *objectives(), math.inf, eps)
+    while run.iterations < max_iter:
+        done, held, run.violation = sweeps(min(_CHECK_EVERY, max_iter - run.iterations), eps)
+        run.iterations += done
+        run.primal, run.dual = objectives()
+        if _relative(run.primal, run.dual) <= tol:
+            run.exit_reason = "converged"
+            break
+        if held:
+            eps /= 10.0
+            run.eps = eps
+        stop = _stop_reason(monitor, run.iterations, run.primal, run.dual)
+        if stop is not None:
+            run.exit_reason = stop
+            break
+    return run
+
+
+# --------------------------------------------------------------------------------------
+# Crammer-Singer
+
+
+def cs_objectives(problem: TaskProblem, alpha: np.ndarray, W: np.ndarray) -> tuple[float, float]:
+    """(P(W), the dual lower bound -f(alpha)) for W = W(alpha)."""
+    X = problem.X
+    primal, f = kernels.cs_objectives(
+        X.data, X.indices, X.indptr, problem.label, problem.cost, alpha, W, problem.n_outputs
+    )
+    return float(primal), -float(f)
+
+
+def _solve_cs(
+    problem: TaskProblem, params: dict[str, Any], monitor: ProgressMonitor
+) -> BinarySolution:
+    X, k = problem.X, problem.n_outputs
+    n, d = X.n_rows, X.n_features
+    alpha = np.zeros(n * k)
+    W = np.zeros(d * k)
+    qd = kernels.row_sq_norms(X.data, X.indptr)
+    index = np.arange(n, dtype=np.int64)
+    rng = _rng(params)
+    args = (X.data, X.indices, X.indptr, problem.label, problem.cost, qd, alpha, W, k)
+
+    def sweeps(budget: int, eps: float) -> tuple[int, bool, float]:
+        """Sweeps until the largest violation of a sweep is <= eps, at most budget."""
+        for done in range(1, budget + 1):
+            violation = float(kernels.cs_sweeps(*args, 1, rng, index))
+            if violation <= eps:
+                return done, True, violation
+        return budget, False, violation
+
+    run = _drive(sweeps, lambda: cs_objectives(problem, alpha, W), params, monitor)
+    return run.solution(W.reshape(d, k).T.copy(), alpha.reshape(n, k))
+
+
+# --------------------------------------------------------------------------------------
+# Linear SVR
+
+
+def svr_primal(problem: TaskProblem, w: np.ndarray, loss: str, epsilon: float) -> float:
+    r = problem.matrix() @ w - problem.target
+    excess = np.maximum(np.abs(r) - epsilon, 0.0)
+    loss_terms = excess if loss == "l1" else excess * excess
+    return 0.5 * float(w @ w) + float(problem.cost @ loss_terms)
+
+
+def svr_dual(problem: TaskProblem, beta: np.ndarray, loss: str, epsilon: float) -> float:
+    """The dual value (a lower bound of P*) at a feasible beta."""
+    v = problem.matrix().T @ beta
+    quad = 0.0 if loss == "l1" else float(np.sum(beta * beta / (4.0 * problem.cost)))
+    return float(
+        -0.5 * float(v @ v) - quad + problem.target @ beta - epsilon * np.sum(np.abs(beta))
+    )
+
+
+def _svr_limits(problem: TaskProblem, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    if loss == "l1":
+        return problem.cost.copy(), np.zeros_like(problem.cost)
+    return np.full_like(problem.cost, np.inf), 0.5 / problem.cost
+
+
+def _solve_svr_dual(
+    problem: TaskProblem, params: dict[str, Any], monitor: ProgressMonitor
+) -> BinarySolution:
+    X = problem.X
+    loss, epsilon = str(params["loss"]), float(params["epsilon"])
+    upper, lam = _svr_limits(problem, loss)
+    n = X.n_rows
+    beta = np.zeros(n)
+    w = np.zeros(X.n_features)
+    qd = kernels.row_sq_norms(X.data, X.indptr)
+    index = np.arange(n, dtype=np.int64)
+    state = np.array([np.inf, -1.0, float(n)])  # Gmax_old, Gnorm1_init, active size
+    rng = _rng(params)
+    args = (X.data, X.indices, X.indptr, problem.target, upper, lam, epsilon, qd, beta, w)
+
+    def sweeps(budget: int, eps: float) -> tuple[int, bool, float]:
+        if state[2] < 0:  # the inner rule held before: sweep the full set again
+            state[0], state[2] = np.inf, float(n)
+        held = bool(kernels.svr_sweeps(*args, budget, eps, rng, index, state))
+        if held:
+            state[2] = -1.0
+        return budget, held, math.nan  # an early stop counts the budget: a bound
+
+    run = _drive(
+        sweeps,
+        lambda: (svr_primal(problem, w, loss, epsilon), svr_dual(problem, beta, loss, epsilon)),
+        params,
+        monitor,
+    )
+    return run.solution(w, beta)
+
+
+def _svr_newton_pieces(
+    problem: TaskProblem, w: np.ndarray, epsilon: float
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """(P(w), grad P(w), the signed excess s_i (0 inside the tube), the dual point)."""
+    A = problem.matrix()
+    r = A @ w - problem.target
+    excess = np.maximum(np.abs(r) - epsilon, 0.0)
+    s = np.sign(r) * excess
+    primal = 0.5 * float(w @ w) + float(problem.cost @ (excess * excess))
+    grad = w + A.T @ (2.0 * problem.cost * s)
+    return primal, grad, s, -2.0 * problem.cost * s
+
+
+def _solve_svr_primal(
+    problem: TaskProblem, params: dict[str, Any], monitor: ProgressMonitor
+) -> BinarySolution:
+    """Newton steps on the l2-loss SVR primal (generalised Hessian I + 2 X_I' C X_I on the
+    rows outside the tube), directions by preconditioned conjugate gradient, step halved
+    until the objective drops enough (Galli & Lin 2021, as LIBLINEAR 2.40+ -s 11)."""
+    if params["loss"] != "l2":
+        raise ValueError("method 'primal' trains the l2 loss only (LIBLINEAR -s 11)")
+    A = problem.matrix()
+    epsilon, tol, max_iter = float(params["epsilon"]), float(params["tol"]), int(params["max_iter"])
+    w = np.zeros(A.shape[1])
+    sq = A.multiply(A).tocsr()
+    iterations, exit_reason = 0, "max_iter"
+    primal, grad, s, beta = _svr_newton_pieces(problem, w, epsilon)
+    dual = svr_dual(problem, beta, "l2", epsilon)
+    while iterations < max_iter:
+        bound = max(dual, primal - 0.5 * float(grad @ grad))
+        if _relative(primal, bound) <= tol:
+            dual, exit_reason = bound, "converged"
+            break
+        active = (s != 0.0).astype(np.float64) * 2.0 * problem.cost
+        precond = 1.0 + sq.T @ active
+        step = _cg(A, active, grad, precond, cg_tol=0.1 * math.sqrt(float(grad @ grad)))
+        slope = float(grad @ step)
+        t = 1.0
+        while t > 1e-12:
+            trial = w + t * step
+            value = svr_primal(problem, trial, "l2", epsilon)
+            if value <= primal + 0.01 * t * slope:
+                break
+            t *= 0.5
+        else:
+            exit_reason = "stalled"
+            break
+        w = trial
+        iterations += 1
+        primal, grad, s, beta = _svr_newton_pieces(problem, w, epsilon)
+        dual = svr_dual(problem, beta, "l2", epsilon)
+        stop = _stop_reason(monitor, iterations, primal, dual)
+        if stop is not None:
+            exit_reason = stop
+            break
+    dual = max(dual, primal - 0.5 * float(grad @ grad))
+    return BinarySolution(
+        w=w,
+        iterations=iterations,
+        exit_reason=exit_reason,
+        primal=primal,
+        dual=dual,
+        gap=primal - dual,
+        alpha=beta,
+    )
+
+
+def _cg(
+    A: sp.csr_matrix,
+    active: np.ndarray,
+    grad: np.ndarray,
+    precond: np.ndarray,
+    cg_tol: float,
+    max_steps: int = 250,
+) -> np.ndarray:
+    """Approximately solve (I + A' diag(active) A) d = -grad, diagonal preconditioner."""
+    d = np.zeros_like(grad)
+    r = -grad
+    z = r / precond
+    p = z.copy()
+    rz = float(r @ z)
+    for _ in range(max_steps):
+        if math.sqrt(float(r @ r)) <= cg_tol:
+            break
+        hp = p + A.T @ (active * (A @ p))
+        step = rz / float(p @ hp)
+        d += step * p
+        r -= step * hp
+        z = r / precond
+        rz_new = float(r @ z)
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return d
+
+
+# --------------------------------------------------------------------------------------
+# Linear one-class SVM
+
+
+def one_class_rho(problem: TaskProblem, alpha: np.ndarray, w: np.ndarray) -> float:
+    """rho as LIBLINEAR computes it: the mean of w.x_i over the free alphas, else the
+    middle of the bounds of the alphas at 0 and at their upper bound."""
+    g = problem.matrix() @ w
+    upper = problem.cost
+    free = (alpha > 0) & (alpha < upper)
+    if bool(np.any(free)):
+        return float(np.mean(g[free]))
+    lb = float(np.max(g[alpha >= upper], initial=-np.inf))
+    ub = float(np.min(g[alpha <= 0], initial=np.inf))
+    return 0.5 * (lb + ub)
+
+
+def one_class_objectives(
+    problem: TaskProblem, w: np.ndarray, rho: float, nu: float
+) -> tuple[float, float]:
+    """(P(w, rho), D = -1/2 ||w||^2) for w = X'alpha of a feasible alpha."""
+    g = problem.matrix() @ w
+    upper = problem.cost
+    half = 0.5 * float(w @ w)
+    primal = half - rho * nu * float(upper.sum()) + float(upper @ np.maximum(rho - g, 0.0))
+    return primal, -half
+
+
+def _solve_one_class(
+    problem: TaskProblem, params: dict[str, Any], monitor: ProgressMonitor
+) -> BinarySolution:
+    X = problem.X
+    nu = float(params["nu"])
+    upper = problem.cost
+    alpha = np.zeros(X.n_rows)
+    remaining = nu * float(upper.sum())
+    for i in range(X.n_rows):  # LIBLINEAR's start: the first rows at their upper bound
+        alpha[i] = min(upper[i], remaining)
+        remaining -= alpha[i]
+        if remaining <= 0.0:
+            break
+    w = np.asarray(problem.matrix().T @ alpha, dtype=np.float64)
+    qd = kernels.row_sq_norms(X.data, X.indptr)
+    rho = [0.0]
+
+    def sweeps(budget: int, eps: float) -> tuple[int, bool, float]:
+        held, violation = kernels.oneclass_sweeps(
+            X.data, X.indices, X.indptr, upper, qd, alpha, w, budget, eps
+        )
+        return budget, bool(held), float(violation)
+
+    def objectives() -> tuple[float, float]:
+        rho[0] = one_class_rho(problem, alpha, w)
+        return one_class_objectives(problem, w, rho[0], nu)
+
+    run = _drive(sweeps, objectives, params, monitor)
+    solution = run.solution(w, alpha)
+    solution.intercept = rho[0]
+    solution.details["rho"] = rho[0]
+    return solution
