@@ -401,7 +401,8 @@ WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
     "smo": ("smo",),
     "smo-parallel": ("smo:rare",),
     "smo-formulations": ("smo:formulation",),
-    "other": ("acf", "alm", "pegasos", "logistic_dcd", "l1_cd", "workflow"),
+    "other": ("acf", "alm", "pegasos", "logistic_dcd", "l1_cd", "crammer_singer", "linear_svr",
+              "linear_one_class", "workflow"),
 }
 # What `auto` (the job default) and `smo` use: a worker reports ready once these are loaded.
 PRIORITY_GROUPS: tuple[str, ...] = ("linear", "smo", "smo-parallel")
