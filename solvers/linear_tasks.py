@@ -266,10 +266,11 @@ class _Run:
     dual: float
     violation: float
     eps: float
+    best: np.ndarray  # the snapshot of the model with the smallest primal so far
 
-    def solution(self, w: np.ndarray, dual_point: np.ndarray) -> BinarySolution:
+    def solution(self, dual_point: np.ndarray) -> BinarySolution:
         return BinarySolution(
-            w=w,
+            w=self.best,
             iterations=self.iterations,
             exit_reason=self.exit_reason,
             primal=self.primal,
@@ -284,6 +285,7 @@ class _Run:
 def _drive(
     sweeps: Callable[[int, float], tuple[int, bool, float]],
     objectives: Callable[[], tuple[float, float]],
+    snapshot: Callable[[], np.ndarray],
     params: dict[str, Any],
     monitor: ProgressMonitor,
 ) -> _Run:
@@ -291,13 +293,19 @@ def _drive(
     says how many ran, whether its inner rule held (at eps) and its violation; after each
     call the certificate `objectives()` = (P, D) is checked. Converged when (P - D) / |P|
     <= tol; an inner rule that holds first is tightened tenfold (as the fallback rule of
-    the binary solvers continues with eps / 10)."""
+    the binary solvers continues with eps / 10). The certificate pairs the smallest primal
+    value seen (of the model `snapshot()` returned then, the one kept) with the largest dual
+    value seen: every dual value bounds the optimum, and on a non-smooth loss the primal
+    value at the current dual point can jump up and down while both converge."""
     eps, tol, max_iter = float(params["eps"]), float(params["tol"]), int(params["max_iter"])
-    run = _Run(0, "max_iter", *objectives(), math.inf, eps)
+    run = _Run(0, "max_iter", *objectives(), math.inf, eps, snapshot())
     while run.iterations < max_iter:
         done, held, run.violation = sweeps(min(_CHECK_EVERY, max_iter - run.iterations), eps)
         run.iterations += done
-        run.primal, run.dual = objectives()
+        primal, dual = objectives()
+        run.dual = max(run.dual, dual)
+        if primal < run.primal:
+            run.primal, run.best = primal, snapshot()
         if _relative(run.primal, run.dual) <= tol:
             run.exit_reason = "converged"
             break
@@ -344,8 +352,14 @@ def _solve_cs(
                 return done, True, violation
         return budget, False, violation
 
-    run = _drive(sweeps, lambda: cs_objectives(problem, alpha, W), params, monitor)
-    return run.solution(W.reshape(d, k).T.copy(), alpha.reshape(n, k))
+    run = _drive(
+        sweeps,
+        lambda: cs_objectives(problem, alpha, W),
+        lambda: W.reshape(d, k).T.copy(),
+        params,
+        monitor,
+    )
+    return run.solution(alpha.reshape(n, k))
 
 
 # --------------------------------------------------------------------------------------
@@ -400,10 +414,11 @@ def _solve_svr_dual(
     run = _drive(
         sweeps,
         lambda: (svr_primal(problem, w, loss, epsilon), svr_dual(problem, beta, loss, epsilon)),
+        w.copy,
         params,
         monitor,
     )
-    return run.solution(w, beta)
+    return run.solution(beta)
 
 
 def _svr_newton_pieces(
@@ -556,8 +571,8 @@ def _solve_one_class(
         rho[0] = one_class_rho(problem, alpha, w)
         return one_class_objectives(problem, w, rho[0], nu)
 
-    run = _drive(sweeps, objectives, params, monitor)
-    solution = run.solution(w, alpha)
-    solution.intercept = rho[0]
-    solution.details["rho"] = rho[0]
+    run = _drive(sweeps, objectives, lambda: np.append(w, rho[0]), params, monitor)
+    solution = run.solution(alpha)
+    solution.w, solution.intercept = run.best[:-1], float(run.best[-1])
+    solution.details["rho"] = solution.intercept
     return solution

@@ -404,7 +404,7 @@ _LINEAR_TASK_SOLVERS: tuple[tuple[Any, ...], ...] = (
                              "sweep <= eps, then the certificate is checked (tightened "
                              "by 10 while it fails); converged is decided by tol."),
       *_bias_params(("augment", "none"), "augment"), _class_weight(), _SEED),
-     1000, "sweeps"),
+     100_000, "sweeps"),
     ("linear_svr", "epsilon_svr", ("l1", "l2"), ("single_output",), True,
      "Linear epsilon-SVR (Ho & Lin 2012): dual coordinate descent with shrinking "
      "(LIBLINEAR -s 13 l1, -s 12 l2) or, method 'primal' (l2), Newton steps with "
