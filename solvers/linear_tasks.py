@@ -166,15 +166,15 @@ class _Assembly:
         warnings = (
             [] if converged else [warning_text(solver, solution.exit_reason, certificate, tol)]
         )
-        return FitResult(
-            solver=solver,
-            model=model,
-            primal_objective=primal,
-            dual_objective=dual,
-            duality_gap=certificate.gap,
-            iterations=solution.iterations,
-            exit_reason=solution.exit_reason,
-            train_seconds=timings["solve_s"],
+        return FitResult(  # solver, model, primal, dual, gap, iterations, exit, seconds
+            solver,
+            model,
+            primal,
+            dual,
+            certificate.gap,
+            solution.iterations,
+            solution.exit_reason,
+            timings["solve_s"],
             params=applied,
             timings=timings,
             per_output=[
