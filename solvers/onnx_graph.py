@@ -193,6 +193,8 @@ class _Builder:
         if model.coef.shape[0] == 1:
             self.binary, self.n_out, self.layout = True, 1, "binary"
             value = self.op("Squeeze", scores, self.const([1], "axis", np.int64))
+            if model.task == "regression":  # linear SVR: the value is the prediction
+                return value, value, None
             label = self.op("Where", self.op("Greater", value, self.const(0.0, "zero")),
                             self.const(classes[1], "c1"), self.const(classes[0], "c0"))
             # LIBSVM's orientation (positive for classes[0]): [N, 1]

@@ -204,7 +204,7 @@ def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any
     `seed` shuffles the rows (null: 0). Raises _Stopped when cancelled or out of time."""
     classes = result.classes
     estimator = estimator_of(result.model)
-    if isinstance(estimator, KernelModel) and estimator.task == "regression":
+    if estimator.task == "regression":  # kernel or linear SVR: the Laplace width
         runner = _FoldRunner(X, solver, inner, fit, progress, deadline, CV_FOLDS,
                              phase_start_s)
         rng = np.random.default_rng(0 if seed is None else int(seed))

@@ -273,3 +273,29 @@ def test_linear_one_class_matches_liblinear(name: str, tmp_path: Path) -> None:
     path.write_text(liblinear_model_text(result.model, result.params))
     labels, _, _ = liblinearutil.predict([], X, liblinearutil.load_model(str(path)), "-q")
     np.testing.assert_array_equal(labels, result.model.predict(X)[0])
+
+
+@pytest.mark.parametrize("solver", ["crammer_singer", "linear_svr", "linear_one_class"])
+def test_onnx_export_predicts_like_the_model(solver: str) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    from solvers.onnx_graph import onnx_model_bytes
+
+    X, y = _regression("diabetes") if solver == "linear_svr" else _classes("iris")
+    result = fit(X, None if solver == "linear_one_class" else y, solver=solver)
+    session = ort.InferenceSession(onnx_model_bytes(result.model))
+    feed = session.get_inputs()[0]
+    dtype = np.float32 if feed.type == "tensor(float)" else np.float64
+    labels, values = session.run(None, {feed.name: X.toarray().astype(dtype)})[:2]
+    ours, our_values = result.model.predict(X)
+    if solver != "linear_svr":  # a regression model's label is its value
+        np.testing.assert_array_equal(labels, ours)
+    np.testing.assert_allclose(values, our_values, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_svr_probability_is_the_laplace_width() -> None:
+    X, y = _regression("diabetes")
+    result = fit(X, y, solver="linear_svr", probability=True)
+    sigma = result.model.calibration.sigma  # type: ignore[union-attr]
+    residual = float(np.mean(np.abs(y - result.model.predict(X)[1])))
+    # LIBSVM's width: the mean absolute cross-validated residual (outliers dropped)
+    assert sigma is not None and 0.8 * residual < sigma < 1.5 * residual
