@@ -3,8 +3,8 @@
     python -m bench.run [--quick] [--only NAME ...]     (make bench / make bench-quick)
 
 Experiments run in a fixed order: parser, dcd, acf, ocas_alm, smo, kernel_peers,
-formulations, liblinear_formulations, certified, auto, service, predict, first_run,
-search. Each is the module bench/<name>_bench.py exposing
+formulations, liblinear_formulations, certified, linear_tasks, auto, service, predict,
+first_run, search. Each is the module bench/<name>_bench.py exposing
 `main(quick: bool = False) -> list[dict]`, which writes its own table
 bench/results/<name>.md (bench/results/quick/ with --quick: see bench/paths.py) and
 returns summary rows
@@ -41,7 +41,7 @@ from bench.paths import QUICK_RESULTS, REPO, results_dir
 
 MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
 EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "kernel_peers", "formulations",
-               "liblinear_formulations", "certified",
+               "liblinear_formulations", "certified", "linear_tasks",
                "auto", "service", "predict", "first_run",
                "search")
 ROW_KEYS = ("experiment", "metric", "hinge", "reference", "ratio", "target", "met")
