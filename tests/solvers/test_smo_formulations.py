@@ -35,6 +35,7 @@ from solvers.kernels import KernelModel
 from solvers.models import model_from_bytes, model_to_bytes
 from solvers.params import (
     FORMULATIONS,
+    LIBSVM_FORMULATIONS,
     SOLVERS,
     ParamError,
     formulations_for,
@@ -208,18 +209,22 @@ def check_against_libsvm(X: sp.csr_matrix, y: np.ndarray, formulation: str,
 # the registry
 
 
-def test_every_formulation_has_a_task_and_smo_trains_them_all() -> None:
-    assert set(SOLVERS["smo"].formulations) == set(FORMULATIONS)
+def test_every_formulation_has_a_task_and_smo_trains_libsvms() -> None:
+    assert SOLVERS["smo"].formulations == LIBSVM_FORMULATIONS
     assert {f: FORMULATIONS[f].task for f in FORMULATIONS} == {
         "c_svc": "classification", "nu_svc": "classification", "one_class": "outlier",
-        "epsilon_svr": "regression", "nu_svr": "regression"}
-    for name in FORMULATIONS:
+        "epsilon_svr": "regression", "nu_svr": "regression",
+        "crammer_singer": "classification"}  # LIBLINEAR -s 4 (solvers/linear_tasks.py)
+    for name in LIBSVM_FORMULATIONS:
         applied = validate_params("smo", {"formulation": name})
         assert task_of("smo", applied) == FORMULATIONS[name].task
     assert task_of("dcd", validate_params("dcd", {})) == "classification"
-    assert formulations_for("regression") == {"smo": ["epsilon_svr", "nu_svr"]}
-    assert formulations_for("outlier") == {"smo": ["one_class"]}
+    assert formulations_for("regression") == {"smo": ["epsilon_svr", "nu_svr"],
+                                              "linear_svr": ["epsilon_svr"]}
+    assert formulations_for("outlier") == {"smo": ["one_class"],
+                                           "linear_one_class": ["one_class"]}
     assert "dcd" in formulations_for("classification")
+    assert formulations_for("classification")["crammer_singer"] == ["crammer_singer"]
 
 
 def test_parameters_of_another_formulation_are_refused() -> None:
