@@ -29,6 +29,7 @@ problem, not one binary problem per class.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -63,9 +64,21 @@ class TaskProblem:
     bias_scale: float  # 0.0: no bias feature
 
     def matrix(self) -> sp.csr_matrix:
-        return sp.csr_matrix(
-            (self.X.data, self.X.indices, self.X.indptr), shape=(self.X.n_rows, self.X.n_features)
+        """The rows as a SciPy matrix (built once: the certificates use it every check)."""
+        return self._matrix
+
+    @functools.cached_property
+    def _matrix(self) -> sp.csr_matrix:
+        # one index dtype (int32 indptr when it fits): SciPy converts mixed index arrays on
+        # every product
+        indptr = self.X.indptr
+        if indptr[-1] < np.iinfo(np.int32).max:
+            indptr = indptr.astype(np.int32)
+        matrix = sp.csr_matrix(
+            (self.X.data, self.X.indices, indptr), shape=(self.X.n_rows, self.X.n_features)
         )
+        matrix.has_sorted_indices = True
+        return matrix
 
 
 def augmented(X: CsrArrays, bias_scale: float) -> CsrArrays:
