@@ -15,7 +15,7 @@ Problems: crammer_singer on dna.scale (3 classes; C 1, -B 1); linear_svr l2 prim
 labels as +-1 targets (C 1, epsilon 0.1, -B 1); linear_one_class (-s 21, nu 0.1) on the
 same three.
 
-Usage: python bench/linear_tasks_bench.py [--quick]
+Usage: python -m bench.linear_tasks_bench [--quick]
 Writes bench/results/linear_tasks.md; `main(quick)` returns bench/run.py's rows.
 """
 
@@ -33,16 +33,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from bench.paths import results_dir, smaller  # noqa: E402
-from solvers.inputs import as_csr_arrays  # noqa: E402
-from solvers.linear_tasks import augmented  # noqa: E402
-from solvers.train import fit  # noqa: E402
-from testkit import certified_tasks as ref  # noqa: E402
-from testkit.datasets import load_dataset  # noqa: E402
+from bench.paths import results_dir, smaller
+from solvers.inputs import as_csr_arrays
+from solvers.linear_tasks import augmented
+from solvers.train import fit
+from testkit import certified_tasks as ref
+from testkit.datasets import load_dataset
 
 TOL = 1e-3
 SVR = {"11": ("l2", "primal"), "12": ("l2", "dual"), "13": ("l1", "dual")}
