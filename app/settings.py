@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     # Evaluations of datasets up to this many rows run inside the request; larger ones on
     # a worker (POST /v1/models/{id}/evaluations answers 202 and the record is queued).
     evaluate_inline_rows: int = Field(20_000, ge=0)
+    # A batch prediction (POST /v1/predictions) passes the dataset's rows through the model
+    # this many at a time: what a worker holds of its output at once.
+    predict_block_rows: int = Field(16_384, gt=0)
     # A search (POST /v1/searches) of more fits (points x folds) than this is a 413.
     max_search_fits: int = Field(20_000, gt=0)
 
@@ -94,6 +97,11 @@ class Settings(BaseSettings):
     # (in Redis when the broker is Redis, else in the API process); 0 turns it off.
     rate_per_second: float = Field(50.0, ge=0)
     rate_burst: int = Field(200, ge=1)
+    # Predict routes (POST /v1/models/{ref}/predict) draw on a bucket of their own, one per
+    # API key and model, instead of the tenant's: a service predicting at a few hundred
+    # requests a second is not refused for the tenant's training routes' sake; 0 turns it off.
+    predict_rate_per_second: float = Field(1000.0, ge=0)
+    predict_rate_burst: int = Field(2000, ge=1)
     # Per-tenant limits (a tenant row may lower or raise them).
     tenant_max_stored_bytes: int = Field(20 << 30, gt=0)  # of dataset arrays, all datasets
     tenant_max_datasets: int = Field(1000, gt=0)

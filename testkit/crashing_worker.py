@@ -6,7 +6,9 @@ A worker process SIGKILLs itself right after it has claimed a job on a dataset n
 $HINGE_TEST_KILL_WORKER_ON: the claim has counted the attempt in the database, so the job
 comes back through the recovery sweep and, every attempt dying the same way, fails after
 HINGE_MAX_ATTEMPTS. Jobs on other datasets run exactly as in production
-(workers.training.run_claimed). Production code knows nothing about this fault.
+(workers.training.run_claimed). A batch prediction on such a dataset is killed halfway
+instead, on its first attempt only (when its progress passes half the rows), so the sweep's
+second attempt finishes it. Production code knows nothing about this fault.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import signal
 import socket
 from typing import Any
 
+from app.domain.orm import Prediction
+from app.domain.services import predictions
 from app.settings import get_settings
-from workers import runner, training
-from workers.celery_app import TRAIN_TASK, make_celery
+from workers import prediction, runner, training
+from workers.celery_app import PREDICT_TASK, TRAIN_TASK, make_celery
 
 KILL_WORKER_ON = "HINGE_TEST_KILL_WORKER_ON"
 
@@ -39,3 +43,27 @@ def train_or_crash(self: Any, job_id: str) -> str:
         log.error("fault injection: killing this worker process on job %s", job_id)
         os.kill(os.getpid(), signal.SIGKILL)
     return training.run_claimed(settings, job_id, claimed)
+
+
+_progress = predictions.progress
+
+
+def _progress_or_crash(session: Any, claim: predictions.PredictionClaim, rows_done: int
+                       ) -> bool | None:
+    doomed = os.environ.get(KILL_WORKER_ON)
+    if claim.attempt == 1 and rows_done * 2 >= claim.rows:
+        row = session.get(Prediction, claim.prediction_id)
+        if doomed and row is not None and row.dataset_name == doomed:
+            log.error("fault injection: killing this worker process halfway through "
+                      "prediction %s", claim.prediction_id)
+            os.kill(os.getpid(), signal.SIGKILL)
+    return _progress(session, claim, rows_done)
+
+
+predictions.progress = _progress_or_crash  # type: ignore[assignment]
+
+
+@celery_app.task(name=PREDICT_TASK, bind=True)
+def predict_or_crash(self: Any, prediction_id: str) -> str:
+    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    return prediction.run_prediction(get_settings(), prediction_id, hostname)

@@ -29,6 +29,7 @@ from celery.signals import (
 
 from app.infra.queue import (  # task names and broker helpers, shared with the API
     EVALUATE_TASK,
+    PREDICT_TASK,
     SEARCH_TASK,
     TRAIN_TASK,
     broker_conf,
@@ -37,7 +38,7 @@ from app.infra.queue import (  # task names and broker helpers, shared with the 
 )
 from app.settings import Settings, get_settings
 
-__all__ = ["EVALUATE_TASK", "SEARCH_TASK", "TRAIN_TASK", "make_celery"]
+__all__ = ["EVALUATE_TASK", "PREDICT_TASK", "SEARCH_TASK", "TRAIN_TASK", "make_celery"]
 # The embedded broker (kombu's SQLAlchemy transport) polls its table; its default of 1 s
 # adds up to a second to every job's start. kombu passes transport options straight to
 # create_engine, so the interval can only be set on the transport class.

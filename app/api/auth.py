@@ -29,7 +29,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.http_errors import ApiError
-from app.api.ratelimit import take_token
+from app.api.ratelimit import budget, take_token
 from app.domain.services import tenants
 from app.domain.services.tenants import Principal
 from app.infra.db import read_sessionmaker_for
@@ -158,7 +158,9 @@ class ScopeRequirement:
         if not principal.allows(self.scope):
             raise ApiError(403, f"this key lacks the {self.scope!r} scope")
         request.state.principal = principal
-        await take_token(request.app.state.settings, principal.tenant_id)
+        settings = request.app.state.settings
+        await take_token(settings, budget(settings, request.method, request.url.path,
+                                          principal.tenant_id, principal.key_id))
         return principal
 
     def __repr__(self) -> str:

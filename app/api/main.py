@@ -26,6 +26,7 @@ from app.api.routes import (
     jobs,
     meta,
     models,
+    predictions,
     registry,
     registry_pages,
     search_pages,
@@ -125,7 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    evaluations.router, meta.router, status.router, admin.router,
                    dashboard.router,
                    signin.router, searches.router, search_pages.router, registry.router,
-                   registry_pages.router):
+                   registry_pages.router, predictions.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)

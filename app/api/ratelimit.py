@@ -1,5 +1,9 @@
-"""Per-tenant request rate: a token bucket of HINGE_RATE_BURST tokens refilled at
-HINGE_RATE_PER_SECOND. With a Redis broker the bucket lives in Redis (one Lua script, so
+"""Request rates: token buckets. Every route but predict draws on its tenant's bucket of
+HINGE_RATE_BURST tokens refilled at HINGE_RATE_PER_SECOND; the predict routes (POST
+.../predict) draw on a bucket of their own per API key, HINGE_PREDICT_RATE_BURST tokens
+refilled at HINGE_PREDICT_RATE_PER_SECOND, so a service predicting at a few hundred
+requests a second neither is refused for the tenant's other traffic nor starves it.
+With a Redis broker the buckets live in Redis (one Lua script, so
 every API process shares it atomically); on the embedded default, in this process. Over
 the rate: 429 with Retry-After (whole seconds, at least 1).
 
@@ -13,6 +17,7 @@ import logging
 import math
 import threading
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -48,8 +53,32 @@ return {allowed, wait_ms}
 """
 
 
+@dataclass(frozen=True)
+class Budget:
+    """One bucket: its name (the tenant's id, or `predict:<key id>`), rate and burst, and
+    the settings that set them (named in a 429)."""
+
+    bucket: str
+    rate: float
+    burst: int
+    what: str
+    settings: str
+
+
+def budget(settings: Settings, method: str, path: str, tenant_id: str, key_id: str
+           ) -> Budget:
+    """The bucket a request draws on: its key's predict budget for POST .../predict, else
+    its tenant's."""
+    if method == "POST" and path.endswith("/predict"):
+        return Budget(f"predict:{key_id}", settings.predict_rate_per_second,
+                      settings.predict_rate_burst, "predict requests of this key",
+                      "HINGE_PREDICT_RATE_PER_SECOND, HINGE_PREDICT_RATE_BURST")
+    return Budget(tenant_id, settings.rate_per_second, settings.rate_burst,
+                  "this tenant", "HINGE_RATE_PER_SECOND, HINGE_RATE_BURST")
+
+
 class LocalBuckets:
-    """Token buckets in this process, one per tenant."""
+    """Token buckets in this process, one per bucket name."""
 
     def __init__(self) -> None:
         self._buckets: dict[str, tuple[float, float]] = {}
@@ -86,18 +115,18 @@ def _take_in_redis(url: str, tenant_id: str, rate: float, burst: int) -> float:
     return 0.0 if int(allowed) else int(wait_ms) / 1000
 
 
-async def take_token(settings: Settings, tenant_id: str) -> None:
-    """Take one request token of the tenant, or raise 429 with Retry-After."""
-    rate, burst = settings.rate_per_second, settings.rate_burst
+async def take_token(settings: Settings, spent: Budget) -> None:
+    """Take one request token of the budget's bucket, or raise 429 with Retry-After."""
+    rate, burst = spent.rate, spent.burst
     if rate <= 0:
         return
     url = redis_url(settings)
     if url is None:
-        wait = _local.take(tenant_id, rate, burst, time.monotonic())
+        wait = _local.take(spent.bucket, rate, burst, time.monotonic())
     else:
-        wait = await anyio.to_thread.run_sync(_take_in_redis, url, tenant_id, rate, burst)
+        wait = await anyio.to_thread.run_sync(_take_in_redis, url, spent.bucket, rate, burst)
     if wait > 0:
         retry = max(1, math.ceil(wait))
-        raise ApiError(429, f"request rate over {rate:g}/s (burst {burst}) for this tenant "
-                            "(HINGE_RATE_PER_SECOND, HINGE_RATE_BURST); retry later",
+        raise ApiError(429, f"request rate over {rate:g}/s (burst {burst}) for {spent.what} "
+                            f"({spent.settings}); retry later",
                        {"retry_after": retry}, headers={"Retry-After": str(retry)})

@@ -26,6 +26,7 @@ server may add keys).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -471,6 +472,55 @@ class HingeClient:
     def evaluation(self, model_id: str, evaluation_id: str) -> dict[str, Any]:
         return cast(dict[str, Any], self._json(
             "GET", f"/v1/models/{model_id}/evaluations/{evaluation_id}"))
+
+    # -- batch predictions ------------------------------------------------------------
+
+    def batch_predict(self, model: str, dataset_id: str,
+                      outputs: list[str] | None = None) -> dict[str, Any]:
+        """Queue a batch prediction of `model` (an id, NAME@ALIAS or NAME/versions/N) on
+        every row of a stored dataset (202); follow it with `prediction()`."""
+        body: dict[str, Any] = {"model_id": model, "dataset_id": dataset_id}
+        if outputs is not None:
+            body["outputs"] = outputs
+        return cast(dict[str, Any], self._json("POST", "/v1/predictions", json=body))
+
+    def prediction(self, prediction_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self._json("GET", f"/v1/predictions/{prediction_id}"))
+
+    def cancel_prediction(self, prediction_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self._json(
+            "POST", f"/v1/predictions/{prediction_id}/cancel"))
+
+    def wait_prediction(self, prediction_id: str, *, poll: float = 0.5,
+                        progress: Callable[[dict[str, Any]], None] | None = None
+                        ) -> dict[str, Any]:
+        """Poll until the prediction ends; `progress(record)` after each poll."""
+        while True:
+            record = self.prediction(prediction_id)
+            if progress is not None:
+                progress(record)
+            if record["status"] in ("succeeded", "failed", "cancelled"):
+                return record
+            time.sleep(poll)
+
+    def prediction_output(self, prediction_id: str, out: str | os.PathLike[str],
+                          format: str = "csv") -> int:
+        """Download a succeeded prediction's output (csv, jsonl or npz) to `out`,
+        streamed; the bytes written."""
+        written = 0
+        try:
+            with self._http.stream("GET", f"/v1/predictions/{prediction_id}/output",
+                                   params={"format": format}) as response:
+                if response.is_error:
+                    response.read()
+                    raise HingeError.from_response(response)
+                with open(out, "wb") as handle:
+                    for piece in response.iter_bytes():
+                        written += handle.write(piece)
+        except httpx.HTTPError as exc:
+            raise HingeError(0, "connection_error",
+                             f"cannot reach Hinge at {self.url}: {exc}") from exc
+        return written
 
     def searches(self, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         page = self._json("GET", "/v1/searches", params={"limit": limit, "offset": offset})

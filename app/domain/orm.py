@@ -277,6 +277,30 @@ class Evaluation(WorkItemColumns, Base):
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
+class Prediction(WorkItemColumns, Base):
+    """A batch prediction (POST /v1/predictions): a model's output on every row of a stored
+    dataset, computed by a worker (claimed, leased and finished like a job) and stored as
+    a blob (`output_path`, a BlobRef); `rows_done` is its progress."""
+
+    __tablename__ = "predictions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()  # the model's (and the dataset's) tenant
+    model_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("models.id", ondelete="CASCADE"), index=True
+    )
+    dataset_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("datasets.id", ondelete="SET NULL"), index=True
+    )
+    dataset_name: Mapped[str] = mapped_column(String(255))
+    rows: Mapped[int] = mapped_column(BigInteger)
+    outputs: Mapped[list[str]] = mapped_column(JSON)  # labels, decision_values, probabilities
+    rows_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    output_path: Mapped[str | None] = mapped_column(String(512))
+    output_bytes: Mapped[int | None] = mapped_column(BigInteger)
+
+
 class WorkerProcess(Base):
     """A worker process that runs jobs (one row per pool process): its readiness (warming
     while it compiles or loads the solver kernels, then ready) and its heartbeat. Written

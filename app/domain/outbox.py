@@ -32,9 +32,17 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.domain.job_status import JobStatus
-from app.domain.orm import Evaluation, Job, OutboxMessage, SearchTask, new_id, utcnow
+from app.domain.orm import (
+    Evaluation,
+    Job,
+    OutboxMessage,
+    Prediction,
+    SearchTask,
+    new_id,
+    utcnow,
+)
 from app.infra.db import after_commit, after_rollback, read_sessionmaker_for, session_scope
-from app.infra.queue import EVALUATE_TASK, SEARCH_TASK, TRAIN_TASK, enqueue
+from app.infra.queue import EVALUATE_TASK, PREDICT_TASK, SEARCH_TASK, TRAIN_TASK, enqueue
 from app.settings import Settings
 
 log = logging.getLogger("hinge.outbox")
@@ -45,7 +53,7 @@ CLEAR_BATCH = 500  # outbox rows deleted by one statement
 # the table of the rows each task's messages run: a message whose row is no longer queued
 # (claimed, so its message arrived, or ended) is not sent again by the sweep
 ROWS_OF_TASK: dict[str, Any] = {TRAIN_TASK: Job, EVALUATE_TASK: Evaluation,
-                                SEARCH_TASK: SearchTask}
+                                SEARCH_TASK: SearchTask, PREDICT_TASK: Prediction}
 
 _sent: dict[str, set[str]] = {}  # database URL -> ids of outbox rows sent, not yet deleted
 _sent_lock = threading.Lock()

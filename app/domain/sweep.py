@@ -3,7 +3,8 @@
 - A message still owed in the outbox (app.domain.outbox) some seconds after its row was
   committed (the broker was down, or the API process died between its commit and the
   send) is sent now, and again at every sweep until the broker takes it.
-- Every kind of durable work item (jobs, evaluations, search tasks: `KINDS`, each an
+- Every kind of durable work item (jobs, evaluations, search tasks, batch predictions:
+  `KINDS`, each an
   app.domain.lifecycle.WorkKind) is swept by the one lifecycle (app.domain.lifecycle.sweep):
   - a `running` item whose heartbeat is older than the lease lost its worker (SIGKILL,
     OOM, a machine gone): it goes back to `queued` and is enqueued again, or, once it has
@@ -50,6 +51,7 @@ from app.domain.orm import Dataset, IdempotencyRecord, Model, utcnow
 from app.domain.services import workers
 from app.domain.services.evaluations import EVALUATIONS
 from app.domain.services.jobs import JOBS
+from app.domain.services.predictions import PREDICTIONS
 from app.domain.services.searches import SEARCH_TASKS
 from app.infra.db import read_sessionmaker_for, session_scope
 from app.infra.queue import broker_holding, enqueue
@@ -58,7 +60,7 @@ from app.settings import Settings
 
 log = logging.getLogger("hinge.sweep")
 
-KINDS: tuple[WorkKind, ...] = (JOBS, EVALUATIONS, SEARCH_TASKS)
+KINDS: tuple[WorkKind, ...] = (JOBS, EVALUATIONS, SEARCH_TASKS, PREDICTIONS)
 
 
 def sweep(settings: Settings) -> dict[str, int]:

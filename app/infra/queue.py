@@ -43,6 +43,7 @@ log = logging.getLogger("hinge.queue")
 TRAIN_TASK = "hinge.train"
 EVALUATE_TASK = "hinge.evaluate"
 SEARCH_TASK = "hinge.search_task"
+PREDICT_TASK = "hinge.predict_batch"
 SQLA_BUSY_TIMEOUT_SECONDS = 30.0
 
 

@@ -165,6 +165,13 @@ class World:
             self.search_id = search.json()["id"]
             # cancelled, so that its event stream ends (as the succeeded job's does)
             assert client.post(f"/v1/searches/{self.search_id}/cancel").status_code == 202
+            # a batch prediction, cancelled (no worker runs here) so its event stream ends
+            prediction = client.post("/v1/predictions", json={
+                "model_id": self.model_id, "dataset_id": self.dataset_id})
+            assert prediction.status_code == 202, prediction.text
+            self.prediction_id = prediction.json()["id"]
+            assert client.post(f"/v1/predictions/{self.prediction_id}/cancel"
+                               ).status_code == 202
             # a model imported from a LIBLINEAR file (POST /v1/models)
             exported = client.get(f"/v1/models/{self.model_id}/export").content
             imported = client.post("/v1/models", files={"file": ("m.model", exported)})
@@ -183,7 +190,8 @@ class World:
                     "model_id": self.model_id, "evaluation_id": self.evaluation_id,
                     "tenant_id": self.tenant_id, "key_id": self.read_only[3:15],
                     "search_id": self.search_id, "name": self.registered_name,
-                    "version": "1", "alias": "production"}
+                    "version": "1", "alias": "production",
+                    "prediction_id": self.prediction_id}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

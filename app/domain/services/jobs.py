@@ -17,14 +17,20 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, func, select, update
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from app.domain import lifecycle, outbox
 from app.domain.errors import Conflict, Invalid, OverLimit
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
 from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.domain.schemas import JobCreate
-from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
+from app.domain.services.limits import (
+    below_running_limit,
+    lock_dataset,
+    lock_submissions,
+    lock_tenant,
+    tenant_limit,
+)
 from app.domain.services.owned import get_owned, owned_exists
 from app.domain.tasks import check_task
 from app.infra.bus import notify
@@ -115,22 +121,9 @@ class Claim:
     features: int
 
 
-def _admission(session: Session, settings: Settings, job_id: str) -> ColumnElement[bool]:
-    """The claim's condition: the job's tenant runs fewer jobs than its limit. The
-    tenant's row is locked first, so two claims of one tenant's jobs count one after the
-    other."""
-    tenant_id = session.scalar(select(Job.tenant_id).where(Job.id == job_id))
-    tenant = lock_tenant(session, tenant_id or "")
-    running = aliased(Job)
-    count = (select(func.count()).select_from(running)
-             .where(running.tenant_id == tenant.id, running.status == RUNNING)
-             .correlate(None).scalar_subquery())
-    return count < tenant_limit(tenant, settings, "max_running_jobs")
-
-
 JOBS = lifecycle.WorkKind(
     name="job", plural="jobs", table=Job, task=TRAIN_TASK, started_column="started_at",
-    cancel_flag="cancel_requested", mover=transition, admission=_admission)
+    cancel_flag="cancel_requested", mover=transition, admission=below_running_limit(Job))
 
 
 def claim_job(session: Session, job_id: str, worker: str,

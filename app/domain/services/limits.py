@@ -11,10 +11,14 @@ sees every row committed by whoever held it before.
 
 from __future__ import annotations
 
-from sqlalchemy import select, text
-from sqlalchemy.orm import Session
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select, text
+from sqlalchemy.orm import Session, aliased
 
 from app.domain.errors import not_found
+from app.domain.job_status import JobStatus
 from app.domain.orm import Dataset, Tenant
 from app.settings import Settings
 
@@ -28,6 +32,22 @@ def tenant_limit(tenant: Tenant, settings: Settings, name: str) -> int:
     """The tenant's own limit `name` if set, else the setting `tenant_<name>`."""
     own = getattr(tenant, name)
     return int(own) if own is not None else int(getattr(settings, f"tenant_{name}"))
+
+
+def below_running_limit(table: Any) -> Callable[[Session, Settings, str], ColumnElement[bool]]:
+    """A work kind's claim admission (app.domain.lifecycle.WorkKind.admission): the item's
+    tenant runs fewer items of `table` than its `max_running_jobs`. The tenant's row is
+    locked first, so two claims of one tenant's items count one after the other."""
+    def admission(session: Session, settings: Settings, item_id: str) -> ColumnElement[bool]:
+        tenant_id = session.scalar(select(table.tenant_id).where(table.id == item_id))
+        tenant = lock_tenant(session, tenant_id or "")
+        running = aliased(table)
+        count = (select(func.count()).select_from(running)
+                 .where(running.tenant_id == tenant.id, running.status == JobStatus.RUNNING)
+                 .correlate(None).scalar_subquery())
+        return count < tenant_limit(tenant, settings, "max_running_jobs")
+
+    return admission
 
 
 def _is_postgres(session: Session) -> bool:

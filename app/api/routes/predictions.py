@@ -1,0 +1,135 @@
+"""/v1/predictions: batch predictions of a model over a stored dataset, run by a worker
+(app.domain.services.predictions): create, list, show, cancel, progress events, output.
+
+Creating and cancelling need the `train` scope (it runs work on a worker, as a job does);
+the rest `read`. Another tenant's prediction is a 404."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from sse_starlette import EventSourceResponse
+
+from app.api import ids
+from app.api.auth import ReadAuth, TrainAuth
+from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.routes.events import Round, live_stream
+from app.domain.batch_output import FORMATS, encode
+from app.domain.errors import not_found
+from app.domain.job_status import TERMINAL_STATUSES
+from app.domain.orm import Prediction
+from app.domain.prediction_schemas import PredictionCreate, PredictionPublic, PredictionsPublic
+from app.domain.services import predictions as service
+from app.domain.services.models import get_model
+from app.infra.db import read_sessionmaker_for
+from app.infra.storage import blob_store
+
+router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
+
+
+@router.post("", status_code=202, response_model=PredictionPublic)
+def create_prediction(spec: PredictionCreate, reader: SessionDep, session: WriteSessionDep,
+                      settings: SettingsDep, principal: TrainAuth) -> PredictionPublic:
+    """Queue a batch prediction of model `model_id` on every row of stored dataset
+    `dataset_id`: 202 with the `queued` record. Follow it with GET (or its `events`), then
+    download its output."""
+    tenant = principal.tenant_id
+    model_id, _served = ids.resolve_model(reader, tenant, spec.model_id)
+    dataset_id = ids.resolve_field(reader, "dataset", tenant, spec.dataset_id, "dataset_id")
+    prediction = service.create_prediction(reader, session, settings, tenant, model_id,
+                                           dataset_id, spec.outputs)
+    return PredictionPublic.model_validate(prediction)
+
+
+@router.get("", response_model=PredictionsPublic)
+def list_predictions(session: SessionDep, principal: ReadAuth,
+                     limit: int = Query(100, ge=1, le=1000),
+                     offset: int = Query(0, ge=0, le=1_000_000_000)) -> PredictionsPublic:
+    rows, count = service.list_predictions(session, principal.tenant_id, limit=limit,
+                                           offset=offset)
+    return PredictionsPublic(data=[PredictionPublic.model_validate(r) for r in rows],
+                             count=count)
+
+
+@router.get("/{prediction_id}", response_model=PredictionPublic)
+def get_prediction(prediction_id: str, session: SessionDep, principal: ReadAuth
+                   ) -> PredictionPublic:
+    prediction_id = ids.resolve(session, "prediction", principal.tenant_id, prediction_id)
+    return PredictionPublic.model_validate(
+        service.get_prediction(session, principal.tenant_id, prediction_id))
+
+
+@router.post("/{prediction_id}/cancel", status_code=202, response_model=PredictionPublic)
+def cancel_prediction(prediction_id: str, session: WriteSessionDep, settings: SettingsDep,
+                      principal: TrainAuth) -> PredictionPublic:
+    """A queued prediction is cancelled at once; a running one stops after its block."""
+    prediction_id = ids.resolve(session, "prediction", principal.tenant_id, prediction_id)
+    return PredictionPublic.model_validate(
+        service.cancel(session, settings, principal.tenant_id, prediction_id))
+
+
+@router.get("/{prediction_id}/output", response_class=StreamingResponse,
+            responses={200: {"content": {t: {} for t in FORMATS.values()}}})
+def prediction_output(prediction_id: str, session: SessionDep, settings: SettingsDep,
+                      principal: ReadAuth,
+                      format: str = Query("csv", pattern="^(csv|jsonl|npz)$")
+                      ) -> StreamingResponse:
+    """The output of a succeeded prediction (409 before), streamed: `csv` (row, label,
+    decision_value or decision_value_<i>, probability_<class>), `jsonl` (one object per
+    row) or `npz` (arrays labels, decision_values, probabilities)."""
+    tenant = principal.tenant_id
+    prediction_id = ids.resolve(session, "prediction", tenant, prediction_id)
+    prediction = service.get_prediction(session, tenant, prediction_id)
+    ref = service.output_ref(prediction)
+    classes = list(get_model(session, tenant, prediction.model_id).labels)
+    session.close()
+    handle = blob_store(settings).open(ref)
+    return StreamingResponse(encode(handle, format, classes), media_type=FORMATS[format],
+                             headers={"Content-Disposition": f'attachment; filename='
+                                      f'"prediction-{prediction_id}.{format}"'})
+
+
+def _state(database_url: str, prediction_id: str) -> dict[str, Any]:
+    with read_sessionmaker_for(database_url)() as session:
+        row = session.get(Prediction, prediction_id)
+        assert row is not None
+        return {"status": row.status.value, "rows_done": row.rows_done, "rows": row.rows,
+                "error": row.error}
+
+
+def _exists(database_url: str, tenant_id: str, prediction_id: str) -> bool:
+    with read_sessionmaker_for(database_url)() as session:
+        return service.prediction_exists(session, tenant_id, prediction_id)
+
+
+@router.get("/{prediction_id}/events", response_class=EventSourceResponse,
+            responses={200: {"content": {"text/event-stream": {}},
+                             "description": "SSE stream of `progress` and `status` events"}})
+async def prediction_events(prediction_id: str, request: Request, settings: SettingsDep,
+                            principal: ReadAuth) -> EventSourceResponse:
+    """`progress` events ({rows_done, rows}) as the worker passes its blocks, then one
+    terminal `status` event, after which the stream ends."""
+    tenant = principal.tenant_id
+    prediction_id = await ids.resolve_off_loop(settings.database_url, "prediction", tenant,
+                                               prediction_id)
+    if not await anyio.to_thread.run_sync(_exists, settings.database_url, tenant,
+                                          prediction_id):
+        raise not_found("prediction", prediction_id)
+    last: dict[str, Any] = {}
+
+    async def read_round() -> Round:
+        state = await anyio.to_thread.run_sync(_state, settings.database_url, prediction_id)
+        messages = []
+        if state["status"] in {s.value for s in TERMINAL_STATUSES}:
+            return [{"event": "status", "data": json.dumps(state)}], True, False
+        if state != last:
+            last.clear()
+            last.update(state)
+            messages.append({"event": "progress", "data": json.dumps(state)})
+        return messages, False, False
+
+    return live_stream(request, settings, prediction_id, read_round)
