@@ -619,20 +619,76 @@ def models(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = False
 _show_command("model", "Show a model (as JSON).", HingeClient.model)
 
 
+def _batch_predict(options: Options, model: str, dataset: str, out_path: str,
+                   fmt: str) -> None:
+    """A batch prediction on a worker: queue it, follow its progress on standard error,
+    download its output to `out_path`."""
+    with options.client() as client, _calling_the_api():
+        record = client.batch_predict(model, dataset)
+        err.print(f"prediction {record['id']}: {record['rows']} rows of "
+                  f"{record['dataset_name']}", highlight=False)
+
+        def shown(now: dict[str, Any]) -> None:
+            if not options.as_json and now["status"] == "running":
+                err.print(f"  {now['rows_done']}/{now['rows']} rows", highlight=False)
+
+        try:
+            record = client.wait_prediction(record["id"], progress=shown)
+        except KeyboardInterrupt:
+            client.cancel_prediction(record["id"])
+            err.print(f"prediction {record['id']} cancelled", highlight=False)
+            raise typer.Exit(EXIT_API_ERROR) from None
+        if record["status"] != "succeeded":
+            err.print(Text("error: ", style="bold red") + Text(
+                f"prediction {record['id']} {record['status']}: {record.get('error') or ''}"),
+                highlight=False)
+            raise typer.Exit(EXIT_API_ERROR)
+        written = client.prediction_output(record["id"], out_path, fmt)
+    if options.as_json:
+        _print_json({**record, "out": out_path, "bytes": written})
+    else:
+        out.print(f"{record['rows']} rows -> {out_path} ({written} bytes, {fmt})",
+                  highlight=False)
+
+
 @app.command()
 def predict(ctx: typer.Context,
-            model: Annotated[str, IdArg(help="The model's id (or a unique prefix), or "
-                                        "NAME@ALIAS, NAME/versions/N")],
-            file: Annotated[str, typer.Argument(help="svmlight lines (labels optional); "
-                            "- reads standard input")],
+            model: Annotated[str | None, IdArg(help="The model's id (or a unique prefix), "
+                                               "or NAME@ALIAS, NAME/versions/N")] = None,
+            file: Annotated[str | None, typer.Argument(help="svmlight lines (labels "
+                            "optional); - reads standard input")] = None,
+            model_option: Annotated[str | None, typer.Option(
+                "--model", "-m", help="The model (instead of the argument)")] = None,
+            dataset: Annotated[str | None, typer.Option(
+                "--dataset", "-d", help="A batch prediction of every row of this stored "
+                "dataset on a worker (needs --out)")] = None,
+            out_path: Annotated[str | None, typer.Option(
+                "--out", "-o", help="Where a batch prediction's output goes")] = None,
+            fmt: Annotated[str, typer.Option(
+                "--format", "-f", help="A batch output's format: csv, jsonl or npz")] = "csv",
             probabilities: Annotated[bool, typer.Option(
                 "--probabilities", "-b", help="The label then the probability of each "
                 "class, after a first line `labels` with the classes in their order (as "
                 "LIBSVM's svm-predict -b 1); the model needs probability=true")] = False,
             as_json: JsonFlag = False) -> None:
     """Predict: one line per row, the label then its decision value(s), tab-separated
-    (a regression model: the predicted value alone, as svm-predict)."""
+    (a regression model: the predicted value alone, as svm-predict). With --dataset: a
+    batch prediction of a stored dataset on a worker, its progress followed, its output
+    written to --out (`hinge predict --model M --dataset D --out scores.csv`)."""
     options = _options(ctx, as_json)
+    model = model_option or model
+    if model is None:
+        _usage_error("name the model: hinge predict MODEL FILE, or --model MODEL")
+    assert model is not None
+    if dataset is not None:
+        if out_path is None or fmt not in ("csv", "jsonl", "npz"):
+            _usage_error("a batch prediction needs --out FILE and --format csv|jsonl|npz")
+        assert out_path is not None
+        _batch_predict(options, model, dataset, out_path, fmt)
+        return
+    if file is None:
+        _usage_error("give a FILE of rows to predict, or --dataset ID --out FILE")
+    assert file is not None
     body = sys.stdin.buffer.read() if file == "-" else _read(file)
     with options.client() as client, _calling_the_api():
         answer = client.predict(model, body)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 
 from testkit import bundled
 from testkit.datagen import dense
+from tests.e2e.hinge_cli import cli_env, hinge_bin_dir
 from tests.support import embedded_settings, running_service, wait_for_job
 
 FAST = {"job_lease_seconds": 2.0, "sweep_interval_seconds": 0.5,
@@ -123,6 +125,18 @@ def test_a_batch_prediction_equals_the_online_predict_in_every_format(tmp_path: 
         assert events.status_code == 200 and "event: status" in events.text
         assert client.post(f"/v1/predictions/{prediction_id}/cancel").status_code == 409
 
+        # the CLI: a second batch run, followed, its CSV written where --out says
+        key = client.headers["Authorization"].removeprefix("Bearer ")
+        out = tmp_path / "scores.csv"
+        ran = subprocess.run(["hinge", "predict", "--model", model_id, "--dataset",
+                              dataset_id, "--out", str(out)], capture_output=True, text=True,
+                             env=cli_env(str(client.base_url), key, hinge_bin_dir(tmp_path)),
+                             timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        assert "178 rows ->" in ran.stdout
+        assert out.read_text() == text.text
+        assert client.get("/v1/predictions").json()["count"] == 2
+
 
 def _rows(n: int) -> bytes:
     X, y = dense(n, n_features=10, seed=3)
@@ -145,6 +159,7 @@ def test_a_queued_batch_prediction_is_cancelled_and_has_no_output(tmp_path: Path
         output = client.get(f"/v1/predictions/{prediction_id}/output")
         assert output.status_code == 409, output.text
         assert client.post(f"/v1/predictions/{prediction_id}/cancel").status_code == 409
+
 
 
 def test_a_worker_sigkilled_halfway_is_recovered_with_one_output(tmp_path: Path) -> None:
