@@ -192,28 +192,35 @@ def progress(session: Session, claim: PredictionClaim, rows_done: int) -> bool |
                               .where(Prediction.id == claim.prediction_id))
 
 
+def predict_blocks(model: Any, X: Any, outputs: Sequence[str], block_rows: int,
+                   writer: OutputWriter, go_on: Callable[[int], bool]) -> bool:
+    """Pass the rows of X through the model `block_rows` at a time into `writer`;
+    `go_on(rows_done)` after each block (False: stop). Whether every row was written."""
+    rows = X.shape[0]
+    for start in range(0, rows, block_rows):
+        labels, values, probabilities = model_predictions(model, X[start:start + block_rows])
+        block: dict[str, Any] = {"labels": labels}
+        if "decision_values" in outputs:
+            block["decision_values"] = values
+        if "probabilities" in outputs and probabilities is not None:
+            block["probabilities"] = probabilities
+        writer.append(block)
+        if not go_on(min(rows, start + block_rows)):
+            return False
+    return True
+
+
 def run_blocks(settings: Settings, session: Session, claim: PredictionClaim,
                writer: OutputWriter, go_on: Callable[[int], bool]) -> bool:
-    """Pass the dataset through the model a block of HINGE_PREDICT_BLOCK_ROWS rows at a
-    time into `writer`; `go_on(rows_done)` after each block (False: stop). Whether every
-    row was written."""
+    """A claimed prediction's model over its dataset, a block of HINGE_PREDICT_BLOCK_ROWS
+    rows at a time (`predict_blocks`)."""
     if claim.blob_path is None:
         raise lifecycle.Failed("the dataset was deleted before the prediction started")
     model = servable_model(session, settings, claim.model_id)
     session.close()
     X, _y = load_dataset(blob_store(settings), claim.blob_path, model.n_features)
-    block_rows = settings.predict_block_rows
-    for start in range(0, claim.rows, block_rows):
-        labels, values, probabilities = model_predictions(model, X[start:start + block_rows])
-        block: dict[str, Any] = {"labels": labels}
-        if "decision_values" in claim.outputs:
-            block["decision_values"] = values
-        if "probabilities" in claim.outputs and probabilities is not None:
-            block["probabilities"] = probabilities
-        writer.append(block)
-        if not go_on(min(claim.rows, start + block_rows)):
-            return False
-    return True
+    return predict_blocks(model, X, claim.outputs, settings.predict_block_rows, writer,
+                          go_on)
 
 
 def succeed(session: Session, claim: PredictionClaim, output_path: str, size: int) -> bool:
