@@ -271,17 +271,21 @@ def start_api(settings: Settings, log_dir: Path, *, python: str | None = None,
 
 
 def wait_for_job(get: Any, job_id: str, timeout: float = 120.0,
-                 statuses: tuple[str, ...] = ("succeeded", "failed", "cancelled")) -> dict:
+                 statuses: tuple[str, ...] = ("succeeded", "failed", "cancelled"),
+                 collection: str = "jobs") -> dict:
+    """Poll /v1/<collection>/<id> (a job, or another work item: "predictions") until its
+    status is one of `statuses`."""
     deadline = time.monotonic() + timeout
     body: dict = {}
     while time.monotonic() < deadline:
-        response = get(f"/v1/jobs/{job_id}")
+        response = get(f"/v1/{collection}/{job_id}")
         assert response.status_code == 200, response.text
         body = response.json()
         if body["status"] in statuses:
             return body
         time.sleep(0.1)
-    raise TimeoutError(f"job {job_id} still {body.get('status')} after {timeout} s: {body}")
+    raise TimeoutError(f"{collection} {job_id} still {body.get('status')} after {timeout} s: "
+                       f"{body}")
 
 
 @contextlib.contextmanager

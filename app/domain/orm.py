@@ -258,11 +258,9 @@ class Model(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class Evaluation(WorkItemColumns, Base):
-    """A model's figures on a stored dataset; computed inline for small datasets, else by a
-    worker (claimed, leased and finished like a job: `attempt`, `heartbeat_at`)."""
-
-    __tablename__ = "evaluations"
+class ModelOnDatasetColumns:
+    """The columns of work that passes a stored dataset through a model (evaluations,
+    batch predictions): both the tenant's; the dataset's name kept if it is deleted."""
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     tenant_id: Mapped[str] = _tenant_column()  # the model's (and the dataset's) tenant
@@ -273,26 +271,25 @@ class Evaluation(WorkItemColumns, Base):
         String(32), ForeignKey("datasets.id", ondelete="SET NULL"), index=True
     )
     dataset_name: Mapped[str] = mapped_column(String(255))
+
+
+class Evaluation(ModelOnDatasetColumns, WorkItemColumns, Base):
+    """A model's figures on a stored dataset; computed inline for small datasets, else by a
+    worker (claimed, leased and finished like a job: `attempt`, `heartbeat_at`)."""
+
+    __tablename__ = "evaluations"
+
     rows: Mapped[int] = mapped_column(Integer)
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
-class Prediction(WorkItemColumns, Base):
+class Prediction(ModelOnDatasetColumns, WorkItemColumns, Base):
     """A batch prediction (POST /v1/predictions): a model's output on every row of a stored
     dataset, computed by a worker (claimed, leased and finished like a job) and stored as
     a blob (`output_path`, a BlobRef); `rows_done` is its progress."""
 
     __tablename__ = "predictions"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
-    tenant_id: Mapped[str] = _tenant_column()  # the model's (and the dataset's) tenant
-    model_id: Mapped[str] = mapped_column(
-        String(32), ForeignKey("models.id", ondelete="CASCADE"), index=True
-    )
-    dataset_id: Mapped[str | None] = mapped_column(
-        String(32), ForeignKey("datasets.id", ondelete="SET NULL"), index=True
-    )
-    dataset_name: Mapped[str] = mapped_column(String(255))
     rows: Mapped[int] = mapped_column(BigInteger)
     outputs: Mapped[list[str]] = mapped_column(JSON)  # labels, decision_values, probabilities
     rows_done: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -13,7 +13,6 @@ import csv
 import io
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +28,9 @@ FAST = {"job_lease_seconds": 2.0, "sweep_interval_seconds": 0.5,
         "requeue_after_seconds": 3.0, "max_attempts": 3}
 
 
-def _wait(client: httpx.Client, prediction_id: str, timeout: float = 120.0,
-          statuses: tuple[str, ...] = ("succeeded", "failed", "cancelled")) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        response = client.get(f"/v1/predictions/{prediction_id}")
-        assert response.status_code == 200, response.text
-        body = response.json()
-        if body["status"] in statuses:
-            return body
-        time.sleep(0.05)
-    raise TimeoutError(f"prediction {prediction_id} still {body.get('status')}: {body}")
+def _wait(client: httpx.Client, prediction_id: str, timeout: float = 120.0
+          ) -> dict[str, Any]:
+    return wait_for_job(client.get, prediction_id, timeout, collection="predictions")
 
 
 def _model(client: httpx.Client, name: str, payload: bytes, params: dict[str, Any],

@@ -16,7 +16,7 @@ from sse_starlette import EventSourceResponse
 
 from app.api import ids
 from app.api.auth import ReadAuth, TrainAuth
-from app.api.deps import SessionDep, SettingsDep, WriteSessionDep
+from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.api.routes.events import Round, live_stream
 from app.domain.batch_output import FORMATS, encode
 from app.domain.errors import not_found
@@ -46,11 +46,10 @@ def create_prediction(spec: PredictionCreate, reader: SessionDep, session: Write
 
 
 @router.get("", response_model=PredictionsPublic)
-def list_predictions(session: SessionDep, principal: ReadAuth,
-                     limit: int = Query(100, ge=1, le=1000),
-                     offset: int = Query(0, ge=0, le=1_000_000_000)) -> PredictionsPublic:
-    rows, count = service.list_predictions(session, principal.tenant_id, limit=limit,
-                                           offset=offset)
+def list_predictions(session: SessionDep, principal: ReadAuth, page: PageDep
+                     ) -> PredictionsPublic:
+    rows, count = service.list_predictions(session, principal.tenant_id, limit=page.limit,
+                                           offset=page.offset)
     return PredictionsPublic(data=[PredictionPublic.model_validate(r) for r in rows],
                              count=count)
 
