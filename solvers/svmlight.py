@@ -206,7 +206,48 @@ def _kernel_reason(code: int, token: bytes, aux: int, limits: ParseLimits) -> st
 # ---- parser ------------------------------------------------------------------------------
 
 
-class SvmlightParser:
+class _BlockFeed:
+    """What an incremental parser keeps while its text arrives (`feed` pieces, then
+    `finish`): the limits, the pieces not parsed yet, the carried incomplete line, the
+    hash, the counts of bytes and lines, and the counts of what it parsed."""
+
+    def __init__(self, limits: ParseLimits | None, block_bytes: int) -> None:
+        self.limits = limits if limits is not None else ParseLimits()
+        self._block_bytes = max(1, int(block_bytes))
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._carry = b""
+        self._hash = hashlib.sha256()
+        self._bytes_read = 0
+        self._next_line = 1  # the file line the next complete line is
+
+    @property
+    def rows_parsed(self) -> int:
+        """Data rows parsed so far (a caller bounds memory with these two counts)."""
+        return self._parsed_counts()[0]
+
+    @property
+    def entries_parsed(self) -> int:
+        """Stored entries parsed so far."""
+        return self._parsed_counts()[1]
+
+    def _parsed_counts(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _gather(self, chunk: bytes) -> bool:
+        """Count and keep a non-empty piece (SizeLimitError past limits.max_bytes); whether
+        a block is due. The carried line is re-joined only once as much new text arrived
+        (linear total work)."""
+        self._bytes_read += len(chunk)
+        max_bytes = self.limits.max_bytes
+        if max_bytes is not None and self._bytes_read > max_bytes:
+            raise SizeLimitError(max_bytes)
+        self._pending.append(chunk)
+        self._pending_bytes += len(chunk)
+        return self._pending_bytes >= max(self._block_bytes, len(self._carry))
+
+
+class SvmlightParser(_BlockFeed):
     """Incremental parser: `feed` chunks of any size, then `finish`.
 
     `block_bytes` is how much new text is gathered before a compiled parse pass runs.
@@ -215,14 +256,7 @@ class SvmlightParser:
     """
 
     def __init__(self, limits: ParseLimits | None = None, *, block_bytes: int = 1 << 20) -> None:
-        self.limits = limits if limits is not None else ParseLimits()
-        self._block_bytes = max(1, int(block_bytes))
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._carry = b""
-        self._hash = hashlib.sha256()
-        self._bytes_read = 0
-        self._next_line = 1
+        super().__init__(limits, block_bytes)
         self._classes: set[float] = set()
         self._max_index = 0
         self._out = _Outputs()
@@ -237,15 +271,8 @@ class SvmlightParser:
         """Complete lines parsed so far."""
         return self._next_line - 1
 
-    @property
-    def rows_parsed(self) -> int:
-        """Data rows parsed so far (a caller bounds memory with these two counts)."""
-        return self._out.n_rows
-
-    @property
-    def entries_parsed(self) -> int:
-        """Stored (index, value) pairs parsed so far."""
-        return self._out.nnz
+    def _parsed_counts(self) -> tuple[int, int]:
+        return self._out.n_rows, self._out.nnz
 
     def feed(self, chunk: bytes) -> None:
         self._check_open()
@@ -253,15 +280,12 @@ class SvmlightParser:
             chunk = bytes(chunk)
         if not chunk:
             return
-        self._bytes_read += len(chunk)
-        max_bytes = self.limits.max_bytes
-        if max_bytes is not None and self._bytes_read > max_bytes:
+        try:
+            block_due = self._gather(chunk)
+        except SizeLimitError:
             self._state = "failed"
-            raise SizeLimitError(max_bytes)
-        self._pending.append(chunk)
-        self._pending_bytes += len(chunk)
-        # re-join the carried line only once as much new text arrived (linear total work)
-        if self._pending_bytes >= max(self._block_bytes, len(self._carry)):
+            raise
+        if block_due:
             self._guarded(final=False)
 
     def finish(self) -> ParsedDataset:
