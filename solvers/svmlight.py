@@ -158,33 +158,30 @@ def _snippet(raw: bytes) -> str:
     return repr(text + ("..." if len(raw) > _SNIPPET_CHARS else ""))
 
 
+# What each kernel error code says; {shown} is the offending text, {limits} the ParseLimits.
+_REASONS = {
+    _k.ERR_NUL: "NUL byte in input",
+    _k.ERR_LINE_TOO_LONG: "line longer than max_line_bytes ({limits.max_line_bytes} bytes)",
+    _k.ERR_MISSING_LABEL: "missing label (line starts with {shown})",
+    _k.ERR_BAD_LABEL: "invalid label {shown} (expected a number)",
+    _k.ERR_NONFINITE_LABEL: "label {shown} is NaN or infinite",
+    _k.ERR_BAD_QID: "invalid qid {shown} (expected qid:<integer>)",
+    _k.ERR_BAD_PAIR: "invalid feature {shown} (expected <index>:<value>)",
+    _k.ERR_EMPTY_INDEX: "empty index in {shown}",
+    _k.ERR_INDEX_ZERO: ("index 0 in {shown}: indices are 1-based (the first feature is 1:); "
+                        "data written with 0-based indices needs every index raised by one"),
+    _k.ERR_NEGATIVE_INDEX: "negative index in {shown}",
+    _k.ERR_INDEX_TOO_LARGE: "index in {shown} exceeds max_features ({limits.max_features})",
+    _k.ERR_EMPTY_VALUE: "empty value in {shown}",
+    _k.ERR_BAD_VALUE: "invalid value in {shown} (expected a number)",
+    _k.ERR_NONFINITE_VALUE: "value in {shown} is NaN or infinite",
+}
+
+
 def _kernel_reason(code: int, token: bytes, aux: int, limits: ParseLimits) -> str:
     shown = _snippet(token)
-    if code == _k.ERR_NUL:
-        return "NUL byte in input"
-    if code == _k.ERR_LINE_TOO_LONG:
-        return f"line longer than max_line_bytes ({limits.max_line_bytes} bytes)"
-    if b"\r" in token:
+    if code not in (_k.ERR_NUL, _k.ERR_LINE_TOO_LONG) and b"\r" in token:
         return "carriage return not followed by a line feed (use LF or CRLF line endings)"
-    if code == _k.ERR_MISSING_LABEL:
-        return f"missing label (line starts with {shown})"
-    if code == _k.ERR_BAD_LABEL:
-        return f"invalid label {shown} (expected a number)"
-    if code == _k.ERR_NONFINITE_LABEL:
-        return f"label {shown} is NaN or infinite"
-    if code == _k.ERR_BAD_QID:
-        return f"invalid qid {shown} (expected qid:<integer>)"
-    if code == _k.ERR_BAD_PAIR:
-        return f"invalid feature {shown} (expected <index>:<value>)"
-    if code == _k.ERR_EMPTY_INDEX:
-        return f"empty index in {shown}"
-    if code == _k.ERR_INDEX_ZERO:
-        return (f"index 0 in {shown}: indices are 1-based (the first feature is 1:); "
-                "data written with 0-based indices needs every index raised by one")
-    if code == _k.ERR_NEGATIVE_INDEX:
-        return f"negative index in {shown}"
-    if code == _k.ERR_INDEX_TOO_LARGE:
-        return f"index in {shown} exceeds max_features ({limits.max_features})"
     if code == _k.ERR_INDEX_NOT_INCREASING:
         # <= max_features once leading zeros are gone (int() refuses > 4300 digits)
         index = int(token.split(b":", 1)[0].lstrip(b"0") or b"0")
@@ -194,13 +191,7 @@ def _kernel_reason(code: int, token: bytes, aux: int, limits: ParseLimits) -> st
             f"index {index} in {shown} is not greater than the previous index {aux} "
             "(indices must be strictly increasing)"
         )
-    if code == _k.ERR_EMPTY_VALUE:
-        return f"empty value in {shown}"
-    if code == _k.ERR_BAD_VALUE:
-        return f"invalid value in {shown} (expected a number)"
-    if code == _k.ERR_NONFINITE_VALUE:
-        return f"value in {shown} is NaN or infinite"
-    return f"unparseable input {shown}"  # pragma: no cover - all codes handled above
+    return _REASONS.get(code, "unparseable input {shown}").format(shown=shown, limits=limits)
 
 
 # ---- parser ------------------------------------------------------------------------------
