@@ -145,6 +145,39 @@ def _nonfinite_word_length(buf, pos: int, end: int) -> int:
     return 0
 
 
+@njit(cache=True, inline="always")
+def _digits(
+    buf,
+    p: int,
+    end: int,
+    shift: int,
+    mantissa,
+    significant_digits: int,
+    decimal_exponent: int,
+    n_digits: int,
+    too_many_digits: bool,
+):
+    """Take the run of digits at p into the mantissa (at most _MAX_SIGNIFICANT_DIGITS
+    significant ones; leading zeros are not counted). `shift` is 0 in the integer part and
+    1 in the fraction, where a kept digit or a leading zero lowers the decimal exponent.
+    Returns the updated (p, mantissa, significant_digits, decimal_exponent, n_digits,
+    too_many_digits)."""
+    while p < end and buf[p] >= _ZERO and buf[p] <= _NINE:
+        digit = buf[p] - _ZERO
+        n_digits += 1
+        if mantissa != 0 or digit != 0:
+            if significant_digits < _MAX_SIGNIFICANT_DIGITS:
+                mantissa = mantissa * 10 + digit
+                significant_digits += 1
+                decimal_exponent -= shift
+            else:
+                too_many_digits = True
+        else:
+            decimal_exponent -= shift
+        p += 1
+    return p, mantissa, significant_digits, decimal_exponent, n_digits, too_many_digits
+
+
 @njit(cache=True)
 def _scan_decimal(buf, pos: int, end: int):
     """Scan `[+-]? (D+ ('.' D*)? | '.' D+) ([eE] [+-]? D+)?` starting at pos.
@@ -165,32 +198,23 @@ def _scan_decimal(buf, pos: int, end: int):
     n_digits = 0
     too_many_digits = False
     # integer part: mantissa = mantissa * 10 + digit, leading zeros not counted
-    while p < end and buf[p] >= _ZERO and buf[p] <= _NINE:
-        digit = buf[p] - _ZERO
-        n_digits += 1
-        if mantissa != 0 or digit != 0:
-            if significant_digits < _MAX_SIGNIFICANT_DIGITS:
-                mantissa = mantissa * 10 + digit
-                significant_digits += 1
-            else:
-                too_many_digits = True
-        p += 1
+    p, mantissa, significant_digits, decimal_exponent, n_digits, too_many_digits = _digits(
+        buf, p, end, 0, mantissa, significant_digits, decimal_exponent, n_digits, too_many_digits
+    )
     # fraction: each kept digit also shifts the decimal exponent down by one
     if p < end and buf[p] == _DOT:
         p += 1
-        while p < end and buf[p] >= _ZERO and buf[p] <= _NINE:
-            digit = buf[p] - _ZERO
-            n_digits += 1
-            if mantissa != 0 or digit != 0:
-                if significant_digits < _MAX_SIGNIFICANT_DIGITS:
-                    mantissa = mantissa * 10 + digit
-                    significant_digits += 1
-                    decimal_exponent -= 1
-                else:
-                    too_many_digits = True
-            else:
-                decimal_exponent -= 1
-            p += 1
+        p, mantissa, significant_digits, decimal_exponent, n_digits, too_many_digits = _digits(
+            buf,
+            p,
+            end,
+            1,
+            mantissa,
+            significant_digits,
+            decimal_exponent,
+            n_digits,
+            too_many_digits,
+        )
     if n_digits == 0:
         word = _nonfinite_word_length(buf, p, end)
         if word > 0 and p == after_sign:

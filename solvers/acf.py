@@ -1,14 +1,7 @@
 """Dual coordinate descent with adaptive coordinate frequencies (ACF) for linear SVMs.
 
-Problem (per binary problem; y_i in {-1, +1}, C_i = C * class_weight[label of row i]),
-the same as `solvers.dcd`:
-
-    primal  min_w  1/2 ||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i)^p,   p = 1 (l1) or 2 (l2)
-    dual    min_a  D(a) = 1/2 a'Qbar a - e'a,   0 <= a_i <= U_i,
-            Qbar = Q + diag(D_ii), Q_ij = y_i y_j x_i.x_j,
-            l1: U_i = C_i, D_ii = 0;   l2: U_i = inf, D_ii = 1/(2 C_i);
-    w(a) = sum_i y_i a_i x_i is maintained during the iterations. With bias="augment" every
-    x_i carries one more constant feature of value B (regularised, like LIBLINEAR -B).
+Problem: the dual D(a) of `solvers.dcd`'s docstring (0 <= a_i <= U_i, Qbar = Q +
+diag(D_ii), l1 or l2 loss, per-example C_i, w(a) maintained, bias="augment" as LIBLINEAR -B).
 
 Algorithm: Glasmachers & Dogan, "Accelerated Linear SVM Training with Adaptive Variable
 Selection Frequencies", 2013: Algorithm 3 (the sweep loop), Algorithm 4 (the schedule of
@@ -54,14 +47,11 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from solvers._kernel_helpers import next_below, next_unit, row_axpy, row_dot
+from solvers import dual_cd
+from solvers._kernel_helpers import next_below, next_unit
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
-from solvers.dual_cd import DualState, solve_dual
 
-WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
-    {"loss": "l1"},
-    {"loss": "l2", "bias": "none"},
-)
+WARMUP_VARIANTS = dual_cd.WARMUP_VARIANTS
 
 # The paper's constants (Section 3).
 PREFERENCE_RATE = 0.2  # c
@@ -69,10 +59,8 @@ PREFERENCE_MIN = 1.0 / 20.0  # p_min
 PREFERENCE_MAX = 20.0  # p_max
 _SHRINK_FACTOR = math.exp(-PREFERENCE_RATE)  # exp(c (0 / Delta_ref - 1)): a step with no gain
 
-# Kernel status codes (solvers.dual_cd.STATUS_EXIT).
-_PAUSED, _CONVERGED, _MAX_ITER, _NON_FINITE = 0, 1, 2, 3
-
-# counters[] slots (int64) and gauges[] slots (float64) of the kernel state.
+# counters[] slots (int64) and gauges[] slots (float64) of the kernel state, in the order
+# the kernel loads and stores them.
 _ITERATION, _POSITION, _SWEEP_LENGTH, _IN_SWEEP, _CAN_STOP, _UPDATES, _SCHEDULED = range(7)
 _GAIN_REFERENCE, _VIOLATION, _LAST_VIOLATION = range(3)
 
@@ -87,10 +75,10 @@ def solve(
     problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
 ) -> BinarySolution:
     """Solve one binary problem with ACF; `params` as filled by validate_params("acf")."""
-    return solve_dual(_AcfState, problem, params, monitor)
+    return dual_cd.solve_dual(_AcfState, problem, params, monitor)
 
 
-class _AcfState(DualState):
+class _AcfState(dual_cd.DualState):
     """DualState plus the preferences, the sweep's schedule and the gain reference."""
 
     def __init__(self, problem: LinearProblem, params: dict[str, Any]) -> None:
@@ -103,20 +91,8 @@ class _AcfState(DualState):
         self.counters = np.array([0, 0, 0, 0, 1, 0, n_rows], dtype=np.int64)
         # Delta_ref, v of the sweep in progress, v of the last finished sweep
         self.gauges = np.array([0.0, 0.0, math.nan])
-        self.kernel_args = (
-            (X.data, X.indices, X.indptr),
-            (problem.y, self.upper, self.diag, self.qbar_diag),
-            (self.alpha, self.w, self.preference, self.schedule),
-            (self.counters, self.gauges, self.rng),
-        )
-
-    @property
-    def iteration(self) -> int:
-        return int(self.counters[_ITERATION])
-
-    def run(self, budget: int) -> int:
-        settings = (float(self.problem.bias_scale), self.eps, self.max_iter, budget)
-        return int(_acf_sweeps(*self.kernel_args, settings))
+        self._use_kernel(_acf_sweeps, (self.alpha, self.w, self.preference, self.schedule),
+                         (self.counters, self.gauges, self.rng))
 
     def progress(self) -> dict[str, Any]:
         return {"violation": float(self.gauges[_LAST_VIOLATION]),
@@ -229,31 +205,23 @@ def _acf_sweeps(rows, labels, variables, state, settings):
     settings = (B, eps, max_iter, work_budget). Returns a status code; all progress is
     kept in the arrays.
     """
-    data, indices, indptr = rows
-    y, upper, diag, qbar_diag = labels
+    indptr = rows[2]
+    qbar_diag = labels[3]
     alpha, w, preference, schedule = variables
     counters, gauges, rng = state
     bias_scale, eps, max_iter, work_budget = settings
 
     n_rows = indptr.shape[0] - 1
     inv_n = 1.0 / n_rows
-    bias_slot = w.shape[0] - 1
-    iteration = counters[_ITERATION]
-    s = counters[_POSITION]
-    sweep_length = counters[_SWEEP_LENGTH]
-    in_sweep = counters[_IN_SWEEP]
-    can_stop = counters[_CAN_STOP]
-    updates = counters[_UPDATES]
-    scheduled = counters[_SCHEDULED]
-    gain_reference = gauges[_GAIN_REFERENCE]
-    violation = gauges[_VIOLATION]
+    iteration, s, sweep_length, in_sweep, can_stop, updates, scheduled = counters
+    gain_reference, violation = gauges[:_LAST_VIOLATION]
     work = 0
-    status = _MAX_ITER
+    status = dual_cd.MAX_ITER
 
     while iteration < max_iter:
         if in_sweep == 0:
             if work >= work_budget:
-                status = _PAUSED
+                status = dual_cd.PAUSED
                 break
             in_sweep = 1
             s = 0
@@ -271,22 +239,14 @@ def _acf_sweeps(rows, labels, variables, state, settings):
             if s + _PREFETCH_ROW_AHEAD < sweep_length:
                 _prefetch_variable(rows, labels, variables,
                                    np.uint64(schedule[s + _PREFETCH_ROW_AHEAD]))
-            row_start = indptr[i]
-            row_end = indptr[i + _U1]
-            work += row_end - row_start + 1
-            start = np.uint64(row_start)
-            end = np.uint64(row_end)
-
-            # G = y_i w.x_i - 1 + D_ii a_i   (gradient of D along a_i; the paper's g = -G)
-            dot = row_dot(w, data, indices, start, end)
-            dot += w[bias_slot] * bias_scale
-            a_i = alpha[i]
-            u_i = upper[i]
-            q_ii = qbar_diag[i]
-            g = y[i] * dot - 1.0 + a_i * diag[i]
+            # row i's bounds, a_i, U_i and G = y_i w.x_i - 1 + D_ii a_i (the gradient of D
+            # along a_i; the paper's g = -G)
+            start, end, row_work, g, a_i, u_i = dual_cd.visit(rows, labels, alpha, w, bias_scale, i)
+            work += row_work
             if not np.isfinite(g):
-                status = _NON_FINITE
+                status = dual_cd.NON_FINITE
                 break
+            q_ii = qbar_diag[i]
 
             # KKT violation: v = max(v, G if a_i > 0, -G if a_i < U_i)
             if a_i > 0.0 and g > violation:
@@ -297,12 +257,8 @@ def _acf_sweeps(rows, labels, variables, state, settings):
             # mu = clip(-G / Qbar_ii, -a_i, U_i - a_i);  w += mu y_i x_i
             step = 0.0
             if (g < 0.0 and a_i < u_i) or (g > 0.0 and a_i > 0.0):
-                a_new = min(max(a_i - g / q_ii, 0.0), u_i)
-                step = a_new - a_i
-                alpha[i] = a_new
-                scaled = step * y[i]
-                row_axpy(scaled, data, indices, start, end, w)
-                w[bias_slot] += scaled * bias_scale
+                step = dual_cd.coordinate_step(rows, labels, alpha, w, bias_scale, i, start,
+                                               end, g)
             updates += 1
 
             # Algorithm 5: Delta = mu (g - mu/2 Qbar_ii) with g = -G
@@ -314,10 +270,8 @@ def _acf_sweeps(rows, labels, variables, state, settings):
                 gain_reference = (1.0 - inv_n) * gain_reference + gain * inv_n
             s += 1
 
-        if status == _NON_FINITE:
-            break
-        if s < sweep_length:  # out of budget in the middle of a sweep
-            status = _PAUSED
+        status = dual_cd.sweep_status(status, s, sweep_length)
+        if status != dual_cd.MAX_ITER:
             break
 
         # end of a sweep: Algorithm 3's stop rule
@@ -326,7 +280,7 @@ def _acf_sweeps(rows, labels, variables, state, settings):
         gauges[_LAST_VIOLATION] = violation
         if violation < eps:
             if can_stop == 1:
-                status = _CONVERGED
+                status = dual_cd.CONVERGED
                 break
             # p <- (1, ..., 1): the next sweep visits every variable once and must confirm
             for k in range(n_rows):
@@ -335,13 +289,6 @@ def _acf_sweeps(rows, labels, variables, state, settings):
         else:
             can_stop = 0
 
-    counters[_ITERATION] = iteration
-    counters[_POSITION] = s
-    counters[_SWEEP_LENGTH] = sweep_length
-    counters[_IN_SWEEP] = in_sweep
-    counters[_CAN_STOP] = can_stop
-    counters[_UPDATES] = updates
-    counters[_SCHEDULED] = scheduled
-    gauges[_GAIN_REFERENCE] = gain_reference
-    gauges[_VIOLATION] = violation
+    counters[:] = (iteration, s, sweep_length, in_sweep, can_stop, updates, scheduled)
+    gauges[:_LAST_VIOLATION] = (gain_reference, violation)
     return status

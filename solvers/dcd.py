@@ -45,19 +45,14 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from solvers._kernel_helpers import next_below, row_axpy, row_dot
+from solvers import dual_cd
+from solvers._kernel_helpers import next_below
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
-from solvers.dual_cd import DualState, solve_dual
 
-WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
-    {"loss": "l1"},
-    {"loss": "l2", "bias": "none"},
-)
+WARMUP_VARIANTS = dual_cd.WARMUP_VARIANTS
 
-# Kernel status codes (solvers.dual_cd.STATUS_EXIT).
-_PAUSED, _CONVERGED, _MAX_ITER, _NON_FINITE = 0, 1, 2, 3
-
-# counters[] slots (int64) and bounds[] slots (float64) of the kernel state.
+# counters[] slots (int64) and bounds[] slots (float64) of the kernel state, in the order
+# the kernel loads and stores them.
 _ITERATION, _ACTIVE_SIZE, _POSITION, _IN_SWEEP = 0, 1, 2, 3
 _PG_MAX_OLD, _PG_MIN_OLD, _PG_MAX_NEW, _PG_MIN_NEW, _LAST_VIOLATION = 0, 1, 2, 3, 4
 
@@ -69,10 +64,10 @@ def solve(
     problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
 ) -> BinarySolution:
     """Solve one binary problem with DCD; `params` as filled by validate_params("dcd")."""
-    return solve_dual(_DcdState, problem, params, monitor)
+    return dual_cd.solve_dual(_DcdState, problem, params, monitor)
 
 
-class _DcdState(DualState):
+class _DcdState(dual_cd.DualState):
     """DualState plus the shrinking state: the active set and the PG extremes."""
 
     def __init__(self, problem: LinearProblem, params: dict[str, Any]) -> None:
@@ -81,29 +76,12 @@ class _DcdState(DualState):
         self.counters = np.array([0, X.n_rows, 0, 0], dtype=np.int64)
         self.bounds = np.array([math.inf, -math.inf, -math.inf, math.inf, math.nan])
         index = np.arange(X.n_rows, dtype=np.int64)
-        self.kernel_args = (
-            (X.data, X.indices, X.indptr),
-            (problem.y, self.upper, self.diag, self.qbar_diag),
-            (self.alpha, self.w, index),
-            (self.counters, self.bounds, self.rng),
-        )
-
-    @property
-    def iteration(self) -> int:
-        return int(self.counters[_ITERATION])
-
-    def run(self, budget: int) -> int:
-        settings = (float(self.problem.bias_scale), self.eps, self.max_iter, budget)
-        return int(_dcd_sweeps(*self.kernel_args, settings))
+        self._use_kernel(_dcd_sweeps, (self.alpha, self.w, index),
+                         (self.counters, self.bounds, self.rng))
 
     def progress(self) -> dict[str, Any]:
         return {"violation": float(self.bounds[_LAST_VIOLATION]),
                 "active_size": int(self.counters[_ACTIVE_SIZE])}
-
-
-# Row loops and the RNG: solvers/_kernel_helpers.py. Unsigned counters and indices: no
-# negative-index wraparound code in the innermost loops.
-_U1 = np.uint64(1)
 
 
 @njit(cache=True, error_model="numpy")
@@ -115,29 +93,21 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
     as described by the _ITERATION... and _PG_... slots; settings = (B, eps, max_iter,
     work_budget). Returns a status code; all progress is kept in the arrays.
     """
-    data, indices, indptr = rows
-    y, upper, diag, qbar_diag = labels
+    indptr = rows[2]
     alpha, w, index = variables
     counters, bounds, rng = state
     bias_scale, eps, max_iter, work_budget = settings
 
     n_rows = indptr.shape[0] - 1
-    bias_slot = w.shape[0] - 1
-    iteration = counters[_ITERATION]
-    active_size = counters[_ACTIVE_SIZE]
-    s = counters[_POSITION]
-    in_sweep = counters[_IN_SWEEP]
-    pg_max_old = bounds[_PG_MAX_OLD]
-    pg_min_old = bounds[_PG_MIN_OLD]
-    pg_max_new = bounds[_PG_MAX_NEW]
-    pg_min_new = bounds[_PG_MIN_NEW]
+    iteration, active_size, s, in_sweep = counters
+    pg_max_old, pg_min_old, pg_max_new, pg_min_new = bounds[:_LAST_VIOLATION]
     work = 0
-    status = _MAX_ITER
+    status = dual_cd.MAX_ITER
 
     while iteration < max_iter:
         if in_sweep == 0:
             if work >= work_budget:
-                status = _PAUSED
+                status = dual_cd.PAUSED
                 break
             in_sweep = 1
             s = 0
@@ -154,20 +124,11 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
             if work >= work_budget:
                 break
             i = np.uint64(index[s])  # unsigned: no negative-index wraparound code
-            row_start = indptr[i]
-            row_end = indptr[i + _U1]
-            work += row_end - row_start + 1
-            start = np.uint64(row_start)
-            end = np.uint64(row_end)
-
-            # G = y_i w.x_i - 1 + D_ii a_i   (gradient of D along a_i)
-            dot = row_dot(w, data, indices, start, end)
-            dot += w[bias_slot] * bias_scale
-            a_i = alpha[i]
-            u_i = upper[i]
-            g = y[i] * dot - 1.0 + a_i * diag[i]
+            # row i's bounds, a_i, U_i and G = y_i w.x_i - 1 + D_ii a_i (gradient of D along a_i)
+            start, end, row_work, g, a_i, u_i = dual_cd.visit(rows, labels, alpha, w, bias_scale, i)
+            work += row_work
             if not np.isfinite(g):
-                status = _NON_FINITE
+                status = dual_cd.NON_FINITE
                 break
 
             # projected gradient; shrink a_i if it sits at a bound beyond last sweep's extremes
@@ -197,17 +158,11 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
 
             if abs(pg) > _PG_ZERO:
                 # a_i <- min(max(a_i - G / Qbar_ii, 0), U_i);  w += (a_i_new - a_i) y_i x_i
-                a_new = min(max(a_i - g / qbar_diag[i], 0.0), u_i)
-                alpha[i] = a_new
-                step = (a_new - a_i) * y[i]
-                row_axpy(step, data, indices, start, end, w)
-                w[bias_slot] += step * bias_scale
+                dual_cd.coordinate_step(rows, labels, alpha, w, bias_scale, i, start, end, g)
             s += 1
 
-        if status == _NON_FINITE:
-            break
-        if s < active_size:  # out of budget in the middle of a sweep
-            status = _PAUSED
+        status = dual_cd.sweep_status(status, s, active_size)
+        if status != dual_cd.MAX_ITER:
             break
 
         # end of a sweep: the stop rule, then LIBLINEAR's update of the shrinking bounds
@@ -219,7 +174,7 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
         # when a variable was visited; an empty sweep passes and unshrinks)
         if spread <= eps and pg_max_new <= eps and pg_min_new >= -eps:
             if active_size == n_rows:
-                status = _CONVERGED
+                status = dual_cd.CONVERGED
                 break
             active_size = n_rows  # one unshrunk pass must confirm convergence
             pg_max_old = np.inf
@@ -228,12 +183,6 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
         pg_max_old = pg_max_new if pg_max_new > 0.0 else np.inf
         pg_min_old = pg_min_new if pg_min_new < 0.0 else -np.inf
 
-    counters[_ITERATION] = iteration
-    counters[_ACTIVE_SIZE] = active_size
-    counters[_POSITION] = s
-    counters[_IN_SWEEP] = in_sweep
-    bounds[_PG_MAX_OLD] = pg_max_old
-    bounds[_PG_MIN_OLD] = pg_min_old
-    bounds[_PG_MAX_NEW] = pg_max_new
-    bounds[_PG_MIN_NEW] = pg_min_new
+    counters[:] = (iteration, active_size, s, in_sweep)
+    bounds[:_LAST_VIOLATION] = (pg_max_old, pg_min_old, pg_max_new, pg_min_new)
     return status

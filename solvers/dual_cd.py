@@ -1,5 +1,7 @@
 """What the dual coordinate-descent solvers (`dcd`, `acf`) share: the dual variables and
-w(a), the objectives of the current iterate, and the wrapper around their kernels.
+w(a), the objectives of the current iterate, the wrapper around their kernels and the
+compiled steps both kernels inline (the visit of a variable, its one-variable step, the
+status at the end of a sweep).
 
 Both solve the dual of solvers/objectives.py (0 <= a_i <= U_i, Qbar = Q + diag(D_ii)) one
 variable at a time, keeping w(a) = sum_i y_i a_i x_i; both kernels return the status
@@ -21,7 +23,9 @@ import time
 from typing import Any
 
 import numpy as np
+from numba import njit
 
+from solvers._kernel_helpers import row_axpy, row_dot
 from solvers.backbone import (
     BinarySolution,
     Budget,
@@ -38,8 +42,15 @@ from solvers.objectives import (
     qbar_diagonal,
 )
 
-STATUS_EXIT = {1: "converged", 2: "max_iter", 3: "numerical_error"}
+# The kernels' status codes.
+PAUSED, CONVERGED, MAX_ITER, NON_FINITE = 0, 1, 2, 3
+STATUS_EXIT = {CONVERGED: "converged", MAX_ITER: "max_iter", NON_FINITE: "numerical_error"}
 BUDGET = Budget()  # nonzeros visited per kernel call
+# What solvers.train warms both kernels with.
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
+    {"loss": "l1"},
+    {"loss": "l2", "bias": "none"},
+)
 
 
 class DualState:
@@ -88,12 +99,29 @@ class DualState:
             w = np.append(w, problem.bias_scale * coefficients.sum())
         return w[: problem.n_weights]
 
+    def _use_kernel(self, sweeps: Any, variables: tuple[np.ndarray, ...],
+                    state: tuple[np.ndarray, ...]) -> None:
+        """The subclass's compiled sweeps, called as sweeps(rows, labels, variables, state,
+        settings): rows = (data, indices, indptr) of X, labels = (y, U, D, Qbar_ii),
+        variables start with (alpha, w), state starts with the int64 counters, whose slot
+        0 is the iteration; settings = (B, eps, max_iter, work_budget)."""
+        X = self.problem.X
+        self.sweeps = sweeps
+        self.counters = state[0]
+        self.kernel_args = (
+            (X.data, X.indices, X.indptr),
+            (self.problem.y, self.upper, self.diag, self.qbar_diag),
+            variables,
+            state,
+        )
+
     @property
     def iteration(self) -> int:
-        raise NotImplementedError
+        return int(self.counters[0])
 
     def run(self, budget: int) -> int:
-        raise NotImplementedError
+        settings = (float(self.problem.bias_scale), self.eps, self.max_iter, budget)
+        return int(self.sweeps(*self.kernel_args, settings))
 
     def progress(self) -> dict[str, Any]:
         """violation and active_size of the current iterate (cheap)."""
@@ -135,3 +163,53 @@ def solve_dual(state_type: type[DualState], problem: LinearProblem, params: dict
         timings={"setup_s": t_iterate - t_start, "iterate_s": t_objective - t_iterate,
                  "objective_s": t_end - t_objective},
     )
+
+
+# -- compiled steps both kernels take (inlined; unsigned row bounds: no negative-index
+# wraparound code in the row loops)
+
+_U1 = np.uint64(1)
+
+
+@njit(cache=True, inline="always")
+def visit(rows, labels, alpha, w, bias_scale, i):
+    """What both kernels read for coordinate i: the bounds of row i (np.uint64), the work
+    of the visit (nnz + 1), G = y_i w.x_i - 1 + D_ii a_i (the gradient of D along a_i;
+    w[-1] is the bias feature's weight, B its value), a_i and U_i."""
+    data, indices, indptr = rows
+    y, upper, diag, _ = labels
+    row_start = indptr[i]
+    row_end = indptr[i + _U1]
+    start = np.uint64(row_start)
+    end = np.uint64(row_end)
+    a_i = alpha[i]
+    dot = row_dot(w, data, indices, start, end)
+    dot += w[w.shape[0] - 1] * bias_scale
+    g = y[i] * dot - 1.0 + a_i * diag[i]
+    return start, end, row_end - row_start + 1, g, a_i, upper[i]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def coordinate_step(rows, labels, alpha, w, bias_scale, i, start, end, g):
+    """a_i <- min(max(a_i - G / Qbar_ii, 0), U_i) and w += (a_i_new - a_i) y_i x_i;
+    returns the step a_i_new - a_i."""
+    data, indices, _ = rows
+    y, upper, _, qbar_diag = labels
+    a_i = alpha[i]
+    a_new = min(max(a_i - g / qbar_diag[i], 0.0), upper[i])
+    alpha[i] = a_new
+    step = a_new - a_i
+    scaled = step * y[i]
+    row_axpy(scaled, data, indices, start, end, w)
+    w[w.shape[0] - 1] += scaled * bias_scale
+    return step
+
+
+@njit(cache=True, inline="always")
+def sweep_status(status, position, length):
+    """The status after a sweep's inner loop: NON_FINITE stays, PAUSED when the budget
+    ran out in the middle of the sweep; otherwise the sweep ended and `status` (MAX_ITER:
+    go on) is returned."""
+    if status != NON_FINITE and position < length:
+        return PAUSED
+    return status

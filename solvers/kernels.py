@@ -283,14 +283,7 @@ class KernelModel:
             raise ValueError(
                 f"inconsistent kernel model: {n_sv} support vectors, sv_coef "
                 f"{self.sv_coef.shape}, n_sv {self.n_sv.tolist()}, rho {self.rho.shape}")
-        indptr = self.sv_indptr
-        if (indptr[0] != 0 or indptr[-1] != self.sv_indices.shape[0]
-                or self.sv_data.shape != self.sv_indices.shape or np.any(np.diff(indptr) < 0)):
-            raise ValueError("inconsistent kernel model: malformed support-vector CSR arrays")
-        if self.sv_indices.shape[0] and (
-                self.sv_indices.min() < 0 or self.sv_indices.max() >= self.n_features):
-            raise ValueError("inconsistent kernel model: a support-vector index is out of range")
-
+        self._check_support_vectors()
 
     def _check_single(self) -> None:
         n_sv = self.sv_indptr.shape[0] - 1
@@ -302,6 +295,10 @@ class KernelModel:
             raise ValueError(
                 f"inconsistent {self.svm_type} model: {n_sv} support vectors, sv_coef "
                 f"{self.sv_coef.shape}, n_sv {self.n_sv.tolist()}, rho {self.rho.shape}")
+        self._check_support_vectors()
+
+    def _check_support_vectors(self) -> None:
+        """The support vectors' CSR arrays, whatever the svm_type."""
         indptr = self.sv_indptr
         if (indptr[0] != 0 or indptr[-1] != self.sv_indices.shape[0]
                 or self.sv_data.shape != self.sv_indices.shape or np.any(np.diff(indptr) < 0)):

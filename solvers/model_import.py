@@ -37,6 +37,7 @@ the smaller class second, as LIBLINEAR does for -1 / +1 data).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +111,65 @@ def read_model_file(text: str, limits: ImportLimits = ImportLimits(), *,
     return _with_scaler(imported, range_text, limits)
 
 
+# -- the header and body lines both formats share --------------------------------------
+
+_Header = dict[str, tuple[int, list[str]]]
+
+
+def _read_header(lines: list[str], program: str, fields: tuple[str, ...], marker: str,
+                 what: str) -> tuple[_Header, int]:
+    """The fields before the line `marker` (alone on its line), as {key: (line, values)},
+    and the 1-based number of the marker line; `what` names what follows the marker."""
+    header: _Header = {}
+    position = 0
+    while position < len(lines):
+        parts = lines[position].split()
+        position += 1
+        if not parts:
+            continue
+        if parts == [marker]:
+            return header, position
+        key = parts[0]
+        if key not in fields:
+            raise ModelFileError(f"unknown {program} header field {key!r} (known: "
+                               f"{', '.join(fields)}, then {marker})", position)
+        if key in header:
+            raise ModelFileError(f"{key} is given twice", position)
+        header[key] = (position, parts[1:])
+    raise ModelFileError(f"{program} model file has no '{marker}' line (the {what} follow "
+                       "it)", len(lines) or None)
+
+
+def _one_value(header: _Header, key: str, program: str, marker_line: int) -> tuple[int, str]:
+    """(line, value) of a field that takes exactly one value."""
+    if key not in header:
+        raise ModelFileError(f"{program} header lacks {key}", marker_line)
+    line, values = header[key]
+    if len(values) != 1:
+        raise ModelFileError(f"{key} takes one value, has {len(values)}", line)
+    return line, values[0]
+
+
+def _model_kind(one: Callable[[str], tuple[int, str]], key: str, served: Container[str],
+                not_yet: Container[str], not_yet_why: str) -> str:
+    """The value of the field that names the model's type: one Hinge serves, or
+    NotServable (a known type not served yet, `not_yet_why` says so) or ModelFileError."""
+    line, kind = one(key)
+    if kind in not_yet:
+        raise NotServable(f"{key} {kind} {not_yet_why}", line)
+    if kind not in served:
+        raise ModelFileError(f"unknown {key} {kind!r}", line)
+    return kind
+
+
+def _body_lines(lines: list[str], marker_line: int) -> Iterator[tuple[int, list[str]]]:
+    """(1-based line number, fields) of every non-blank line after the marker line."""
+    for number in range(marker_line + 1, len(lines) + 1):
+        parts = lines[number - 1].split()
+        if parts:
+            yield number, parts
+
+
 # -- LIBSVM ------------------------------------------------------------------------------
 
 _LIBSVM_SERVED = ("c_svc", "nu_svc")
@@ -122,41 +182,14 @@ _LIBSVM_FIELDS = ("svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_cla
 
 def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
                  ) -> ImportedModel:
-    header: dict[str, tuple[int, list[str]]] = {}
-    position = 0
-    while position < len(lines):
-        parts = lines[position].split()
-        position += 1
-        if not parts:
-            continue
-        if parts[0] == "SV" and len(parts) == 1:
-            break
-        key = parts[0]
-        if key not in _LIBSVM_FIELDS:
-            raise ModelFileError(f"unknown LIBSVM header field {key!r} (known: "
-                               f"{', '.join(_LIBSVM_FIELDS)}, then SV)", position)
-        if key in header:
-            raise ModelFileError(f"{key} is given twice", position)
-        header[key] = (position, parts[1:])
-    else:
-        raise ModelFileError("LIBSVM model file has no 'SV' line (the support vectors follow "
-                           "it)", len(lines) or None)
-    sv_line = position  # 1-based number of the SV line
+    header, sv_line = _read_header(lines, "LIBSVM", _LIBSVM_FIELDS, "SV", "support vectors")
 
     def one(key: str) -> tuple[int, str]:
-        if key not in header:
-            raise ModelFileError(f"LIBSVM header lacks {key}", sv_line)
-        line, values = header[key]
-        if len(values) != 1:
-            raise ModelFileError(f"{key} takes one value, has {len(values)}", line)
-        return line, values[0]
+        return _one_value(header, key, "LIBSVM", sv_line)
 
-    line, svm_type = one("svm_type")
-    if svm_type in _LIBSVM_NOT_YET:
-        raise NotServable(f"svm_type {svm_type} is not supported yet (Hinge serves "
-                          f"{' and '.join(_LIBSVM_SERVED)} models)", line)
-    if svm_type not in _LIBSVM_SERVED:
-        raise ModelFileError(f"unknown svm_type {svm_type!r}", line)
+    svm_type = _model_kind(one, "svm_type", _LIBSVM_SERVED, _LIBSVM_NOT_YET,
+                           f"is not supported yet (Hinge serves "
+                           f"{' and '.join(_LIBSVM_SERVED)} models)")
     line, kernel_type = one("kernel_type")
     if kernel_type == "precomputed":
         raise NotServable("kernel_type precomputed is not supported yet (the model holds "
@@ -222,11 +255,7 @@ def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
     data: list[float] = []
     indices: list[int] = []
     indptr = [0]
-    s = 0
-    for number in range(sv_line + 1, len(lines) + 1):
-        parts = lines[number - 1].split()
-        if not parts:
-            continue
+    for s, (number, parts) in enumerate(_body_lines(lines, sv_line)):
         if s == total_sv:
             raise ModelFileError(f"more support vectors than total_sv {total_sv}", number)
         if len(parts) < k - 1:
@@ -250,7 +279,6 @@ def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
             indices.append(index - 1)
             data.append(_number(value_text, "feature value", number, node=node))
         indptr.append(len(indices))
-        s += 1
     largest = max(indices, default=-1) + 1
     if n_features is None:
         width = max(largest, 1)
@@ -332,7 +360,7 @@ def _pair_signs(order: np.ndarray) -> np.ndarray:
     return np.where(order[first] < order[second], 1.0, -1.0)
 
 
-def _labels(header: dict[str, tuple[int, list[str]]], k: int, sv_line: int) -> np.ndarray:
+def _labels(header: _Header, k: int, sv_line: int) -> np.ndarray:
     if "label" not in header:
         raise ModelFileError("LIBSVM header lacks label", sv_line)
     line, values = header["label"]
@@ -371,42 +399,14 @@ def _liblinear_width_hint(lines: list[str]) -> int | None:
 
 
 def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
-    header: dict[str, tuple[int, list[str]]] = {}
-    position = 0
-    while position < len(lines):
-        parts = lines[position].split()
-        position += 1
-        if not parts:
-            continue
-        if parts == ["w"]:
-            break
-        key = parts[0]
-        if key not in _LIBLINEAR_FIELDS:
-            raise ModelFileError(f"unknown LIBLINEAR header field {key!r} (known: "
-                               f"{', '.join(_LIBLINEAR_FIELDS)}, then w)", position)
-        if key in header:
-            raise ModelFileError(f"{key} is given twice", position)
-        header[key] = (position, parts[1:])
-    else:
-        raise ModelFileError("LIBLINEAR model file has no 'w' line (the weights follow it)",
-                           len(lines) or None)
-    w_line = position
+    header, w_line = _read_header(lines, "LIBLINEAR", _LIBLINEAR_FIELDS, "w", "weights")
 
     def one(key: str) -> tuple[int, str]:
-        if key not in header:
-            raise ModelFileError(f"LIBLINEAR header lacks {key}", w_line)
-        line, values = header[key]
-        if len(values) != 1:
-            raise ModelFileError(f"{key} takes one value, has {len(values)}", line)
-        return line, values[0]
+        return _one_value(header, key, "LIBLINEAR", w_line)
 
-    line, solver_type = one("solver_type")
-    if solver_type in _LIBLINEAR_NOT_YET:
-        raise NotServable(f"solver_type {solver_type} (regression or one-class) is not "
-                          "supported yet: Hinge serves LIBLINEAR's classification solvers",
-                          line)
-    if solver_type not in _LIBLINEAR_CLASSIFIERS:
-        raise ModelFileError(f"unknown solver_type {solver_type!r}", line)
+    solver_type = _model_kind(one, "solver_type", _LIBLINEAR_CLASSIFIERS, _LIBLINEAR_NOT_YET,
+                              "(regression or one-class) is not supported yet: Hinge serves "
+                              "LIBLINEAR's classification solvers")
     line, text = one("nr_class")
     k = _integer(text, "nr_class", line, low=2)
     if k > limits.max_classes:
@@ -444,11 +444,7 @@ def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
                              f"weight rows, but the file has {remaining} lines after 'w'",
                              len(lines))
     weights = np.empty((n_rows, n_outputs))
-    row = 0
-    for number in range(w_line + 1, len(lines) + 1):
-        parts = lines[number - 1].split()
-        if not parts:
-            continue
+    for row, (number, parts) in enumerate(_body_lines(lines, w_line)):
         if row == n_rows:
             bias_row = " + 1 (bias)" if bias >= 0 else ""
             raise ModelFileError(f"more weight rows than nr_feature{bias_row} = {n_rows}",
@@ -459,7 +455,6 @@ def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
                                f" this one has {len(parts)}", number)
         for c, value in enumerate(parts):
             weights[row, c] = _number(value, "weight", number, node=value)
-        row += 1
     coef = weights[:n_features].T.copy()
     intercept = weights[n_features] * bias if bias >= 0 else np.zeros(n_outputs)
     if k == 2:  # LIBLINEAR: a positive value predicts label[0]; Hinge's: classes[1]
@@ -551,7 +546,7 @@ def _integer(text: str, what: str, line: int, low: int | None = None,
     return value
 
 
-def _numbers(header: dict[str, tuple[int, list[str]]], key: str, count: int, why: str,
+def _numbers(header: _Header, key: str, count: int, why: str,
              sv_line: int) -> np.ndarray:
     if key not in header:
         raise ModelFileError(f"LIBSVM header lacks {key}", sv_line)

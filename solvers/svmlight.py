@@ -158,33 +158,30 @@ def _snippet(raw: bytes) -> str:
     return repr(text + ("..." if len(raw) > _SNIPPET_CHARS else ""))
 
 
+# What each kernel error code says; {shown} is the offending text, {limits} the ParseLimits.
+_REASONS = {
+    _k.ERR_NUL: "NUL byte in input",
+    _k.ERR_LINE_TOO_LONG: "line longer than max_line_bytes ({limits.max_line_bytes} bytes)",
+    _k.ERR_MISSING_LABEL: "missing label (line starts with {shown})",
+    _k.ERR_BAD_LABEL: "invalid label {shown} (expected a number)",
+    _k.ERR_NONFINITE_LABEL: "label {shown} is NaN or infinite",
+    _k.ERR_BAD_QID: "invalid qid {shown} (expected qid:<integer>)",
+    _k.ERR_BAD_PAIR: "invalid feature {shown} (expected <index>:<value>)",
+    _k.ERR_EMPTY_INDEX: "empty index in {shown}",
+    _k.ERR_INDEX_ZERO: ("index 0 in {shown}: indices are 1-based (the first feature is 1:); "
+                        "data written with 0-based indices needs every index raised by one"),
+    _k.ERR_NEGATIVE_INDEX: "negative index in {shown}",
+    _k.ERR_INDEX_TOO_LARGE: "index in {shown} exceeds max_features ({limits.max_features})",
+    _k.ERR_EMPTY_VALUE: "empty value in {shown}",
+    _k.ERR_BAD_VALUE: "invalid value in {shown} (expected a number)",
+    _k.ERR_NONFINITE_VALUE: "value in {shown} is NaN or infinite",
+}
+
+
 def _kernel_reason(code: int, token: bytes, aux: int, limits: ParseLimits) -> str:
     shown = _snippet(token)
-    if code == _k.ERR_NUL:
-        return "NUL byte in input"
-    if code == _k.ERR_LINE_TOO_LONG:
-        return f"line longer than max_line_bytes ({limits.max_line_bytes} bytes)"
-    if b"\r" in token:
+    if code not in (_k.ERR_NUL, _k.ERR_LINE_TOO_LONG) and b"\r" in token:
         return "carriage return not followed by a line feed (use LF or CRLF line endings)"
-    if code == _k.ERR_MISSING_LABEL:
-        return f"missing label (line starts with {shown})"
-    if code == _k.ERR_BAD_LABEL:
-        return f"invalid label {shown} (expected a number)"
-    if code == _k.ERR_NONFINITE_LABEL:
-        return f"label {shown} is NaN or infinite"
-    if code == _k.ERR_BAD_QID:
-        return f"invalid qid {shown} (expected qid:<integer>)"
-    if code == _k.ERR_BAD_PAIR:
-        return f"invalid feature {shown} (expected <index>:<value>)"
-    if code == _k.ERR_EMPTY_INDEX:
-        return f"empty index in {shown}"
-    if code == _k.ERR_INDEX_ZERO:
-        return (f"index 0 in {shown}: indices are 1-based (the first feature is 1:); "
-                "data written with 0-based indices needs every index raised by one")
-    if code == _k.ERR_NEGATIVE_INDEX:
-        return f"negative index in {shown}"
-    if code == _k.ERR_INDEX_TOO_LARGE:
-        return f"index in {shown} exceeds max_features ({limits.max_features})"
     if code == _k.ERR_INDEX_NOT_INCREASING:
         # <= max_features once leading zeros are gone (int() refuses > 4300 digits)
         index = int(token.split(b":", 1)[0].lstrip(b"0") or b"0")
@@ -194,19 +191,54 @@ def _kernel_reason(code: int, token: bytes, aux: int, limits: ParseLimits) -> st
             f"index {index} in {shown} is not greater than the previous index {aux} "
             "(indices must be strictly increasing)"
         )
-    if code == _k.ERR_EMPTY_VALUE:
-        return f"empty value in {shown}"
-    if code == _k.ERR_BAD_VALUE:
-        return f"invalid value in {shown} (expected a number)"
-    if code == _k.ERR_NONFINITE_VALUE:
-        return f"value in {shown} is NaN or infinite"
-    return f"unparseable input {shown}"  # pragma: no cover - all codes handled above
+    return _REASONS.get(code, "unparseable input {shown}").format(shown=shown, limits=limits)
 
 
 # ---- parser ------------------------------------------------------------------------------
 
 
-class SvmlightParser:
+class _BlockFeed:
+    """What an incremental parser keeps while its text arrives (`feed` pieces, then
+    `finish`): the limits, the pieces not parsed yet, the carried incomplete line, the
+    hash, the counts of bytes and lines, and the counts of what it parsed."""
+
+    def __init__(self, limits: ParseLimits | None, block_bytes: int) -> None:
+        self.limits = limits if limits is not None else ParseLimits()
+        self._block_bytes = max(1, int(block_bytes))
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._carry = b""
+        self._hash = hashlib.sha256()
+        self._bytes_read = 0
+        self._next_line = 1  # the file line the next complete line is
+
+    @property
+    def rows_parsed(self) -> int:
+        """Data rows parsed so far (a caller bounds memory with these two counts)."""
+        return self._parsed_counts()[0]
+
+    @property
+    def entries_parsed(self) -> int:
+        """Stored entries parsed so far."""
+        return self._parsed_counts()[1]
+
+    def _parsed_counts(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _gather(self, chunk: bytes) -> bool:
+        """Count and keep a non-empty piece (SizeLimitError past limits.max_bytes); whether
+        a block is due. The carried line is re-joined only once as much new text arrived
+        (linear total work)."""
+        self._bytes_read += len(chunk)
+        max_bytes = self.limits.max_bytes
+        if max_bytes is not None and self._bytes_read > max_bytes:
+            raise SizeLimitError(max_bytes)
+        self._pending.append(chunk)
+        self._pending_bytes += len(chunk)
+        return self._pending_bytes >= max(self._block_bytes, len(self._carry))
+
+
+class SvmlightParser(_BlockFeed):
     """Incremental parser: `feed` chunks of any size, then `finish`.
 
     `block_bytes` is how much new text is gathered before a compiled parse pass runs.
@@ -215,14 +247,7 @@ class SvmlightParser:
     """
 
     def __init__(self, limits: ParseLimits | None = None, *, block_bytes: int = 1 << 20) -> None:
-        self.limits = limits if limits is not None else ParseLimits()
-        self._block_bytes = max(1, int(block_bytes))
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._carry = b""
-        self._hash = hashlib.sha256()
-        self._bytes_read = 0
-        self._next_line = 1
+        super().__init__(limits, block_bytes)
         self._classes: set[float] = set()
         self._max_index = 0
         self._out = _Outputs()
@@ -237,15 +262,8 @@ class SvmlightParser:
         """Complete lines parsed so far."""
         return self._next_line - 1
 
-    @property
-    def rows_parsed(self) -> int:
-        """Data rows parsed so far (a caller bounds memory with these two counts)."""
-        return self._out.n_rows
-
-    @property
-    def entries_parsed(self) -> int:
-        """Stored (index, value) pairs parsed so far."""
-        return self._out.nnz
+    def _parsed_counts(self) -> tuple[int, int]:
+        return self._out.n_rows, self._out.nnz
 
     def feed(self, chunk: bytes) -> None:
         self._check_open()
@@ -253,15 +271,12 @@ class SvmlightParser:
             chunk = bytes(chunk)
         if not chunk:
             return
-        self._bytes_read += len(chunk)
-        max_bytes = self.limits.max_bytes
-        if max_bytes is not None and self._bytes_read > max_bytes:
+        try:
+            block_due = self._gather(chunk)
+        except SizeLimitError:
             self._state = "failed"
-            raise SizeLimitError(max_bytes)
-        self._pending.append(chunk)
-        self._pending_bytes += len(chunk)
-        # re-join the carried line only once as much new text arrived (linear total work)
-        if self._pending_bytes >= max(self._block_bytes, len(self._carry)):
+            raise
+        if block_due:
             self._guarded(final=False)
 
     def finish(self) -> ParsedDataset:

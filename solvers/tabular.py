@@ -47,7 +47,13 @@ from typing import Any
 
 import numpy as np
 
-from solvers.svmlight import ParsedDataset, ParseLimits, SizeLimitError, SvmlightError
+from solvers.svmlight import (
+    ParsedDataset,
+    ParseLimits,
+    SizeLimitError,
+    SvmlightError,
+    _BlockFeed,
+)
 
 FORMATS = ("svmlight", "csv", "tsv", "parquet", "npz")
 DELIMITERS = {"csv": ",", "tsv": "\t"}
@@ -208,7 +214,7 @@ class _Blocks:
             sha256=sha256, bytes_read=bytes_read, source_format=fmt, feature_names=names)
 
 
-class CsvParser:
+class CsvParser(_BlockFeed):
     """Incremental CSV / TSV parser (`feed` pieces, then `finish`), per the module's rules.
 
     Complete lines are parsed per block of about `block_bytes` by NumPy's compiled text
@@ -217,41 +223,24 @@ class CsvParser:
 
     def __init__(self, limits: ParseLimits | None = None, *, delimiter: str = ",",
                  label_column: str | None = None, block_bytes: int = 1 << 20) -> None:
-        self.limits = limits if limits is not None else ParseLimits()
+        super().__init__(limits, block_bytes)
         self.delimiter = delimiter
         self.format = "tsv" if delimiter == "\t" else "csv"
         self.label_column = label_column
-        self._block_bytes = max(1, int(block_bytes))
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._carry = b""
-        self._hash = hashlib.sha256()
-        self._bytes_read = 0
-        self._next_line = 1  # the file line the next complete line is
         self._next_row = 1
         self.names: list[str] | None = None
         self._label = 0
         self._blocks = _Blocks()
 
-    @property
-    def rows_parsed(self) -> int:
-        return self._blocks.rows
-
-    @property
-    def entries_parsed(self) -> int:
-        return self._blocks.nnz
+    def _parsed_counts(self) -> tuple[int, int]:
+        return self._blocks.rows, self._blocks.nnz
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:
             return
         chunk = bytes(chunk)
         self._hash.update(chunk)
-        self._bytes_read += len(chunk)
-        if self.limits.max_bytes is not None and self._bytes_read > self.limits.max_bytes:
-            raise SizeLimitError(self.limits.max_bytes)
-        self._pending.append(chunk)
-        self._pending_bytes += len(chunk)
-        if self._pending_bytes >= max(self._block_bytes, len(self._carry)):
+        if self._gather(chunk):
             self._parse_pending(final=False)
 
     def finish(self) -> ParsedDataset:

@@ -33,54 +33,104 @@ from solvers.smo.layout import (
 
 
 @njit(cache=True, inline="always")
+def _gmax_sides(y, status, gradient, lo, hi):
+    """max { -y_t G_t : t in I_up } over [lo, hi) on each side, with its last argmax (-1
+    if none): (for y_t = +1, for y_t = -1). Solver_NU picks i on each side."""
+    best_pos = -np.inf
+    best_pos_t = -1
+    best_neg = -np.inf
+    best_neg_t = -1
+    for t in range(lo, hi):
+        if y[t] > 0:
+            if status[t] != _UPPER and -gradient[t] >= best_pos:
+                best_pos = -gradient[t]
+                best_pos_t = t
+        elif status[t] != _LOWER and gradient[t] >= best_neg:
+            best_neg = gradient[t]
+            best_neg_t = t
+    return best_pos, best_pos_t, best_neg, best_neg_t
+
+
+@njit(cache=True, inline="always")
+def _later_max(value_a, index_a, value_b, index_b):
+    """The larger of two (max, last argmax) pairs, a tie to the later index: what one scan
+    with `>=` over both finds."""
+    if value_b > value_a or (value_b == value_a and index_b > index_a):
+        return value_b, index_b
+    return value_a, index_a
+
+
+@njit(cache=True, inline="always")
 def _gmax_range(y, status, gradient, lo, hi):
     """max { -y_t G_t : t in I_up } over [lo, hi) and its last argmax (-1 if none)."""
-    best = -np.inf
+    best_pos, best_pos_t, best_neg, best_neg_t = _gmax_sides(y, status, gradient, lo, hi)
+    return _later_max(best_pos, best_pos_t, best_neg, best_neg_t)
+
+
+@njit(cache=True, inline="always")
+def _clip_to_sum(a, b, c_a, total):
+    """LIBSVM's clipping of a pair on a + b = total against a's box [0, c_a]: a > c_a
+    (possible when total > c_a) moves to c_a, else b < 0 moves to 0; returns (a, b)."""
+    if total > c_a:
+        if a > c_a:
+            return c_a, total - c_a
+    elif b < 0:
+        return total, 0.0
+    return a, b
+
+
+@njit(cache=True, inline="always")
+def _if_smaller(grad_diff, quad, best, best_t, t):
+    """(decrease, t) when the decrease -b^2 / a_it of pairing t is <= best, else (best,
+    best_t); a_it <= 0 counts as tau."""
+    decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
+    if decrease <= best:
+        return decrease, t
+    return best, best_t
+
+
+@njit(cache=True, inline="always")
+def _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                       gmax_neg, diagonal_neg, y_neg, q_neg, lo, hi):
+    """LIBSVM's second loop over [lo, hi), each side y_t = +1 / -1 with its own i: (Gmax,
+    K_ii, y_i, Q_i) for t with y_t = +1, then the same for y_t = -1. Returns (min objective
+    decrease, its last argmin or -1, max { y_t G_t : t in I_low, y_t = +1 }, the same for
+    y_t = -1). The C-SVC solver passes one i for both sides, Solver_NU one each."""
+    gmax2_pos = -np.inf
+    gmax2_neg = -np.inf
+    best = np.inf
     best_t = -1
     for t in range(lo, hi):
         if y[t] > 0:
-            if status[t] != _UPPER and -gradient[t] >= best:
-                best = -gradient[t]
-                best_t = t
-        elif status[t] != _LOWER and gradient[t] >= best:
-            best = gradient[t]
-            best_t = t
-    return best, best_t
+            if status[t] != _LOWER:
+                grad_diff = gmax_pos + gradient[t]
+                if gradient[t] >= gmax2_pos:
+                    gmax2_pos = gradient[t]
+                if grad_diff > 0:
+                    # a_it = K_ii + K_tt - 2 y_i Q_it (y_t = +1)
+                    quad = diagonal_pos + diagonal[t] - 2.0 * y_pos * q_pos[t]
+                    best, best_t = _if_smaller(grad_diff, quad, best, best_t, t)
+        elif status[t] != _UPPER:
+            grad_diff = gmax_neg - gradient[t]
+            if -gradient[t] >= gmax2_neg:
+                gmax2_neg = -gradient[t]
+            if grad_diff > 0:
+                # a_it = K_ii + K_tt + 2 y_i Q_it (y_t = -1)
+                quad = diagonal_neg + diagonal[t] + 2.0 * y_neg * q_neg[t]
+                best, best_t = _if_smaller(grad_diff, quad, best, best_t, t)
+    return best, best_t, gmax2_pos, gmax2_neg
 
 
 @njit(cache=True, inline="always")
 def _select_j_range(y, status, gradient, diagonal, q_i, i, gmax, lo, hi):
     """LIBSVM's second loop over [lo, hi): (min objective decrease, its last argmin or -1,
     max { y_t G_t : t in I_low })."""
-    gmax2 = -np.inf
-    best = np.inf
-    best_t = -1
-    y_i = y[i]
     diagonal_i = diagonal[i]
-    for t in range(lo, hi):
-        if y[t] > 0:
-            if status[t] != _LOWER:
-                grad_diff = gmax + gradient[t]
-                if gradient[t] >= gmax2:
-                    gmax2 = gradient[t]
-                if grad_diff > 0:
-                    # a_it = K_ii + K_tt - 2 y_i Q_it;  decrease = -b^2 / a_it
-                    quad = diagonal_i + diagonal[t] - 2.0 * y_i * q_i[t]
-                    decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
-                    if decrease <= best:
-                        best_t = t
-                        best = decrease
-        elif status[t] != _UPPER:
-            grad_diff = gmax - gradient[t]
-            if -gradient[t] >= gmax2:
-                gmax2 = -gradient[t]
-            if grad_diff > 0:
-                quad = diagonal_i + diagonal[t] + 2.0 * y_i * q_i[t]
-                decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
-                if decrease <= best:
-                    best_t = t
-                    best = decrease
-    return best, best_t, gmax2
+    y_i = y[i]
+    best, best_t, gmax2_pos, gmax2_neg = _select_pair_range(
+        y, status, gradient, diagonal, gmax, diagonal_i, y_i, q_i, gmax, diagonal_i, y_i, q_i,
+        lo, hi)
+    return best, best_t, max(gmax2_pos, gmax2_neg)
 
 
 @njit(cache=True, inline="always")
@@ -251,20 +301,8 @@ def _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient, count
         total = a_i + a_j
         a_i -= delta
         a_j += delta
-        if total > c_i:
-            if a_i > c_i:
-                a_i = c_i
-                a_j = total - c_i
-        elif a_j < 0:
-            a_j = 0.0
-            a_i = total
-        if total > c_j:
-            if a_j > c_j:
-                a_j = c_j
-                a_i = total - c_j
-        elif a_i < 0:
-            a_i = 0.0
-            a_j = total
+        a_i, a_j = _clip_to_sum(a_i, a_j, c_i, total)
+        a_j, a_i = _clip_to_sum(a_j, a_i, c_j, total)
     delta_i = a_i - old_i
     delta_j = a_j - old_j
     if not (np.isfinite(delta_i) and np.isfinite(delta_j)):
@@ -399,19 +437,6 @@ def _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, paral
                             cover, n_pending, gradient_bar, column, 0, l)
 
 
-@njit(cache=True, inline="always")
-def _be_shrunk(t, gmax1, gmax2, y, status, gradient):
-    if status[t] == _UPPER:
-        if y[t] > 0:
-            return -gradient[t] > gmax1
-        return -gradient[t] > gmax2
-    if status[t] == _LOWER:
-        if y[t] > 0:
-            return gradient[t] > gmax2
-        return gradient[t] > gmax1
-    return False
-
-
 @njit(cache=True)
 def _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel):
     """G of the inactive variables from G_bar and the free variables (LIBSVM)."""
@@ -447,18 +472,10 @@ def _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, par
                     gradient[t] += a_i * column[t]
 
 
-@njit(cache=True)
-def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel):
-    """LIBSVM's do_shrinking (with its one-time unshrink when m - M <= 10 eps)."""
-    if counters[_NU] == 1:
-        _do_shrinking_nu(rows, kernel, positions, cache, counters, eps, swaps, pending,
-                         parallel)
-        return
-    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
-    y, status, gradient = positions[2], positions[6], positions[7]
-    l = y.shape[0]
-    counters[_SHRINKS] += 1
-    active = counters[_ACTIVE]
+@njit(cache=True, inline="always")
+def _shrink_bounds(y, status, gradient, active):
+    """C-SVC's bounds, max { -y_t G_t : t in I_up } and max { y_t G_t : t in I_low }, in
+    the four slots of `_shrink_bounds_nu` (both sides share them)."""
     gmax1 = -np.inf  # max { -y_t G_t : t in I_up }
     gmax2 = -np.inf  # max { y_t G_t : t in I_low }
     for t in range(active):
@@ -472,7 +489,23 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
                 gmax2 = -gradient[t]
             if status[t] != _LOWER and gradient[t] >= gmax1:
                 gmax1 = gradient[t]
-    if counters[_UNSHRINK] == 0 and gmax1 + gmax2 <= eps * 10:
+    return gmax1, gmax2, gmax1, gmax2
+
+
+@njit(cache=True)
+def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel):
+    """LIBSVM's do_shrinking (Solver_NU's: the bounds of each side separately), with its
+    one-time unshrink when m - M <= 10 eps."""
+    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+    y, status, gradient = positions[2], positions[6], positions[7]
+    l = y.shape[0]
+    counters[_SHRINKS] += 1
+    active = counters[_ACTIVE]
+    if counters[_NU] == 1:
+        gmax1, gmax2, gmax3, gmax4 = _shrink_bounds_nu(y, status, gradient, active)
+    else:
+        gmax1, gmax2, gmax3, gmax4 = _shrink_bounds(y, status, gradient, active)
+    if counters[_UNSHRINK] == 0 and max(gmax1 + gmax2, gmax3 + gmax4) <= eps * 10:
         counters[_UNSHRINK] = 1
         _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
         active = l
@@ -480,10 +513,10 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
     n_swaps = 0
     t = 0
     while t < active:
-        if _be_shrunk(t, gmax1, gmax2, y, status, gradient):
+        if _be_shrunk(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
             active -= 1
             while active > t:
-                if not _be_shrunk(active, gmax1, gmax2, y, status, gradient):
+                if not _be_shrunk(active, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
                     _swap_positions(positions, cache, t, active)
                     swaps[n_swaps, 0] = t
                     swaps[n_swaps, 1] = active
@@ -507,18 +540,7 @@ def _select_working_set_nu(rows, kernel, positions, cache, counters, parallel):
     i = j = -1 when there is no pair. violation = max(Gmaxp + Gmaxp2, Gmaxn + Gmaxn2)."""
     y, diagonal, status, gradient = positions[2], positions[4], positions[6], positions[7]
     active = counters[_ACTIVE]
-    gmaxp = -np.inf
-    gmaxp_idx = -1
-    gmaxn = -np.inf
-    gmaxn_idx = -1
-    for t in range(active):
-        if y[t] > 0:
-            if status[t] != _UPPER and -gradient[t] >= gmaxp:
-                gmaxp = -gradient[t]
-                gmaxp_idx = t
-        elif status[t] != _LOWER and gradient[t] >= gmaxn:
-            gmaxn = gradient[t]
-            gmaxn_idx = t
+    gmaxp, gmaxp_idx, gmaxn, gmaxn_idx = _gmax_sides(y, status, gradient, 0, active)
     empty = cache[4]
     q_ip = empty
     q_in = empty
@@ -528,32 +550,11 @@ def _select_working_set_nu(rows, kernel, positions, cache, counters, parallel):
     if gmaxn_idx >= 0:
         q_in = _get_column(gmaxn_idx, active, rows, kernel, positions, cache, counters,
                            parallel)
-    gmaxp2 = -np.inf
-    gmaxn2 = -np.inf
-    best = np.inf
-    j = -1
-    for t in range(active):
-        if y[t] > 0:
-            if status[t] != _LOWER:
-                grad_diff = gmaxp + gradient[t]
-                if gradient[t] >= gmaxp2:
-                    gmaxp2 = gradient[t]
-                if grad_diff > 0:
-                    quad = diagonal[gmaxp_idx] + diagonal[t] - 2.0 * q_ip[t]
-                    decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
-                    if decrease <= best:
-                        j = t
-                        best = decrease
-        elif status[t] != _UPPER:
-            grad_diff = gmaxn - gradient[t]
-            if -gradient[t] >= gmaxn2:
-                gmaxn2 = -gradient[t]
-            if grad_diff > 0:
-                quad = diagonal[gmaxn_idx] + diagonal[t] - 2.0 * q_in[t]
-                decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
-                if decrease <= best:
-                    j = t
-                    best = decrease
+    # each side pairs with its own i (y_i = y_t): a_it = K_ii + K_tt - 2 Q_it; a side with
+    # no i has Gmax = -inf, so its t never pair (its K_ii and Q_i are never used)
+    _, j, gmaxp2, gmaxn2 = _select_pair_range(
+        y, status, gradient, diagonal, gmaxp, diagonal[gmaxp_idx], 1.0, q_ip, gmaxn,
+        diagonal[gmaxn_idx], -1.0, q_in, 0, active)
     violation = max(gmaxp + gmaxp2, gmaxn + gmaxn2)
     if j < 0:
         return -1, -1, violation, empty
@@ -563,7 +564,9 @@ def _select_working_set_nu(rows, kernel, positions, cache, counters, parallel):
 
 
 @njit(cache=True, inline="always")
-def _be_shrunk_nu(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
+def _be_shrunk(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
+    """Whether t leaves the active set (LIBSVM's be_shrunk); the bounds as in
+    `_shrink_bounds_nu`. The C-SVC rule is this one with gmax3 = gmax1, gmax4 = gmax2."""
     if status[t] == _UPPER:
         if y[t] > 0:
             return -gradient[t] > gmax1
@@ -575,14 +578,9 @@ def _be_shrunk_nu(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
     return False
 
 
-@njit(cache=True)
-def _do_shrinking_nu(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel):
-    """Solver_NU::do_shrinking: the bounds of each side separately."""
-    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
-    y, status, gradient = positions[2], positions[6], positions[7]
-    l = y.shape[0]
-    counters[_SHRINKS] += 1
-    active = counters[_ACTIVE]
+@njit(cache=True, inline="always")
+def _shrink_bounds_nu(y, status, gradient, active):
+    """Solver_NU's bounds, each side separately."""
     gmax1 = -np.inf  # max { -y_t G_t : y_t = +1, t in I_up }
     gmax2 = -np.inf  # max { y_t G_t : y_t = +1, t in I_low }
     gmax3 = -np.inf  # max { -y_t G_t : y_t = -1, t in I_up }
@@ -600,27 +598,4 @@ def _do_shrinking_nu(rows, kernel, positions, cache, counters, eps, swaps, pendi
                     gmax2 = gradient[t]
             elif gradient[t] > gmax3:
                 gmax3 = gradient[t]
-    if counters[_UNSHRINK] == 0 and max(gmax1 + gmax2, gmax3 + gmax4) <= eps * 10:
-        counters[_UNSHRINK] = 1
-        _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
-        active = l
-        counters[_ACTIVE] = l
-    n_swaps = 0
-    t = 0
-    while t < active:
-        if _be_shrunk_nu(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
-            active -= 1
-            while active > t:
-                if not _be_shrunk_nu(active, gmax1, gmax2, gmax3, gmax4, y, status,
-                                     gradient):
-                    _swap_positions(positions, cache, t, active)
-                    swaps[n_swaps, 0] = t
-                    swaps[n_swaps, 1] = active
-                    n_swaps += 1
-                    break
-                active -= 1
-        t += 1
-    counters[_ACTIVE] = active
-    _swap_cached_entries(cache, counters, swaps, n_swaps)
-    if n_swaps > 0:
-        _gather_positional_rows(rows, positions[0])
+    return gmax1, gmax2, gmax3, gmax4
