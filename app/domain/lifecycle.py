@@ -38,7 +38,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session
 
-from app.domain.job_status import TERMINAL_STATUSES, JobStatus
+from app.domain.errors import Conflict
+from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
 from app.domain.orm import utcnow
 from app.settings import Settings
 
@@ -180,6 +181,23 @@ def cancel(session: Session, kind: WorkKind, item_id: str, **values: Any) -> boo
     """queued -> cancelled; False if the item is not queued (a running one is asked to stop
     by its kind's own means: jobs' cancel_requested, a search's status)."""
     return move(session, kind, item_id, (QUEUED,), CANCELLED, **values)
+
+
+def request_cancel(session: Session, kind: WorkKind, item: Any) -> None:
+    """Cancel `item` of a kind with a `cancel_flag`: a queued one at once, a running one is
+    asked to stop (the flag, which its worker reads at its next check); a finished one is
+    a Conflict (409)."""
+    flag = kind.cancel_flag
+    assert flag is not None, kind.name
+    if item.status == QUEUED and cancel(session, kind, item.id, **{flag: True}):
+        pass
+    elif item.status in ACTIVE_STATUSES:  # (a failed transition has re-read the status)
+        setattr(item, flag, True)
+    else:
+        raise Conflict(f"{kind.name} {item.id!r} {already(item.status)}: only a queued or "
+                       f"running {kind.name} can be cancelled", {"status": item.status.value})
+    session.flush()
+    session.refresh(item)
 
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.\-]+){2,}")

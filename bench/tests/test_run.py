@@ -132,7 +132,16 @@ def standins(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_standins(tmp_path_factory.mktemp("standins"))
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+# The smoke runs of these take 25 to 75 s each on 2 cores (most of it a real service or a
+# solver's whole grid of settings): marked slow, so that the default suite stays under 15
+# minutes; the rest run in the default suite, and `make test-slow` runs all.
+SLOW_SMOKE = frozenset({"dcd", "search", "certified", "ocas_alm", "smo", "service", "parser",
+                        "kernel_peers"})
+
+
+@pytest.mark.parametrize("experiment", [
+    pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SMOKE else name
+    for name in EXPERIMENTS])
 def test_every_experiment_runs_to_the_end_on_stand_in_data(experiment: str,
                                                            standins: Path) -> None:
     """`make bench` breaks silently when nobody runs it (a job without a tenant once

@@ -20,8 +20,8 @@ from sqlalchemy import ColumnElement, Select, func, select, update
 from sqlalchemy.orm import Session
 
 from app.domain import lifecycle, outbox
-from app.domain.errors import Conflict, Invalid, OverLimit
-from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
+from app.domain.errors import Invalid, OverLimit
+from app.domain.job_status import TERMINAL_STATUSES, JobStatus
 from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.services.limits import (
@@ -287,17 +287,7 @@ def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) ->
     """A queued job is cancelled at once; a running one stops at its next progress check;
     a finished one is a 409."""
     job = get_job(session, tenant_id, job_id)
-    if job.status == QUEUED and lifecycle.cancel(session, JOBS, job_id,
-                                                 cancel_requested=True):
-        pass
-    elif job.status in ACTIVE_STATUSES:  # (a failed transition has re-read the status)
-        job.cancel_requested = True  # the worker's progress callback sees it
-    else:
-        raise Conflict(f"job {job_id!r} {already(job.status)}: only a queued or running job "
-                       "can be cancelled",
-                       {"status": job.status.value})
-    session.flush()
-    session.refresh(job)
+    lifecycle.request_cancel(session, JOBS, job)
     after_commit(session, lambda: notify(settings, job_id))
     return job
 

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from app.domain import lifecycle, outbox
 from app.domain.batch_output import OUTPUTS, OutputWriter
 from app.domain.errors import Conflict, Invalid, OverLimit
-from app.domain.job_status import ACTIVE_STATUSES, JobStatus, already
+from app.domain.job_status import JobStatus
 from app.domain.orm import Dataset, Prediction, new_id, utcnow
 from app.domain.services.datasets import find_dataset
 from app.domain.services.limits import (
@@ -128,17 +128,7 @@ def cancel(session: Session, settings: Settings, tenant_id: str, prediction_id: 
     """A queued prediction is cancelled at once; a running one stops at its next block; a
     finished one is a 409."""
     prediction = get_prediction(session, tenant_id, prediction_id)
-    if prediction.status == QUEUED and lifecycle.cancel(session, PREDICTIONS, prediction_id,
-                                                        cancel_requested=True):
-        pass
-    elif prediction.status in ACTIVE_STATUSES:
-        prediction.cancel_requested = True
-    else:
-        raise Conflict(f"prediction {prediction_id!r} {already(prediction.status)}: only a "
-                       "queued or running prediction can be cancelled",
-                       {"status": prediction.status.value})
-    session.flush()
-    session.refresh(prediction)
+    lifecycle.request_cancel(session, PREDICTIONS, prediction)
     after_commit(session, lambda: notify(settings, prediction_id))
     return prediction
 
