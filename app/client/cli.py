@@ -152,6 +152,15 @@ def _show_command(noun: str, doc: str, fetch: Callable[[HingeClient, str], Any])
     app.command(noun)(command)
 
 
+def _answer(ctx: typer.Context, as_json: bool, fetch: Callable[[HingeClient], Any],
+            line: Callable[[Any], str]) -> None:
+    """A command's one answer from the API: as JSON with --json, else as `line` says it."""
+    options = _options(ctx, as_json)
+    with options.client() as client, _calling_the_api():
+        answer = fetch(client)
+    _print_json(answer) if options.as_json else out.print(line(answer), highlight=False)
+
+
 def _rows(ctx: typer.Context, as_json: bool, fetch: Callable[[HingeClient], list[Any]]
           ) -> list[Any] | None:
     """A list command's rows, for its table; None when they were printed as JSON."""
@@ -414,11 +423,7 @@ def dataset(ctx: typer.Context,
             dataset_id: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
             as_json: JsonFlag = False) -> None:
     """Show a dataset (as JSON with --json)."""
-    options = _options(ctx, as_json)
-    with options.client() as client, _calling_the_api():
-        found = client.dataset(dataset_id)
-    _print_json(found) if options.as_json else out.print(_dataset_line(found),
-                                                         highlight=False)
+    _answer(ctx, as_json, lambda client: client.dataset(dataset_id), _dataset_line)
 
 
 # -- jobs -------------------------------------------------------------------------------
@@ -582,11 +587,7 @@ def cancel(ctx: typer.Context,
            job_id: Annotated[str, IdArg(help="The job's id (or a unique prefix)")],
            as_json: JsonFlag = False) -> None:
     """Cancel a queued or running job."""
-    options = _options(ctx, as_json)
-    with options.client() as client, _calling_the_api():
-        answer = client.cancel(job_id)
-    _print_json(answer) if options.as_json else out.print(_cancelled_line(answer),
-                                                          highlight=False)
+    _answer(ctx, as_json, lambda client: client.cancel(job_id), _cancelled_line)
 
 
 # -- models -----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.job_status import JobStatus
-from app.domain.schemas import NO_CONTROL
+from app.domain.schemas import NO_CONTROL, ModelOnDatasetPublic
 
 OutputName = Literal["labels", "decision_values", "probabilities"]
 
@@ -24,17 +24,10 @@ class PredictionCreate(BaseModel):
         "trained with probability: true); default all three"))
 
 
-class PredictionPublic(BaseModel):
+class PredictionPublic(ModelOnDatasetPublic):
     """A batch prediction: `rows_done` of `rows` so far; once `succeeded`, its output at
     GET /v1/predictions/{id}/output (`output_bytes`: the stored .npz's size)."""
 
-    model_config = ConfigDict(from_attributes=True)
-
-    id: str
-    model_id: str
-    dataset_id: str | None
-    dataset_name: str
-    rows: int
     rows_done: int
     outputs: list[str]
     status: JobStatus

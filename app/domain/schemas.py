@@ -311,7 +311,20 @@ class EvaluationCreate(BaseModel):
     dataset_id: str = Field(min_length=1, max_length=64, pattern=NO_CONTROL)
 
 
-class EvaluationPublic(BaseModel):
+class ModelOnDatasetPublic(BaseModel):
+    """What a work item of a model on a stored dataset says of both (an evaluation, a batch
+    prediction: orm.ModelOnDatasetColumns)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    model_id: str
+    dataset_id: str | None
+    dataset_name: str
+    rows: int
+
+
+class EvaluationPublic(ModelOnDatasetPublic):
     """`report` once succeeded: accuracy, balanced_accuracy, confusion_matrix (rows = true
     class, columns = predicted, classes sorted), per_class (precision, recall, f1,
     support), macro and weighted averages; for two classes roc_auc, average_precision,
@@ -323,13 +336,6 @@ class EvaluationPublic(BaseModel):
     average_precision of the outlier class (score: minus the decision value). `task`
     says which."""
 
-    model_config = ConfigDict(from_attributes=True)
-
-    id: str
-    model_id: str
-    dataset_id: str | None
-    dataset_name: str
-    rows: int
     status: JobStatus
     report: dict[str, Any] | None
     error: str | None
