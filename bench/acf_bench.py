@@ -165,7 +165,7 @@ class Engines:
 
     def dcd_steps(self, C: float, eps: float, cap: float) -> tuple[int, float] | None:
         """(update steps, median active-set size) of DCD, sweep by sweep; None if capped."""
-        from solvers import dcd
+        from solvers import dcd, dual_cd
 
         state = dcd._DcdState(self.problem(C), {"loss": "l1", "seed": 0, "eps": eps,
                                                 "max_iter": 1})
@@ -175,7 +175,7 @@ class Engines:
             sizes.append(int(state.counters[dcd._ACTIVE_SIZE]))
             state.max_iter = state.iteration + 1  # one sweep per call
             status = state.run(1 << 62)
-            if status != dcd._MAX_ITER:
+            if status != dual_cd.MAX_ITER:
                 return sum(sizes), float(np.median(sizes))
         return None
 
@@ -277,7 +277,7 @@ def preference_profile(engines: Engines, C: float, eps: float, cap: float) -> di
     """Where ACF's steps go late in a run: the preferences that built its last adaptive
     sweep (before the reset to 1 and the confirming sweep). Share of that sweep spent on
     variables at p_min (ACF's 'soft-shrunk' ones), and how many are above p_min."""
-    from solvers import acf
+    from solvers import acf, dual_cd
 
     state = acf._AcfState(engines.problem(C), {"loss": "l1", "seed": 0, "eps": eps,
                                                "max_iter": 1})
@@ -287,7 +287,7 @@ def preference_profile(engines: Engines, C: float, eps: float, cap: float) -> di
         previous[:] = state.preference
         state.max_iter = state.iteration + 1  # one sweep per call
         status = state.run(1 << 62)
-        if status != acf._MAX_ITER or state.gauges[acf._LAST_VIOLATION] < eps:
+        if status != dual_cd.MAX_ITER or state.gauges[acf._LAST_VIOLATION] < eps:
             break
     at_min = previous <= acf.PREFERENCE_MIN * (1 + 1e-9)
     return {"share_at_min": float(previous[at_min].sum() / previous.sum()),

@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -56,13 +58,7 @@ class Presence:
 
     def ready(self) -> None:
         self.is_ready = True
-        if self.worker_id is None:
-            return
-        try:
-            with session_scope(self.settings.database_url) as session:
-                workers.mark_ready(session, self.worker_id)
-        except Exception:
-            log.warning("could not record that this worker is ready", exc_info=True)
+        self._record(workers.mark_ready, "record that this worker is ready")
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -81,13 +77,18 @@ class Presence:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+        self._record(workers.remove_worker, "remove this worker's presence")
+
+    def _record(self, change: Callable[[Session, str], Any], what: str) -> None:
+        """Apply `change` to this worker's row, if it has one; a failure is logged (the
+        next beat or the sweep puts things right), never raised."""
         if self.worker_id is None:
             return
         try:
             with session_scope(self.settings.database_url) as session:
-                workers.remove_worker(session, self.worker_id)
+                change(session, self.worker_id)
         except Exception:
-            log.warning("could not remove this worker's presence", exc_info=True)
+            log.warning("could not %s", what, exc_info=True)
 
 
 def clear_node(settings: Settings, hostname: str) -> None:

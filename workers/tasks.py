@@ -5,8 +5,10 @@ workers.evaluation (evaluations), workers.search (search tasks) or workers.predi
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
+from typing import Any
 
-from app.settings import get_settings
+from app.settings import Settings, get_settings
 from workers.celery_app import EVALUATE_TASK, PREDICT_TASK, SEARCH_TASK, TRAIN_TASK, celery_app
 from workers.evaluation import run_evaluation
 from workers.prediction import run_prediction
@@ -14,25 +16,17 @@ from workers.search import run_search_task
 from workers.training import run_job
 
 
-@celery_app.task(name=TRAIN_TASK, bind=True)
-def train(self, job_id: str) -> str:
-    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    return run_job(get_settings(), job_id, hostname)
+def _task(name: str, run: Callable[[Settings, str, str], str]) -> Any:
+    """The Celery task `name`: run the work item whose id it carries on this host."""
+    @celery_app.task(name=name, bind=True)
+    def task(self: Any, item_id: str) -> str:
+        hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+        return run(get_settings(), item_id, hostname)
+
+    return task
 
 
-@celery_app.task(name=EVALUATE_TASK, bind=True)
-def evaluate(self, evaluation_id: str) -> str:
-    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    return run_evaluation(get_settings(), evaluation_id, hostname)
-
-
-@celery_app.task(name=SEARCH_TASK, bind=True)
-def search_task(self, task_id: str) -> str:
-    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    return run_search_task(get_settings(), task_id, hostname)
-
-
-@celery_app.task(name=PREDICT_TASK, bind=True)
-def predict_batch(self, prediction_id: str) -> str:
-    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    return run_prediction(get_settings(), prediction_id, hostname)
+train = _task(TRAIN_TASK, run_job)
+evaluate = _task(EVALUATE_TASK, run_evaluation)
+search_task = _task(SEARCH_TASK, run_search_task)
+predict_batch = _task(PREDICT_TASK, run_prediction)

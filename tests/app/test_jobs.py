@@ -199,7 +199,8 @@ def test_max_seconds_keeps_the_model_so_far_marked_not_converged(
     job_id = client.post("/v1/jobs", json={
         "dataset_id": upload.json()["id"], "solver": "dcd",
         # no fallback: with it, ocas may certify this problem within the 0.5 s
-        "params": {"C": 1000, "loss": "l1", "eps": 1e-6, "max_iter": 10_000_000,
+        # and tol 1e-9: at the default 1e-3 the certificate may hold on a quick machine
+        "params": {"C": 1000, "loss": "l1", "eps": 1e-6, "tol": 1e-9, "max_iter": 10_000_000,
                    "max_seconds": 0.5, "fallback": False},
     }).json()["id"]
     assert run_job(settings, job_id, "test-worker") == "succeeded"

@@ -8,14 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from solvers import fit, gram
 from solvers.backbone import LinearProblem, ProgressMonitor
 from solvers.inputs import as_csr_arrays
 from solvers.params import validate_params
-from testkit.certified import certified_optimum, primal_value
+from testkit.certified import CertificationError, certified_optimum, primal_value
 from testkit.datasets import load_local
 from testkit.unscaled import binary_labels, load_case
 
@@ -66,7 +66,12 @@ def small_problems(draw: Any) -> tuple[sp.csr_matrix, np.ndarray, float, str, st
 def test_converged_implies_within_tol_of_the_certified_optimum(
         problem: tuple[sp.csr_matrix, np.ndarray, float, str, str]) -> None:
     X, y, C, loss, bias = problem
-    subopt, result = suboptimality(X, y, loss, C=C, bias=bias, max_seconds=20.0)
+    try:
+        subopt, result = suboptimality(X, y, loss, C=C, bias=bias, max_seconds=20.0)
+    except CertificationError:
+        # no judge for this draw: the interior point could not certify the optimum to
+        # 1e-9 (once: C = 0.01 on 1e-2-scaled features, P* = 3.8e-6, gap 1.2e-9 relative)
+        reject()
     check_honest(subopt, result)
     assert result.converged, (subopt, result.path)  # an IPM on <= 60 rows: always
 

@@ -25,6 +25,7 @@ from app.domain.orm import Prediction
 from app.domain.prediction_schemas import PredictionCreate, PredictionPublic, PredictionsPublic
 from app.domain.services import predictions as service
 from app.domain.services.models import get_model
+from app.domain.services.owned import owned_exists
 from app.infra.db import read_sessionmaker_for
 from app.infra.storage import blob_store
 
@@ -102,7 +103,7 @@ def _state(database_url: str, prediction_id: str) -> dict[str, Any]:
 
 def _exists(database_url: str, tenant_id: str, prediction_id: str) -> bool:
     with read_sessionmaker_for(database_url)() as session:
-        return service.prediction_exists(session, tenant_id, prediction_id)
+        return owned_exists(session, Prediction, tenant_id, prediction_id)
 
 
 @router.get("/{prediction_id}/events", response_class=EventSourceResponse,

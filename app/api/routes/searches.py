@@ -28,6 +28,7 @@ from app.domain.search_schemas import (
     SearchRound,
 )
 from app.domain.services import searches as service
+from app.domain.services.owned import owned_exists
 from app.infra.db import read_sessionmaker_for
 
 router = APIRouter(prefix="/v1/searches", tags=["searches"])
@@ -96,7 +97,7 @@ def cancel_search(search_id: str, session: WriteSessionDep, settings: SettingsDe
 
 def _exists(database_url: str, tenant_id: str, search_id: str) -> bool:
     with read_sessionmaker_for(database_url)() as session:
-        return service.search_exists(session, tenant_id, search_id)
+        return owned_exists(session, Search, tenant_id, search_id)
 
 
 def _snapshot(database_url: str, search_id: str, known_done: int

@@ -38,7 +38,7 @@ from app.domain.services.limits import (
     tenant_limit,
 )
 from app.domain.services.models import get_model, servable_model
-from app.domain.services.owned import get_owned, owned_exists
+from app.domain.services.owned import get_owned
 from app.infra.blobs import BlobRef
 from app.infra.bus import notify
 from app.infra.db import after_commit
@@ -106,10 +106,6 @@ def create_prediction(reader: Session, session: Session, settings: Settings, ten
 
 def get_prediction(session: Session, tenant_id: str, prediction_id: str) -> Prediction:
     return get_owned(session, Prediction, "prediction", tenant_id, prediction_id)
-
-
-def prediction_exists(session: Session, tenant_id: str, prediction_id: str) -> bool:
-    return owned_exists(session, Prediction, tenant_id, prediction_id)
 
 
 def list_predictions(session: Session, tenant_id: str, *, limit: int = 100,

@@ -79,7 +79,7 @@ from app.domain.services.jobs import (
     validated_params,
 )
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
-from app.domain.services.owned import get_owned, owned_exists
+from app.domain.services.owned import get_owned
 from app.domain.tasks import REGRESSION_METRICS
 from app.infra.queue import SEARCH_TASK, TRAIN_TASK
 from app.settings import Settings
@@ -284,10 +284,6 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
 
 def get_search(session: Session, tenant_id: str, search_id: str) -> Search:
     return get_owned(session, Search, "search", tenant_id, search_id)
-
-
-def search_exists(session: Session, tenant_id: str, search_id: str) -> bool:
-    return owned_exists(session, Search, tenant_id, search_id)
 
 
 def list_searches(session: Session, tenant_id: str, *, limit: int = 100, offset: int = 0
