@@ -75,7 +75,7 @@ def test_live_heatmap_fills_and_rings_the_best_point(
         view.page.wait_for_function(
             "() => Number(document.getElementById('search-chart').dataset.points) > 0")
         view.page.wait_for_function(
-            "() => document.getElementById('search-chart').dataset.best !== ''",
+            "() => !!document.getElementById('search-chart').dataset.best",
             timeout=180_000)
         body = service.get(f"/v1/searches/{search_id}").json()
         chart = view.page.locator("#search-chart")
@@ -102,7 +102,7 @@ def test_one_dimension_is_a_line_and_cancel_works_from_the_page(
         line_id = _search(service, cancer_id, solver="dcd", space={"C": {"log2": [-5, 5, 1]}})
         view.page.goto(f"/searches/{line_id}")
         view.page.wait_for_function(
-            "() => document.getElementById('search-chart').dataset.best !== ''",
+            "() => !!document.getElementById('search-chart').dataset.best",
             timeout=180_000)
         assert view.page.locator("#search-chart").get_attribute("data-kind") == "line"
         assert view.page.locator("#search-chart .uplot").count() == 1
