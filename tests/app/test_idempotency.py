@@ -1,8 +1,8 @@
-"""Idempotency-Key on uploads, job submissions and evaluations: the same key and request get
-the first answer (no second dataset or job); a different request with that key is a 422; a
-failed request frees its key; keys are per tenant. A key in progress is leased to its
-request's process: free again once that process is gone (a crash-and-retry against real API
-processes: tests/e2e/test_idempotency_crash.py)."""
+"""Idempotency-Key on uploads, job submissions, evaluations and batch predictions: the same
+key and request get the first answer (no second dataset or job); a different request with
+that key is a 422; a failed request frees its key; keys are per tenant. A key in progress
+is leased to its request's process: free again once that process is gone (a crash-and-retry
+against real API processes: tests/e2e/test_idempotency_crash.py)."""
 
 from __future__ import annotations
 
@@ -191,4 +191,21 @@ def test_a_repeated_evaluation_gets_the_first_answer(
     assert client.get(url).json()["count"] == 1
     small = client.post("/v1/datasets", content=b"1 1:1\n-1 1:2\n").json()["id"]
     other = client.post(url, json={"dataset_id": small}, headers=key)
+    assert other.status_code == 422 and "Idempotency-Key" in other.text
+
+
+def test_a_repeated_batch_prediction_gets_the_first_answer(
+    client: TestClient, settings: Settings, cancer_id: str
+) -> None:
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    spec = {"model_id": client.get(f"/v1/jobs/{job_id}").json()["model_id"],
+            "dataset_id": cancer_id}
+    key = {"Idempotency-Key": "predict-once"}
+    first = client.post("/v1/predictions", json=spec, headers=key)
+    again = client.post("/v1/predictions", json=spec, headers=key)
+    assert first.status_code == again.status_code == 202, first.text
+    assert again.json() == first.json()
+    assert client.get("/v1/predictions").json()["count"] == 1
+    other = client.post("/v1/predictions", json={**spec, "outputs": ["labels"]}, headers=key)
     assert other.status_code == 422 and "Idempotency-Key" in other.text

@@ -11,10 +11,10 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from sse_starlette import EventSourceResponse
 
-from app.api import ids
+from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.api.routes.events import Round, live_stream
@@ -33,17 +33,21 @@ router = APIRouter(prefix="/v1/predictions", tags=["predictions"])
 
 
 @router.post("", status_code=202, response_model=PredictionPublic)
-def create_prediction(spec: PredictionCreate, reader: SessionDep, session: WriteSessionDep,
-                      settings: SettingsDep, principal: TrainAuth) -> PredictionPublic:
+def create_prediction(spec: PredictionCreate, request: Request, reader: SessionDep,
+                      session: WriteSessionDep, settings: SettingsDep, principal: TrainAuth
+                      ) -> PredictionPublic | Response:
     """Queue a batch prediction of model `model_id` on every row of stored dataset
     `dataset_id`: 202 with the `queued` record. Follow it with GET (or its `events`), then
-    download its output."""
+    download its output. An `Idempotency-Key` header works as for POST /v1/jobs: the
+    record, its message to the workers and the stored answer commit together."""
     tenant = principal.tenant_id
     model_id, _served = ids.resolve_model(reader, tenant, spec.model_id)
     dataset_id = ids.resolve_field(reader, "dataset", tenant, spec.dataset_id, "dataset_id")
-    prediction = service.create_prediction(reader, session, settings, tenant, model_id,
-                                           dataset_id, spec.outputs)
-    return PredictionPublic.model_validate(prediction)
+    with idempotency.Write(request, settings, tenant, "POST /v1/predictions", session) as write:
+        return write.run(
+            idempotency.request_hash(model_id, dataset_id, spec.model_dump_json()),
+            lambda: (202, PredictionPublic.model_validate(service.create_prediction(
+                reader, session, settings, tenant, model_id, dataset_id, spec.outputs))))
 
 
 @router.get("", response_model=PredictionsPublic)
