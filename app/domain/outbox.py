@@ -1,13 +1,13 @@
 """The outbox: a row and its message are committed together, or not at all.
 
 A message the broker must carry ("run task T on row X": a training job, an evaluation, a
-search task) is first a row of the `outbox`
-table, added in the transaction that makes row X (`post`). Once that transaction commits,
-the relay sends it (`relay`, run right after the commit in the same thread); if the broker
-cannot be reached, or the process dies first, the recovery sweep sends what is still owed
-(`sweep_outbox`, from app.domain.sweep). So an answer that reports an error made nothing (its
-transaction rolled back, with the message in it), and an accepted row always gets its
-message, also when the broker is down at the time: it is sent once the broker is back.
+search task, a batch prediction) is first a row of the `outbox` table, added in the
+transaction that makes row X (`post`). Once that transaction commits, the relay sends it
+(`relay`, run right after the commit in the same thread); if the broker cannot be reached,
+or the process dies first, the recovery sweep sends what is still owed (`sweep_outbox`,
+from app.domain.sweep). So an answer that reports an error made nothing (its transaction
+rolled back, with the message in it), and an accepted row always gets its message, also
+when the broker is down at the time: it is sent once the broker is back.
 
 Clearing a sent message's row is a write, and on SQLite every write waits in one line
 (app.infra.db): a transaction of its own per message would double the line under a burst of
@@ -146,10 +146,12 @@ def owed(settings: Settings, before: datetime | None = None
 
 def _no_longer_queued(settings: Settings, messages: Sequence[tuple[str, str, str]]
                       ) -> set[str]:
-    """The outbox ids of messages whose row (a job, an evaluation, a search task) is no
-    longer queued: a worker has claimed it (so its message arrived) or it ended; sending
-    it again would do nothing."""
+    """The outbox ids of messages whose row (ROWS_OF_TASK) is no longer queued: a worker
+    has claimed it (so its message arrived) or it ended; sending it again would do
+    nothing."""
     done: set[str] = set()
+    if not messages:  # (the sweep's usual case: no read session for nothing)
+        return done
     with read_sessionmaker_for(settings.database_url)() as session:
         for task, table in ROWS_OF_TASK.items():
             refs = {ref_id for _, t, ref_id in messages if t == task}

@@ -20,7 +20,6 @@ from app.domain.services import tenants
 from app.infra.db import session_scope
 from app.settings import Settings
 from tests.support import bearer, embedded_settings, make_key, migrate
-from workers.training import run_job
 
 
 def test_a_repeated_upload_gets_the_first_answer(client: TestClient, cancer_bytes: bytes
@@ -178,11 +177,9 @@ def test_the_lease_is_renewed_while_the_request_runs(tmp_path: Path) -> None:
 
 
 def test_a_repeated_evaluation_gets_the_first_answer(
-    client: TestClient, settings: Settings, cancer_id: str
+    client: TestClient, cancer_id: str, cancer_model_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
-    assert run_job(settings, job_id, "test-worker") == "succeeded"
-    url = f"/v1/models/{client.get(f'/v1/jobs/{job_id}').json()['model_id']}/evaluations"
+    url = f"/v1/models/{cancer_model_id}/evaluations"
     key = {"Idempotency-Key": "evaluate-once"}
     first = client.post(url, json={"dataset_id": cancer_id}, headers=key)
     again = client.post(url, json={"dataset_id": cancer_id}, headers=key)
@@ -195,12 +192,9 @@ def test_a_repeated_evaluation_gets_the_first_answer(
 
 
 def test_a_repeated_batch_prediction_gets_the_first_answer(
-    client: TestClient, settings: Settings, cancer_id: str
+    client: TestClient, cancer_id: str, cancer_model_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
-    assert run_job(settings, job_id, "test-worker") == "succeeded"
-    spec = {"model_id": client.get(f"/v1/jobs/{job_id}").json()["model_id"],
-            "dataset_id": cancer_id}
+    spec = {"model_id": cancer_model_id, "dataset_id": cancer_id}
     key = {"Idempotency-Key": "predict-once"}
     first = client.post("/v1/predictions", json=spec, headers=key)
     again = client.post("/v1/predictions", json=spec, headers=key)

@@ -28,7 +28,6 @@ from app.infra.db import AFTER_COMMIT, read_sessionmaker_for, session_scope
 from app.infra.queue import broker_holding, search_queue
 from app.settings import Settings
 from tests.support import bearer, make_key
-from workers.training import run_job
 
 
 def _outbox(settings: Settings) -> list[str]:
@@ -149,11 +148,11 @@ def test_a_rejected_job_owes_nothing(
 
 
 def test_an_evaluation_and_a_search_submitted_while_the_broker_is_down_are_sent_later(
-    client: TestClient, broker_down: TestClient, settings: Settings, cancer_id: str
+    client: TestClient, broker_down: TestClient, settings: Settings, cancer_id: str,
+    cancer_model_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
-    assert run_job(settings, job_id, "test-worker") == "succeeded"
-    model_id = client.get(f"/v1/jobs/{job_id}").json()["model_id"]
+    model_id = cancer_model_id
+    job_id = client.get(f"/v1/models/{model_id}").json()["job_id"]
     evaluation = broker_down.post(f"/v1/models/{model_id}/evaluations",
                                   json={"dataset_id": cancer_id})
     assert evaluation.status_code == 202, evaluation.text  # was a 503 and a failed record
@@ -177,12 +176,11 @@ def test_an_evaluation_and_a_search_submitted_while_the_broker_is_down_are_sent_
 
 
 def test_the_sweep_drops_what_it_owes_for_an_evaluation_already_claimed(
-    client: TestClient, broker_down: TestClient, settings: Settings, cancer_id: str
+    client: TestClient, broker_down: TestClient, settings: Settings, cancer_id: str,
+    cancer_model_id: str
 ) -> None:
-    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
-    assert run_job(settings, job_id, "test-worker") == "succeeded"
-    model_id = client.get(f"/v1/jobs/{job_id}").json()["model_id"]
-    evaluation_id = broker_down.post(f"/v1/models/{model_id}/evaluations",
+    job_id = client.get(f"/v1/models/{cancer_model_id}").json()["job_id"]
+    evaluation_id = broker_down.post(f"/v1/models/{cancer_model_id}/evaluations",
                                      json={"dataset_id": cancer_id}).json()["id"]
     with session_scope(settings.database_url) as session:  # e.g. a duplicate delivered
         session.execute(update(Evaluation).where(Evaluation.id == evaluation_id)
