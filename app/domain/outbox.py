@@ -33,27 +33,18 @@ from sqlalchemy.orm import Session
 
 from app.domain.job_status import JobStatus
 from app.domain.orm import (
-    Evaluation,
-    Job,
     OutboxMessage,
-    Prediction,
-    SearchTask,
     new_id,
     utcnow,
 )
 from app.infra.db import after_commit, after_rollback, read_sessionmaker_for, session_scope
-from app.infra.queue import EVALUATE_TASK, PREDICT_TASK, SEARCH_TASK, TRAIN_TASK, enqueue
+from app.infra.queue import enqueue
 from app.settings import Settings
 
 log = logging.getLogger("hinge.outbox")
 
 MIN_GRACE_SECONDS = 5.0
 CLEAR_BATCH = 500  # outbox rows deleted by one statement
-
-# the table of the rows each task's messages run: a message whose row is no longer queued
-# (claimed, so its message arrived, or ended) is not sent again by the sweep
-ROWS_OF_TASK: dict[str, Any] = {TRAIN_TASK: Job, EVALUATE_TASK: Evaluation,
-                                SEARCH_TASK: SearchTask, PREDICT_TASK: Prediction}
 
 _sent: dict[str, set[str]] = {}  # database URL -> ids of outbox rows sent, not yet deleted
 _sent_lock = threading.Lock()
@@ -144,16 +135,16 @@ def owed(settings: Settings, before: datetime | None = None
         return [(row.id, row.task, row.ref_id) for row in rows]
 
 
-def _no_longer_queued(settings: Settings, messages: Sequence[tuple[str, str, str]]
-                      ) -> set[str]:
-    """The outbox ids of messages whose row (ROWS_OF_TASK) is no longer queued: a worker
-    has claimed it (so its message arrived) or it ended; sending it again would do
-    nothing."""
+def _no_longer_queued(settings: Settings, messages: Sequence[tuple[str, str, str]],
+                      rows_of_task: dict[str, Any]) -> set[str]:
+    """The outbox ids of messages whose row (in the table `rows_of_task` gives for its
+    task) is no longer queued: a worker has claimed it (so its message arrived) or it
+    ended; sending it again would do nothing."""
     done: set[str] = set()
     if not messages:  # (the sweep's usual case: no read session for nothing)
         return done
     with read_sessionmaker_for(settings.database_url)() as session:
-        for task, table in ROWS_OF_TASK.items():
+        for task, table in rows_of_task.items():
             refs = {ref_id for _, t, ref_id in messages if t == task}
             if not refs:
                 continue
@@ -164,12 +155,13 @@ def _no_longer_queued(settings: Settings, messages: Sequence[tuple[str, str, str
     return done
 
 
-def sweep_outbox(settings: Settings) -> list[str]:
+def sweep_outbox(settings: Settings, rows_of_task: dict[str, Any]) -> list[str]:
     """The sweep's part: clear what this process sent, then send every message still owed
-    after the grace period (but for jobs no longer queued); the ref ids sent."""
+    after the grace period, but for those whose row is no longer queued (`rows_of_task`:
+    the ORM table of each task's rows, from the sweep's work kinds); the ref ids sent."""
     clear_sent(settings)
     late = owed(settings, utcnow() - timedelta(seconds=grace_seconds(settings)))
-    done = _no_longer_queued(settings, late)
+    done = _no_longer_queued(settings, late, rows_of_task)
     _remember_sent(settings.database_url, done)
     sent = relay(settings, [message for message in late if message[0] not in done])
     clear_sent(settings)

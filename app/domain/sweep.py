@@ -61,6 +61,8 @@ from app.settings import Settings
 log = logging.getLogger("hinge.sweep")
 
 KINDS: tuple[WorkKind, ...] = (JOBS, EVALUATIONS, SEARCH_TASKS, PREDICTIONS)
+# the outbox's view of the kinds: the table of each Celery task's rows
+ROWS_OF_TASK = {kind.task: kind.table for kind in KINDS}
 
 
 def sweep(settings: Settings) -> dict[str, int]:
@@ -69,7 +71,7 @@ def sweep(settings: Settings) -> dict[str, int]:
     of each kind sent again), `outbox_sent`, `orphan_blobs`, `workers_forgotten`."""
     now = utcnow()
     counts = {"requeued": 0, "failed": 0, "cancelled": 0, "reenqueued": 0,
-              "outbox_sent": len(outbox.sweep_outbox(settings))}
+              "outbox_sent": len(outbox.sweep_outbox(settings, ROWS_OF_TASK))}
     with session_scope(settings.database_url) as session:
         swept = {kind: lifecycle.sweep(session, kind, settings, now) for kind in KINDS}
     to_send = _without_held(settings, swept)

@@ -23,7 +23,7 @@ from app.domain.outbox import grace_seconds, sweep_outbox
 from app.domain.schemas import JobCreate
 from app.domain.services import jobs
 from app.domain.services.tenants import tenant_by_name
-from app.domain.sweep import sweep
+from app.domain.sweep import ROWS_OF_TASK, sweep
 from app.infra.db import AFTER_COMMIT, read_sessionmaker_for, session_scope
 from app.infra.queue import broker_holding, search_queue
 from app.settings import Settings
@@ -127,7 +127,7 @@ def test_a_job_submitted_while_the_broker_is_down_is_accepted_and_sent_later(
 
     _past_the_grace(settings)
     down = broker_down.app.state.settings  # type: ignore[attr-defined]
-    assert sweep_outbox(down) == []  # still down: still owed
+    assert sweep_outbox(down, ROWS_OF_TASK) == []  # still down: still owed
     assert _outbox(settings) == [job["id"]]
 
     assert sweep(settings)["outbox_sent"] == 1  # the broker is back
