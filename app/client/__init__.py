@@ -90,7 +90,7 @@ class JobResult(TypedDict, total=False):
     tol: float | None
     warnings: list[str] | None
     path: list[dict[str, Any]]
-    auto: dict[str, str] | None
+    auto: dict[str, Any] | None
     nonzero_weights: list[int] | None  # L1-regularised models, per output
 
 
