@@ -541,6 +541,17 @@ class HingeClient:
             body["solver"] = solver
         return cast(dict[str, Any], self._json("POST", "/v1/searches", json=body))
 
+    def wait_search(self, search_id: str, *, poll: float = 0.5,
+                    timeout: float | None = None) -> dict[str, Any]:
+        """Poll until the search ends (or `timeout` seconds pass); the search as it is."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            search = self.search(search_id)
+            if search["status"] in ("succeeded", "failed", "cancelled") or (
+                    deadline is not None and time.monotonic() >= deadline):
+                return search
+            time.sleep(poll)
+
     def regularisation_path(self, search_id: str) -> list[dict[str, Any]]:
         """An L1 search's path: one {"C", "nonzero_weights", "mean", "std"} per point
         that reports non-zero weights, in increasing C (several points of one C, when

@@ -711,7 +711,8 @@ def predict(ctx: typer.Context,
     if probabilities and answer.get("probabilities") is None:
         err.print(Text("error: ", style="bold red") + Text(
             f"model {answer['model_id']} has no probabilities: train it with "
-            "-p probability=true (an smo model)"), highlight=False)
+            "-p probability=true (calibrated), or -p loss=logistic (logistic regression "
+            "gives them directly)"), highlight=False)
         raise typer.Exit(EXIT_API_ERROR)
     if options.as_json:
         _print_json(answer)
@@ -948,9 +949,9 @@ def _values_cell(values: dict[str, Any]) -> str:
 def points(ctx: typer.Context,
            search_id: Annotated[str, IdArg(help="The search's id (or a unique prefix)")],
            as_json: JsonFlag = False) -> None:
-    """A search's points: values, mean and std of the metric over the folds, convergence,
-    and for L1-regularised models (l1_cd, auto with penalty=l1) the non-zero weights
-    (mean over the folds): against C, the regularisation path."""
+    """A search's points (the best one starred): values, mean and std of the metric over
+    the folds, convergence, and for L1-regularised models (l1_cd, auto with penalty=l1)
+    the non-zero weights (mean over the folds): against C, the regularisation path."""
     options = _options(ctx, as_json)
     with options.client() as client, _calling_the_api():
         search = client.search(search_id)
@@ -966,7 +967,7 @@ def points(ctx: typer.Context,
     best = (search.get("best") or {}).get("index")
     for row in rows:
         nonzero = row.get("nonzero_weights")
-        table.add_row(f"{row['index']}{' *' if row['index'] == best else ''}",
+        table.add_row(f"{row['index']}{'*' if row['index'] == best else ''}",
                       _values_cell(row.get("values") or {}), _metric(row.get("mean")),
                       _metric(row.get("std")), str(row.get("folds_done", 0)),
                       {True: "yes", False: "NO", None: ""}[row.get("converged")],

@@ -266,7 +266,7 @@ def test_an_l1_search_reports_the_non_zero_weights_against_c(
             X[fold != k], y[fold != k], solver="auto", penalty="l1", loss="l2",
             scale="minmax", C=point["values"]["C"]).per_output) for k in range(3)]
         assert point["nonzero_weights"] == pytest.approx(float(np.mean(counts)))
-    # C = 2^-9 leaves every weight at 0; C = 8 keeps most of cancer's 10 features
+    # C = 2^-9 leaves every weight at 0; C = 8 keeps more of cancer's 30 features
     assert points[0]["nonzero_weights"] == 0.0
     assert points[-1]["nonzero_weights"] > points[1]["nonzero_weights"]
     best = next(p for p in points if p["index"] == body["best"]["index"])

@@ -119,6 +119,39 @@ def test_one_dimension_is_a_line_and_cancel_works_from_the_page(
         view.close()
 
 
+def test_an_l1_search_plots_its_regularisation_path(
+        browser: Any, service: httpx.Client, cancer_id: str, logs: Path) -> None:
+    """l1_cd over C: the line plot gets a second line (non-zero weights, right axis) and
+    the path table one row per point, in increasing C, with the API's counts."""
+    view = Page(browser, str(service.base_url), DESKTOP, _key(service))
+    try:
+        search_id = _search(service, cancer_id, solver="l1_cd",
+                            space={"C": {"log2": [-9, 3, 2]}}, cv={"folds": 3}, refit=False)
+        view.page.goto(f"/searches/{search_id}")
+        view.page.wait_for_function(
+            "() => !!document.getElementById('search-chart').dataset.best",
+            timeout=180_000)
+        body = service.get(f"/v1/searches/{search_id}").json()
+        chart = view.page.locator("#search-chart")
+        assert chart.get_attribute("data-kind") == "line"
+        assert chart.get_attribute("data-nonzeros") == str(len(body["points"])) == "7"
+        legend = view.page.locator("#search-chart .u-legend").inner_text()
+        assert "non-zero weights" in legend, legend
+        assert view.page.locator("#path-card").is_visible()
+        rows = view.page.locator("#path-table tbody tr")
+        assert rows.count() == 7
+        expected = [p["nonzero_weights"] for p in sorted(body["points"],
+                                                         key=lambda p: p["values"]["C"])]
+        shown = [float(rows.nth(k).locator("[data-field=nonzero_weights]").inner_text())
+                 for k in range(7)]
+        assert shown == pytest.approx(expected, rel=1e-5)
+        assert expected[0] == 0.0 and expected[-1] > expected[0]
+        view.shot("search-l1-path")
+        assert view.errors == [], f"{view.errors}\n{_log_tails(logs)}"
+    finally:
+        view.close()
+
+
 def test_search_pages_fit_a_phone_screen(browser: Any, service: httpx.Client,
                                          cancer_id: str) -> None:
     search_id = service.get("/v1/searches").json()["data"][-1]["id"]
