@@ -53,15 +53,8 @@ CASES = [(s, name) for s in FORMULATIONS for name in SETS[s]]
 
 def _liblinear(args: str, y: np.ndarray, X: sp.csr_matrix, tmp_path: Path
                ) -> tuple[np.ndarray, dict[str, list[str]]]:
-    """LIBLINEAR's model (weights: rows, outputs) and header, trained with `args`."""
-    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
-    path = tmp_path / "reference.model"
-    liblinearutil.save_model(str(path), liblinearutil.train(y, X, args + " -q"))
-    lines = path.read_text().splitlines()
-    start = lines.index("w")
-    header = {line.split()[0]: line.split()[1:] for line in lines[:start]}
-    weights = np.array([[float(v) for v in line.split()] for line in lines[start + 1:]])
-    return weights, header
+    pytest.importorskip("liblinear.liblinearutil")
+    return ref.liblinear_model(args, y, X, tmp_path / "reference.model")
 
 
 def _reference(s: int, kind: str, X: sp.csr_matrix, y: np.ndarray, tmp_path: Path
