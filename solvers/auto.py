@@ -44,8 +44,18 @@ RULE = (
     f"{NEWTON_MAX_WEIGHTS} weights newton; scaled, high-dimensional and sparse with C < "
     f"{LARGE_C:g} logistic_dcd (LIBLINEAR -s 7, then tron from its w if not certified); "
     "otherwise tron (-s 0). Penalty l1 (loss l2 or logistic): l1_cd (LIBLINEAR -s 5, -s "
-    "6). The choice and its reason are recorded in the result's 'auto'."
+    "6). Formulation crammer_singer: crammer_singer (LIBLINEAR -s 4); one_class: "
+    "linear_one_class (-s 21); epsilon_svr: linear_svr, loss l1 by its dual CD (-s 13), "
+    f"loss l2 by Newton on the primal (-s 11) when C >= {LARGE_C:g}, the features are "
+    f"unscaled, or low-dimensional (d <= {LOW_DIMENSIONAL}) with n >= d, else by its dual "
+    "CD (-s 12). The choice and its reason are recorded in the result's 'auto'."
 )
+# the formulations auto trains (solvers.params.FORMULATIONS), by LIBLINEAR's linear solvers
+FORMULATIONS = ("c_svc", "crammer_singer", "epsilon_svr", "one_class")
+# the losses a formulation of auto takes; None: its own loss, no choice
+FORMULATION_LOSSES: dict[str, tuple[str, ...] | None] = {
+    "c_svc": ("l1", "l2", "logistic"), "crammer_singer": None,
+    "epsilon_svr": ("l1", "l2"), "one_class": None}
 
 
 class DataShape(NamedTuple):
@@ -71,11 +81,34 @@ def sparse_high_dimensional(shape: DataShape) -> bool:
     return shape.d > LOW_DIMENSIONAL and shape.density <= SPARSE
 
 
+def svr_primal(shape: DataShape, C: float) -> bool:
+    """Whether the L2-loss SVR runs Newton on the primal (-s 11) rather than its dual CD
+    (-s 12): as tron against dcd for classification (large C, unscaled features, or few
+    features and more examples than features)."""
+    return (C >= LARGE_C or shape.max_abs > UNSCALED
+            or (shape.d <= LOW_DIMENSIONAL and shape.n >= shape.d))
+
+
 def choose(shape: DataShape, loss: str, C: float, bias: str | None,
-           penalty: str = "l2") -> tuple[str, str]:
+           penalty: str = "l2", formulation: str = "c_svc") -> tuple[str, str]:
     """(solver, reason) for one linear fit; `bias` does not change the choice today."""
     facts = (f"n={shape.n}, d={shape.d}, density={shape.density:.3g}, "
              f"max|x|={shape.max_abs:.3g}, loss={loss}, C={C:g}")
+    if formulation == "crammer_singer":
+        return "crammer_singer", ("formulation crammer_singer: one weight vector per class "
+                                  "trained jointly (LIBLINEAR -s 4)")
+    if formulation == "one_class":
+        return "linear_one_class", ("formulation one_class: the linear one-class SVM "
+                                    "(LIBLINEAR -s 21)")
+    if formulation == "epsilon_svr":
+        if loss == "l1":
+            return "linear_svr", (f"epsilon_svr, loss l1 ({facts}): dual coordinate "
+                                  "descent (LIBLINEAR -s 13)")
+        if svr_primal(shape, C):
+            return "linear_svr", (f"epsilon_svr, loss l2, large C, unscaled or few features "
+                                  f"({facts}): Newton on the primal (LIBLINEAR -s 11)")
+        return "linear_svr", (f"epsilon_svr, loss l2, high-dimensional and scaled ({facts}): "
+                              "dual coordinate descent (LIBLINEAR -s 12)")
     if penalty == "l1":
         return "l1_cd", (f"penalty l1 ({facts}): coordinate descent for the sparse model "
                          f"(LIBLINEAR -s {5 if loss == 'l2' else 6})")
@@ -121,7 +154,8 @@ def _choose_logistic(shape: DataShape, C: float, facts: str) -> tuple[str, str]:
     return "tron", f"logistic ({facts}): Newton on the primal (LIBLINEAR -s 0)"
 
 
-def settings(shape: DataShape, chosen: str, loss: str) -> dict[str, int]:
+def settings(shape: DataShape, chosen: str, loss: str, C: float = 1.0
+             ) -> dict[str, int | str]:
     """Parameters auto sets for its choice unless the fit gives them: the sweep limit of
     dcd on unscaled data. Not sparse and high-dimensional: DUAL_CD_SWEEPS (its w only
     warm-starts ocas there; 1000 sweeps cost more than they save). Sparse and
@@ -130,7 +164,10 @@ def settings(shape: DataShape, chosen: str, loss: str) -> dict[str, int]:
     after 300, tron from its w still ended two outputs at max_iter); l1 gets
     SPARSE_L1_SWEEPS (news20, 20 outputs: at 300 sweeps at least five went to ocas,
     34-75 s CPU each; at 1000 at least four; at 5000 two, 33 and 37 s, the other 18
-    certified by the dual CD itself within 2449 sweeps, 14 s CPU for all 18)."""
+    certified by the dual CD itself within 2449 sweeps, 14 s CPU for all 18). linear_svr:
+    its method, 'primal' (-s 11) or 'dual' (-s 12, 13), as `choose` said."""
+    if chosen == "linear_svr":
+        return {"method": "primal" if loss == "l2" and svr_primal(shape, C) else "dual"}
     if chosen != "dcd" or shape.max_abs <= UNSCALED:
         return {}
     if not sparse_high_dimensional(shape):

@@ -62,6 +62,8 @@ LIBLINEAR_TASK_TYPES = {
     ("epsilon_svr", "l1", "dual"): "L2R_L1LOSS_SVR_DUAL",
     ("one_class", "l1", None): "ONECLASS_SVM",
 }
+# formulations with a loss of their own (whatever loss the params carry: auto's default)
+LIBLINEAR_FORMULATION_TYPES = {"crammer_singer": "MCSVM_CS", "one_class": "ONECLASS_SVM"}
 
 
 class ModelFormatError(ValueError):
@@ -105,8 +107,9 @@ def liblinear_solver_type(params: dict[str, Any]) -> str:
     the caller knows it, the solver). Logistic types make LIBLINEAR's predict -b 1 give
     the model's probabilities."""
     loss = params.get("loss", "l1")
-    task_type = LIBLINEAR_TASK_TYPES.get(
-        (str(params.get("formulation")), str(loss), params.get("method")))
+    formulation = str(params.get("formulation"))
+    task_type = LIBLINEAR_TASK_TYPES.get((formulation, str(loss), params.get("method")),
+                                         LIBLINEAR_FORMULATION_TYPES.get(formulation))
     if task_type is not None:
         return task_type
     if params.get("penalty") == "l1":

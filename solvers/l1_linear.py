@@ -54,7 +54,7 @@ from numba import njit
 
 from solvers._kernel_helpers import shuffle_prefix
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, seed_state
-from solvers.l1_objectives import primal_value
+from solvers.l1_objectives import bounds_at, primal_value
 from solvers.objectives import margins, transpose_times
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
@@ -67,7 +67,6 @@ SIGMA = 0.01  # sufficient decrease of both line searches
 LINE_SEARCH_STEPS = 20
 INNER_MAX_ITER = 1000  # newGLMNET's coordinate-descent cycles per Newton iteration
 NU = 1e-12  # newGLMNET's Hessian diagonal shift
-NO_VALUES = dict.fromkeys(("primal", "dual", "gap"))  # progress events: no objectives (cheap)
 
 
 def solve(
@@ -143,8 +142,13 @@ class _Run(NamedTuple):
     monitor: ProgressMonitor
 
 
-def _event(iteration: int, violation: float, active: int) -> dict[str, Any]:
-    return {"iteration": iteration, "violation": violation, "active_size": active, **NO_VALUES}
+def _event(iteration: int, violation: float, active: int, problem: LinearProblem,
+           w: np.ndarray, loss: str) -> dict[str, Any]:
+    """A progress event with the certificate's bounds at w (one pass over the data)."""
+    primal, duals = bounds_at(problem, w, loss)
+    dual = max(duals.values())
+    return {"iteration": iteration, "violation": violation, "active_size": active,
+            "primal": primal, "dual": dual, "gap": primal - dual}
 
 
 def _cdn(run: _Run) -> tuple[int, str, float]:
@@ -164,8 +168,8 @@ def _cdn(run: _Run) -> tuple[int, str, float]:
     iteration, violation = 0, math.inf
     while True:
         stop = monitor.stop_reason(
-            iteration, max_iter, functools.partial(_event, iteration, violation, active)
-        )
+            iteration, max_iter,
+            functools.partial(_event, iteration, violation, active, problem, w, "l2"))
         if stop is not None:
             return iteration, stop, violation
         gmax_new, gnorm1, active = _cdn_sweep(cols, cost, b, w, xj_sq, index, rng, active, gmax_old)
@@ -306,8 +310,8 @@ def _newglmnet(run: _Run) -> tuple[int, str, float]:
     iteration, violation, active = 0, math.inf, n_weights
     while True:
         stop = monitor.stop_reason(
-            iteration, max_iter, functools.partial(_event, iteration, violation, active)
-        )
+            iteration, max_iter,
+            functools.partial(_event, iteration, violation, active, problem, w, "logistic"))
         if stop is not None:
             return iteration, stop, violation
         tau = cost * np.exp(-np.logaddexp(0.0, z))  # C_i sigma(-w.x_i)

@@ -64,14 +64,16 @@ def solve(
     inner_eps, inner_eps_min = INNER_EPS_START, min(1e-8, eps)
     iteration, exit_reason, violation = 0, "max_iter", math.inf
 
-    def event() -> dict[str, Any]:  # no objectives: cheap
+    def event() -> dict[str, Any]:  # the objectives at w(a): one pass over the data
+        weights = w[: problem.n_weights]
+        primal, dual = primal_value(problem, weights), dual_value(weights, alpha, cost)
         return {
             "iteration": iteration,
             "violation": violation,
             "active_size": X.n_rows,
-            "primal": None,
-            "dual": None,
-            "gap": None,
+            "primal": primal,
+            "dual": dual,
+            "gap": primal - dual,
         }
 
     while True:

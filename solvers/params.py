@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from solvers.auto import FORMULATION_LOSSES
+from solvers.auto import FORMULATIONS as AUTO_FORMULATIONS
 from solvers.auto import RULE as AUTO_RULE
 
 Kind = Literal["float", "int", "choice", "class_weight", "str"]
@@ -666,15 +668,30 @@ SOLVERS: dict[str, SolverSpec] = {
         kind="linear",
         # its choice continues from an earlier fit's dual point when it is a dual CD
         warm_start="dual", randomized=True, chooses=True, sample_weights=True,
+        formulations=AUTO_FORMULATIONS,
+        tasks=(*LINEAR_TASKS, "multiclass_joint", "single_output"),
         description="The default for linear jobs: " + AUTO_RULE,
         problem="min_w R(w) + sum_i C_i loss(y_i w.x_i), R = 1/2||w||^2 (penalty l2) or "
-        "||w||_1 (l1), loss = hinge (l1), squared hinge (l2) or logistic",
+        "||w||_1 (l1), loss = hinge (l1), squared hinge (l2) or logistic (formulation "
+        "c_svc; see `formulation` for the others)",
         params=(
+            Param("formulation", "choice", "c_svc",
+                  "The problem: 'c_svc' binary / one-vs-rest classification (loss and "
+                  "penalty below), 'crammer_singer' the multi-class SVM of Crammer and "
+                  "Singer, 'epsilon_svr' linear regression (loss l1 or l2, epsilon), "
+                  "'one_class' outlier detection (nu; +1 inlier, -1 outlier). " + " ".join(
+                      f"{f}: {FORMULATIONS[f].problem}." for f in AUTO_FORMULATIONS
+                      if f != "c_svc"), choices=AUTO_FORMULATIONS),
             _c_param(),
             Param("loss", "choice", "l2", "'l1' hinge loss, 'l2' squared hinge loss or "
                   "'logistic' (logistic regression: the model gives probabilities).",
                   choices=("l1", "l2", "logistic")),
             _penalty_param(("l2", "l1"), "l2"),
+            Param("epsilon", "float", 0.1, "Width of the insensitive tube of epsilon_svr "
+                  "(LIBLINEAR -p).", minimum=0.0, maximum=1e12),
+            Param("nu", "float", 0.5, "nu of one_class (LIBLINEAR -n): an upper bound on "
+                  "the fraction of outliers.", minimum=0.0, exclusive_minimum=True,
+                  maximum=1.0),
             _tol_param(),
             *_bias_params(("augment", "none"), "augment"),
             Param("max_iter", "int", None, "Iteration limit of the chosen solver, in its "
@@ -826,6 +843,8 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
         applied[param.name] = param.coerce(given[param.name]) if param.name in given else (
             param.default
         )
+    if spec.chooses:
+        _check_auto_formulation(spec, given, applied)
     if applied.get("penalty") == "l1" and applied.get("loss") not in L1_LOSSES:
         raise ParamError(f"penalty 'l1' takes loss {' or '.join(map(repr, L1_LOSSES))} "
                          f"(LIBLINEAR -s 5, 6), not {applied.get('loss')!r}", "loss")
@@ -841,6 +860,31 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
             "here it only seeds the cross-validation of probability true. Leave seed out, "
             f"or choose a randomized solver ({randomized})", "seed")
     return applied
+
+
+def _check_auto_formulation(spec: SolverSpec, given: Mapping[str, Any],
+                            applied: Mapping[str, Any]) -> None:
+    """auto's loss, penalty and C must suit its formulation (a value equal to the default
+    passes: applied params given back carry the defaults)."""
+    formulation = str(applied.get("formulation", "c_svc"))
+    defaults = {p.name: p.default for p in spec.params}
+
+    def asked(name: str) -> bool:
+        return name in given and given[name] != defaults[name]
+
+    losses = FORMULATION_LOSSES[formulation]
+    if losses is None and asked("loss"):
+        raise ParamError(f"formulation {formulation!r} has a loss of its own; leave loss "
+                         "out", "loss")
+    if losses is not None and applied["loss"] not in losses:
+        raise ParamError(f"formulation {formulation!r} takes loss "
+                         f"{' or '.join(map(repr, losses))}, not {applied['loss']!r}", "loss")
+    if formulation != "c_svc" and asked("penalty"):
+        raise ParamError(f"penalty 'l1' is for classification (formulation 'c_svc', "
+                         f"LIBLINEAR -s 5, 6), not {formulation!r}", "penalty")
+    if "C" not in FORMULATIONS[formulation].reads and asked("C"):
+        raise ParamError(f"C is not a parameter of formulation {formulation!r} (it reads "
+                         f"{', '.join(FORMULATIONS[formulation].reads)})", "C")
 
 
 def describe_solvers() -> list[dict[str, Any]]:

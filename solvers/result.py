@@ -51,7 +51,7 @@ class FitResult:
     # what ran, in order: {"solver", "exit", "iterations", "seconds", "relative_gap",
     # "reason"} (and "output" for several outputs); see solvers/continuation.py
     path: list[dict[str, Any]] = field(default_factory=list)
-    auto: dict[str, str] | None = None  # solver "auto": {"chosen", "reason"}
+    auto: dict[str, Any] | None = None  # solver "auto": {"chosen", "reason", "settings"?}
     # linear models: each output's dual solution when a dual CD solver (dcd, acf) gave
     # the returned model, else None; what fit(warm_start=...) starts from
     dual_solutions: list[np.ndarray | None] = field(default_factory=list)

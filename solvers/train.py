@@ -241,20 +241,25 @@ def _warm_params(applied: dict[str, Any], warm_start: FitResult | None, output: 
 
 
 def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
-                  ) -> tuple[str, dict[str, Any], dict[str, str]]:
+                  ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """The solver "auto" chooses for this training set, its applied parameters, and the
-    record {"chosen", "reason"}."""
+    record {"chosen", "reason"} (with "settings": what auto set for its choice, as the
+    SVR's method or a sweep limit, when it set any)."""
     X = data.X
     shape = DataShape(X.n_rows, X.n_features, int(X.data.shape[0]),
                       float(np.max(np.abs(X.data))) if X.data.shape[0] else 0.0)
     chosen, reason = choose(shape, applied["loss"], float(applied["C"]), applied["bias"],
-                            applied.get("penalty", "l2"))
+                            applied.get("penalty", "l2"), applied.get("formulation", "c_svc"))
     accepted = {p.name for p in SOLVERS[chosen].params}
     given = {key: value for key, value in applied.items()
              if key in accepted and not (key == "max_iter" and value is None)
              and not (key == "seed" and not SOLVERS[chosen].randomized)}
-    given = {**settings(shape, chosen, applied["loss"]), **given}
-    return chosen, validate_params(chosen, given), {"chosen": chosen, "reason": reason}
+    chosen_settings = settings(shape, chosen, applied["loss"], float(applied["C"]))
+    given = {**chosen_settings, **given}
+    record: dict[str, Any] = {"chosen": chosen, "reason": reason}
+    if chosen_settings:
+        record["settings"] = chosen_settings
+    return chosen, validate_params(chosen, given), record
 
 
 # --------------------------------------------------------------------------------------

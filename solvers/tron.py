@@ -366,7 +366,9 @@ class _TronState:
         self.gradient()
 
     def snapshot(self, iteration: int, grad_norm0: float) -> dict[str, Any]:
-        return {"iteration": iteration, "primal": self.f, "dual": None, "gap": None,
+        # P is 1-strongly convex: P* >= P(w) - ||grad P(w)||^2 / 2 (the certificate's bound)
+        gap = 0.5 * self.grad_norm * self.grad_norm
+        return {"iteration": iteration, "primal": self.f, "dual": self.f - gap, "gap": gap,
                 "violation": _relative(self.grad_norm, grad_norm0),
                 "active_size": self.active_size, "grad_norm": self.grad_norm}
 

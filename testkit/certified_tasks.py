@@ -9,6 +9,7 @@ when the model has one. Small sets only (the QP has one constraint per row and c
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import clarabel
@@ -38,6 +39,21 @@ def one_class_primal(X: Any, upper: np.ndarray, w: np.ndarray, rho: float, nu: f
         - rho * nu * float(upper.sum())
         + float(upper @ np.maximum(rho - X @ w, 0.0))
     )
+
+
+def liblinear_model(args: str, y: np.ndarray, X: Any, path: Path
+                    ) -> tuple[np.ndarray, dict[str, list[str]]]:
+    """LIBLINEAR 2.50's model trained with `args` (liblinear-official), saved to `path`
+    and read back: its weights (rows: features then the bias, columns: outputs) and its
+    header lines (name -> values)."""
+    from liblinear import liblinearutil
+
+    liblinearutil.save_model(str(path), liblinearutil.train(y, X, args + " -q"))
+    lines = path.read_text().splitlines()
+    start = lines.index("w")
+    header = {line.split()[0]: line.split()[1:] for line in lines[:start]}
+    weights = np.array([[float(v) for v in line.split()] for line in lines[start + 1:]])
+    return weights, header
 
 
 def _solve(P: sp.csc_matrix, q: np.ndarray, A: sp.spmatrix, b: np.ndarray) -> np.ndarray:

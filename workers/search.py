@@ -45,7 +45,7 @@ from app.settings import Settings
 from solvers.params import SOLVERS
 from workers import runner
 from workers.runner import Heartbeat, Lost, Work
-from workers.training import job_threads
+from workers.training import job_threads, nonzero_weights
 
 log = logging.getLogger("hinge.worker")
 
@@ -219,6 +219,13 @@ def _warm_started(result: Any, previous: Any) -> bool:
     return any(a is not None for a in previous.dual_solutions)
 
 
+def _nonzero_total(result: Any) -> int | None:
+    """An L1 model's non-zero weights, summed over its outputs (the regularisation path's
+    count); None for a model with dense weights."""
+    counts = nonzero_weights(result)
+    return None if counts is None else sum(counts)
+
+
 def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder: Recorder,
               parts: tuple[Any, np.ndarray, Any, np.ndarray], fold: int,
               todo: list[tuple[int, dict[str, Any]]]) -> None:
@@ -256,6 +263,7 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
         outcome = FitOutcome(point=index, fold=fold, score=value, fit_seconds=seconds,
                              converged=bool(result.converged), exit_reason=result.exit_reason,
                              iterations=int(result.iterations),
-                             warm_start=_warm_started(result, previous))
+                             warm_start=_warm_started(result, previous),
+                             nonzero_weights=_nonzero_total(result))
         recorder.add(outcome)
         previous = result if warm else None

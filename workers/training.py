@@ -391,6 +391,13 @@ def _train_figures(task: str, result: FitResult, X: Any, y: np.ndarray
     return None, outlier_report(y, labels, values)
 
 
+def nonzero_weights(result: FitResult) -> list[int] | None:
+    """The non-zero weights of an L1-regularised model (l1_cd), output by output; None
+    for the other models (their weights are dense)."""
+    sparse = [int(o["nonzero_weights"]) for o in result.per_output if "nonzero_weights" in o]
+    return sparse or None
+
+
 def _summary(result: FitResult, train_accuracy: float | None,
              train_metrics: dict[str, Any] | None = None) -> dict[str, Any]:
     """The job's `result` and the model's: objectives, effort, exit reason, accuracy (or,
@@ -417,8 +424,8 @@ def _summary(result: FitResult, train_accuracy: float | None,
                      for step in result.path],
             "auto": result.auto,
         })
-    sparse = [int(o["nonzero_weights"]) for o in result.per_output if "nonzero_weights" in o]
-    if sparse:  # an L1-regularised model (l1_cd): its non-zero weights, output by output
+    sparse = nonzero_weights(result)
+    if sparse is not None:  # an L1-regularised model (l1_cd): its non-zero weights
         summary["nonzero_weights"] = sparse
     threads = [int(o["threads"]) for o in result.per_output if "threads" in o]
     if threads:  # what the solver ran with (a job's `threads`, capped by the worker)

@@ -90,7 +90,7 @@ class JobResult(TypedDict, total=False):
     tol: float | None
     warnings: list[str] | None
     path: list[dict[str, Any]]
-    auto: dict[str, str] | None
+    auto: dict[str, Any] | None
     nonzero_weights: list[int] | None  # L1-regularised models, per output
 
 
@@ -528,6 +528,40 @@ class HingeClient:
 
     def search(self, search_id: str) -> dict[str, Any]:
         return cast(dict[str, Any], self._json("GET", f"/v1/searches/{search_id}"))
+
+    def create_search(self, dataset_id: str, space: dict[str, Any], solver: str | None = None,
+                      params: dict[str, Any] | None = None, **options: Any
+                      ) -> dict[str, Any]:
+        """Submit a cross-validated search (202: queued) of `space` (parameter -> values,
+        or {"log2": [start, stop, step]}); `options` are the body's other fields (cv,
+        metric, strategy, refit, select). Without `solver` the server's "auto"."""
+        body: dict[str, Any] = {"dataset_id": dataset_id, "space": space,
+                                "params": params or {}, **options}
+        if solver:
+            body["solver"] = solver
+        return cast(dict[str, Any], self._json("POST", "/v1/searches", json=body))
+
+    def wait_search(self, search_id: str, *, poll: float = 0.5,
+                    timeout: float | None = None) -> dict[str, Any]:
+        """Poll until the search ends (or `timeout` seconds pass); the search as it is."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            search = self.search(search_id)
+            if search["status"] in ("succeeded", "failed", "cancelled") or (
+                    deadline is not None and time.monotonic() >= deadline):
+                return search
+            time.sleep(poll)
+
+    def regularisation_path(self, search_id: str) -> list[dict[str, Any]]:
+        """An L1 search's path: one {"C", "nonzero_weights", "mean", "std"} per point
+        that reports non-zero weights, in increasing C (several points of one C, when
+        other parameters vary too, each appear)."""
+        points = self.search(search_id).get("points") or []
+        path = [{"C": p["values"].get("C", p.get("params", {}).get("C")),
+                 "nonzero_weights": p["nonzero_weights"], "mean": p.get("mean"),
+                 "std": p.get("std")}
+                for p in points if p.get("nonzero_weights") is not None]
+        return sorted(path, key=lambda p: float(p["C"]) if p["C"] is not None else 0.0)
 
     def cancel_search(self, search_id: str) -> dict[str, Any]:
         return cast(dict[str, Any], self._json("POST", f"/v1/searches/{search_id}/cancel"))

@@ -464,6 +464,10 @@ def _summary(job: Job) -> str:
                        ("train_accuracy", "train accuracy"), ("train_seconds", "seconds")):
         if result.get(key) is not None:
             bits.append(f"{label} {result[key]:.6g}")
+    if result.get("nonzero_weights"):  # an L1-regularised model: per output
+        bits.append("non-zero weights " + "/".join(map(str, result["nonzero_weights"])))
+    if (result.get("auto") or {}).get("chosen"):
+        bits.append(f"auto chose {result['auto']['chosen']}")
     for key, value in (result.get("train_metrics") or {}).items():  # regression, outlier
         if key != "n_samples" and isinstance(value, int | float):
             bits.append(f"train {key} {value:.6g}")
@@ -536,8 +540,12 @@ def _interrupted(client: HingeClient, job_id: str) -> int:
 @app.command()
 def train(ctx: typer.Context,
           dataset: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
-          solver: Annotated[str | None, typer.Option(help="dcd, acf, ocas, alm, pegasos, "
-                            "tron, newton, gram, smo or auto (default: auto)")] = None,
+          solver: Annotated[str | None, typer.Option(help="auto (the default: picks a "
+                            "linear solver from the data, the loss, penalty and formulation), "
+                            "dcd, acf, ocas, alm, pegasos, tron, newton, gram, logistic_dcd, "
+                            "l1_cd, crammer_singer, linear_svr, linear_one_class or smo; "
+                            "e.g. -p loss=logistic, -p penalty=l1, -p "
+                            "formulation=epsilon_svr")] = None,
           param: Annotated[list[str] | None, typer.Option("--param", "-p", help="A solver "
                            "parameter NAME=VALUE (repeat it); see GET /v1/solvers")] = None,
           watch: Annotated[bool, typer.Option(help="Follow the job live to its end "
@@ -703,7 +711,8 @@ def predict(ctx: typer.Context,
     if probabilities and answer.get("probabilities") is None:
         err.print(Text("error: ", style="bold red") + Text(
             f"model {answer['model_id']} has no probabilities: train it with "
-            "-p probability=true (an smo model)"), highlight=False)
+            "-p probability=true (calibrated), or -p loss=logistic (logistic regression "
+            "gives them directly)"), highlight=False)
         raise typer.Exit(EXIT_API_ERROR)
     if options.as_json:
         _print_json(answer)
@@ -930,6 +939,41 @@ def searches(ctx: typer.Context, wide: WideFlag = False, as_json: JsonFlag = Fal
 
 _show_command("search", "Show a search: status, points, best point, refit model (as JSON).",
               HingeClient.search)
+
+
+def _values_cell(values: dict[str, Any]) -> str:
+    return " ".join(f"{k}={_g(v) if isinstance(v, float) else v}" for k, v in values.items())
+
+
+@app.command()
+def points(ctx: typer.Context,
+           search_id: Annotated[str, IdArg(help="The search's id (or a unique prefix)")],
+           as_json: JsonFlag = False) -> None:
+    """A search's points (the best one starred): values, mean and std of the metric over
+    the folds, convergence, and for L1-regularised models (l1_cd, auto with penalty=l1)
+    the non-zero weights (mean over the folds): against C, the regularisation path."""
+    options = _options(ctx, as_json)
+    with options.client() as client, _calling_the_api():
+        search = client.search(search_id)
+    rows = list(search.get("points") or [])
+    if options.as_json:
+        _print_json(rows)
+        return
+    sparse = any(r.get("nonzero_weights") is not None for r in rows)
+    table = _table()
+    for header in ("point", "values", "mean", "std", "folds", "converged",
+                   *(("non-zeros",) if sparse else ()), "fit s"):
+        table.add_column(header)
+    best = (search.get("best") or {}).get("index")
+    for row in rows:
+        nonzero = row.get("nonzero_weights")
+        table.add_row(f"{row['index']}{'*' if row['index'] == best else ''}",
+                      _values_cell(row.get("values") or {}), _metric(row.get("mean")),
+                      _metric(row.get("std")), str(row.get("folds_done", 0)),
+                      {True: "yes", False: "NO", None: ""}[row.get("converged")],
+                      *((_g(nonzero) if nonzero is not None else "",) if sparse else ()),
+                      f"{row.get('fit_seconds', 0.0):.3g}")
+    out.print(table)
 
 
 def main() -> None:

@@ -386,6 +386,8 @@ class SearchResult(Base):
     exit_reason: Mapped[str] = mapped_column(String(32))
     iterations: Mapped[int] = mapped_column(Integer)
     warm_start: Mapped[bool] = mapped_column(Boolean)
+    # an L1-regularised model (l1_cd): its non-zero weights, summed over its outputs
+    nonzero_weights: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

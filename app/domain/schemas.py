@@ -106,7 +106,9 @@ class JobResult(BaseModel):
     path: list[dict[str, Any]] = Field(
         default_factory=list, description="What ran, in order: solver, exit, iterations, "
         "seconds, relative_gap, reason (and output for one-vs-rest)")
-    auto: dict[str, str] | None = Field(None, description="solver 'auto': chosen, reason")
+    auto: dict[str, Any] | None = Field(None, description="solver 'auto': chosen, reason, and "
+                                         "settings (what it set for its choice: the SVR's "
+                                         "method, a sweep limit), when it set any")
     nonzero_weights: list[int] | None = Field(
         None, description="L1-regularised models (penalty l1): the number of non-zero "
         "feature weights of each output")

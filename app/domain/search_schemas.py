@@ -119,6 +119,10 @@ class SearchPoint(BaseModel):
     converged: bool | None = Field(None, description="Every fold's fit converged")
     exit_reasons: list[str]
     warm_started: int = Field(0, description="Folds fitted from the previous C's solution")
+    nonzero_weights: float | None = Field(
+        None, description="L1-regularised models (l1_cd, or auto with penalty 'l1'): the "
+        "model's non-zero weights (summed over its outputs), averaged over the folds done; "
+        "against C, the regularisation path. None for models with dense weights")
     round: int = Field(0, description="halving: the round that evaluated this point "
                        "(grid and random: 0)")
     n_rows: int | None = Field(None, description="halving: the rows of the round's "

@@ -86,15 +86,24 @@ def test_linear_svr_and_one_class_jobs_predict_and_export(
     buffer = io.BytesIO()
     dump_svmlight_file(features / np.abs(features).max(axis=0), target, buffer, zero_based=False)
     # one-class without a bias needs data away from the origin (diabetes is centred)
+    # auto reaches both through `formulation`: its choice recorded in the result
     for solver, params, body, solver_type in (
         ("linear_svr", {"loss": "l1", "epsilon": 0.1}, buffer.getvalue(), "L2R_L1LOSS_SVR_DUAL"),
         ("linear_one_class", {"nu": 0.2}, bundled.svmlight_bytes("wine"), "ONECLASS_SVM"),
+        ("auto", {"formulation": "epsilon_svr", "loss": "l2", "epsilon": 0.1},
+         buffer.getvalue(), "L2R_L2LOSS_SVR"),
+        ("auto", {"formulation": "one_class", "nu": 0.2}, bundled.svmlight_bytes("wine"),
+         "ONECLASS_SVM"),
     ):
         X, _ = load_svmlight_file(io.BytesIO(body))  # the stored values
         dataset = client.post("/v1/datasets", content=body).json()
         job = _job(client, settings, dataset["id"], solver, **params)
-        assert job["task"] == ("regression" if solver == "linear_svr" else "outlier")
+        regression = solver == "linear_svr" or params.get("formulation") == "epsilon_svr"
+        assert job["task"] == ("regression" if regression else "outlier")
         assert job["result"]["converged"] is True, job["result"]
+        if solver == "auto":
+            chosen = "linear_svr" if regression else "linear_one_class"
+            assert job["result"]["auto"]["chosen"] == chosen, job["result"]["auto"]
         answer = client.post(
             f"/v1/models/{job['model_id']}/predict",
             content=body,
@@ -103,7 +112,7 @@ def test_linear_svr_and_one_class_jobs_predict_and_export(
         export = client.get(f"/v1/models/{job['model_id']}/export?format=liblinear")
         assert export.status_code == 200, export.text
         assert export.text.startswith(f"solver_type {solver_type}\n")
-        path = tmp_path / f"{solver}.model"
+        path = tmp_path / f"{solver}-{solver_type}.model"
         path.write_text(export.text)
         labels, _, values = predict([], X, load_model(str(path)), "-q")
         assert labels == answer["labels"]

@@ -41,6 +41,7 @@ def _train(
         ("logistic_dcd", {}, "L2R_LR_DUAL"),
         ("tron", {"loss": "logistic"}, "L2R_LR"),
         ("auto", {"loss": "logistic", "penalty": "l1"}, "L1R_LR"),
+        ("auto", {"loss": "logistic"}, "L2R_LR"),  # cancer: few features, auto picks tron
     ],
 )
 def test_a_logistic_job_predicts_its_probabilities(
@@ -76,11 +77,17 @@ def test_a_logistic_job_predicts_its_probabilities(
     labels, _, theirs = liblinearutil.predict(y, X.tocsr(), loaded, "-b 1 -q")
     weights = [float(line.split()[0]) for line in exported.text.split("w\n")[1].splitlines()]
     nonzero = int(np.count_nonzero(weights[:-1]))  # the last row: the bias feature
+    # the model's page says where its probabilities come from, and an L1 model's support
+    page = client.get(f"/models/{model['id']}").text
+    assert ('<dd data-field="probabilities">logistic regression: σ of the decision '
+            'value</dd>') in page
     if params.get("penalty") == "l1":  # the job reports the sparse model's support
         assert model["job"]["result"]["nonzero_weights"] == [nonzero]
         assert nonzero < X.shape[1]
+        assert 'data-field="nonzero_weights"' in page and f">{nonzero}</dd>" in page
     else:
         assert model["job"]["result"]["nonzero_weights"] is None
+        assert 'data-field="nonzero_weights"' not in page
     assert labels == predicted["labels"]
     order = [predicted["classes"].index(label) for label in loaded.get_labels()]
     np.testing.assert_allclose(
@@ -95,3 +102,10 @@ def test_penalty_l1_with_the_hinge_loss_is_a_422(client: TestClient, cancer_id: 
     )
     assert response.status_code == 422
     assert "penalty 'l1' takes loss" in response.text
+
+
+def test_an_svm_model_page_says_it_gives_no_probabilities(
+    client: TestClient, cancer_model_id: str
+) -> None:
+    page = client.get(f"/models/{cancer_model_id}").text
+    assert '<dd data-field="probabilities">none (decision values only)</dd>' in page

@@ -244,6 +244,48 @@ def test_a_search_runs_to_its_best_point_and_refits_it(
     assert model["job_id"] == job["id"] and model["params"]["scale"] == "minmax"
 
 
+def test_an_l1_search_reports_the_non_zero_weights_against_c(
+        client: TestClient, cancer_id: str, settings: Settings) -> None:
+    """The regularisation path: every point of an L1 model's search carries the mean over
+    its folds of the fold models' non-zero weights (refitted here on the same folds), in
+    the table, the best point, the point events and the client's path; a dense model's
+    points carry none."""
+    from app.client import HingeClient
+    from solvers import fit
+
+    created = _submit(client, cancer_id, solver="auto",
+                      params={"penalty": "l1", "loss": "l2", "scale": "minmax"},
+                      space={"C": {"log2": [-9, 3, 4]}}, cv={"folds": 3, "seed": 3})
+    assert _run_all(settings, created["id"]) == ["succeeded"] * 3
+    body = client.get(f"/v1/searches/{created['id']}").json()
+    points = sorted(body["points"], key=lambda p: p["values"]["C"])
+    X, y = _cancer(settings, cancer_id)
+    fold = fold_of_rows(y, 3, True, 3)
+    for point in points:
+        counts = [sum(o["nonzero_weights"] for o in fit(
+            X[fold != k], y[fold != k], solver="auto", penalty="l1", loss="l2",
+            scale="minmax", C=point["values"]["C"]).per_output) for k in range(3)]
+        assert point["nonzero_weights"] == pytest.approx(float(np.mean(counts)))
+    # C = 2^-9 leaves every weight at 0; C = 8 keeps more of cancer's 30 features
+    assert points[0]["nonzero_weights"] == 0.0
+    assert points[-1]["nonzero_weights"] > points[1]["nonzero_weights"]
+    best = next(p for p in points if p["index"] == body["best"]["index"])
+    assert body["best"]["nonzero_weights"] == best["nonzero_weights"]
+    events = search_events(client, created["id"])
+    sent = {e["data"]["index"]: e["data"]["nonzero_weights"] for e in events
+            if e["event"] == "point"}
+    assert sent == {p["index"]: p["nonzero_weights"] for p in points}
+    api = HingeClient(str(client.base_url), transport=client._transport)
+    api._http.headers.update(client.headers)
+    path = api.regularisation_path(created["id"])
+    assert [(p["C"], p["nonzero_weights"]) for p in path] == [
+        (p["values"]["C"], p["nonzero_weights"]) for p in points]
+    dense = _submit(client, cancer_id, solver="dcd", space={"C": [1.0]}, cv={"folds": 2})
+    assert _run_all(settings, dense["id"]) == ["succeeded"] * 2
+    point = client.get(f"/v1/searches/{dense['id']}").json()["points"][0]
+    assert point["nonzero_weights"] is None
+
+
 def test_a_kernel_search_with_probabilities_scores_log_loss(
         client: TestClient, cancer_id: str, settings: Settings) -> None:
     created = _submit(client, cancer_id, solver="smo",

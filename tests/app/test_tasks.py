@@ -412,6 +412,51 @@ def test_a_regression_search_optimises_neg_mse_over_c_epsilon_and_gamma(
     assert point["scores"] == pytest.approx(expected, rel=1e-6)
 
 
+def test_an_auto_linear_regression_search_scores_neg_mse(
+    client: TestClient, settings: Settings
+) -> None:
+    """auto with formulation epsilon_svr: a regression search of linear SVR (its choice,
+    refitted as an auto regression job)."""
+    X, y = smooth_regression(200, seed=7)
+    dataset = upload(client, svmlight_bytes(X, y))
+    response = client.post(
+        "/v1/searches",
+        json={
+            "dataset_id": dataset["id"],
+            "space": {"C": [0.25, 4.0], "loss": ["l1", "l2"]},
+            "params": {"formulation": "epsilon_svr", "epsilon": 0.05},
+            "cv": {"folds": 3, "seed": 2},
+        },
+    )
+    assert response.status_code == 202, response.text
+    created = response.json()
+    assert created["solver"] == "auto" and created["spec"]["metric"] == "neg_mse"
+    with session_scope(settings.database_url) as session:
+        ids = list(
+            session.scalars(select(SearchTask.id).where(SearchTask.search_id == created["id"]))
+        )
+    assert all(run_search_task(settings, i, "test") == "succeeded" for i in ids)
+    body = client.get(f"/v1/searches/{created['id']}").json()
+    assert body["status"] == "succeeded" and body["done"] == 12
+    assert all(p["converged"] and p["nonzero_weights"] is None for p in body["points"])
+    parsed = load_svmlight_file(io.BytesIO(svmlight_bytes(X, y)), zero_based=False)
+    Xs, ys = parsed[0], parsed[1]
+    fold = fold_of_rows(ys, 3, False, 2)
+    point = body["points"][-1]
+    expected = []
+    for k in range(3):
+        result = fit(Xs[fold != k], ys[fold != k], solver="auto", formulation="epsilon_svr",
+                     epsilon=0.05, **point["values"])
+        assert result.auto is not None and result.auto["chosen"] == "linear_svr"
+        predicted = result.model.predict(Xs[fold == k])[0]
+        expected.append(-float(np.mean((predicted - ys[fold == k]) ** 2)))
+    assert point["scores"] == pytest.approx(expected, rel=1e-6)
+    assert run_job(settings, body["refit_job_id"], "test") == "succeeded"
+    refit = client.get(f"/v1/jobs/{body['refit_job_id']}").json()
+    assert refit["task"] == "regression"
+    assert refit["result"]["auto"]["chosen"] == "linear_svr"
+
+
 @pytest.mark.parametrize(
     ("body", "words"),
     [

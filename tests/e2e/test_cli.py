@@ -529,6 +529,49 @@ def test_cli_predict_shows_probabilities(live: Live, trained: dict[str, str]) ->
             "-p probability=true").encode() in refused.stderr
 
 
+def test_cli_trains_the_liblinear_models_and_shows_the_l1_path(
+        live: Live, trained: dict[str, str]) -> None:
+    """auto with penalty l1 (l1_cd: its non-zero weights), loss logistic (probabilities
+    without probability=true), formulation crammer_singer; an L1 search's points with a
+    non-zeros column."""
+    dataset = trained["dataset"]
+    sparse = _ok(live.hinge("train", dataset[:8], "-p", "penalty=l1", "-p", "C=0.05",
+                            "--watch"))
+    assert "auto chose l1_cd" in sparse and "converged" in sparse, sparse
+    job_id = re.search(r"^job ([0-9a-f]{32}) succeeded", sparse, re.M).group(1)  # type: ignore[union-attr]
+    with live.client() as client:
+        counts = client.job(job_id)["result"]["nonzero_weights"]
+    assert f"non-zero weights {counts[0]}," in sparse and 0 < counts[0] < 30  # of 30
+
+    logistic = _ok(live.hinge("train", dataset[:8], "-p", "loss=logistic", "--watch"))
+    model_id = re.search(r"^model ([0-9a-f]{32})$", logistic, re.M).group(1)  # type: ignore[union-attr]
+    shown = _ok(live.hinge("predict", model_id[:8], "rows4.txt", "--probabilities"))
+    assert shown.splitlines()[0] == "labels\t-1 1" and len(shown.splitlines()) == 5
+
+    joint = _ok(live.hinge("train", dataset[:8], "-p", "formulation=crammer_singer",
+                           "--watch"))
+    assert "auto chose crammer_singer" in joint and "NOT converged" not in joint, joint
+
+    with live.client() as client:
+        search = client.create_search(dataset, {"C": {"log2": [-9, 3, 4]}}, "l1_cd",
+                                      cv={"folds": 3}, refit=False)
+        done = client.wait_search(search["id"], timeout=120)
+    assert done["status"] == "succeeded", done
+    table = _ok(live.hinge("points", search["id"][:8]))
+    header, _rule, *rows = [line for line in table.splitlines() if line.strip()]
+    assert header.split()[-3:] == ["non-zeros", "fit", "s"], header
+    by_c = {p["values"]["C"]: p["nonzero_weights"] for p in done["points"]}
+    assert len(rows) == len(by_c) == 4
+    shown_path = sorted((float(row.split()[1].removeprefix("C=")), float(row.split()[-2]))
+                        for row in rows)  # the last two cells: non-zeros, fit seconds
+    expected = sorted(by_c.items())
+    assert [c for c, _ in shown_path] == pytest.approx([c for c, _ in expected], rel=1e-5)
+    assert [n for _, n in shown_path] == pytest.approx([n for _, n in expected], rel=1e-5)
+    as_json = json.loads(_ok(live.hinge("points", search["id"], "--json")))
+    assert [p["nonzero_weights"] for p in as_json] == [
+        p["nonzero_weights"] for p in done["points"]]
+
+
 def test_cli_errors_name_the_variable_or_flag_to_set(live: Live) -> None:
     def run(*args: str, **env: str | None) -> subprocess.CompletedProcess:
         changed = dict(live.env)

@@ -65,6 +65,12 @@ def _search(service: httpx.Client, dataset_id: str, **body: Any) -> str:
     return str(response.json()["id"])
 
 
+def _wait_for_best(view: Page) -> None:
+    """Until the search ended and the page drew its best point."""
+    view.page.wait_for_function(
+        "() => !!document.getElementById('search-chart').dataset.best", timeout=180_000)
+
+
 def test_live_heatmap_fills_and_rings_the_best_point(
         browser: Any, service: httpx.Client, cancer_id: str, logs: Path) -> None:
     view = Page(browser, str(service.base_url), DESKTOP, _key(service))
@@ -74,9 +80,7 @@ def test_live_heatmap_fills_and_rings_the_best_point(
         # points arrive while the search runs (the page is open before it ends)
         view.page.wait_for_function(
             "() => Number(document.getElementById('search-chart').dataset.points) > 0")
-        view.page.wait_for_function(
-            "() => !!document.getElementById('search-chart').dataset.best",
-            timeout=180_000)
+        _wait_for_best(view)
         body = service.get(f"/v1/searches/{search_id}").json()
         chart = view.page.locator("#search-chart")
         assert chart.get_attribute("data-kind") == "heatmap"
@@ -101,9 +105,7 @@ def test_one_dimension_is_a_line_and_cancel_works_from_the_page(
     try:
         line_id = _search(service, cancer_id, solver="dcd", space={"C": {"log2": [-5, 5, 1]}})
         view.page.goto(f"/searches/{line_id}")
-        view.page.wait_for_function(
-            "() => !!document.getElementById('search-chart').dataset.best",
-            timeout=180_000)
+        _wait_for_best(view)
         assert view.page.locator("#search-chart").get_attribute("data-kind") == "line"
         assert view.page.locator("#search-chart .uplot").count() == 1
         view.shot("search-line")
@@ -114,6 +116,37 @@ def test_one_dimension_is_a_line_and_cancel_works_from_the_page(
         view.page.wait_for_function(
             "() => document.getElementById('search-status').textContent === 'cancelled'")
         assert service.get(f"/v1/searches/{cancel_id}").json()["status"] == "cancelled"
+        assert view.errors == [], f"{view.errors}\n{_log_tails(logs)}"
+    finally:
+        view.close()
+
+
+def test_an_l1_search_plots_its_regularisation_path(
+        browser: Any, service: httpx.Client, cancer_id: str, logs: Path) -> None:
+    """l1_cd over C: the line plot gets a second line (non-zero weights, right axis) and
+    the path table one row per point, in increasing C, with the API's counts."""
+    view = Page(browser, str(service.base_url), DESKTOP, _key(service))
+    try:
+        search_id = _search(service, cancer_id, solver="l1_cd",
+                            space={"C": {"log2": [-9, 3, 2]}}, cv={"folds": 3}, refit=False)
+        view.page.goto(f"/searches/{search_id}")
+        _wait_for_best(view)
+        body = service.get(f"/v1/searches/{search_id}").json()
+        chart = view.page.locator("#search-chart")
+        assert chart.get_attribute("data-kind") == "line"
+        assert chart.get_attribute("data-nonzeros") == str(len(body["points"])) == "7"
+        legend = view.page.locator("#search-chart .u-legend").inner_text()
+        assert "non-zero weights" in legend, legend
+        assert view.page.locator("#path-card").is_visible()
+        rows = view.page.locator("#path-table tbody tr")
+        assert rows.count() == 7
+        expected = [p["nonzero_weights"] for p in sorted(body["points"],
+                                                         key=lambda p: p["values"]["C"])]
+        shown = [float(rows.nth(k).locator("[data-field=nonzero_weights]").inner_text())
+                 for k in range(7)]
+        assert shown == pytest.approx(expected, rel=1e-5)
+        assert expected[0] == 0.0 and expected[-1] > expected[0]
+        view.shot("search-l1-path")
         assert view.errors == [], f"{view.errors}\n{_log_tails(logs)}"
     finally:
         view.close()

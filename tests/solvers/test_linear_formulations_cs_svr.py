@@ -199,14 +199,8 @@ def _liblinear_weights(
     args: str, y: np.ndarray, X: sp.csr_matrix, tmp_path: Path
 ) -> tuple[np.ndarray, dict[str, list[str]]]:
     """LIBLINEAR's model (weights (rows, outputs) and header) trained with `args`."""
-    liblinearutil = pytest.importorskip("liblinear.liblinearutil")
-    path = tmp_path / "reference.model"
-    liblinearutil.save_model(str(path), liblinearutil.train(y, X, args + " -q"))
-    lines = path.read_text().splitlines()
-    start = lines.index("w")
-    header = {line.split()[0]: line.split()[1:] for line in lines[:start]}
-    weights = np.array([[float(v) for v in line.split()] for line in lines[start + 1 :]])
-    return weights, header
+    pytest.importorskip("liblinear.liblinearutil")
+    return ref.liblinear_model(args, y, X, tmp_path / "reference.model")
 
 
 def _shared(name: str) -> tuple[sp.csr_matrix, np.ndarray]:

@@ -490,7 +490,9 @@ def test_progress_events_and_cancellation() -> None:
     for event in events:
         assert {"iteration", "elapsed_s", "primal", "dual", "gap", "violation", "active_size",
                 "grad_norm"} <= set(event)
-        assert event["gap"] is None and event["dual"] is None
+        # the strong-convexity bound P* >= P(w) - ||grad P(w)||^2 / 2, the certificate's
+        assert event["gap"] == pytest.approx(0.5 * event["grad_norm"] ** 2, rel=1e-12)
+        assert event["dual"] == pytest.approx(event["primal"] - event["gap"], rel=1e-12)
         assert 0 < event["active_size"] <= X.shape[0]
         assert event["violation"] == pytest.approx(
             event["grad_norm"] / result.details["grad_norm0"])

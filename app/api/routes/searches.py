@@ -117,7 +117,7 @@ def _snapshot(database_url: str, search_id: str, known_done: int
 def _point_message(point: dict[str, Any]) -> dict[str, Any]:
     fields = {k: point[k] for k in ("index", "values", "mean", "std", "scores",
                                     "fit_seconds", "converged", "exit_reasons", "round",
-                                    "n_rows")}
+                                    "n_rows", "nonzero_weights")}
     return {"id": str(point["completed_seq"]), "event": "point",
             "data": json.dumps({"seq": point["completed_seq"], **fields})}
 

@@ -331,7 +331,7 @@ def export_model(session: Session, settings: Settings, tenant_id: str, model_id:
         if not isinstance(model, LinearModel):
             raise Invalid("a kernel model cannot be written as a LIBLINEAR file; "
                           "use format=libsvm")
-        return liblinear_model_text(model, {**metadata.params, "solver": metadata.solver})
+        return liblinear_model_text(model, _trained_with(metadata))
     if isinstance(model, LinearModel):
         raise Invalid("a linear model is exported as format=liblinear")
     from solvers.formats import libsvm_model_text
@@ -374,3 +374,13 @@ def _range_file(pipeline: Pipeline | None) -> str:
         return scaler_to_range_text(pipeline.scaler)
     except ScalingError as exc:
         raise Invalid(str(exc)) from None
+
+
+def _trained_with(metadata: Any) -> dict[str, Any]:
+    """The parameters the model's solver ran with: the job's, and for `auto` its choice
+    and the settings it gave the choice (the SVR's method), recorded in the result."""
+    params = {**metadata.params, "solver": metadata.solver}
+    auto = (metadata.result or {}).get("auto") or {}
+    if auto.get("chosen"):
+        params.update(auto.get("settings") or {}, solver=auto["chosen"])
+    return params

@@ -322,6 +322,7 @@ def _summary(index: int, point: dict[str, Any], results: list[SearchResult], fol
     scores = [r.score for r in results]
     finite = [s for s in scores if s is not None and math.isfinite(s)]
     complete = len(results) == folds
+    sparse = [r.nonzero_weights for r in results if r.nonzero_weights is not None]
     mean = std = None
     if complete and len(finite) == folds:
         mean = sum(finite) / folds
@@ -333,6 +334,7 @@ def _summary(index: int, point: dict[str, Any], results: list[SearchResult], fol
         "converged": all(r.converged for r in results) if results else None,
         "exit_reasons": sorted({r.exit_reason for r in results}),
         "warm_started": sum(r.warm_start for r in results),
+        "nonzero_weights": sum(sparse) / len(sparse) if sparse else None,
         "completed_seq": max(r.seq for r in results) if complete else None,
         "round": point.get("round", 0), "n_rows": point.get("n_rows"),
         "candidate": point.get("candidate"),
@@ -363,7 +365,9 @@ def best_point(table: list[dict[str, Any]], metric: str, select_rule: str
     chosen = min(tied, key=_simplicity)
     return {"index": chosen["index"], "values": chosen["values"], "mean": chosen["mean"],
             "std": chosen["std"], "params": chosen["params"], "metric": metric,
-            "rule": select_rule, "round": chosen["round"], "n_rows": chosen["n_rows"]}
+            "rule": select_rule, "round": chosen["round"], "n_rows": chosen["n_rows"],
+            **({"nonzero_weights": chosen["nonzero_weights"]}
+               if chosen.get("nonzero_weights") is not None else {})}
 
 
 def _simplicity(point: dict[str, Any]) -> tuple[float, float, int]:
@@ -483,6 +487,7 @@ class FitOutcome:
     exit_reason: str
     iterations: int
     warm_start: bool
+    nonzero_weights: int | None = None  # L1 models: summed over the outputs
 
 
 @dataclass(frozen=True)
@@ -523,7 +528,7 @@ def record(session: Session, settings: Settings, claim: TaskClaim,
             score=outcome.score, fit_seconds=outcome.fit_seconds,
             converged=outcome.converged, exit_reason=outcome.exit_reason[:32],
             iterations=outcome.iterations, warm_start=outcome.warm_start,
-            created_at=utcnow()))
+            nonzero_weights=outcome.nonzero_weights, created_at=utcnow()))
     session.flush()
     if search.done < search.total:
         result = Recorded(True, None, tuple(_next_round(session, search)))

@@ -182,6 +182,7 @@ function renderResult(result) {
     ...(typeof result.relative_gap === "number" ? [resultItem("Relative gap", fmtNum(result.relative_gap))] : []),
     ...(result.path && result.path.length ? [resultItem("Path", pathText(result.path))] : []),
     ...(result.auto ? [resultItem("Auto", `${result.auto.chosen}: ${result.auto.reason}`)] : []),
+    ...(result.nonzero_weights ? [resultItem("Non-zero weights", result.nonzero_weights.join(" / "))] : []),
     resultItem("Iterations", fmtInt(result.iterations)),
     resultItem("Train time", fmtSeconds(result.train_seconds)),
     resultItem("Primal objective", fmtNum(result.primal_objective)),

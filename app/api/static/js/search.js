@@ -1,7 +1,9 @@
 // Search detail: live progress, a heatmap of the CV metric over (log2 C, log2 gamma) (or a
 // line over a one-dimensional space) fed by the SSE stream GET /v1/searches/{id}/events,
-// the best point ringed, and the cancel button.
-import { $, api, errorMessage, fmtNum, setStatusBadge } from "./common.js";
+// the best point ringed, and the cancel button. L1-regularised models (l1_cd) also report
+// their non-zero weights per point: a second line (right axis) of the plot over C, and the
+// regularisation path's table (C, non-zeros, metric).
+import { $, api, el, errorMessage, fmtNum, setStatusBadge } from "./common.js";
 
 const TERMINAL = new Set(document.body.dataset.terminalStatuses.split(" "));
 const root = document.getElementById("search");
@@ -17,6 +19,8 @@ const message = $("search-action-message");
 let status = root.dataset.status;
 let points = []; // [{index, values}] of the whole space
 let means = new Map(); // index -> mean of a finished point
+let nonzeros = new Map(); // index -> mean non-zero weights of an L1 model's point
+let converged = new Map(); // index -> every fold's fit converged
 let best = null; // index of the best point once the search has ended
 let dims = []; // the numeric dimensions of the space (names)
 let linePlot = null;
@@ -111,23 +115,48 @@ function drawLine() {
   const xs = order.map((p) => log2(p.values[name]));
   const ys = order.map((p) => (means.has(p.index) ? means.get(p.index) : null));
   const marks = order.map((p) => (p.index === best ? means.get(p.index) : null));
+  const sparse = nonzeros.size > 0;
   const data = [xs, ys, marks];
-  if (linePlot) {
+  if (sparse) data.push(order.map((p) => (nonzeros.has(p.index) ? nonzeros.get(p.index) : null)));
+  if (linePlot && linePlot.series.length === data.length) {
     linePlot.setData(data);
     return;
   }
+  if (linePlot) linePlot.destroy();
+  const axes = [{ label: `log2 ${name}` }, { label: root.dataset.metric }];
+  const series = [{ label: `log2 ${name}` }, { label: "mean", stroke: "#0c3a78", spanGaps: true, points: { show: true } },
+    { label: "best", stroke: "#d00", points: { show: true, size: 12 }, width: 0 }];
+  if (sparse) {
+    axes.push({ scale: "nz", side: 1, label: "non-zero weights", grid: { show: false } });
+    series.push({ label: "non-zero weights", scale: "nz", stroke: "#b35c00", dash: [6, 4], spanGaps: true, points: { show: true } });
+  }
   linePlot = new uPlot({
     width: Math.min(720, figure.clientWidth || 640), height: 320,
-    scales: { x: { time: false } },
-    axes: [{ label: `log2 ${name}` }, { label: root.dataset.metric }],
-    series: [{ label: `log2 ${name}` }, { label: "mean", stroke: "#0c3a78", spanGaps: true, points: { show: true } },
-      { label: "best", stroke: "#d00", points: { show: true, size: 12 }, width: 0 }],
+    scales: { x: { time: false }, ...(sparse ? { nz: { auto: true } } : {}) },
+    axes, series,
   }, data, figure);
+}
+
+/** The regularisation path of an L1 search: C, non-zero weights, metric, by C. */
+function drawPath() {
+  const card = $("path-card");
+  if (!nonzeros.size) return;
+  card.hidden = false;
+  const rows = shownPoints().filter((p) => nonzeros.has(p.index))
+    .sort((a, b) => (a.values.C ?? 0) - (b.values.C ?? 0));
+  const body = $("path-table").tBodies[0];
+  body.replaceChildren(...rows.map((p) => el("tr", { "data-index": String(p.index) },
+    el("td", { class: "num" }, p.values.C === undefined ? "—" : fmtNum(p.values.C)),
+    el("td", { class: "num", "data-field": "nonzero_weights" }, fmtNum(nonzeros.get(p.index))),
+    el("td", { class: "num" }, means.has(p.index) ? fmtNum(means.get(p.index)) : "—"),
+    el("td", {}, converged.has(p.index) ? (converged.get(p.index) ? "yes" : "NO") : "—"))));
+  figure.dataset.nonzeros = String(nonzeros.size);
 }
 
 function draw() {
   figure.dataset.points = String(means.size);
   figure.dataset.best = best === null ? "" : String(best);
+  drawPath();
   if (!means.size) return;
   empty.hidden = true;
   if (dims.length === 2) {
@@ -165,7 +194,7 @@ async function refresh() {
   }
   const search = result.data;
   points = search.points.map((p) => ({ index: p.index, values: p.values, round: p.round }));
-  for (const p of search.points) if (p.mean !== null) means.set(p.index, p.mean);
+  for (const p of search.points) remember(p);
   dims = numericDims(Object.keys(search.spec.space)).slice(0, 2);
   status = search.status;
   setStatusBadge($("search-status"), status);
@@ -184,11 +213,17 @@ async function refresh() {
   return search;
 }
 
+function remember(point) {
+  if (point.mean !== null) means.set(point.index, point.mean);
+  if (point.nonzero_weights !== null && point.nonzero_weights !== undefined) nonzeros.set(point.index, point.nonzero_weights);
+  if (point.converged !== null && point.converged !== undefined) converged.set(point.index, point.converged);
+}
+
 function listen() {
   source = new EventSource(`/v1/searches/${encodeURIComponent(searchId)}/events`);
   source.addEventListener("point", (event) => {
     const point = JSON.parse(event.data);
-    if (point.mean !== null) means.set(point.index, point.mean);
+    remember(point);
     if (!points.some((p) => p.index === point.index)) refresh(); // a new halving round
     else draw();
   });
