@@ -15,7 +15,7 @@ the 1-minute load average before and after, and the CPU the neighbour got.
 
 --quick (the lead's rerun, <= 5 minutes on 2 cores): seeded samples of ijcnn1 (12,000
 rows, as kernel_peers --quick), w8a and a9a (8,000 rows), the 20,000 x 20,000 text set,
-3 repetitions. --no-busy runs without the neighbour (the idle baseline).
+5 repetitions (7 without --quick). --no-busy runs without the neighbour (the idle baseline).
 
 Usage: python bench/busy_cores_bench.py [--quick] [--no-busy] [--reps N]
 Writes bench/results/busy_cores.md; `main(quick)` returns the summary rows of bench/run.py.
@@ -160,7 +160,8 @@ def tron_row(name: str, quick: bool, reps: int) -> dict[str, Any]:
     seconds = compare({1: run(1), 2: run(2)}, reps)
     return {"solver": "tron", "data": f"{name} ({X.shape[0]:,} x {X.shape[1]:,})",
             "seconds": seconds, "same": solutions[1].primal == solutions[2].primal,
-            "grain": f"{solutions[2].details.get('threads', 2)} threads"}
+            "grain": f"{solutions[2].details['threads']} threads, fine "
+                     f"{100 * solutions[2].details['fine_grained_share']:.0f}%"}
 
 
 # --------------------------------------------------------------------------------------
@@ -187,7 +188,9 @@ def write_report(results: list[dict[str, Any]], quick: bool, busy: bool,
              f"2 threads / 1 thread, target <= {TARGET:.2f}. `same`: the 2-thread fit equals "
              "the 1-thread fit (SMO: dual objective and iterations bit for bit; tron: the "
              "primal value). SMO grain: the layout and the share of steps the grain meter ran "
-             "with the fine-grained parallel loops.", "",
+             "with the fine-grained parallel loops (tron: of its CG steps on both threads). On a "
+             "crowded machine (the neighbour far below one core) the ratios carry its "
+             "noise: rerun on a quiet one.", "",
              "| solver | data | threads 1 s | threads 2 s | ratio | met | same | grain |",
              "|---|---|---:|---:|---:|---|---|---|"]
     for r in results:
@@ -207,7 +210,7 @@ def main(quick: bool = False, reps: int | None = None, busy: bool = True,
     from solvers.train import warmup
 
     warmup()
-    reps = reps or (smaller(3, 1) if quick else 5)
+    reps = reps or (smaller(5, 1) if quick else 7)
     smo_sets = SMO_SETS[:smaller(6, 2)] if SMOKE else SMO_SETS
     tron_sets = TRON_SETS[:1] if SMOKE else TRON_SETS
     started, loads_before = time.perf_counter(), os.getloadavg()

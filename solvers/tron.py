@@ -100,6 +100,15 @@ summed in chunk order. The CG vector updates are serial. Whether these loops run
 `threads` or on one is measured as the fit runs (solvers/grain.py: the CG calls probe the
 other mode; the other passes follow the choice): on a busy machine a parallel region
 waits for a descheduled thread, and the result is the same either way.
+Scaling past 8 threads (issue 30; not measurable on 2 cores): the X_A' products have at
+most parallel.MAX_CHUNKS = 8 groups, so at most 8 threads share a Hessian-vector product,
+and the CG vector updates (about six O(n_weights) passes per CG step) are serial: on the
+400k x 100k set about a tenth of a one-thread CG step by our estimate, so Amdahl caps 16
+threads near 5x even before the 8 groups do. More groups cost n_weights each to clear and
+reduce on every product whatever the thread count (the groups must not depend on it:
+bit-identical results), so the next step is a column-major pass for X_A' (no
+accumulators, any number of threads) and chunked parallel CG updates, both to be measured
+on a 16-core machine (bench/many_cores.py).
 
 The CG inner loop runs in bounded calls (adaptive number of steps), so max_seconds,
 progress events and cancellation act within a long CG solve too; the returned w is always
