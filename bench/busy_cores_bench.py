@@ -207,9 +207,9 @@ def write_report(results: list[dict[str, Any]], quick: bool, busy: bool,
 
 def main(quick: bool = False, reps: int | None = None, busy: bool = True,
          only: list[str] | None = None) -> list[dict[str, Any]]:
-    from solvers.train import warmup
+    from solvers.train import PRIORITY_GROUPS, warmup
 
-    warmup()
+    warmup(PRIORITY_GROUPS)  # smo, its parallel loops, tron
     reps = reps or (smaller(5, 1) if quick else 7)
     smo_sets = SMO_SETS[:smaller(6, 2)] if SMOKE else SMO_SETS
     tron_sets = TRON_SETS[:1] if SMOKE else TRON_SETS
