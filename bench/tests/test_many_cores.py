@@ -35,6 +35,8 @@ def test_many_cores_quick_writes_the_table(tmp_path: Path) -> None:
         cells = [cell.strip() for cell in row.split("|")[2:4]]
         assert all(re.fullmatch(r"\d+\.\d\d", cell) for cell in cells), row
         assert row.rstrip(" |").endswith("yes"), row
-    for solver in ("tron", "dcd"):
+    # tron at 1 and 2 threads, dcd (no threads) once
+    for solver, times in (("tron", r"\| \d+\.\d\d \| \d+\.\d\d \|"),
+                          ("dcd", r"\| \d+\.\d\d \| — \|")):
         row = next(line for line in text.splitlines() if line.startswith(f"| {solver} ("))
-        assert re.search(r"\| \d+\.\d\d \| \d+\.\d\d \|", row) and row.endswith("| yes |"), row
+        assert re.search(times, row) and row.endswith("| yes |"), row
