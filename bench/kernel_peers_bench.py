@@ -235,8 +235,9 @@ def write_markdown(results: list[dict[str, Any]], rows: list[dict[str, Any]], re
                      f"{'yes' if row['met'] else 'NO'} |")
     lines += ["", "Settings: C-SVC, rbf, eps/tol 1e-3, cache 200 MB; C and gamma per data "
               "set in the module docstring. Grain \"pairs\": binary problems trained at once, "
-              "one thread each; \"columns\": one problem at a time with parallel loops; "
-              "\"none\": one thread (or the cores were busy, see smo/model.py _cores_busy). "
+              "one thread each; \"columns\": one problem at a time, its per-step loops in "
+              "parallel when the fit measures that they pay (solvers/grain.py); \"none\": "
+              "one thread. "
               "Dot products of the kernel columns (solvers/smo/__init__.py): \"dense\" rows, "
               "\"bits\" (0/1 features: popcounts, rbf values from a table by squared "
               "distance), \"columns\" (a positional CSC) or \"rows\" (the row gather)."]

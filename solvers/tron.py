@@ -96,7 +96,19 @@ nnz warrants (group accumulators cost n_weights each to clear and reduce: with a
 active set on wide data, one group, no reduction), summed in group order. Chunks and
 groups depend on the data and the iterate only, so the result is bit-identical for any
 `threads`. The line search's X s and its per-step loss sums run over the same chunks,
-summed in chunk order. The CG vector updates are serial.
+summed in chunk order. The CG vector updates are serial. Whether these loops run on the
+`threads` or on one is measured as the fit runs (solvers/grain.py: the CG calls probe the
+other mode; the other passes follow the choice): on a busy machine a parallel region
+waits for a descheduled thread, and the result is the same either way.
+Scaling past 8 threads (issue 30; not measurable on 2 cores): the X_A' products have at
+most parallel.MAX_CHUNKS = 8 groups, so at most 8 threads share a Hessian-vector product,
+and the CG vector updates (about six O(n_weights) passes per CG step) are serial: on the
+400k x 100k set about a tenth of a one-thread CG step by our estimate, so Amdahl caps 16
+threads near 5x even before the 8 groups do. More groups cost n_weights each to clear and
+reduce on every product whatever the thread count (the groups must not depend on it:
+bit-identical results), so the next step is a column-major pass for X_A' (no
+accumulators, any number of threads) and chunked parallel CG updates, both to be measured
+on a 16-core machine (bench/many_cores.py).
 
 The CG inner loop runs in bounded calls (adaptive number of steps), so max_seconds,
 progress events and cancellation act within a long CG solve too; the returned w is always
@@ -111,12 +123,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numba
 import numpy as np
 
 from solvers import _tron_kernels as kernels
 from solvers import parallel
 from solvers._kernel_helpers import signed_margins
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
+from solvers.grain import GrainMeter
 from solvers.objectives import checked_weights
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
@@ -197,6 +211,7 @@ class TronOutcome:
     active_size: int
     stall: str | None = None
     threads: int = 1
+    fine_share: float = 0.0  # the share of CG steps run on `threads` (the rest on one)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -237,7 +252,7 @@ def solve(
                  "grad_norm0": outcome.grad_norm0, "tolerance": outcome.tolerance,
                  "newton_steps": outcome.newton_steps, "cg_iterations": outcome.cg_iterations,
                  "loss": settings["loss"], "stall": outcome.stall,
-                 "threads": outcome.threads},
+                 "threads": outcome.threads, "fine_grained_share": outcome.fine_share},
         timings=timings,
     )
 
@@ -271,9 +286,12 @@ def tron(
     with parallel.numba_threads(threads) as used:
         state = _TronState(X, y, cost, bias_scale, kernels.L2 if loss == "l2" else
                            kernels.LOGISTIC)
+        state.threads, state.grain = used, GrainMeter(used)
+        numba.set_num_threads(1)  # sequential until the grain meter measures otherwise
         outcome = _iterate(state, (eps, tol), max_iter, supervisor, w0,
                            line_search=method == "line_search")
     outcome.threads = used
+    outcome.fine_share = state.grain.share_fine()
     return outcome
 
 
@@ -297,6 +315,8 @@ class _TronState:
                        np.zeros(n_chunks, dtype=np.int64))
         self.active_nnz = np.zeros(n_chunks, dtype=np.int64)
         self.n_groups = n_chunks  # accumulator groups of H v (set by each gradient pass)
+        # Numba threads, and whether the loops use them (solvers/grain.py measures it)
+        self.threads, self.grain = 1, GrainMeter(1)
         self.w = np.zeros(size)
         self.margins = np.zeros(n)
         self.new_margins = np.zeros(n)
@@ -309,6 +329,18 @@ class _TronState:
         self.exact = False  # f and margins computed from w itself (not carried over)
         self.grad_norm = 0.0
         self.timings = {"function_s": 0.0, "gradient_s": 0.0, "cg_s": 0.0}
+
+    def cg_part(self, fine: bool, steps: int) -> tuple[int, int, float]:
+        """Up to `steps` CG steps on `threads` (fine) or one thread: (status, steps, work).
+        The chunks are the data's, so both give the same arithmetic."""
+        numba.set_num_threads(self.threads if fine else 1)
+        before = int(self.cg_counters[0])
+        status = int(kernels.cg_steps(self.rows, self.bias_scale, self.bounds, self.active,
+                                      self.n_groups, self.chunk_acc, self.chunk_sums,
+                                      self.precond, self.cg_vectors, self.cg_scalars,
+                                      self.cg_counters, steps))
+        done = int(self.cg_counters[0]) - before
+        return status, done, float(done)
 
     @property
     def active_size(self) -> int:
@@ -442,10 +474,9 @@ def _iterate(state: _TronState, stop: tuple[float, float | None], max_iter: int,
                          state.cg_scalars, state.cg_counters)
         while True:
             call_start = time.perf_counter()
-            status = kernels.cg_steps(state.rows, state.bias_scale, state.bounds, state.active,
-                                      state.n_groups, state.chunk_acc, state.chunk_sums,
-                                      state.precond, state.cg_vectors, state.cg_scalars,
-                                      state.cg_counters, budget)
+            status = state.grain.call(budget, state.cg_part, kernels.CG_RUNNING)
+            # the other passes (gradient, line search) follow the meter's choice
+            numba.set_num_threads(state.threads if state.grain.fine else 1)
             seconds = time.perf_counter() - call_start
             state.timings["cg_s"] += seconds
             budget = _next_budget(budget, seconds)

@@ -70,8 +70,10 @@ two and they are small or numerous. "columns": one problem at a time, whose para
 (kernel columns and the passes over the active set once per step - "fine-grained" -, the
 deferred G_bar pass once per ~1000 steps - "coarse") only partition elementwise work or
 exact max/argmax reductions (ties to the larger index, as a sequential scan). Either way
-`threads=2` returns bit-for-bit the result of `threads=1`. The fine-grained loops are
-used only when the cores are not busy with other work (`_cores_busy`). The compiled
+`threads=2` returns bit-for-bit the result of `threads=1`. Whether the fine-grained
+loops run is measured as the fit runs (solvers/grain.py: short probes of the other
+mode, compared with the current one back to back), never read from the load average; the
+result's per_output "fine_grained_share" says how many steps used them. The compiled
 `_smo_steps` runs a bounded number of steps (the first call enough to finish a small
 problem) and returns to Python, which enforces max_seconds, sends throttled progress
 events (also at the end of each binary problem) and honours cancellation; the whole solver
@@ -210,6 +212,9 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
             "shrinkings": int(counters[_SHRINKS]),
             "gradient_reconstructions": int(counters[_RECONSTRUCTS]),
             "kernel_values": state.column_source,
+            # steps run with the parallel per-step loops, and the meter's switches
+            "fine_grained_share": state.grain.share_fine(),
+            "grain_switches": state.grain.switches,
             "warm_start": warm,
             **extra,
         },

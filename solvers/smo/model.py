@@ -4,7 +4,6 @@ layout (support vectors grouped by class) and a FitResult."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, cast
@@ -33,7 +32,7 @@ class KernelProblem:
     pair: tuple[float, float | None]  # the classes of the two sides (None: the rest)
     kernel: tuple[int, float, float, int]  # LIBSVM's kernel_type, gamma, coef0, degree
     threads: int  # Numba threads of the loops inside this problem (1 when grain = "pairs")
-    fine_grained: bool  # parallel loops once per step (see _cores_busy)
+    fine_grained: bool  # parallel loops once per step allowed (solvers/grain.py measures them)
     grain: str = "none"  # the parallel grain of the fit: "pairs", "columns" or "none"
     workers: int = 1  # binary problems trained at once (grain "pairs"), each on one thread
     # fit(warm_start=..., keep_solver_state=True): the earlier fit's solver state of this
@@ -76,8 +75,10 @@ class KernelAssembly:
         if grain == "pairs":
             inner, fine_grained = 1, False
         else:
+            # one problem at a time on `threads`: whether its per-step loops run in
+            # parallel is measured as it runs (solvers/grain.py), not guessed from the machine
             inner = threads
-            fine_grained = threads > 1 and not _cores_busy(threads)
+            fine_grained = threads > 1
             grain = "columns" if fine_grained else "none"
         return [KernelProblem(X, sq_norms, rows, y, cost, positive, negative,
                               _pair(data.classes, positive, negative), kernel, inner,
@@ -115,6 +116,7 @@ class KernelAssembly:
             params={**applied, "gamma": float(gamma),
                     "threads_used": max(problems[0].threads, problems[0].workers),
                     "fine_grained_parallel": problems[0].fine_grained,
+                    "fine_grained_share": _fine_share(solutions),
                     "parallel_grain": problems[0].grain, "pair_workers": problems[0].workers},
             timings=timings,
             per_output=[_output_summary(p, s) for p, s in zip(problems, solutions,
@@ -123,6 +125,14 @@ class KernelAssembly:
 
 
 ASSEMBLY = KernelAssembly()
+
+
+def _fine_share(solutions: list[BinarySolution]) -> float:
+    """The share of all SMO steps of the fit run with the fine-grained parallel loops."""
+    steps = sum(s.iterations for s in solutions)
+    fine = sum(s.iterations * float(s.details.get("fine_grained_share", 0.0))
+               for s in solutions)
+    return fine / steps if steps else 0.0
 
 
 def _gamma(applied: dict[str, Any], n_features: int) -> float:
@@ -346,8 +356,8 @@ def parallel_grain(threads: int, sizes: list[int]) -> tuple[str, int]:
     """How a fit with these binary-problem sizes (rows) uses `threads`: ("pairs", workers)
     trains up to `workers` problems at once, each on one thread (no fork/join per SMO
     step; the problems are independent, so the results are those of one thread); else
-    ("columns", 1): one problem at a time, its loops split over the threads (when the
-    cores are free, see _cores_busy). Pairs when there are at least two problems and
+    ("columns", 1): one problem at a time, its loops split over the threads when that
+    pays, as the fit measures it (solvers/grain.py). Pairs when there are at least two problems and
     either they are small (the per-step loops would not pay) or there are enough of them
     to keep the threads busy (at least two per thread)."""
     if threads < 2 or len(sizes) < 2:
@@ -355,16 +365,3 @@ def parallel_grain(threads: int, sizes: list[int]) -> tuple[str, int]:
     if max(sizes) < PAIRS_BELOW_ROWS or len(sizes) >= 2 * threads:
         return "pairs", min(threads, len(sizes))
     return "columns", 1
-
-
-def _cores_busy(threads: int) -> bool:
-    """True when other processes keep the cores busy (1-minute load average, minus this
-    process, plus the threads we would add, exceeds the cores): then a fork/join per SMO
-    step waits for descheduled threads (measured: 2-5x slower on a loaded 2-core machine),
-    and only the coarse parallel loops (the deferred G_bar pass, ~ once per 1000 steps)
-    are used. The solution does not depend on this choice."""
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        return False
-    return load - 1.0 + threads > (os.cpu_count() or 1) + 0.5

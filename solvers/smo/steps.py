@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit
 
 from solvers.backbone import CsrArrays
+from solvers.grain import GrainMeter
 from solvers.smo.columns import (
     _column,
     _column_if_cached,
@@ -29,6 +30,7 @@ from solvers.smo.layout import (
     _CACHE_FREE,
     _CONVERGED,
     _COUNTER,
+    _EVALS,
     _FREE,
     _GMAX_VALID,
     _ITER,
@@ -165,19 +167,22 @@ class SmoState:
                       np.zeros(0, dtype=np.float32))
         # (chunks, per-chunk scratch x 3, minimum work of a parallel loop: passes over the
         # active set and kernel columns (once per step), the deferred G_bar pass)
+        # Two variants of the tuple, the same scratch: "fine" (every loop in parallel when
+        # large) and "sequential" (none: the work of one thread); the GrainMeter picks one
+        # per part of a call (solvers/grain.py), so the layout follows what the fit measures.
         never = np.int64(1 << 62)
-        parallel = (np.int64(max(1, chunks)), np.empty(max(1, chunks)),
-                    np.empty(max(1, chunks), dtype=np.int64), np.empty(max(1, chunks)),
-                    np.int64(PARALLEL_MIN_PASS) if fine_grained else never,
-                    np.int64(PARALLEL_MIN_KERNEL) if fine_grained else never,
+        scratch = (np.int64(max(1, chunks)), np.empty(max(1, chunks)),
+                   np.empty(max(1, chunks), dtype=np.int64), np.empty(max(1, chunks)))
+        parallel = (*scratch, np.int64(PARALLEL_MIN_PASS), np.int64(PARALLEL_MIN_KERNEL),
                     np.int64(PARALLEL_MIN_FLUSH))
         pending = (np.empty(_PENDING_CAPACITY, dtype=np.int64), np.empty(_PENDING_CAPACITY),
                    np.empty(_PENDING_CAPACITY, dtype=np.int64))
-        self.kernel_args = (rows_arrays, kernel, self.positions, self.cache,
-                            (self.counters, self.values, np.empty((l, 2), dtype=np.int64),
-                             pending,
-                             parallel),
-                            columns)
+        head = (rows_arrays, kernel, self.positions, self.cache)
+        solver = (self.counters, self.values, np.empty((l, 2), dtype=np.int64), pending)
+        self.grain = GrainMeter(chunks if fine_grained else 1)
+        self.args_of = {True: (*head, (*solver, parallel), columns),
+                        False: (*head, (*solver, (*scratch, never, never, never)), columns)}
+        self.kernel_args = self.args_of[False]
 
         self.formulation = "c_svc"  # set by the solver (a warm start checks it)
         self.linear0: np.ndarray | None = None  # the linear term, problem order
@@ -231,8 +236,21 @@ class SmoState:
         return int(self.counters[_ITER])
 
     def run(self, steps: int) -> int:
-        settings = (float(self.eps), int(self.max_iter), int(steps))
-        return int(_smo_steps(*self.kernel_args, settings))
+        """Up to `steps` SMO steps, with the fine or the sequential loops as the
+        GrainMeter measures (solvers/grain.py); returns the kernel's status."""
+        return self.grain.call(steps, self._run_part, _PAUSED)
+
+    def _run_part(self, fine: bool, steps: int) -> tuple[int, int, float]:
+        """`steps` steps in one mode: (status, steps done, work: steps x active size +
+        kernel values computed)."""
+        self.kernel_args = self.args_of[fine]
+        iterations, evaluations = int(self.counters[_ITER]), int(self.counters[_EVALS])
+        active = int(self.counters[_ACTIVE])
+        status = int(_smo_steps(*self.kernel_args,
+                                (float(self.eps), int(self.max_iter), int(steps))))
+        iterations = int(self.counters[_ITER]) - iterations
+        return status, iterations, float(iterations * active + int(self.counters[_EVALS])
+                                         - evaluations)
 
     def snapshot(self) -> dict[str, Any]:
         """The progress event: the dual objective (exact, from G and G_bar; O(l))."""

@@ -17,7 +17,8 @@ import pytest
 import scipy.sparse as sp
 
 import solvers
-from solvers import smo
+from solvers import grain, smo
+from solvers.backbone import Budget
 from solvers.kernels import KernelModel
 from solvers.params import ParamError
 from solvers.result import FitResult
@@ -391,12 +392,18 @@ def test_later_pairs_are_left_untrained_after_a_stop() -> None:
     assert np.all(np.isfinite(result.model.predict(X[:20])[1]))
 
 
-def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parallel loops only split elementwise work and exact argmax reductions."""
+@pytest.mark.parametrize("force", ["fine", "alternate", None])
+def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch,
+                                            force: str | None) -> None:
+    """The parallel loops only split elementwise work and exact argmax reductions: the
+    fine-grained loops throughout, switched on and off at every call of the step loop,
+    or as the grain meter measures, the fit is that of one thread."""
     monkeypatch.setattr(steps, "PARALLEL_MIN_PASS", 64)
     monkeypatch.setattr(steps, "PARALLEL_MIN_KERNEL", 64)
     monkeypatch.setattr(steps, "PARALLEL_MIN_FLUSH", 64)
-    monkeypatch.setattr(smo_model, "_cores_busy", lambda threads: False)
+    monkeypatch.setattr(grain, "FORCE", force)
+    monkeypatch.setattr(smo, "BUDGET", Budget(1e-4, 16, 16, 64))  # many short calls
+    monkeypatch.setattr(smo, "FIRST_CALL_WORK", 0)
     X, y = dataset("onehot")
     X, y = X[:3000], y[:3000]  # > 1000 steps: shrinking, deferred G_bar, reconstruction
     one = fit_smo(X, y, threads=1)
@@ -405,6 +412,12 @@ def test_two_threads_give_the_result_of_one(monkeypatch: pytest.MonkeyPatch) -> 
     assert one.per_output[0]["gradient_reconstructions"] > 0
     assert two.params["threads_used"] == min(2, smo.max_threads())
     assert two.params["fine_grained_parallel"] == (two.params["threads_used"] > 1)
+    assert one.per_output[0]["fine_grained_share"] == 0.0
+    share = two.per_output[0]["fine_grained_share"]
+    if force == "fine" and two.params["threads_used"] > 1:
+        assert share == 1.0
+    elif force == "alternate" and two.params["threads_used"] > 1:
+        assert 0.3 < share < 0.7
     assert one.dual_objective == two.dual_objective
     assert one.iterations == two.iterations
     np.testing.assert_array_equal(one.model.sv_coef, two.model.sv_coef)

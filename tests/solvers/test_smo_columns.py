@@ -15,9 +15,9 @@ import pytest
 import scipy.sparse as sp
 from numba import njit
 
+from solvers import grain
 from solvers.result import FitResult
 from solvers.smo import columns, steps
-from solvers.smo import model as smo_model
 from solvers.train import fit
 from testkit.datasets import load_local
 
@@ -124,7 +124,7 @@ def test_two_threads_give_the_fit_of_one_for_every_source(
     monkeypatch.setattr(steps, "PARALLEL_MIN_PASS", 64)
     monkeypatch.setattr(steps, "PARALLEL_MIN_KERNEL", 64)
     monkeypatch.setattr(steps, "PARALLEL_MIN_FLUSH", 64)
-    monkeypatch.setattr(smo_model, "_cores_busy", lambda threads: False)
+    monkeypatch.setattr(grain, "FORCE", "fine")
     X, y = valued_rows() if source == "columns" else binary_rows()
     one = fit_with(monkeypatch, "rows", X, y, threads=1)
     two = fit_with(monkeypatch, source, X, y, threads=2)

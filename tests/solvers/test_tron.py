@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from solvers import _tron_kernels as kernels
-from solvers import parallel, tron
+from solvers import grain, parallel, tron
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.train import ProgressMonitor, as_csr_arrays
 from testkit.datasets import LOCAL_NAMES, load_dataset, load_local
@@ -437,8 +437,13 @@ def test_class_weights_agree_with_liblinear_weights(liblinear: Any) -> None:
     assert relative(result.primal, objective(problem, w_lib, "l2")) <= 1e-8
 
 
+@pytest.mark.parametrize("force", ["fine", "alternate", None])
 @pytest.mark.parametrize("loss", LOSSES)
-def test_threads_give_bit_identical_results(loss: str) -> None:
+def test_threads_give_bit_identical_results(monkeypatch: pytest.MonkeyPatch, loss: str,
+                                            force: str | None) -> None:
+    """On 2 threads throughout, switched at every CG call, or as the grain meter
+    measures (solvers/grain.py): the fit of one thread."""
+    monkeypatch.setattr(grain, "FORCE", force)
     X, labels = load_local("onehot")
     problem = make_problem(X, binary_labels(labels), 1.0, bias_scale=1.0)
     chunks = parallel.chunk_bounds(problem.X.indptr, problem.X.n_features + 1, accumulators=2)
@@ -452,6 +457,11 @@ def test_threads_give_bit_identical_results(loss: str) -> None:
     assert np.array_equal(one.w, again.w)
     assert np.array_equal(one.w, two.w) and one.iterations == two.iterations
     assert one.primal == two.primal
+    assert one.details["fine_grained_share"] == 0.0
+    if force == "fine" and two.details["threads"] > 1:
+        assert two.details["fine_grained_share"] == 1.0
+    elif force == "alternate" and two.details["threads"] > 1:
+        assert 0.0 < two.details["fine_grained_share"] < 1.0
 
 
 def test_threads_setting_is_restored() -> None:

@@ -1,0 +1,132 @@
+"""How finely a solver on several threads splits its work, measured as it runs (never
+read from the load average).
+
+A solver whose parallel loops give the same arithmetic on one thread as on many (SMO's
+per-step loops, tron's Hessian-vector products: the work is split by the data, never by the
+thread count) can run them in parallel - "fine" - or all on the calling thread -
+"sequential", the work of a one-thread fit. Which is faster depends on the problem, on the
+thread count and on what else the cores run: a parallel region that waits for a
+descheduled thread costs milliseconds on a busy machine, microseconds on an idle one.
+
+`GrainMeter.call` runs a call of `steps` steps (the solvers size calls to tens of
+milliseconds) in the current mode; now and then it then probes the other mode with a
+share of them (1 / PROBE_SHARE), in pieces of 1, 2, 4, ... steps, and gives the probe up
+as soon as it has taken longer than its steps took in the current mode: a lost probe
+costs about one probe's time, however slow the other mode is (a fine step that waits a
+time slice for a descheduled thread is a hundred times slower than a sequential one).
+Both parts run back to back, so the load hits both alike; their cost per unit of work is
+compared. The other mode takes over after it has won CONFIRM probes in a row by MARGIN
+(one lucky time slice does not switch a fit); each lost probe doubles the calls until the
+next (from 4 up to PROBE_MAX). A fit probes first after PROBE_AFTER seconds (a shorter one
+never does: it has little to gain), and a probe starts only while the probes so far took
+at most PROBE_BUDGET of the fit's time: on a crowded machine even one parallel step can
+wait tens of milliseconds for a CPU, and the probes then thin out to keep their cost a
+few per cent.
+
+`FORCE` (tests, benchmarks): None measures; "fine" or "sequential" fixes the mode;
+"alternate" switches at every call (a test that switching changes nothing).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+PROBE_SHARE = 8  # a probe runs up to this fraction (1 / PROBE_SHARE) of a call's steps
+PROBE_FIRST = 3  # calls between probes after a switch
+PROBE_MAX = 64  # at most this many calls between probes
+PROBE_AFTER = 0.2  # seconds of the fit before the first probe (a shorter fit never probes)
+PROBE_BUDGET = 0.03  # a probe starts only while the probes took <= this share of the fit
+MARGIN = 0.92  # the other mode must cost less than MARGIN x the current one
+CONFIRM = 2  # ... in this many probes in a row
+FORCE: str | None = None
+
+# run_part(fine, steps) -> (status, steps done, work done): one compiled call in a mode
+RunPart = Callable[[bool, int], tuple[int, int, float]]
+
+
+class GrainMeter:
+    """Chooses, call by call, between a solver's fine-grained parallel loops and
+    sequential loops (see the module docstring)."""
+
+    def __init__(self, threads: int, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock  # seconds (tests give a simulated one)
+        self.parallel = threads > 1
+        self.fine = False  # start like one thread: the fine loops must prove themselves
+        self.every = 0  # calls until the next probe (0: the next call probes)
+        self.wins = 0
+        self.gap = 2  # calls between probes, doubled by each lost probe
+        self.steps = {True: 0, False: 0}  # steps run in each mode
+        self.probes = 0
+        self.switches = 0
+        self.elapsed = 0.0  # seconds of the fit's calls so far
+        self.probe_seconds = 0.0  # ... of them in probes
+
+    def call(self, steps: int, run_part: RunPart, running: int) -> int:
+        """Up to `steps` steps through `run_part`; `running` is the status of a call that
+        used its budget (the solver goes on). Returns the last part's status."""
+        if not self.parallel or FORCE is not None:
+            fine = FORCE == "fine" if self.parallel else False
+            if self.parallel and FORCE == "alternate":
+                self.fine = fine = not self.fine
+            status, done, _ = run_part(fine, steps)
+            self.steps[fine] += done
+            return status
+        probe = steps // PROBE_SHARE
+        started = self.clock()
+        if (self.every > 0 or probe < 1 or self.elapsed < PROBE_AFTER
+                or self.probe_seconds > PROBE_BUDGET * self.elapsed):
+            self.every -= 1
+            status, done, _ = run_part(self.fine, steps)
+            self.steps[self.fine] += done
+            self.elapsed += self.clock() - started
+            return status
+        status, done, work = run_part(self.fine, steps - probe)
+        seconds = self.clock() - started
+        self.steps[self.fine] += done
+        if status != running or done <= 0 or work <= 0:
+            self.elapsed += seconds
+            return status  # finished (or nothing measurable): probe at the next call
+        status, probe_seconds, probe_work = self._probe(probe, seconds * probe / done,
+                                                        run_part, running)
+        self.elapsed += seconds + probe_seconds
+        self.probe_seconds += probe_seconds
+        self.probes += 1
+        if probe_work > 0 and probe_seconds / probe_work < MARGIN * seconds / work:
+            self.wins += 1
+            if self.wins >= CONFIRM:
+                self.fine, self.wins, self.switches = not self.fine, 0, self.switches + 1
+                self.gap = self.every = PROBE_FIRST
+            else:
+                self.every = 0  # confirm at the next call
+        elif probe_work >= 0:  # lost (or given up); < 0: finished inside, nothing learnt
+            self.wins = 0
+            self.gap = min(2 * self.gap, PROBE_MAX)
+            self.every = self.gap
+        return status
+
+    def _probe(self, steps: int, allowed: float, run_part: RunPart,
+               running: int) -> tuple[int, float, float]:
+        """Up to `steps` steps in the other mode, in pieces of 1, 2, 4, ...; given up once
+        slower than `allowed` seconds. (status, seconds, work: 0 given up, -1 finished)."""
+        other = not self.fine
+        piece, left, seconds, work = 1, steps, 0.0, 0.0
+        status = running
+        while left > 0:
+            started = self.clock()
+            status, done, did = run_part(other, min(piece, left))
+            seconds += self.clock() - started
+            self.steps[other] += done
+            work += did
+            left -= min(piece, left)
+            if status != running:
+                return status, seconds, -1.0
+            if seconds > allowed:
+                return status, seconds, 0.0
+            piece *= 2
+        return status, seconds, work
+
+    def share_fine(self) -> float:
+        """The share of the steps run with the fine-grained parallel loops."""
+        total = self.steps[True] + self.steps[False]
+        return self.steps[True] / total if total else 0.0
