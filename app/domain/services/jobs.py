@@ -33,11 +33,13 @@ from app.domain.services.limits import (
 )
 from app.domain.services.owned import get_owned, owned_exists
 from app.domain.tasks import check_task
+from app.domain.weights import DATASET, job_weights
 from app.infra.bus import notify
 from app.infra.db import after_commit
 from app.infra.queue import TRAIN_TASK
 from app.settings import Settings
 from solvers.params import (
+    SOLVERS,
     ParamError,
     check_scale_for_data,
     label_key,
@@ -231,6 +233,7 @@ def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | 
         check_scale_for_data(applied, dataset.rows, dataset.features, dataset.nnz)
     except ParamError as exc:
         raise Invalid(str(exc), field=f"params.{exc.field}") from None
+    _check_weights(spec, applied, dataset)
     weights = applied.get("class_weight") or {}
     known = {label_key(v) for v in dataset.labels}
     unknown = sorted(set(weights) - known)
@@ -238,6 +241,29 @@ def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | 
         raise Invalid(f"params.class_weight: label(s) {', '.join(unknown)} not in the "
                       f"dataset (labels: {', '.join(sorted(known))})",
                       field="params.class_weight")
+
+
+def _check_weights(spec: JobCreate, applied: dict[str, Any], dataset: Dataset) -> None:
+    """Put the job's instance weights (app.domain.weights) in `applied` as
+    `sample_weight` ("dataset" or a list; absent: unweighted); 422 for weights the job
+    cannot take."""
+    stats = dataset.weight_stats
+    weights = job_weights(spec.sample_weight, dataset.rows, stats is not None)
+    if weights is None:
+        return
+    if weights == DATASET and stats is not None and stats["zeros"] == dataset.rows:
+        raise Invalid(f"dataset {dataset.id!r}: every row has weight 0; train with "
+                      "sample_weight 'none' or give weights", field="sample_weight")
+    if not SOLVERS[spec.solver].sample_weights:
+        weighted = ", ".join(n for n, s in SOLVERS.items() if s.sample_weights)
+        raise Invalid(f"solver {spec.solver!r} takes no instance weights (sample_weight: "
+                      f"{'the dataset has weights' if weights == DATASET else 'a list'}); "
+                      f"these do: {weighted}; or send sample_weight 'none'",
+                      field="sample_weight")
+    if applied.get("probability"):
+        raise Invalid("probability with instance weights is not supported; send "
+                      "sample_weight 'none' or probability false", field="sample_weight")
+    applied["sample_weight"] = weights
 
 
 def _check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
