@@ -54,8 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("hinge.storage")
 
 __all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobStore",
-           "LocalBlobStore", "StoredBlob", "blob_store", "dataset_key", "load_dataset", "load_dataset_weights",
-           "model_arrays", "model_key", "remove_orphan_blobs", "remove_temporary_blobs",
+           "LocalBlobStore", "StoredBlob", "blob_store", "dataset_key", "load_dataset",
+           "load_dataset_weights", "model_arrays", "model_key", "remove_orphan_blobs",
+           "remove_temporary_blobs",
            "save_dataset_arrays", "store_model_arrays"]
 
 _stores: OrderedDict[tuple[object, ...], BlobStore] = OrderedDict()
