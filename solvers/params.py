@@ -147,7 +147,7 @@ class Formulation:
     task: TaskName
     problem: str  # the dual as LIBSVM solves it
     reads: tuple[str, ...]  # of C, nu, epsilon, class_weight
-    probability: Literal["platt", "laplace"] | None  # what probability true fits
+    probability: Literal["platt", "laplace", "density"] | None  # what probability true fits
 
 
 FORMULATIONS: dict[str, Formulation] = {
@@ -162,7 +162,7 @@ FORMULATIONS: dict[str, Formulation] = {
     "one_class": Formulation(
         "one_class", "outlier",
         "min_a 1/2 a'Ka, 0 <= a_i <= w_i, e'a = nu sum_i w_i (LIBSVM -s 2); decision "
-        "value > 0: inlier (+1), else outlier (-1)", ("nu",), None),
+        "value > 0: inlier (+1), else outlier (-1)", ("nu",), "density"),
     "epsilon_svr": Formulation(
         "epsilon_svr", "regression",
         "min 1/2 (a - a*)'K(a - a*) + epsilon e'(a + a*) - y'(a - a*), 0 <= a_i, a*_i <= "

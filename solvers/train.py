@@ -148,7 +148,8 @@ def fit(
             formulation.probability is None):
         raise ParamError(f"probability is not available for formulation {formulation.name!r} "
                          "yet (Platt sigmoids for c_svc and nu_svc, the Laplace noise width "
-                         "for epsilon_svr and nu_svr)", "probability")
+                         "for epsilon_svr and nu_svr, density marks for one_class)",
+                         "probability")
     if workflow.requested(applied):  # scale and/or probability around the plain fit
         if sample_weight is not None and applied.get("probability"):
             raise ParamError("sample_weight with probability is not supported yet",

@@ -46,7 +46,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from solvers.backbone import CsrArrays, ProgressCallback
-from solvers.calibration import CV_FOLDS, cv_decision_values, platt_fit
+from solvers.calibration import (
+    CV_FOLDS,
+    cv_decision_values,
+    one_class_density_marks,
+    platt_fit,
+)
 from solvers.models import Calibration, KernelModel, Pipeline, estimator_of
 from solvers.params import SOLVERS, label_key
 from solvers.result import FitResult
@@ -204,6 +209,13 @@ def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any
     `seed` shuffles the rows (null: 0). Raises _Stopped when cancelled or out of time."""
     classes = result.classes
     estimator = estimator_of(result.model)
+    if isinstance(estimator, KernelModel) and estimator.svm_type == "one_class":
+        marks = one_class_density_marks(estimator.decision_function(X))
+        if marks is None:  # LIBSVM warns and keeps the model without probabilities
+            raise _Stopped("fewer than 5 training rows have a negative or fewer than 5 a "
+                           "non-negative decision value: too few to bin (LIBSVM's "
+                           "svm_one_class_probability)", result.exit_reason)
+        return Calibration("density", marks, np.zeros(0)), []
     if estimator.task == "regression":  # kernel or linear SVR: the Laplace width
         runner = _FoldRunner(X, solver, inner, fit, progress, deadline, CV_FOLDS,
                              phase_start_s)
