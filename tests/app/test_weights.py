@@ -187,3 +187,27 @@ def test_weights_are_checked_with_clear_422s(client: TestClient) -> None:
                   sample_weight="none").status_code == 202
     calibrated = submit(client, dataset["id"], {"probability": True})
     assert calibrated.status_code == 422 and "probability" in calibrated.text
+
+
+def test_a_search_on_a_weighted_dataset_trains_unweighted(
+        client: TestClient, settings: Settings) -> None:
+    from sqlalchemy import select
+
+    from app.domain.orm import SearchTask
+    from app.infra.db import session_scope
+    from workers.search import run_search_task
+
+    X_sparse, y = load("iris")
+    w = weights_of(X_sparse.shape[0], seed=2, zeros=0)
+    dataset = upload(client, csv_bytes(X_sparse.toarray(), y, w),
+                     "?format=csv&weight_column=weight")
+    response = client.post("/v1/searches", json={
+        "dataset_id": dataset["id"], "solver": "dcd", "space": {"C": [0.5, 2.0]},
+        "cv": {"folds": 2, "seed": 1}})
+    assert response.status_code == 202, response.text
+    search = response.json()
+    with session_scope(settings.database_url) as session:
+        ids = list(session.scalars(select(SearchTask.id)
+                                   .where(SearchTask.search_id == search["id"])))
+    assert all(run_search_task(settings, i, "test") == "succeeded" for i in ids)
+    assert client.get(f"/v1/searches/{search['id']}").json()["status"] == "succeeded"

@@ -233,7 +233,6 @@ def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | 
         check_scale_for_data(applied, dataset.rows, dataset.features, dataset.nnz)
     except ParamError as exc:
         raise Invalid(str(exc), field=f"params.{exc.field}") from None
-    _check_weights(spec, applied, dataset)
     weights = applied.get("class_weight") or {}
     known = {label_key(v) for v in dataset.labels}
     unknown = sorted(set(weights) - known)
@@ -294,7 +293,10 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate
     applied = validated_params(spec, settings)
     lock_submissions(session)
     _check_queue_caps(session, settings, tenant_id)
-    _check_dataset(spec, applied, lock_dataset(session, tenant_id, spec.dataset_id))
+    dataset = lock_dataset(session, tenant_id, spec.dataset_id)
+    _check_dataset(spec, applied, dataset)
+    assert dataset is not None  # _check_dataset refused a missing one
+    _check_weights(spec, applied, dataset)  # a job's own: searches train unweighted
     now = utcnow()
     job = Job(
         id=new_id(), tenant_id=tenant_id, dataset_id=spec.dataset_id, solver=spec.solver,
