@@ -211,3 +211,34 @@ def test_a_search_on_a_weighted_dataset_trains_unweighted(
                                    .where(SearchTask.search_id == search["id"])))
     assert all(run_search_task(settings, i, "test") == "succeeded" for i in ids)
     assert client.get(f"/v1/searches/{search['id']}").json()["status"] == "succeeded"
+
+
+@pytest.mark.parametrize(("solver", "params", "regression"), [
+    ("smo", {"formulation": "nu_svc", "nu": 0.3, "gamma": 0.5}, False),
+    ("smo", {"formulation": "one_class", "nu": 0.2, "gamma": 0.5}, False),
+    ("smo", {"formulation": "nu_svr", "nu": 0.4, "C": 2.0, "gamma": 0.5}, True),
+    ("tron", {"C": 1.0}, False),
+    ("linear_svr", {"C": 1.0}, True),
+])
+def test_every_weighted_solver_gets_the_stored_weights(
+        client: TestClient, settings: Settings, solver: str, params: dict[str, Any],
+        regression: bool) -> None:
+    """The job's fit is the solver's fit with the dataset's weights (the solvers' own
+    tests certify those against LIBSVM / LIBLINEAR)."""
+    from solvers import fit
+
+    X_sparse, labels = load("cancer")
+    X = X_sparse.toarray()
+    y = X[:, 0] + 0.5 * X[:, 1] if regression else labels
+    w = weights_of(X.shape[0], seed=13)
+    dataset = upload(client, csv_bytes(X, y, w), "?format=csv&weight_column=weight"
+                     + ("&task=regression" if regression else ""))
+    response = submit(client, dataset["id"], params, solver=solver)
+    assert response.status_code == 202, response.text
+    assert run_job(settings, response.json()["id"], "test-worker") == "succeeded"
+    job = client.get(f"/v1/jobs/{response.json()['id']}").json()
+    direct = fit(X_sparse, y, solver=solver, sample_weight=w, **params)
+    unweighted = fit(X_sparse, y, solver=solver, **params)
+    key = "dual_objective" if solver == "smo" else "primal_objective"
+    assert job["result"][key] == pytest.approx(getattr(direct, key), rel=1e-9)
+    assert getattr(unweighted, key) != pytest.approx(getattr(direct, key), rel=1e-6)
