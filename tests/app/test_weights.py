@@ -154,6 +154,8 @@ def test_weighted_scaled_fit_and_split_keep_the_weights(
     parts = split.json()
     total = parts["train"]["weight_stats"]["sum"] + parts["test"]["weight_stats"]["sum"]
     assert total == pytest.approx(w.sum(), rel=1e-12)
+    page = client.get(f"/datasets/{dataset['id']}").text  # the dashboard shows them
+    assert "Instance weights" in page and 'id="weight-stats"' in page
     job = train(client, settings, parts["train"]["id"], {"scale": "minmax", "C": 1.0})
     assert job["params"]["sample_weight"] == "dataset" and job["model_id"]
 
@@ -176,6 +178,7 @@ def test_weights_are_checked_with_clear_422s(client: TestClient) -> None:
     dataset = upload(client, csv_bytes(X, y, w), "?format=csv&weight_column=weight")
     plain = upload(client, csv_bytes(X, y, w), "?format=csv&name=unweighted")
     assert plain["weight_stats"] is None and "weight" in plain["feature_names"]
+    assert "Instance weights" not in client.get(f"/datasets/{plain['id']}").text
     short = submit(client, plain["id"], {}, sample_weight=[1.0] * 10)
     assert short.status_code == 422 and "10 weights for 150 rows" in short.text
     negative = submit(client, plain["id"], {}, sample_weight=[-1.0] * 150)
