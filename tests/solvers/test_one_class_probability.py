@@ -101,3 +101,33 @@ def test_a_one_class_fit_without_enough_outliers_keeps_its_model_with_a_warning(
                  probability=True)
     assert any("too few to bin" in w for w in result.warnings)
     assert result.model.predict(X)[0].shape == (X.shape[0],)
+
+
+@pytest.mark.parametrize("params", [
+    {"formulation": "one_class", "nu": 0.2, "gamma": 1.0, "probability": True},
+    {"formulation": "one_class", "nu": 0.3, "kernel": "poly", "degree": 2, "gamma": 0.5},
+    {"formulation": "epsilon_svr", "C": 1.0, "epsilon": 0.1, "gamma": 0.5},
+    {"formulation": "nu_svr", "C": 1.0, "nu": 0.4, "probability": True},
+])
+def test_onnx_export_of_one_class_and_svr_kernel_models_predicts_like_the_model(
+        params: dict[str, object]) -> None:
+    """The graph's labels (+1 / -1, or the value), decision values and one-class
+    probabilities are the model's (a regression model's Laplace width stays out)."""
+    ort = pytest.importorskip("onnxruntime")
+    from solvers.onnx_graph import onnx_model_bytes
+
+    X, held = novelty_set(5)
+    y = X.toarray()[:, 0] - X.toarray()[:, 1] ** 2
+    one_class = params["formulation"] == "one_class"
+    result = fit(X, None if one_class else y, solver="smo", **params)  # type: ignore[arg-type]
+    session = ort.InferenceSession(onnx_model_bytes(result.model))
+    outputs = {o.name: v for o, v in zip(session.get_outputs(), session.run(
+        None, {session.get_inputs()[0].name: held.toarray()}), strict=True)}
+    labels, values = result.model.predict(held)
+    np.testing.assert_allclose(outputs["decision_values"], values, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(outputs["label"], labels, rtol=1e-10, atol=1e-12)
+    if one_class and params.get("probability"):
+        np.testing.assert_array_equal(outputs["probabilities"],
+                                      result.model.predict_with_probabilities(held)[2])
+    else:
+        assert "probabilities" not in outputs
