@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from solvers.probability import (
+    DENSITY_MARKS,
     MIN_PAIRWISE_PROBABILITY,
     ovo_probabilities,
     ovr_probabilities,
@@ -231,3 +232,30 @@ def cv_decision_values(
             decide = fit_fn(X[train], y[train])
             dec[held_out] = np.asarray(decide(X[held_out]), dtype=np.float64).reshape(-1)
     return dec
+
+
+# -- one-class probabilities (LIBSVM 3.35+, `-b 1` with -s 2) ------------------------------
+
+
+def one_class_density_marks(decision_values: Any) -> np.ndarray | None:
+    """LIBSVM's prob_density_marks of a one-class model (svm_one_class_probability: the
+    binning by density of Que & Lin): the training rows' decision values sorted, five
+    marks between quantiles of the negative ones, five of the non-negative ones, each the
+    mean of two neighbouring bin edges. None (LIBSVM warns and stores none) when fewer than
+    five values are negative or fewer than five non-negative."""
+    values = np.sort(np.asarray(decision_values, dtype=np.float64).reshape(-1))
+    n = values.shape[0]
+    non_negative = np.flatnonzero(values >= 0)
+    negative = int(non_negative[0]) if non_negative.size else 0  # LIBSVM's neg_counter
+    positive = n - negative
+    mid = DENSITY_MARKS // 2
+    if negative < mid or positive < mid:
+        return None
+    edges = np.empty(DENSITY_MARKS + 1)
+    for i in range(mid):
+        edges[i] = values[i * negative // mid]
+    edges[mid] = 0.0
+    for i in range(mid + 1, DENSITY_MARKS + 1):
+        edges[i] = values[negative - 1 + (i - mid) * positive // mid]
+    return (edges[:-1] + edges[1:]) / 2
+

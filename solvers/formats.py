@@ -171,12 +171,14 @@ _KERNEL_FROM_TYPE = {text: name for name, text in _KERNEL_TYPE.items()}
 
 
 def libsvm_model_text(model: KernelModel, prob_a: np.ndarray | None = None,
-                      prob_b: np.ndarray | None = None) -> str:
+                      prob_b: np.ndarray | None = None,
+                      density_marks: np.ndarray | None = None) -> str:
     """The LIBSVM model file of a one-vs-one (or two-class), one-class or regression model;
     with `prob_a` and `prob_b` (one per pair, LIBSVM's orientation:
     solvers.models.Calibration) the file carries `probA` / `probB` and `svm-predict -b 1`
     gives probabilities; a regression model's `prob_a` = [sigma] (B empty) is its
-    Laplace noise width."""
+    Laplace noise width; a one-class model's `density_marks` (its ten
+    prob_density_marks, LIBSVM 3.35+) make the `prob_density_marks` line."""
     if model.multiclass == "ovr" and model.n_classes > 2:
         raise ModelFormatError(
             "a one-vs-rest model cannot be written in LIBSVM's format (LIBSVM's C-SVC is "
@@ -205,6 +207,8 @@ def libsvm_model_text(model: KernelModel, prob_a: np.ndarray | None = None,
         lines.append("probA " + " ".join(_number(v) for v in np.atleast_1d(prob_a)))
         if prob_b is not None:
             lines.append("probB " + " ".join(_number(v) for v in prob_b))
+    if density_marks is not None and model.svm_type == "one_class":
+        lines.append("prob_density_marks " + " ".join(_number(v) for v in density_marks))
     if not single:
         lines.append("nr_sv " + " ".join(str(int(n)) for n in model.n_sv))
     lines.append("SV")

@@ -5,8 +5,8 @@
 (`svm_type` or `solver_type`), checks every header field, count and support-vector or
 weight line against the header, and returns an `ImportedModel`. Anything wrong raises
 `ModelFormatError` naming the 1-based line; a formulation that parses but that Hinge does
-not serve (epsilon-SVR, nu-SVR, one-class, a precomputed kernel, LIBLINEAR's regression and
-one-class solvers) raises `NotServable`, a ModelFormatError that says "not supported yet".
+not serve (a precomputed kernel, LIBLINEAR's regression and one-class solvers) raises
+`NotServable`, a ModelFormatError that says "not supported yet".
 
 What is served, and how it maps to Hinge's layout (classes sorted; see solvers/formats.py
 and KernelModel's docstring):
@@ -14,6 +14,10 @@ and KernelModel's docstring):
   one-vs-one votes), kernels linear, polynomial, rbf, sigmoid, with or without probA /
   probB (a "pairwise" Calibration; a pair whose classes swap places in the sorted order
   keeps A and negates B, since 1 - sigmoid(A f + B) = sigmoid(-A f - B) and f changes sign).
+- LIBSVM one_class, epsilon_svr and nu_svr (one decision function sum coef K - rho:
+  the regression value, or +1 inlier / -1 outlier), with a regression model's Laplace
+  width (`probA`, a "laplace" Calibration) or a one-class model's ten
+  `prob_density_marks` (LIBSVM 3.35+ -b 1, a "density" Calibration).
 - LIBLINEAR's classification solvers (0-7: the logistic-regression and SVM ones, whose
   predict is sign / argmax of w.x + b) with one weight column per class, or one for two
   classes; Crammer-Singer (4) for more than two classes. With `bias` >= 0 the last weight
@@ -172,8 +176,9 @@ def _body_lines(lines: list[str], marker_line: int) -> Iterator[tuple[int, list[
 
 # -- LIBSVM ------------------------------------------------------------------------------
 
-_LIBSVM_SERVED = ("c_svc", "nu_svc")
-_LIBSVM_NOT_YET = ("one_class", "epsilon_svr", "nu_svr")
+_LIBSVM_SERVED = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
+_LIBSVM_NOT_YET: tuple[str, ...] = ()
+_LIBSVM_SINGLE = ("one_class", "epsilon_svr", "nu_svr")  # one decision function
 _KERNELS = {"linear": "linear", "polynomial": "poly", "rbf": "rbf", "sigmoid": "sigmoid"}
 _LIBSVM_FIELDS = ("svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class",
                   "total_sv", "rho", "label", "probA", "probB", "prob_density_marks",
@@ -208,6 +213,9 @@ def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
     if kernel in ("poly", "sigmoid"):
         line, text = one("coef0")
         coef0 = _number(text, "coef0", line)
+    if svm_type in _LIBSVM_SINGLE:
+        return _read_libsvm_single(lines, header, sv_line, svm_type, limits, n_features,
+                                   (kernel, gamma, degree, coef0))
     line, text = one("nr_class")
     k = _integer(text, "nr_class", line, low=2)
     if k > limits.max_classes:
@@ -243,59 +251,12 @@ def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
         raise ModelFileError(f"nr_sv sums to {int(n_sv.sum())}, total_sv says {total_sv}",
                            line)
 
-    remaining = sum(1 for text in lines[sv_line:] if text.strip())
-    if total_sv > remaining:  # before allocating what the header claims
-        raise ModelFileError(f"total_sv {total_sv}, but the file has {remaining} lines "
-                             "after 'SV'", len(lines))
-    if (k - 1) * total_sv > sum(len(text) for text in lines[sv_line:]) // 2 + 1:
-        raise ModelFileError(f"{total_sv} support vectors of nr_class - 1 = {k - 1} "
-                             "coefficients each do not fit in the lines after 'SV'",
-                             len(lines))
-    coef = np.empty((k - 1, total_sv))
-    data: list[float] = []
-    indices: list[int] = []
-    indptr = [0]
-    for s, (number, parts) in enumerate(_body_lines(lines, sv_line)):
-        if s == total_sv:
-            raise ModelFileError(f"more support vectors than total_sv {total_sv}", number)
-        if len(parts) < k - 1:
-            raise ModelFileError(f"a support vector line starts with nr_class - 1 = {k - 1} "
-                               f"coefficients; this one has {len(parts)} fields", number)
-        for c in range(k - 1):
-            coef[c, s] = _number(parts[c], "coefficient", number, node=parts[c])
-        previous = 0
-        for node in parts[k - 1:]:
-            index_text, colon, value_text = node.partition(":")
-            if not colon:
-                raise ModelFileError(f"expected index:value, found {node!r}", number)
-            index = _integer(index_text, "feature index", number, low=1, node=node)
-            if index <= previous:
-                raise ModelFileError(f"feature indices must increase ({index} after "
-                                   f"{previous})", number)
-            if index > limits.max_features:
-                raise OverLimit(f"feature index {index} exceeds the limit of "
-                                   f"{limits.max_features} features", number)
-            previous = index
-            indices.append(index - 1)
-            data.append(_number(value_text, "feature value", number, node=node))
-        indptr.append(len(indices))
-    largest = max(indices, default=-1) + 1
-    if n_features is None:
-        width = max(largest, 1)
-    elif n_features < largest:
-        raise ModelFileError(f"n_features {n_features} is below the largest support-vector "
-                           f"index {largest}")
-    elif n_features > limits.max_features:
-        raise OverLimit(f"n_features {n_features} exceeds the limit of "
-                           f"{limits.max_features} features")
-    else:
-        width = n_features
+    coef, data, indices, indptr = _support_vectors(lines, sv_line, total_sv, k - 1, limits)
+    width = _width(indices, n_features, limits)
 
     order = np.argsort(labels, kind="stable")
     model = _sorted_kernel_model(labels, order, kernel, gamma, degree, coef0, width,
-                                 np.array(data, dtype=np.float64),
-                                 np.array(indices, dtype=np.int32),
-                                 np.array(indptr, dtype=np.int64), coef, rho, n_sv)
+                                 data, indices, indptr, coef, rho, n_sv)
     served: ServableModel = model
     if prob_a is not None and prob_b is not None:
         signs = _pair_signs(order)
@@ -303,19 +264,140 @@ def _read_libsvm(lines: list[str], limits: ImportLimits, n_features: int | None
         calibration = Calibration("pairwise", prob_a[by_sorted].copy(),
                                   signs * prob_b[by_sorted], _file_order(order, k))
         served = Pipeline(model, None, calibration)
+    params = _kernel_params(svm_type, kernel, gamma, degree, coef0, prob_a is not None)
+    return ImportedModel(
+        model=served, format="libsvm", kind="kernel", solver=svm_type,
+        classes=[float(v) for v in model.classes], n_features=width, params=params,
+        summary={"n_support": total_sv, "n_sv": [int(v) for v in model.n_sv],
+                 "label_order": [float(v) for v in labels]})
+
+
+def _kernel_params(svm_type: str, kernel: str, gamma: float, degree: int, coef0: float,
+                   probability: bool) -> dict[str, Any]:
     params: dict[str, Any] = {"svm_type": svm_type, "kernel": kernel,
-                              "probability": prob_a is not None}
+                              "probability": probability}
     if kernel != "linear":
         params["gamma"] = gamma
     if kernel == "poly":
         params["degree"] = degree
     if kernel in ("poly", "sigmoid"):
         params["coef0"] = coef0
+    return params
+
+
+def _read_libsvm_single(lines: list[str], header: _Header, sv_line: int, svm_type: str,
+                        limits: ImportLimits, n_features: int | None,
+                        kernel_fields: tuple[str, float, int, float]) -> ImportedModel:
+    """A one_class, epsilon_svr or nu_svr file (svm_save_model with model->label and
+    model->nSV NULL): nr_class 2, one rho, one coefficient per support vector (training
+    order), and `probA <sigma>` (regression, -b 1) or ten `prob_density_marks`
+    (one-class, -b 1, LIBSVM 3.35+)."""
+    kernel, gamma, degree, coef0 = kernel_fields
+    line, text = _one_value(header, "nr_class", "LIBSVM", sv_line)
+    if _integer(text, "nr_class", line) != 2:
+        raise ModelFileError(f"nr_class of a {svm_type} model is 2 (LIBSVM writes 2), "
+                             f"not {text}", line)
+    for key in ("label", "nr_sv", "probB"):
+        if key in header:
+            raise ModelFileError(f"{key} does not belong to a {svm_type} model",
+                                 header[key][0])
+    regression = svm_type != "one_class"
+    misplaced = "prob_density_marks" if regression else "probA"
+    if misplaced in header:
+        raise ModelFileError(f"{misplaced} does not belong to a {svm_type} model",
+                             header[misplaced][0])
+    line, text = _one_value(header, "total_sv", "LIBSVM", sv_line)
+    total_sv = _integer(text, "total_sv", line, low=1)
+    if total_sv > limits.max_support_vectors:
+        raise OverLimit(f"total_sv {total_sv} exceeds the limit of "
+                        f"{limits.max_support_vectors} support vectors", line)
+    rho = _numbers(header, "rho", 1, "one for a single decision function", sv_line)
+    calibration = None
+    if regression and "probA" in header:
+        sigma = _numbers(header, "probA", 1, "the Laplace width sigma", sv_line)
+        calibration = Calibration("laplace", sigma, np.zeros(0))
+    if not regression and "prob_density_marks" in header:
+        marks = _numbers(header, "prob_density_marks", 10, "ten marks", sv_line)
+        if np.any(np.diff(marks) < 0):
+            raise ModelFileError("prob_density_marks must not decrease",
+                                 header["prob_density_marks"][0])
+        calibration = Calibration("density", marks, np.zeros(0))
+    coef, data, indices, indptr = _support_vectors(lines, sv_line, total_sv, 1, limits)
+    width = _width(indices, n_features, limits)
+    model = KernelModel(
+        classes=np.empty(0) if regression else np.array([-1.0, 1.0]), kernel=kernel,
+        gamma=gamma, degree=degree, coef0=coef0, multiclass="ovo", n_features=width,
+        sv_data=data, sv_indices=indices, sv_indptr=indptr, sv_coef=coef, rho=rho,
+        n_sv=np.array([total_sv]), sv_rows=np.full(total_sv, -1, dtype=np.int64),
+        svm_type=svm_type)
+    served: ServableModel = model if calibration is None else Pipeline(model, None,
+                                                                       calibration)
     return ImportedModel(
         model=served, format="libsvm", kind="kernel", solver=svm_type,
-        classes=[float(v) for v in model.classes], n_features=width, params=params,
-        summary={"n_support": total_sv, "n_sv": [int(v) for v in model.n_sv],
-                 "label_order": [float(v) for v in labels]})
+        classes=[float(v) for v in model.classes], n_features=width,
+        params=_kernel_params(svm_type, kernel, gamma, degree, coef0, calibration is not None),
+        summary={"n_support": total_sv})
+
+
+def _support_vectors(lines: list[str], sv_line: int, total_sv: int, n_coef: int,
+                     limits: ImportLimits
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The lines after 'SV': (coef (n_coef, total_sv), data, 0-based indices, indptr)."""
+    remaining = sum(1 for text in lines[sv_line:] if text.strip())
+    if total_sv > remaining:  # before allocating what the header claims
+        raise ModelFileError(f"total_sv {total_sv}, but the file has {remaining} lines "
+                             "after 'SV'", len(lines))
+    if n_coef * total_sv > sum(len(text) for text in lines[sv_line:]) // 2 + 1:
+        raise ModelFileError(f"{total_sv} support vectors of {n_coef} coefficient(s) each "
+                             "do not fit in the lines after 'SV'", len(lines))
+    coef = np.empty((n_coef, total_sv))
+    data: list[float] = []
+    indices: list[int] = []
+    indptr = [0]
+    count = 0
+    for s, (number, parts) in enumerate(_body_lines(lines, sv_line)):
+        if s == total_sv:
+            raise ModelFileError(f"more support vectors than total_sv {total_sv}", number)
+        if len(parts) < n_coef:
+            raise ModelFileError(f"a support vector line starts with {n_coef} "
+                                 f"coefficient(s); this one has {len(parts)} fields", number)
+        for c in range(n_coef):
+            coef[c, s] = _number(parts[c], "coefficient", number, node=parts[c])
+        previous = 0
+        for node in parts[n_coef:]:
+            index_text, colon, value_text = node.partition(":")
+            if not colon:
+                raise ModelFileError(f"expected index:value, found {node!r}", number)
+            index = _integer(index_text, "feature index", number, low=1, node=node)
+            if index <= previous:
+                raise ModelFileError(f"feature indices must increase ({index} after "
+                                     f"{previous})", number)
+            if index > limits.max_features:
+                raise OverLimit(f"feature index {index} exceeds the limit of "
+                                f"{limits.max_features} features", number)
+            previous = index
+            indices.append(index - 1)
+            data.append(_number(value_text, "feature value", number, node=node))
+        indptr.append(len(indices))
+        count = s + 1
+    if count < total_sv:
+        raise ModelFileError(f"{count} support vectors, total_sv says {total_sv}", len(lines))
+    return (coef, np.array(data, dtype=np.float64), np.array(indices, dtype=np.int32),
+            np.array(indptr, dtype=np.int64))
+
+
+def _width(indices: np.ndarray, n_features: int | None, limits: ImportLimits) -> int:
+    """The model's feature count: the largest support-vector index, or `n_features`."""
+    largest = int(indices.max()) + 1 if indices.size else 0
+    if n_features is None:
+        return max(largest, 1)
+    if n_features < largest:
+        raise ModelFileError(f"n_features {n_features} is below the largest support-vector "
+                             f"index {largest}")
+    if n_features > limits.max_features:
+        raise OverLimit(f"n_features {n_features} exceeds the limit of "
+                        f"{limits.max_features} features")
+    return n_features
 
 
 def _sorted_kernel_model(labels: np.ndarray, order: np.ndarray, kernel: str, gamma: float,

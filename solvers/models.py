@@ -25,7 +25,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from solvers.kernels import KernelModel
-from solvers.probability import ovo_probabilities, ovr_probabilities
+from solvers.probability import (
+    one_class_probability,
+    ovo_probabilities,
+    ovr_probabilities,
+)
 from solvers.scaling import METHODS as SCALING_METHODS
 from solvers.scaling import Scaler
 
@@ -84,7 +88,7 @@ Estimator = LinearModel | KernelModel
 MODEL_KINDS: dict[str, type[LinearModel] | type[KernelModel]] = {
     "linear": LinearModel, "kernel": KernelModel,
 }
-PROBABILITY_LAYOUTS = ("pairwise", "ovr", "laplace")
+PROBABILITY_LAYOUTS = ("pairwise", "ovr", "laplace", "density")
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,6 +105,9 @@ class Calibration:
     layout "laplace" (epsilon_svr, nu_svr; LIBSVM's `-b 1` for regression): A = [sigma],
     B empty: the target is the predicted value plus Laplace noise of density
     exp(-|z| / sigma) / (2 sigma) (LIBSVM's probA); there are no class probabilities.
+    layout "density" (one_class; LIBSVM 3.35+ `-b 1`): A = the ten prob_density_marks, B
+    empty: P(inlier) by the bin of the decision value (solvers.calibration.
+    one_class_probability); columns [P(-1 outlier), P(+1 inlier)] in class order.
     """
 
     layout: str
@@ -122,6 +129,9 @@ class Calibration:
                              "calibration is the Laplace noise width `sigma`")
         if self.layout == "ovr":
             return ovr_probabilities(values, self.A, self.B)
+        if self.layout == "density":
+            inlier = one_class_probability(self.A, values)
+            return np.column_stack([1.0 - inlier, inlier])
         pairwise = -values.reshape(-1, 1) if values.ndim == 1 else values
         return ovo_probabilities(pairwise, self.A, self.B, order=self.order)
 

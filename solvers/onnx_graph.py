@@ -118,7 +118,8 @@ class _Builder:
         outputs: list[tuple[str, str, list[Any]]] = [
             ("label", labels, ["N"]),
             ("decision_values", values, ["N"] if self.binary else ["N", self.n_out])]
-        if pipeline.calibration is not None:
+        # a regression model's Laplace width is no probability output (predict's sigma)
+        if pipeline.calibration is not None and pipeline.calibration.layout != "laplace":
             probabilities = self.probabilities(pipeline.calibration, values, pairwise)
             outputs.append(("probabilities", probabilities,
                             ["N", int(estimator.classes.shape[0])]))
@@ -231,6 +232,17 @@ class _Builder:
                             self.const(model.coef0, "coef0"))
             k_values = (self.op("Pow", inner, self.const(float(model.degree), "degree"))
                         if model.kernel == "poly" else self.op("Tanh", inner))
+        if model.single_output:  # one_class, epsilon_svr, nu_svr: sum coef K - rho
+            raw = self.op("Sub", self.op("MatMul", k_values,
+                                         self.const(model.sv_coef.T, "dual_coef")),
+                          self.const(model.rho, "rho"))
+            self.binary, self.n_out, self.layout = True, 1, "single"
+            value = self.op("Squeeze", raw, self.const([1], "axis", np.int64))
+            if model.svm_type != "one_class":  # regression: the value is the prediction
+                return value, value, None
+            label = self.op("Where", self.op("Greater", value, self.const(0.0, "zero")),
+                            self.const(1.0, "inlier"), self.const(-1.0, "outlier"))
+            return label, value, None
         k = model.n_classes
         ovr = model.multiclass == "ovr" and k > 2
         weights = np.zeros((n_sv, model.n_outputs))
@@ -287,9 +299,35 @@ class _Builder:
         return self.op("Where", self.op("GreaterOrEqual", z, self.const(0.0, "zero")),
                        self.op("Div", e, denominator), self.op("Div", one, denominator))
 
+    def density(self, values: str, marks: np.ndarray) -> str:
+        """One-class [P(outlier), P(inlier)] (solvers.probability.one_class_probability):
+        P(inlier) = 0.001 below marks[0], 0.999 above marks[-1], else (c + 1) / 10 where c
+        counts the marks[1:] <= value (0 when that reaches 10)."""
+        column = self.op("Unsqueeze", values, self.const([1], "axis", np.int64))
+        reached = self.op("Cast", self.op("GreaterOrEqual", column,
+                                          self.const(marks[None, 1:], "marks_tail")), to=11)
+        first = self.op("Add", self.op("ReduceSum", reached,
+                                       self.const([1], "axis", np.int64), keepdims=0),
+                        self.const(1.0, "one"))
+        n_marks = self.const(float(marks.shape[0]), "n_marks")
+        inner = self.op("Where", self.op("Less", first, n_marks),
+                        self.op("Div", first, n_marks), self.const(0.0, "zero"))
+        inlier = self.op("Where", self.op("Less", values, self.const(marks[0], "mark_first")),
+                         self.const(0.001, "p_low"),
+                         self.op("Where", self.op("Greater", values,
+                                                  self.const(marks[-1], "mark_last")),
+                                 self.const(0.999, "p_high"), inner))
+        outlier = self.op("Sub", self.const(1.0, "one"), inlier)
+        return self.op("Concat", self.op("Unsqueeze", outlier, self.const([1], "axis",
+                                                                            np.int64)),
+                       self.op("Unsqueeze", inlier, self.const([1], "axis", np.int64)),
+                       axis=1)
+
     def probabilities(self, calibration: Calibration, values: str,
                       pairwise: str | None) -> str:
         k = int(self.pipeline.estimator.classes.shape[0])
+        if calibration.layout == "density":
+            return self.density(values, calibration.A)
         if calibration.layout == "ovr":
             per_class = self.platt(values, calibration.A, calibration.B)
             total = self.op("ReduceSum", per_class, self.const([1], "axis", np.int64),

@@ -149,7 +149,7 @@ class Formulation:
     task: TaskName
     problem: str  # the dual as LIBSVM solves it
     reads: tuple[str, ...]  # of C, nu, epsilon, class_weight
-    probability: Literal["platt", "laplace"] | None  # what probability true fits
+    probability: Literal["platt", "laplace", "density"] | None  # what probability true fits
 
 
 FORMULATIONS: dict[str, Formulation] = {
@@ -164,7 +164,7 @@ FORMULATIONS: dict[str, Formulation] = {
     "one_class": Formulation(
         "one_class", "outlier",
         "min_a 1/2 a'Ka, 0 <= a_i <= w_i, e'a = nu sum_i w_i (LIBSVM -s 2); decision "
-        "value > 0: inlier (+1), else outlier (-1)", ("nu",), None),
+        "value > 0: inlier (+1), else outlier (-1)", ("nu",), "density"),
     "epsilon_svr": Formulation(
         "epsilon_svr", "regression",
         "min 1/2 (a - a*)'K(a - a*) + epsilon e'(a + a*) - y'(a - a*), 0 <= a_i, a*_i <= "
@@ -772,6 +772,12 @@ WORKFLOW_PARAMS: tuple[Param, ...] = (
     Param("scale_lower", "choice", -1.0,
           "Lower end of the minmax range: -1 (svm-scale's default) or 0 (keeps the zeros "
           "of non-negative sparse features).", choices=(-1.0, 0.0)),
+    Param("scale_target", "choice", False,
+          "Regression only: train on the standardised target (y - mean) / std of the "
+          "training rows (epsilon is then in units of std) and fold the inverse into the "
+          "model (coefficients and intercept times std, plus mean), so that predict, "
+          "evaluate and the exported file give values on the original scale.",
+          choices=(False, True)),
     Param("probability", "choice", False,
           "Fit Platt sigmoids on 5-fold cross-validated decision values (LIBSVM -b 1); "
           "predict then returns probabilities. Costs about five more fits.",
@@ -848,6 +854,10 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
     if applied.get("penalty") == "l1" and applied.get("loss") not in L1_LOSSES:
         raise ParamError(f"penalty 'l1' takes loss {' or '.join(map(repr, L1_LOSSES))} "
                          f"(LIBLINEAR -s 5, 6), not {applied.get('loss')!r}", "loss")
+    if applied.get("scale_target") and task_of(solver, applied) != "regression":
+        raise ParamError("scale_target applies to regression (formulation epsilon_svr or "
+                         f"nu_svr), not to a {task_of(solver, applied)} model",
+                         "scale_target")
     if not spec.randomized and applied.get("seed") == 0 and not applied.get("probability"):
         # 0 was every solver's default before only randomized ones took a seed: the params
         # stored with earlier jobs, searches and models carry it, and mean no seed

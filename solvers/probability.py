@@ -166,3 +166,17 @@ def ovr_probabilities(decision_values: Any, A: Any, B: Any) -> np.ndarray:
         )
     per_class = platt_predict(dec, A, B)
     return per_class / per_class.sum(axis=1, keepdims=True)
+
+
+DENSITY_MARKS = 10  # LIBSVM's nr_marks (one-class prob_density_marks)
+
+
+def one_class_probability(marks: np.ndarray, decision_values: Any) -> np.ndarray:
+    """P(inlier) of each decision value (LIBSVM's predict_one_class_probability): 0.001
+    below the first mark, 0.999 above the last, else i / 10 for the first mark i >= 1 that
+    the value is below (0 for a value equal to the last mark, as LIBSVM's loop gives)."""
+    values = np.asarray(decision_values, dtype=np.float64).reshape(-1)
+    first = np.searchsorted(marks[1:], values, side="right") + 1  # first i: value < m[i]
+    inner = np.where(first < DENSITY_MARKS, first / DENSITY_MARKS, 0.0)
+    return np.where(values < marks[0], 0.001,
+                    np.where(values > marks[-1], 0.999, inner))

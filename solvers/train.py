@@ -148,13 +148,16 @@ def fit(
             formulation.probability is None):
         raise ParamError(f"probability is not available for formulation {formulation.name!r} "
                          "yet (Platt sigmoids for c_svc and nu_svc, the Laplace noise width "
-                         "for epsilon_svr and nu_svr)", "probability")
+                         "for epsilon_svr and nu_svr, density marks for one_class)",
+                         "probability")
     if workflow.requested(applied):  # scale and/or probability around the plain fit
-        if sample_weight is not None:
-            raise ParamError("sample_weight with scale or probability is not supported yet; "
-                             "scale the rows beforehand", "sample_weight")
+        if sample_weight is not None and applied.get("probability"):
+            raise ParamError("sample_weight with probability is not supported yet",
+                             "sample_weight")
+        # the scaled rows keep their order: the weights go with them into the plain fit
         return workflow.fit_workflow(X, y, solver, progress, applied,
-                                     functools.partial(fit, progress_interval=progress_interval))
+                                     functools.partial(fit, progress_interval=progress_interval,
+                                                       sample_weight=sample_weight))
     data = training_set(X, y, applied, sample_weight, task_of(solver, applied))
     auto = None
     if SOLVERS[solver].chooses:

@@ -46,7 +46,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from solvers.backbone import CsrArrays, ProgressCallback
-from solvers.calibration import CV_FOLDS, cv_decision_values, platt_fit
+from solvers.calibration import (
+    CV_FOLDS,
+    cv_decision_values,
+    one_class_density_marks,
+    platt_fit,
+)
 from solvers.models import Calibration, KernelModel, Pipeline, estimator_of
 from solvers.params import SOLVERS, label_key
 from solvers.result import FitResult
@@ -54,14 +59,15 @@ from solvers.scaling import Scaler, fit_scaler
 
 RANGE_RATIO_WARNING = 100.0
 SUPPORT_FRACTION_WARNING = 0.9  # kernel models, unscaled rows wider than [-1, 1]
-_INNER = {"scale": "none", "probability": False}
+_INNER = {"scale": "none", "probability": False, "scale_target": False}
 
 FitFunction = Callable[..., FitResult]
 
 
 def requested(applied: dict[str, Any]) -> bool:
     """Whether a spec (as applied) asks for anything beyond the plain fit."""
-    return applied.get("scale", "none") != "none" or bool(applied.get("probability"))
+    return (applied.get("scale", "none") != "none" or bool(applied.get("probability"))
+            or bool(applied.get("scale_target")))
 
 
 def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
@@ -70,6 +76,9 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
     started = time.perf_counter()
     matrix = sp.csr_matrix(X, dtype=np.float64)
     labels = np.asarray(y, dtype=np.float64).reshape(-1)
+    target = _target_scale(labels) if applied.get("scale_target") else None
+    if target is not None:
+        labels = (labels - target[0]) / target[1]
     inner = {**applied, **_INNER}
     if not SOLVERS[solver].randomized:  # its seed only shuffles the cross-validation
         inner["seed"] = None
@@ -100,7 +109,10 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
             calibration_s = time.perf_counter() - t0
     if calibration is None and isinstance(result.model, Pipeline):
         calibration = result.model.calibration  # a logistic model's own sigmoid
-    model = Pipeline(estimator_of(result.model), scaler, calibration)
+    estimator = estimator_of(result.model)
+    if target is not None:
+        estimator, calibration = _target_unscaled(estimator, calibration, *target)
+    model = Pipeline(estimator, scaler, calibration)
     timings = {**result.timings, "scale_s": scale_s, "calibration_s": calibration_s}
     return dataclasses.replace(result, model=model, params={**result.params, **_public(applied)},
                                timings=timings, warnings=[*result.warnings, *warnings],
@@ -108,8 +120,32 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
 
 
 def _public(applied: dict[str, Any]) -> dict[str, Any]:
-    return {k: applied[k] for k in ("scale", "scale_lower", "probability", "seed")
+    return {k: applied[k] for k in ("scale", "scale_lower", "scale_target", "probability",
+                                    "seed")
             if k in applied}
+
+
+def _target_scale(y: np.ndarray) -> tuple[float, float]:
+    """(mean, std) of a regression target (std 1 for a constant target)."""
+    std = float(np.std(y))
+    return float(np.mean(y)), std if std > 0 and np.isfinite(std) else 1.0
+
+
+def _target_unscaled(estimator: Any, calibration: Calibration | None, mean: float,
+                     std: float) -> tuple[Any, Calibration | None]:
+    """A model of the standardised target made a model of the original one: f(x) * std +
+    mean, folded into its coefficients and intercept (a kernel model's sv_coef * std, rho *
+    std - mean; a linear one's coef * std, intercept * std + mean), and the Laplace width
+    times std. The exported LIBSVM / LIBLINEAR file then predicts on the original scale."""
+    if isinstance(estimator, KernelModel):
+        estimator = dataclasses.replace(estimator, sv_coef=estimator.sv_coef * std,
+                                        rho=estimator.rho * std - mean)
+    else:
+        estimator = dataclasses.replace(estimator, coef=estimator.coef * std,
+                                        intercept=estimator.intercept * std + mean)
+    if calibration is not None and calibration.layout == "laplace":
+        calibration = dataclasses.replace(calibration, A=calibration.A * std)
+    return estimator, calibration
 
 
 def _fit_scaler(matrix: sp.csr_matrix, applied: dict[str, Any]) -> Scaler | None:
@@ -204,6 +240,13 @@ def calibrate(X: sp.csr_matrix, y: np.ndarray, solver: str, inner: dict[str, Any
     `seed` shuffles the rows (null: 0). Raises _Stopped when cancelled or out of time."""
     classes = result.classes
     estimator = estimator_of(result.model)
+    if isinstance(estimator, KernelModel) and estimator.svm_type == "one_class":
+        marks = one_class_density_marks(estimator.decision_function(X))
+        if marks is None:  # LIBSVM warns and keeps the model without probabilities
+            raise _Stopped("fewer than 5 training rows have a negative or fewer than 5 a "
+                           "non-negative decision value: too few to bin (LIBSVM's "
+                           "svm_one_class_probability)", result.exit_reason)
+        return Calibration("density", marks, np.zeros(0)), []
     if estimator.task == "regression":  # kernel or linear SVR: the Laplace width
         runner = _FoldRunner(X, solver, inner, fit, progress, deadline, CV_FOLDS,
                              phase_start_s)

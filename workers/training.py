@@ -27,7 +27,13 @@ from app.domain.services.lineage import code_version
 from app.domain.tasks import model_task, outlier_report, regression_report
 from app.infra.bus import notify
 from app.infra.db import session_scope
-from app.infra.storage import blob_store, load_dataset, model_key, store_model_arrays
+from app.infra.storage import (
+    blob_store,
+    load_dataset,
+    load_dataset_weights,
+    model_key,
+    store_model_arrays,
+)
 from app.settings import Settings, available_cores
 from solvers.models import model_to_bytes
 from workers import runner
@@ -276,6 +282,9 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
         raise Failed("the dataset was deleted before the job started")
     X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
     params = dict(claimed.params)
+    weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list
+    if weights == "dataset":
+        weights = load_dataset_weights(blob_store(settings), claimed.blob_path)
     if "threads" in params:
         params["threads"] = job_threads(settings, params)
     if params.get("max_seconds") is None:
@@ -286,7 +295,9 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
                                 params.get("eps"), heartbeat=heartbeat,
                                 calibrated=bool(params.get("probability")))
     result = fit(X, y, solver=claimed.solver, progress=recorder,
-                 progress_interval=settings.progress_interval_seconds, **params)
+                 progress_interval=settings.progress_interval_seconds,
+                 sample_weight=None if weights is None else np.asarray(weights, np.float64),
+                 **params)
     if recorder.lease_lost:
         raise Lost
     return Fitted(result, X, y)

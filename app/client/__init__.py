@@ -64,6 +64,7 @@ class Dataset(TypedDict, total=False):
     labels: list[float]
     class_counts: dict[str, int]
     label_stats: dict[str, Any] | None  # regression: min, max, mean, std, quantiles
+    weight_stats: dict[str, Any] | None  # instance weights: min, max, mean, sum, zeros
     sha256: str
     size_bytes: int
     created_at: str
@@ -238,14 +239,16 @@ class HingeClient:
                progress: ProgressCallback | None = None,
                idempotency_key: str | None = None, format: str | None = None,
                label_column: str | int | None = None, reuse: bool = False,
-               task: str | None = None) -> Dataset:
+               task: str | None = None, weight_column: str | int | None = None
+               ) -> Dataset:
         """Upload a dataset file (svmlight, CSV/TSV with a header, Parquet or .npz; plain,
         gzip, bz2 or xz), streamed in 1 MiB chunks as the raw request body;
         `progress(sent, total)` is called after each chunk. `format` (default: read from
         the content by the server) and `label_column` (CSV/TSV/Parquet: a column name or
         0-based position; default: the column named 'label') say how to read it;
         `task` (classification or regression; default: the server reads the labels)
-        what its labels are.
+        what its labels are; `weight_column` the column of instance weights (a header
+        name, or svmlight's 1-based feature index; it leaves the features).
 
         Content this tenant uploaded before is stored again, and the answer's
         `duplicate_of` lists the earlier datasets; with `reuse=True` the answer is the
@@ -255,7 +258,8 @@ class HingeClient:
             with path.open("rb") as handle:
                 return self.upload(handle, name or path.name, progress=progress,
                                    idempotency_key=idempotency_key, format=format,
-                                   label_column=label_column, reuse=reuse, task=task)
+                                   label_column=label_column, reuse=reuse, task=task,
+                                   weight_column=weight_column)
         total: int | None = None
         try:
             total = os.fstat(file.fileno()).st_size - file.tell()
@@ -284,6 +288,8 @@ class HingeClient:
             params["reuse"] = "true"
         if task is not None:
             params["task"] = task
+        if weight_column is not None:
+            params["weight_column"] = str(weight_column)
         response = self._request("POST", "/v1/datasets", content=chunks(), headers=headers,
                                  params=params)
         dataset = cast(Dataset, response.json())
@@ -304,12 +310,16 @@ class HingeClient:
 
     def train(self, dataset_id: str, solver: str | None = None,
               params: dict[str, Any] | None = None, *,
-              idempotency_key: str | None = None) -> Job:
+              idempotency_key: str | None = None,
+              sample_weight: str | list[float] | None = None) -> Job:
         """Submit a training job (202: queued). Without `solver` the server's "auto"
-        chooses."""
+        chooses. `sample_weight`: "dataset" (the server's default: the dataset's
+        weights, if it has them), "none", or one weight per row."""
         spec: dict[str, Any] = {"dataset_id": dataset_id, "params": params or {}}
         if solver:
             spec["solver"] = solver
+        if sample_weight is not None:
+            spec["sample_weight"] = sample_weight
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         return cast(Job, self._json("POST", "/v1/jobs", json=spec, headers=headers))
 

@@ -296,6 +296,10 @@ def _dataset_line(dataset: Dataset) -> str:
     else:
         labels = "classes " + ", ".join(f"{label} ({count:,})" for label, count in
                                         dataset.get("class_counts", {}).items())
+    weights = dataset.get("weight_stats")
+    if weights:
+        labels += (f"; weights {_g(weights['min'])} to {_g(weights['max'])}, mean "
+                   f"{weights['mean']:.4g}, {weights['zeros']:,} zero")
     return (f"dataset {dataset['id']} \"{dataset['name']}\": {dataset['rows']:,} rows, "
             f"{dataset['features']:,} features, {dataset['nnz']:,} non-zeros; {labels}")
 
@@ -339,6 +343,10 @@ def upload(ctx: typer.Context,
                "--task", help="classification or regression (default: the server reads "
                "the labels: non-integer ones, or more distinct ones than its class limit, "
                "make a regression dataset)")] = None,
+           weight_column: Annotated[str | None, typer.Option(
+               "--weight-column", help="The column of instance weights (C_i = C * w_i): a "
+               "header name, or svmlight's 1-based feature index; it leaves the "
+               "features")] = None,
            as_json: JsonFlag = False) -> None:
     """Upload a dataset, with a progress bar.
 
@@ -354,7 +362,8 @@ def upload(ctx: typer.Context,
         with _calling_the_api():
             dataset = client.upload(file, name, reuse=reuse, progress=lambda sent, _total:
                                     bar.update(bar_task, completed=sent), format=format,
-                                    label_column=label_column, task=task)
+                                    label_column=label_column, task=task,
+                                    weight_column=weight_column)
     if options.as_json:
         _print_json(dataset)
         return
@@ -550,12 +559,16 @@ def train(ctx: typer.Context,
                            "parameter NAME=VALUE (repeat it); see GET /v1/solvers")] = None,
           watch: Annotated[bool, typer.Option(help="Follow the job live to its end "
                            "(Ctrl-C asks whether to cancel it)")] = False,
+          unweighted: Annotated[bool, typer.Option(
+              "--unweighted", help="Ignore the dataset's instance weights (default: a "
+              "dataset uploaded with --weight-column trains weighted)")] = False,
           as_json: JsonFlag = False) -> None:
     """Submit a training job (and, with --watch, follow it)."""
     options = _options(ctx, as_json)
     params = dict(parse_param(p) for p in param or [])
     with options.client() as client, _calling_the_api():
-        job = client.train(dataset, solver, params)
+        job = client.train(dataset, solver, params,
+                           sample_weight="none" if unweighted else None)
         if not options.as_json or not watch:
             _print_json(job) if options.as_json else out.print(
                 f"job {job['id']} {job['status']} ({job['solver']})", highlight=False)

@@ -165,6 +165,9 @@ class Dataset(Base):
     # std, quantiles; labels and class_counts empty): app.domain.tasks
     task: Mapped[str] = _task_column()
     label_stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # instance weights (app.domain.weights: `w` in the blob): min, max, mean, sum, zeros;
+    # None: the dataset has none
+    weight_stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class WorkItemColumns:

@@ -31,6 +31,9 @@ class DatasetPublic(BaseModel):
     label_stats: dict[str, Any] | None = Field(
         None, description="Regression datasets: the targets' min, max, mean, std, "
         "distinct (how many distinct values) and quantiles (0.05, 0.25, 0.5, 0.75, 0.95)")
+    weight_stats: dict[str, Any] | None = Field(
+        None, description="Datasets with instance weights (uploaded with weight_column): "
+        "their min, max, mean, sum and zeros (rows of weight 0); null: unweighted")
     sha256: str
     size_bytes: int = Field(description="Decompressed size of the uploaded text (for a "
                             "split: the size of its stored arrays)")
@@ -80,6 +83,10 @@ class JobCreate(BaseModel):
                         description="A name from GET /v1/solvers; 'auto' (the default) "
                         "picks a linear solver from the data, the loss and C")
     params: dict[str, Any] = Field(default_factory=dict)
+    sample_weight: Literal["dataset", "none"] | list[float] = Field(
+        "dataset", description="Instance weights (C_i = C * w_i * class weight): 'dataset' "
+        "(the default) uses the dataset's weights when it has them (weight_stats), 'none' "
+        "trains unweighted, a list gives one weight >= 0 per row for this job")
 
 
 class JobResult(BaseModel):

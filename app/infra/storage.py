@@ -55,7 +55,8 @@ log = logging.getLogger("hinge.storage")
 
 __all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobStore",
            "LocalBlobStore", "StoredBlob", "blob_store", "dataset_key", "load_dataset",
-           "model_arrays", "model_key", "remove_orphan_blobs", "remove_temporary_blobs",
+           "load_dataset_weights", "model_arrays", "model_key", "remove_orphan_blobs",
+           "remove_temporary_blobs",
            "save_dataset_arrays", "store_model_arrays"]
 
 _stores: OrderedDict[tuple[object, ...], BlobStore] = OrderedDict()
@@ -96,6 +97,13 @@ def save_dataset_arrays(store: BlobStore, dataset_id: str, arrays: dict[str, np.
     scratch = store.scratch(key)
     write_synced(scratch, lambda handle: np.savez(handle, allow_pickle=False, **arrays))
     return store.commit(key, scratch)
+
+
+def load_dataset_weights(store: BlobStore, blob_path: str) -> np.ndarray | None:
+    """A dataset's instance weights (`w`: app.domain.weights), None when it has none."""
+    with store.open(BlobRef.parse(blob_path)) as handle, \
+            np.load(handle, allow_pickle=False) as blob:
+        return blob["w"] if "w" in blob.files else None
 
 
 def load_dataset(store: BlobStore, blob_path: str, n_features: int

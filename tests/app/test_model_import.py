@@ -339,21 +339,14 @@ def test_a_liblinear_file_with_a_short_weight_row_gets_422(client: TestClient,
     assert "has 3 value(s)" in response.json()["error"]["message"]
 
 
-@pytest.mark.parametrize(("engine", "options", "says"), [
-    ("libsvm", "-s 3", "svm_type epsilon_svr is not supported yet"),
-    ("libsvm", "-s 4", "svm_type nu_svr is not supported yet"),
-    ("libsvm", "-s 2", "svm_type one_class is not supported yet"),
-    ("liblinear", "-s 11", "solver_type L2R_L2LOSS_SVR (regression or one-class) is not "
-                           "supported yet"),
+@pytest.mark.parametrize(("options", "says"), [
+    ("-s 11", "solver_type L2R_L2LOSS_SVR (regression or one-class) is not supported yet"),
 ])
 def test_formulations_hinge_does_not_serve_yet_get_a_clear_422(
-        client: TestClient, tmp_path: Path, engine: str, options: str, says: str) -> None:
+        client: TestClient, tmp_path: Path, options: str, says: str) -> None:
     X, y = bundled.load("cancer")
     path = tmp_path / "other.model"
-    if engine == "libsvm":
-        libsvm.svm_save_model(str(path), libsvm.svm_train(y, X, options + " -q"))
-    else:
-        liblinear.save_model(str(path), liblinear.train(y, X, options + " -q"))
+    liblinear.save_model(str(path), liblinear.train(y, X, options + " -q"))
     response = upload(client, path)
     assert response.status_code == 422, response.text
     assert says in response.json()["error"]["message"]
@@ -408,3 +401,82 @@ def test_limits_and_wrong_requests(settings: Settings, admin_key: str,
         response = client.post("/v1/models", files={"file": ("z.gz", b"\x1f\x8b\x08\x00")})
         assert response.status_code == 422
         assert "decompress it first" in response.json()["error"]["message"]
+
+
+def _diabetes() -> tuple[sp.csr_matrix, np.ndarray]:
+    from sklearn import datasets as skdata
+
+    features, target = skdata.load_diabetes(return_X_y=True)
+    X = bundled.scale_columns(np.asarray(features, dtype=np.float64))
+    return sp.csr_matrix(X), (target - target.mean()) / target.std()
+
+
+@pytest.mark.parametrize("options", [
+    "-s 3 -t 2 -c 2 -p 0.2 -g 0.3",
+    "-s 3 -t 1 -d 2 -g 0.2 -r 1 -c 1 -b 1",
+    "-s 4 -t 2 -n 0.4 -c 1",
+    "-s 4 -t 0 -n 0.3 -c 0.5 -b 1",
+    "-s 2 -t 2 -n 0.2 -g 0.5",
+    "-s 2 -t 3 -n 0.3 -g 0.1 -r 0",
+    "-s 2 -t 2 -n 0.3 -g 0.5 -b 1",
+])
+def test_an_uploaded_regression_or_one_class_model_predicts_what_svm_predict_does(
+        client: TestClient, tmp_path: Path, options: str) -> None:
+    """epsilon_svr, nu_svr and one_class files of libsvm-official 3.37 (with -b 1: the
+    Laplace width, or the one-class prob_density_marks): Hinge's values are svm_predict's
+    to 1e-12, its labels (the value, or +1 / -1) and probabilities equal them."""
+    one_class = options.startswith("-s 2")
+    X, y = bundled.load("cancer") if one_class else _diabetes()
+    train, test = np.arange(X.shape[0]) % 3 != 0, np.arange(X.shape[0]) % 3 == 0
+    path = tmp_path / "single.model"
+    libsvm.svm_save_model(str(path), libsvm.svm_train(y[train], X[train], options + " -q"))
+    reference = libsvm.svm_load_model(str(path))
+    response = upload(client, path)
+    assert response.status_code == 201, response.text
+    model = response.json()
+    assert model["task"] == ("outlier" if one_class else "regression")
+    assert model["params"]["svm_type"] == path.read_text().split()[1]
+    answer = hinge_predict(client, model["id"], X[test])
+    labels, _, dec = libsvm.svm_predict([0] * int(test.sum()), X[test], reference, "-q")
+    np.testing.assert_allclose(answer["decision_values"], np.array(dec)[:, 0], rtol=1e-12,
+                               atol=1e-12)
+    if one_class:
+        np.testing.assert_array_equal(answer["labels"], labels)
+    else:
+        np.testing.assert_allclose(answer["labels"], labels, rtol=1e-12, atol=1e-12)
+    if "-b 1" not in options:
+        assert answer["probabilities"] is None and answer["sigma"] is None
+    elif one_class:
+        _, _, probabilities = libsvm.svm_predict([0] * int(test.sum()), X[test], reference,
+                                                 "-b 1 -q")
+        inlier = np.array(probabilities)[:, 0]
+        np.testing.assert_array_equal(np.array(answer["probabilities"]),
+                                      np.column_stack([1 - inlier, inlier]))
+    else:
+        assert answer["sigma"] == reference.get_svr_probability()
+    # the model exports back to the same file's numbers
+    exported = client.get(f"/v1/models/{model['id']}/export")
+    assert exported.status_code == 200
+    again = tmp_path / "again.model"
+    again.write_text(exported.text)
+    values = libsvm.svm_predict([0] * int(test.sum()), X[test],
+                                libsvm.svm_load_model(str(again)), "-q")[2]
+    np.testing.assert_allclose(np.array(values)[:, 0], np.array(dec)[:, 0], rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (("nr_class 2", "nr_class 3"), "nr_class of a one_class model is 2"),
+    (("rho ", "label 1\nrho "), "label does not belong to a one_class model"),
+    (("rho ", "probA 0.5\nrho "), "probA does not belong to a one_class model"),
+    (("prob_density_marks ", "prob_density_marks 1 "), "prob_density_marks has 11 values"),
+])
+def test_a_malformed_one_class_file_gets_422(client: TestClient, tmp_path: Path,
+                                             change: tuple[str, str], says: str) -> None:
+    X, y = bundled.load("cancer")
+    path = tmp_path / "one.model"
+    libsvm.svm_save_model(str(path), libsvm.svm_train(y, X, "-s 2 -n 0.3 -b 1 -q"))
+    text = path.read_text().replace(change[0], change[1], 1)
+    response = client.post("/v1/models", files={"file": ("bad.model", text.encode())})
+    assert response.status_code == 422, response.text
+    assert says in response.json()["error"]["message"]

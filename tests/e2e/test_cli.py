@@ -25,7 +25,7 @@ from app.client import HingeClient, HingeError
 from testkit import bundled
 from tests.e2e.hinge_cli import cli_env, entry_point, hinge_bin_dir
 from tests.e2e.long_fit import long_fit_bytes, long_job
-from tests.support import embedded_settings, running_service
+from tests.support import embedded_settings, running_service, wait_for_job
 
 # a fit that runs until cancelled, 60 s at most should nobody cancel it (long_fit.py)
 LONG_JOB = long_job(60.0)
@@ -727,3 +727,32 @@ def test_registry_through_the_client_and_the_cli(live: Live, cancer_bytes: bytes
     assert table.returncode == 0 and "production" in table.stdout.decode()
     missing = live.hinge("models", "promote", "cancer-svm", "production", "9")
     assert missing.returncode != 0 and "no version 9" in missing.stderr.decode()
+
+
+def test_cli_uploads_and_trains_with_instance_weights(live: Live) -> None:
+    """--weight-column at upload (the summary line gives the weights), a weighted job by
+    default, --unweighted to ignore them; the client's sample_weight list does the same as
+    the stored weights."""
+    X, y = bundled.load("iris")
+    weights = [0.5 + (i % 4) / 2 for i in range(X.shape[0])]
+    header = "label," + ",".join(f"f{j}" for j in range(X.shape[1])) + ",w"
+    lines = [header] + [f"{float(t)!r}," + ",".join(repr(float(v)) for v in row) + f",{w!r}"
+                        for row, t, w in zip(X.toarray(), y, weights, strict=True)]
+    path = live.tmp / "weighted.csv"
+    path.write_text("\n".join(lines) + "\n")
+    uploaded = _ok(live.hinge("upload", str(path), "--weight-column", "w"))
+    mean = sum(weights) / len(weights)
+    assert "4 features" in uploaded and f"weights 0.5 to 2, mean {mean:.4g}, 0 zero" in uploaded
+    dataset = re.search(r"dataset ([0-9a-f]{32})", uploaded).group(1)  # type: ignore[union-attr]
+    objectives = []
+    for extra in ([], ["--unweighted"]):
+        job = json.loads(_ok(live.hinge("train", dataset, "--solver", "smo", "-p", "C=2",
+                                        *extra, "--watch", "--json")))
+        assert job["status"] == "succeeded", job
+        assert ("sample_weight" in job["params"]) == (not extra)
+        objectives.append(job["result"]["dual_objective"])
+    assert objectives[0] != objectives[1]
+    with live.client() as client:
+        listed = client.train(dataset, "smo", {"C": 2}, sample_weight=weights)
+    final = wait_for_job(live.http.get, listed["id"])
+    assert final["result"]["dual_objective"] == pytest.approx(objectives[0], rel=1e-12)

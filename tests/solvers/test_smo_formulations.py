@@ -540,12 +540,6 @@ def test_nu_svc_probabilities_are_platts() -> None:
     assert float(np.mean(result.model.classes[np.argmax(probabilities, axis=1)] == y)) > 0.9
 
 
-def test_one_class_probability_is_refused() -> None:
-    X, _ = classification_set("blobs")
-    with pytest.raises(ParamError, match="probability is not available"):
-        fit_smo(X, None, formulation="one_class", probability=True)
-
-
 @pytest.mark.parametrize("formulation", ["epsilon_svr", "nu_svr"])
 def test_svr_probability_is_libsvms_laplace_width(formulation: str) -> None:
     """LIBSVM's -b 1 for regression: sigma from 5-fold cross-validated residuals. The folds

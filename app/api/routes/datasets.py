@@ -18,6 +18,7 @@ from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, Split
 from app.domain.services import datasets as service
 from app.domain.services import splits
 from app.domain.tasks import DETECT, UPLOAD_TASKS
+from app.domain.weights import take_weight_column, weight_stats
 from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -55,6 +56,11 @@ tabs (and no `index:value`) as TSV, anything else as svmlight.
 `task` (query): `classification`, `regression` or `auto` (default; non-integer labels or
 more than HINGE_MAX_CLASSES distinct labels make a regression dataset, whose summary is
 `label_stats` instead of class counts).
+
+`weight_column` (query): the column of instance weights, by header name (CSV, TSV,
+Parquet, .npz with feature names) or 1-based feature index (svmlight); it leaves the
+features, a row without a value has weight 0, and the summary gives `weight_stats`.
+Weights must be finite and >= 0 (422 naming the row otherwise).
 
 All formats become the same stored arrays, under the same limits. The dataset records
 its `source_format` and, where the file named its columns, `feature_names`. Bad input
@@ -108,18 +114,23 @@ async def upload_dataset(
         None, max_length=255, description="CSV/TSV/Parquet: the label column, by header "
         "name or 0-based position (default: the column named 'label')"),
     task: UploadTask = "auto",
+    weight_column: str | None = Query(
+        None, max_length=255, description="The column of instance weights (C_i = C * w_i): "
+        "a header name (CSV, TSV, Parquet, .npz with feature names) or a 1-based feature "
+        "index (svmlight); it leaves the features (see docs/weights.md)"),
 ) -> DatasetPublic | Response:
     if name is not None:
         check_name(name)
     async with idempotency.Write(request, settings, principal.tenant_id,
                                  "POST /v1/datasets", session) as write:
         return await _upload(request, settings, write, principal.tenant_id, name, reuse,
-                             format, label_column, task)
+                             format, label_column, task, weight_column)
 
 
 async def _upload(request: Request, settings: Settings, write: idempotency.Write,
                   tenant_id: str, name: str | None, reuse: bool, fmt: str | None,
-                  label_column: str | None, task: str = "auto") -> Response:
+                  label_column: str | None, task: str = "auto",
+                  weight_column: str | None = None) -> Response:
     remaining = await anyio.to_thread.run_sync(
         service.remaining_stored_bytes, settings, tenant_id)
     gate = upload_gate(request.app.state, settings)
@@ -132,11 +143,17 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
             fmt=fmt, label_column=label_column, task=task,
         )
         final_name = name or form_name or "dataset"
+        weights = None
+        if weight_column is not None:
+            parsed, weights = await anyio.to_thread.run_sync(
+                take_weight_column, parsed, weight_column, limiter=gate.threads)
         # the same bytes read another way (another label column) are another dataset
         read_as = (parsed.source_format, *(parsed.feature_names or ()))
         asked = idempotency.request_hash(parsed.sha256, final_name,
                                          *(("reuse",) if reuse else ()),
                                          *((task,) if task != DETECT else ()),
+                                         *(("weights", weight_column)
+                                           if weight_column is not None else ()),
                                          *(read_as if parsed.source_format != "svmlight"
                                            else ()))
         replayed = write.replay(asked)  # the hash of an upload is known once it is read
@@ -146,13 +163,14 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
             service.same_content, settings, tenant_id, parsed.sha256)
             if d.source_format == parsed.source_format
             and d.feature_names == parsed.feature_names
-            and task in (DETECT, d.task)]
+            and task in (DETECT, d.task)
+            and d.weight_stats == (None if weights is None else weight_stats(weights))]
         if reuse and earlier:
             status, answer = 200, DatasetPublic.model_validate(earlier[0])
         else:
             dataset = await anyio.to_thread.run_sync(
                 service.create_dataset, write.session, settings, tenant_id, parsed, final_name,
-                task, limiter=gate.threads)
+                task, weights, limiter=gate.threads)
             status, answer = 201, DatasetPublic.model_validate(dataset)
             answer.duplicate_of = [d.id for d in earlier]
     # the dataset and its stored answer commit together: a crash leaves both or neither

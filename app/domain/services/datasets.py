@@ -9,6 +9,7 @@ The tenant's limits on datasets and stored bytes are checked with the tenant's r
 
 from __future__ import annotations
 
+import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -17,6 +18,7 @@ from app.domain.job_status import ACTIVE_STATUSES
 from app.domain.orm import Dataset, Job, Tenant, new_id
 from app.domain.services.limits import lock_dataset, lock_tenant, tenant_limit
 from app.domain.tasks import dataset_task, label_summary
+from app.domain.weights import weight_stats
 from app.infra.db import after_commit, after_rollback, read_sessionmaker_for
 from app.infra.storage import BlobRef, blob_store, save_dataset_arrays
 from app.settings import Settings
@@ -73,10 +75,11 @@ def same_content(settings: Settings, tenant_id: str, sha256: str) -> list[Datase
 
 
 def create_dataset(session: Session, settings: Settings, tenant_id: str,
-                   parsed: ParsedDataset, name: str, task: str = "auto") -> Dataset:
+                   parsed: ParsedDataset, name: str, task: str = "auto",
+                   weights: np.ndarray | None = None) -> Dataset:
     """Store the arrays as a blob and add the dataset's row (blocking: run it in a thread);
     413 over the tenant's limits. `task`: the upload's (app.domain.tasks: auto reads the
-    labels).
+    labels); `weights`: the rows' instance weights (app.domain.weights), stored as `w`.
 
     The blob is written before the transaction takes any lock (on SQLite a write
     transaction blocks every other writer); the limits are then checked under the tenant's
@@ -88,11 +91,12 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
     stored = save_dataset_arrays(
         store, dataset_id,
         {"data": parsed.data, "indices": parsed.indices, "indptr": parsed.indptr,
-         "y": parsed.y},
+         "y": parsed.y, **({} if weights is None else {"w": weights})},
     )
     after_rollback(session, lambda: store.delete(stored.ref.key))
     try:
-        check_quota(session, settings, lock_tenant(session, tenant_id), stored_size(parsed))
+        check_quota(session, settings, lock_tenant(session, tenant_id),
+                    stored_size(parsed) + (0 if weights is None else weights.nbytes))
     except BaseException:
         store.delete(stored.ref.key)
         raise
@@ -104,6 +108,7 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         features=int(parsed.n_features),
         nnz=len(parsed.data),
         labels=labels, class_counts=class_counts, task=resolved, label_stats=label_stats,
+        weight_stats=None if weights is None else weight_stats(weights),
         sha256=parsed.sha256,
         size_bytes=int(parsed.bytes_read),
         blob_path=str(stored.ref),

@@ -33,11 +33,13 @@ from app.domain.services.limits import (
 )
 from app.domain.services.owned import get_owned, owned_exists
 from app.domain.tasks import check_task
+from app.domain.weights import DATASET, job_weights
 from app.infra.bus import notify
 from app.infra.db import after_commit
 from app.infra.queue import TRAIN_TASK
 from app.settings import Settings
 from solvers.params import (
+    SOLVERS,
     ParamError,
     check_scale_for_data,
     label_key,
@@ -240,6 +242,29 @@ def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | 
                       field="params.class_weight")
 
 
+def _check_weights(spec: JobCreate, applied: dict[str, Any], dataset: Dataset) -> None:
+    """Put the job's instance weights (app.domain.weights) in `applied` as
+    `sample_weight` ("dataset" or a list; absent: unweighted); 422 for weights the job
+    cannot take."""
+    stats = dataset.weight_stats
+    weights = job_weights(spec.sample_weight, dataset.rows, stats is not None)
+    if weights is None:
+        return
+    if weights == DATASET and stats is not None and stats["zeros"] == dataset.rows:
+        raise Invalid(f"dataset {dataset.id!r}: every row has weight 0; train with "
+                      "sample_weight 'none' or give weights", field="sample_weight")
+    if not SOLVERS[spec.solver].sample_weights:
+        weighted = ", ".join(n for n, s in SOLVERS.items() if s.sample_weights)
+        raise Invalid(f"solver {spec.solver!r} takes no instance weights (sample_weight: "
+                      f"{'the dataset has weights' if weights == DATASET else 'a list'}); "
+                      f"these do: {weighted}; or send sample_weight 'none'",
+                      field="sample_weight")
+    if applied.get("probability"):
+        raise Invalid("probability with instance weights is not supported; send "
+                      "sample_weight 'none' or probability false", field="sample_weight")
+    applied["sample_weight"] = weights
+
+
 def _check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
     """429 when the service's or the tenant's queue is full (run under the locks)."""
     tenant = lock_tenant(session, tenant_id)
@@ -268,7 +293,10 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate
     applied = validated_params(spec, settings)
     lock_submissions(session)
     _check_queue_caps(session, settings, tenant_id)
-    _check_dataset(spec, applied, lock_dataset(session, tenant_id, spec.dataset_id))
+    dataset = lock_dataset(session, tenant_id, spec.dataset_id)
+    _check_dataset(spec, applied, dataset)
+    assert dataset is not None  # _check_dataset refused a missing one
+    _check_weights(spec, applied, dataset)  # a job's own: searches train unweighted
     now = utcnow()
     job = Job(
         id=new_id(), tenant_id=tenant_id, dataset_id=spec.dataset_id, solver=spec.solver,

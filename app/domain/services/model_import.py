@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.domain.errors import Invalid, TooLarge
 from app.domain.orm import Model, new_id
+from app.domain.tasks import model_task
 from app.infra.storage import blob_store, model_key, store_model_arrays
 from app.settings import Settings
 from solvers.model_import import (
@@ -82,7 +83,8 @@ def import_model(session: Session, settings: Settings, tenant_id: str, payload: 
         origin["range_sha256"] = hashlib.sha256(range_payload).hexdigest()
     model = Model(
         id=model_id, tenant_id=tenant_id, job_id=None, dataset_id=None,
-        kind=imported.kind, solver=imported.format, params=imported.params,
+        kind=imported.kind, task=model_task(imported.model), solver=imported.format,
+        params=imported.params,
         labels=imported.classes, n_features=imported.n_features,
         result={"exit_reason": "imported", "converged": False,
                 "note": "imported from a model file: no certificate of optimality",

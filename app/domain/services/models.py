@@ -342,6 +342,8 @@ def export_model(session: Session, settings: Settings, tenant_id: str, model_id:
     if calibration is not None and calibration.layout == "ovr":
         calibration = None  # one-vs-rest: refused below (LIBSVM is one-vs-one only)
     try:
+        if calibration is not None and calibration.layout == "density":
+            return libsvm_model_text(model, density_marks=calibration.A)
         if calibration is not None:
             return libsvm_model_text(model, calibration.A, calibration.B)
         return libsvm_model_text(model)

@@ -27,8 +27,15 @@ from app.domain.schemas import SplitCreate
 from app.domain.services.datasets import check_quota, get_dataset
 from app.domain.services.limits import lock_dataset, lock_tenant
 from app.domain.tasks import label_summary
+from app.domain.weights import weight_stats
 from app.infra.db import after_rollback
-from app.infra.storage import BlobRef, blob_store, load_dataset, save_dataset_arrays
+from app.infra.storage import (
+    BlobRef,
+    blob_store,
+    load_dataset,
+    load_dataset_weights,
+    save_dataset_arrays,
+)
 from app.settings import Settings
 
 
@@ -58,6 +65,8 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
     parent = get_dataset(reader, tenant_id, dataset_id)
     try:
         X, y = load_dataset(blob_store(settings), parent.blob_path, parent.features)
+        w = (None if parent.weight_stats is None
+             else load_dataset_weights(blob_store(settings), parent.blob_path))
     except FileNotFoundError:  # deleted since it was read
         raise not_found("dataset", dataset_id) from None
     # a regression dataset has no classes to stratify by
@@ -72,7 +81,8 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
     stored: list[_Part] = []
     try:
         for part, mask in (("train", ~test), ("test", test)):
-            stored.append(_store_part(settings, part, X[mask], y[mask]))
+            stored.append(_store_part(settings, part, X[mask], y[mask],
+                                      None if w is None else w[mask]))
     except BaseException:
         _remove(settings, stored)
         raise
@@ -101,6 +111,7 @@ class _Part:
     sha256: str
     nnz: int
     y: np.ndarray
+    w: np.ndarray | None  # the rows' instance weights, if the parent has them
 
 
 def _remove(settings: Settings, stored: list[_Part]) -> None:
@@ -109,18 +120,21 @@ def _remove(settings: Settings, stored: list[_Part]) -> None:
         store.delete(part.blob.key)
 
 
-def _store_part(settings: Settings, part: str, X: sp.csr_matrix, y: np.ndarray) -> _Part:
+def _store_part(settings: Settings, part: str, X: sp.csr_matrix, y: np.ndarray,
+                w: np.ndarray | None) -> _Part:
     arrays: dict[str, np.ndarray] = {
               "data": np.ascontiguousarray(X.data, dtype=np.float64),
               "indices": np.ascontiguousarray(X.indices, dtype=np.int32),
               "indptr": np.ascontiguousarray(X.indptr, dtype=np.int64),
               "y": np.ascontiguousarray(y, dtype=np.float64)}
+    if w is not None:
+        arrays["w"] = np.ascontiguousarray(w, dtype=np.float64)
     digest = hashlib.sha256()
-    for name in ("data", "indices", "indptr", "y"):
+    for name in ("data", "indices", "indptr", "y", *(("w",) if w is not None else ())):
         digest.update(arrays[name].tobytes())
     dataset_id = new_id()
     blob = save_dataset_arrays(blob_store(settings), dataset_id, arrays)
-    return _Part(dataset_id, part, blob.ref, blob.size, digest.hexdigest(), int(X.nnz), y)
+    return _Part(dataset_id, part, blob.ref, blob.size, digest.hexdigest(), int(X.nnz), y, w)
 
 
 def _add_row(session: Session, tenant_id: str, parent: Dataset, stored: _Part,
@@ -130,6 +144,7 @@ def _add_row(session: Session, tenant_id: str, parent: Dataset, stored: _Part,
         id=stored.dataset_id, tenant_id=tenant_id, name=f"{parent.name[:240]} ({stored.part})",
         rows=int(stored.y.shape[0]), features=parent.features, nnz=stored.nnz,
         labels=labels, class_counts=class_counts, task=parent.task, label_stats=label_stats,
+        weight_stats=None if stored.w is None else weight_stats(stored.w),
         sha256=stored.sha256, size_bytes=stored.size, stored_bytes=stored.size,
         blob_path=str(stored.blob), parent_id=parent.id, split_part=stored.part,
         split_seed=spec.seed, split_test_fraction=spec.test_fraction,
