@@ -1,7 +1,7 @@
 """datasets: the summary of a dataset's instance weights (its blob holds them as `w`)
 
-Revision ID: 0013_h26svc3
-Revises: 0012_h29batch
+Revision ID: 0014_h26svc3
+Revises: 0013_h27svc
 """
 
 from collections.abc import Sequence
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0013_h26svc3"
-down_revision: str | None = "0012_h29batch"
+revision: str = "0014_h26svc3"
+down_revision: str | None = "0013_h27svc"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
