@@ -84,11 +84,14 @@ class Child:
 
 def api_command(settings: Settings, python: str = sys.executable) -> list[str]:
     """uvicorn serving the API; with HINGE_API_WORKERS > 1 its own supervisor runs that
-    many processes on one listening socket (and replaces one that dies)."""
+    many processes on one listening socket (and replaces one that dies). Its access log
+    only with HINGE_ACCESS_LOG=true."""
     command = [python, "-m", "uvicorn", "--factory", "app.api.main:create_app",
                "--host", settings.host, "--port", str(settings.port)]
     if settings.api_workers > 1:
         command += ["--workers", str(settings.api_workers)]
+    if not settings.access_log:
+        command.append("--no-access-log")
     return command
 
 
