@@ -116,6 +116,21 @@ def test_the_api_writes_an_access_log_only_when_asked() -> None:
     assert "--no-access-log" not in api_command(Settings(access_log=True))
 
 
+@pytest.mark.parametrize("steps", [0, 3])
+def test_make_run_starts_its_worker_that_much_nicer(steps: int) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from app.run import worker_priority
+
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.nice(0))"],
+                           capture_output=True, text=True, check=True,
+                           preexec_fn=worker_priority(Settings(worker_nice=steps)))
+    assert int(child.stdout) == min(19, os.nice(0) + steps)
+    assert Settings().worker_nice == 10
+
+
 def test_predict_takes_the_bearer_scheme_in_any_case_and_refuses_anything_else(
     client: TestClient, settings: Settings, cancer_model_id: str
 ) -> None:
