@@ -9,6 +9,13 @@
    in turns (bare, Hinge, bare, Hinge, ...) and each figure is the median over the rounds.
    Also Hinge with HINGE_API_WORKERS=2 (uvicorn --workers 2).
    Targets: Hinge >= half the bare route's requests/s; Hinge's p99 < 10 ms.
+   Then under `make run`, as users run it: `python -m app.run` on a fresh embedded
+   HINGE_HOME (the API, a Celery worker measured once ready, i.e. idle, and the
+   supervisor), with the bare route served beside it by a lone uvicorn, the two in turns;
+   each round's ratio is Hinge's req/s over the bare route's. Then the same with an RBF
+   smo job on a9a training on the worker. The load average is kept with every run (the
+   host may be shared: read the ratios). Targets with the idle worker: ratio >= 0.5 and
+   p99 < 10 ms; with training, reported.
 2. Batch linear predict in-process: the servable model's labels and decision values for
    a9a's test rows (CSR, 100,000 rows per call), rows/s. Target >= 1,000,000 rows/s.
 
@@ -18,7 +25,9 @@ older commit) in the same rounds, for a side-by-side before/after table.
 wrk is required for part 1: without it the benchmark says so in its table and in a
 failed row (install: `apt-get install -y wrk`).
 
-    python -m bench.predict_bench [--quick] [--before PATH]   (python -m bench.run --only predict)
+    python -m bench.predict_bench [--quick] [--before PATH] [--make-run]
+    (python -m bench.run --only predict; --make-run: only the `make run` part and the
+    in-process figure; --quick: about three minutes once the solver kernels are compiled)
 Writes bench/results/predict.md.
 """
 
@@ -88,19 +97,18 @@ def trained_model() -> tuple[Any, Any]:
     return result.model, test.to_csr(result.model.n_features)
 
 
-def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
-    """A migrated SQLite HINGE_HOME holding `model` for tenant "default"; the environment
-    of a server on it and an API key."""
+def store_model(settings: Any, model: Any, scopes: tuple[str, ...]) -> str:
+    """Migrate the settings' database, store `model` as MODEL_ID of tenant "default" and
+    make a key of `scopes` (returned)."""
     from app.domain.orm import Model
     from app.domain.services import tenants
     from app.infra.db import session_scope
     from solvers.models import model_to_bytes
-    from testkit.service import embedded_settings, make_key, migrate, settings_env
+    from testkit.service import make_key, migrate
 
-    settings = embedded_settings(home, rate_per_second=0.0, sweep_interval_seconds=3600.0)
     settings.ensure_dirs()
     migrate(settings.database_url)
-    key = make_key(settings, scopes=("read",))
+    key = make_key(settings, scopes=scopes)
     payload = model_to_bytes(model)
     with session_scope(settings.database_url) as session:
         tenant = tenants.tenant_by_name(session, "default")
@@ -110,6 +118,16 @@ def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
                           labels=[float(v) for v in model.classes],
                           n_features=int(model.n_features), result={}, converged=True,
                           arrays=payload, size_bytes=len(payload), train_accuracy=None))
+    return key
+
+
+def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
+    """A migrated SQLite HINGE_HOME holding `model` for tenant "default"; the environment
+    of a server on it and an API key."""
+    from testkit.service import embedded_settings, settings_env
+
+    settings = embedded_settings(home, rate_per_second=0.0, sweep_interval_seconds=3600.0)
+    key = store_model(settings, model, ("read",))
     env = settings_env(settings)
     env["HINGE_RATE_PER_SECOND"] = "0"
     return env, key
@@ -129,6 +147,31 @@ def one_row_body(X: Any) -> bytes:
 
 # -- servers and wrk --------------------------------------------------------------------
 
+def wait_for(ready: Any, process: subprocess.Popen[bytes], log: Path, timeout: float,
+             pause: float, what: str) -> None:
+    """Poll `ready()` (an HTTP error counts as not yet) until true; raise `what` with the
+    log's tail once `process` exits or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if ready():
+                return
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: {log.read_text()[-3000:]}")
+        time.sleep(pause)
+
+
+def stop_group(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM to the process group of `process`, SIGKILL after `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, 15)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
+
+
 @contextlib.contextmanager
 def server(target: list[str], env: dict[str, str], cwd: Path, log: Path,
            probe: tuple[str, dict[str, str], bytes]) -> Iterator[str]:
@@ -144,26 +187,17 @@ def server(target: list[str], env: dict[str, str], cwd: Path, log: Path,
             stderr=subprocess.STDOUT, start_new_session=True)
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    path, headers, body = probe
-                    answer = httpx.post(base + path, content=body, headers=headers, timeout=5)
-                    if answer.status_code == 200:
-                        break
-                    raise RuntimeError(f"{target}: {answer.status_code} {answer.text[:300]}")
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{target} did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
+            def answers() -> bool:
+                path, headers, body = probe
+                answer = httpx.post(base + path, content=body, headers=headers, timeout=5)
+                if answer.status_code == 200:
+                    return True
+                raise RuntimeError(f"{target}: {answer.status_code} {answer.text[:300]}")
+
+            wait_for(answers, process, log, 90, 0.2, f"{target} did not start")
             yield base
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 15)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, 9)
-                process.wait()
+            stop_group(process, 15)
 
 
 LATENCY_LINE = re.compile(r"^\s*(50|75|90|99)%\s+([0-9.]+)(us|ms|s)\s*$", re.M)
@@ -241,27 +275,9 @@ def run_env(home: Path, port: int) -> dict[str, str]:
 def seed_run_home(home: Path, model: Any) -> str:
     """A migrated embedded HINGE_HOME (as `make run` makes it) holding `model` as MODEL_ID
     of tenant "default"; a read+train key."""
-    from app.domain.orm import Model
-    from app.domain.services import tenants
-    from app.infra.db import session_scope
     from app.settings import Settings
-    from solvers.models import model_to_bytes
-    from testkit.service import make_key, migrate
 
-    settings = Settings(home=home)
-    settings.ensure_dirs()
-    migrate(settings.database_url)
-    key = make_key(settings, scopes=("read", "train"))
-    payload = model_to_bytes(model)
-    with session_scope(settings.database_url) as session:
-        tenant = tenants.tenant_by_name(session, "default")
-        assert tenant is not None
-        session.add(Model(id=MODEL_ID, tenant_id=tenant.id, job_id=None, dataset_id=None,
-                          kind=model.kind, solver="dcd", params={"C": 1.0},
-                          labels=[float(v) for v in model.classes],
-                          n_features=int(model.n_features), result={}, converged=True,
-                          arrays=payload, size_bytes=len(payload), train_accuracy=None))
-    return key
+    return store_model(Settings(home=home), model, ("read", "train"))
 
 
 @contextlib.contextmanager
@@ -275,25 +291,15 @@ def make_run(env: dict[str, str], log: Path, key: str, warm_timeout: float
                                    stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         try:
-            deadline = time.monotonic() + warm_timeout
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    status = httpx.get(base + "/v1/status", timeout=5,
-                                       headers={"Authorization": f"Bearer {key}"})
-                    if status.status_code == 200 and status.json().get("ready_workers"):
-                        break
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"make run did not come up: {log.read_text()[-3000:]}")
-                time.sleep(0.5)
+            def ready() -> bool:
+                status = httpx.get(base + "/v1/status", timeout=5,
+                                   headers={"Authorization": f"Bearer {key}"})
+                return status.status_code == 200 and bool(status.json().get("ready_workers"))
+
+            wait_for(ready, process, log, warm_timeout, 0.5, "make run did not come up")
             yield base
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 15)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, 9)
-                process.wait()
+            stop_group(process, 30)
 
 
 def training_body() -> bytes:
