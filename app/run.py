@@ -84,12 +84,30 @@ class Child:
 
 def api_command(settings: Settings, python: str = sys.executable) -> list[str]:
     """uvicorn serving the API; with HINGE_API_WORKERS > 1 its own supervisor runs that
-    many processes on one listening socket (and replaces one that dies)."""
+    many processes on one listening socket (and replaces one that dies). Its access log
+    only with HINGE_ACCESS_LOG=true."""
     command = [python, "-m", "uvicorn", "--factory", "app.api.main:create_app",
                "--host", settings.host, "--port", str(settings.port)]
     if settings.api_workers > 1:
         command += ["--workers", str(settings.api_workers)]
+    if not settings.access_log:
+        command.append("--no-access-log")
     return command
+
+
+def worker_priority(settings: Settings) -> Callable[[], None]:
+    """What the worker's process runs before Celery starts: it becomes
+    HINGE_WORKER_NICE (default 10) nicer than `make run`. On one host a training job then
+    takes the CPU that requests leave, rather than an equal share against the API (its
+    solver threads on every core would otherwise cut single-row predict to a third); a
+    worker alone on an idle host trains as fast as before."""
+    steps = settings.worker_nice
+
+    def lower() -> None:
+        if steps:
+            os.nice(steps)
+
+    return lower
 
 
 def main() -> int:
@@ -133,7 +151,7 @@ def serve() -> int:
         return subprocess.Popen(
             [python, "-m", "celery", "-A", "workers.celery_app", "worker",
              "--loglevel", "INFO", "--concurrency", str(settings.worker_concurrency),
-             "--queues", settings.queue], env=env)
+             "--queues", settings.queue], env=env, preexec_fn=worker_priority(settings))
 
     children = [Child("API", api), Child("worker", worker)]
     print(f"\nHinge is starting at http://{settings.host}:{settings.port}/  "

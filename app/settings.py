@@ -75,6 +75,13 @@ class Settings(BaseSettings):
     # uvicorn processes of the API (`make run`, `python -m app.run`); each keeps its own
     # model cache, invalidated across processes through the bus.
     api_workers: int = Field(1, ge=1)
+    # How much nicer than `make run` (python -m app.run) its Celery worker runs: training
+    # takes the CPU that the API's requests leave. 0: the same priority as the API.
+    worker_nice: int = Field(10, ge=0, le=19)
+    # uvicorn's access log (a line per request on the API's output). Off by default: on a
+    # single-row predict it cost about a sixth of the API's CPU; the request counters and
+    # latencies by route and status are in /metrics either way.
+    access_log: bool = False
     # Models kept deserialised per API process for predict (least recently used go first).
     model_cache_size: int = Field(64, ge=1)
     # How often each API process checks that its cached models still exist (the backstop

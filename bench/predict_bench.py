@@ -9,6 +9,13 @@
    in turns (bare, Hinge, bare, Hinge, ...) and each figure is the median over the rounds.
    Also Hinge with HINGE_API_WORKERS=2 (uvicorn --workers 2).
    Targets: Hinge >= half the bare route's requests/s; Hinge's p99 < 10 ms.
+   Then under `make run`, as users run it: `python -m app.run` on a fresh embedded
+   HINGE_HOME (the API, a Celery worker measured once ready, i.e. idle, and the
+   supervisor), with the bare route served beside it by a lone uvicorn, the two in turns;
+   each round's ratio is Hinge's req/s over the bare route's. Then the same with an RBF
+   smo job on a9a training on the worker. The load average is kept with every run (the
+   host may be shared: read the ratios). Targets with the idle worker: ratio >= 0.5 and
+   p99 < 10 ms; with training, reported.
 2. Batch linear predict in-process: the servable model's labels and decision values for
    a9a's test rows (CSR, 100,000 rows per call), rows/s. Target >= 1,000,000 rows/s.
 
@@ -18,7 +25,9 @@ older commit) in the same rounds, for a side-by-side before/after table.
 wrk is required for part 1: without it the benchmark says so in its table and in a
 failed row (install: `apt-get install -y wrk`).
 
-    python -m bench.predict_bench [--quick] [--before PATH]   (python -m bench.run --only predict)
+    python -m bench.predict_bench [--quick] [--before PATH] [--make-run]
+    (python -m bench.run --only predict; --make-run: only the `make run` part and the
+    in-process figure; --quick: about three minutes once the solver kernels are compiled)
 Writes bench/results/predict.md.
 """
 
@@ -88,19 +97,18 @@ def trained_model() -> tuple[Any, Any]:
     return result.model, test.to_csr(result.model.n_features)
 
 
-def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
-    """A migrated SQLite HINGE_HOME holding `model` for tenant "default"; the environment
-    of a server on it and an API key."""
+def store_model(settings: Any, model: Any, scopes: tuple[str, ...]) -> str:
+    """Migrate the settings' database, store `model` as MODEL_ID of tenant "default" and
+    make a key of `scopes` (returned)."""
     from app.domain.orm import Model
     from app.domain.services import tenants
     from app.infra.db import session_scope
     from solvers.models import model_to_bytes
-    from testkit.service import embedded_settings, make_key, migrate, settings_env
+    from testkit.service import make_key, migrate
 
-    settings = embedded_settings(home, rate_per_second=0.0, sweep_interval_seconds=3600.0)
     settings.ensure_dirs()
     migrate(settings.database_url)
-    key = make_key(settings, scopes=("read",))
+    key = make_key(settings, scopes=scopes)
     payload = model_to_bytes(model)
     with session_scope(settings.database_url) as session:
         tenant = tenants.tenant_by_name(session, "default")
@@ -110,8 +118,19 @@ def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
                           labels=[float(v) for v in model.classes],
                           n_features=int(model.n_features), result={}, converged=True,
                           arrays=payload, size_bytes=len(payload), train_accuracy=None))
+    return key
+
+
+def seed_database(home: Path, model: Any) -> tuple[dict[str, str], str]:
+    """A migrated SQLite HINGE_HOME holding `model` for tenant "default"; the environment
+    of a server on it and an API key."""
+    from testkit.service import embedded_settings, settings_env
+
+    settings = embedded_settings(home, rate_per_second=0.0, sweep_interval_seconds=3600.0)
+    key = store_model(settings, model, ("read",))
     env = settings_env(settings)
-    env["HINGE_RATE_PER_SECOND"] = "0"
+    # both budgets off: over them the answers are 429s, by design (and fast)
+    env.update(HINGE_RATE_PER_SECOND="0", HINGE_PREDICT_RATE_PER_SECOND="0")
     return env, key
 
 
@@ -129,6 +148,31 @@ def one_row_body(X: Any) -> bytes:
 
 # -- servers and wrk --------------------------------------------------------------------
 
+def wait_for(ready: Any, process: subprocess.Popen[bytes], log: Path, timeout: float,
+             pause: float, what: str) -> None:
+    """Poll `ready()` (an HTTP error counts as not yet) until true; raise `what` with the
+    log's tail once `process` exits or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if ready():
+                return
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: {log.read_text()[-3000:]}")
+        time.sleep(pause)
+
+
+def stop_group(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM to the process group of `process`, SIGKILL after `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, 15)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
+
+
 @contextlib.contextmanager
 def server(target: list[str], env: dict[str, str], cwd: Path, log: Path,
            probe: tuple[str, dict[str, str], bytes]) -> Iterator[str]:
@@ -144,26 +188,17 @@ def server(target: list[str], env: dict[str, str], cwd: Path, log: Path,
             stderr=subprocess.STDOUT, start_new_session=True)
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    path, headers, body = probe
-                    answer = httpx.post(base + path, content=body, headers=headers, timeout=5)
-                    if answer.status_code == 200:
-                        break
-                    raise RuntimeError(f"{target}: {answer.status_code} {answer.text[:300]}")
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{target} did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
+            def answers() -> bool:
+                path, headers, body = probe
+                answer = httpx.post(base + path, content=body, headers=headers, timeout=5)
+                if answer.status_code == 200:
+                    return True
+                raise RuntimeError(f"{target}: {answer.status_code} {answer.text[:300]}")
+
+            wait_for(answers, process, log, 90, 0.2, f"{target} did not start")
             yield base
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, 15)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, 9)
-                process.wait()
+            stop_group(process, 15)
 
 
 LATENCY_LINE = re.compile(r"^\s*(50|75|90|99)%\s+([0-9.]+)(us|ms|s)\s*$", re.M)
@@ -221,9 +256,160 @@ def http_rounds(X: Any, model: Any, rounds: int, seconds: float, before: Path | 
     return runs
 
 
+def errors(runs: list[dict[str, float]]) -> float:
+    """Non-2xx answers and socket errors over the runs."""
+    return sum(r["non_2xx"] + r["socket_errors"] for r in runs)
+
+
 def median(runs: list[dict[str, float]], key: str) -> float:
     values = [r[key] for r in runs if key in r]
     return statistics.median(values) if values else math.nan
+
+
+# -- `make run`: the API, an idle worker and the supervisor, as users run it ---------------
+
+def run_env(home: Path, port: int) -> dict[str, str]:
+    """The environment of `make run` on a fresh HINGE_HOME: nothing of Hinge's set but the
+    home, the port and the predict budget (HINGE_PREDICT_RATE_PER_SECOND=0: the default
+    1,000/s per key would answer wrk's excess with 429 by design)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HINGE_")}
+    env.update(HINGE_HOME=str(home), HINGE_PORT=str(port), HINGE_PREDICT_RATE_PER_SECOND="0",
+               PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
+    return env
+
+
+def seed_run_home(home: Path, model: Any) -> str:
+    """A migrated embedded HINGE_HOME (as `make run` makes it) holding `model` as MODEL_ID
+    of tenant "default"; a read+train key."""
+    from app.settings import Settings
+
+    return store_model(Settings(home=home), model, ("read", "train"))
+
+
+@contextlib.contextmanager
+def make_run(env: dict[str, str], log: Path, key: str, warm_timeout: float
+             ) -> Iterator[str]:
+    """`python -m app.run` (what `make run` runs); yields its base URL once the API
+    answers and the worker is ready (its kernels loaded: idle from then on)."""
+    base = f"http://127.0.0.1:{env['HINGE_PORT']}"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "app.run"], env=env, cwd=REPO,
+                                   stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            def ready() -> bool:
+                status = httpx.get(base + "/v1/status", timeout=5,
+                                   headers={"Authorization": f"Bearer {key}"})
+                return status.status_code == 200 and bool(status.json().get("ready_workers"))
+
+            wait_for(ready, process, log, warm_timeout, 0.5, "make run did not come up")
+            yield base
+        finally:
+            stop_group(process, 30)
+
+
+def training_body() -> bytes:
+    """a9a's training rows as svmlight text: an RBF smo job on them runs for minutes."""
+    import lzma
+
+    path = DATA_DIR / "a9a.xz"
+    return lzma.decompress(path.read_bytes()) if path.exists() else (DATA_DIR / "a9a").read_bytes()
+
+
+class Trainer:
+    """Keeps one long training job running on the service (another when one ends)."""
+
+    def __init__(self, base: str, key: str) -> None:
+        self.base = base
+        self.headers = {"Authorization": f"Bearer {key}"}
+        upload = httpx.post(base + "/v1/datasets", headers=self.headers, timeout=300,
+                            files={"file": ("a9a.txt", training_body())})
+        upload.raise_for_status()
+        self.dataset_id = upload.json()["id"]
+        self.job_id: str | None = None
+        self.jobs = 0
+
+    def state(self) -> str:
+        if self.job_id is None:
+            return "none"
+        answer = httpx.get(f"{self.base}/v1/jobs/{self.job_id}", headers=self.headers,
+                           timeout=30)
+        return str(answer.json().get("status", answer.json().get("state", "?")))
+
+    def ensure_running(self, timeout: float = 120.0) -> None:
+        """A job in the `running` state (a new one if the last one ended)."""
+        if self.state() not in ("queued", "running"):
+            answer = httpx.post(self.base + "/v1/jobs", headers=self.headers, timeout=30,
+                                json={"dataset_id": self.dataset_id, "solver": "smo",
+                                      "params": {"C": 100.0, "gamma": 0.5}})
+            answer.raise_for_status()
+            self.job_id = answer.json()["id"]
+            self.jobs += 1
+        deadline = time.monotonic() + timeout
+        while self.state() != "running":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"job {self.job_id} did not start: {self.state()}")
+            time.sleep(0.2)
+
+    def cancel(self) -> None:
+        if self.job_id is not None and self.state() in ("queued", "running"):
+            httpx.post(f"{self.base}/v1/jobs/{self.job_id}/cancel", headers=self.headers,
+                       timeout=30)
+
+
+def load_average() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def run_rounds(X: Any, model: Any, rounds: int, seconds: float, work: Path,
+               warm_timeout: float) -> dict[str, Any]:
+    """Under `make run`: the bare route and Hinge's predict in turns, first with the worker
+    idle, then with a training job running beside them. Runs per server, and the load
+    average before each Hinge run."""
+    from testkit.service import free_port
+
+    home = work / "run-home"
+    key = seed_run_home(home, model)
+    body = one_row_body(X)
+    auth = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    plain = {"Content-Type": "application/json"}
+    predict = f"/v1/models/{MODEL_ID}/predict"
+    names = ("bare FastAPI route (make run, idle worker)", "Hinge predict (make run, idle worker)",
+             "bare FastAPI route (make run, training)", "Hinge predict (make run, training)")
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    loads: dict[str, list[str]] = {name: [] for name in names}
+    env = run_env(home, free_port())
+    bare_log = work / "bare-run.log"
+    with make_run(env, work / "make-run.log", key, warm_timeout) as base, \
+            server(["bench.bare_app:app"], dict(os.environ), REPO, bare_log,
+                   ("/predict", plain, body)) as bare:
+        first = httpx.post(base + predict, content=body, headers=auth, timeout=30)
+        first.raise_for_status()  # loads the model into the API's cache
+        targets = {"bare": (bare + "/predict", plain), "hinge": (base + predict, auth)}
+        trainer: Trainer | None = None
+        for phase in ("idle worker", "training"):
+            if phase == "training":
+                trainer = Trainer(base, key)
+            for round_ in range(rounds):
+                for which in ("bare", "hinge"):
+                    if trainer is not None:
+                        trainer.ensure_running()
+                    name = next(n for n in names if phase in n and
+                                n.startswith("bare" if which == "bare" else "Hinge"))
+                    url, headers = targets[which]
+                    wrk(url, headers, body, 1.0, work)  # warm up
+                    loads[name].append(load_average())
+                    measured = wrk(url, headers, body, seconds, work)
+                    runs[name].append(measured)
+                    print(f"  {phase}, round {round_ + 1}: {name}: {measured['rps']:.0f} "
+                          f"req/s, p99 {measured.get('p99', math.nan):.2f} ms "
+                          f"(load {loads[name][-1]})", flush=True)
+        if trainer is not None:
+            still = trainer.state()
+            trainer.cancel()
+            print(f"  training jobs started: {trainer.jobs}; the last one {still} at the end",
+                  flush=True)
+    return {"runs": runs, "loads": loads}
 
 
 # -- batch predict in-process -------------------------------------------------------------
@@ -247,17 +433,56 @@ def batch_rows_per_second(model: Any, X: Any, reps: int) -> float:
 
 # -- report -----------------------------------------------------------------------------
 
-def main(quick: bool = False, before: Path | None = None) -> list[dict[str, Any]]:
+def make_run_rows(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    runs = facts["make_run"]["runs"]
+    rows = []
+    for phase in ("idle worker", "training"):
+        bare_runs = runs[f"bare FastAPI route (make run, {phase})"]
+        hinge_runs = runs[f"Hinge predict (make run, {phase})"]
+        ratios = [h["rps"] / b["rps"] for b, h in zip(bare_runs, hinge_runs, strict=True)]
+        ratio = statistics.median(ratios)
+        p99 = median(hinge_runs, "p99")
+        judged = phase == "idle worker"  # the target; with training it is reported
+        rows += [
+            row(f"make run, {phase}: predict, 1 row, {CONNECTIONS} connections, req/s over "
+                "the bare route's in the same round (median ratio)", ratio,
+                target=f">= {THROUGHPUT_SHARE:g}" if judged else "—",
+                met=ratio >= THROUGHPUT_SHARE if judged else None),
+            row(f"make run, {phase}: predict p99 latency (ms; reference: bare route)", p99,
+                median(bare_runs, "p99"), target=f"< {P99_TARGET_MS:g}" if judged else "—",
+                met=p99 < P99_TARGET_MS if judged else None),
+        ]
+    errors = sum(r["non_2xx"] + r["socket_errors"] for rs in runs.values() for r in rs)
+    rows.append(row("make run: non-2xx answers and socket errors", errors, target="0",
+                    met=errors == 0))
+    return rows
+
+
+def main(quick: bool = False, before: Path | None = None, only_make_run: bool = False,
+         ) -> list[dict[str, Any]]:
     rounds, seconds, reps = ((1, smaller(3, 1), smaller(5, 2)) if quick else (3, 10.0, 15))
+    # --quick stays under ~3 minutes once the kernels are compiled: 2 rounds of 5 s
+    run_rounds_n, run_seconds = (2, 5.0) if quick else (5, 10.0)
     print("training the a9a model...", flush=True)
     model, X = trained_model()
     rows_per_s = batch_rows_per_second(model, X, reps)
-    facts: dict[str, Any] = {"rows_per_s": rows_per_s, "rounds": rounds, "seconds": seconds,
-                             "runs": {}, "wrk": shutil.which("wrk")}
+    facts: dict[str, Any] = {"only_make_run": only_make_run, "rows_per_s": rows_per_s,
+                             "rounds": rounds, "seconds": seconds, "runs": {},
+                             "wrk": shutil.which("wrk")}
     rows = [row(f"predict in-process, linear, {BATCH_ROWS:,} rows per call (rows/s)",
                 rows_per_s, target=f">= {BATCH_TARGET:,.0f}",
                 met=rows_per_s >= BATCH_TARGET)]
-    if facts["wrk"] is None:
+    facts["make_run"] = None
+    if facts["wrk"] is not None:
+        with tempfile.TemporaryDirectory(prefix="hinge-predict-run-") as tmp:
+            facts["make_run"] = run_rounds(X, model, run_rounds_n, run_seconds, Path(tmp),
+                                           warm_timeout=900.0)
+            facts["make_run"]["seconds"] = run_seconds
+            facts["make_run"]["rounds"] = run_rounds_n
+        rows += make_run_rows(facts)
+    if only_make_run:
+        pass
+    elif facts["wrk"] is None:
         print("wrk is NOT installed: the HTTP part of the predict benchmark did not run "
               "(apt-get install -y wrk)", flush=True)
         rows.append(row("predict over HTTP: NOT MEASURED, wrk is not installed "
@@ -301,20 +526,47 @@ def write_report(facts: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     if facts["wrk"] is None:
         lines += ["**wrk is not installed: the HTTP figures were NOT measured** "
                   "(`apt-get install -y wrk`).", ""]
-    else:
+    elif facts["runs"]:
         lines += [
             f"wrk, {CONNECTIONS} connections, {facts['seconds']:g} s per run, "
             f"{facts['rounds']} round(s), servers in turns; one uvicorn process each "
             "unless stated; medians over the rounds. Body: one a9a row as JSON.",
             "",
-            "| server | requests/s | p50 (ms) | p90 (ms) | p99 (ms) | runs (req/s) |",
-            "|---|---:|---:|---:|---:|---|",
+            "| server | requests/s | p50 (ms) | p90 (ms) | p99 (ms) | runs (req/s) | errors |",
+            "|---|---:|---:|---:|---:|---|---:|",
         ]
         for name, runs in facts["runs"].items():
             lines.append(
                 f"| {name} | {median(runs, 'rps'):,.0f} | {median(runs, 'p50'):.2f} | "
                 f"{median(runs, 'p90'):.2f} | {median(runs, 'p99'):.2f} | "
-                f"{', '.join(format(r['rps'], ',.0f') for r in runs)} |")
+                f"{', '.join(format(r['rps'], ',.0f') for r in runs)} | {errors(runs):,.0f} |")
+        lines.append("")
+    if facts.get("make_run"):
+        made = facts["make_run"]
+        lines += [
+            "## Under `make run`",
+            "",
+            "`python -m app.run` on a fresh embedded HINGE_HOME (SQLite database and broker), "
+            "as users run it: the API (one uvicorn process), a Celery worker (concurrency 1, "
+            "measured once it is ready: idle) and the supervisor, on this host, with "
+            "HINGE_PREDICT_RATE_PER_SECOND=0 and nothing else set. The bare route is served "
+            "beside it by a lone uvicorn; bare and Hinge in turns, "
+            f"{made['rounds']} round(s) of {made['seconds']:g} s each, wrk -t 2 -c "
+            f"{CONNECTIONS}. Then the same with an RBF smo training job on a9a running on "
+            "the worker (its solver threads on every core). `ratio` is Hinge's req/s over "
+            "the bare route's in the same round; load = the 1/5/15-minute load average "
+            "before each Hinge run.",
+            "",
+            "| server | requests/s | p50 (ms) | p90 (ms) | p99 (ms) | runs (req/s) | errors "
+            "| load |",
+            "|---|---:|---:|---:|---:|---|---:|---|",
+        ]
+        for name, runs in made["runs"].items():
+            lines.append(
+                f"| {name} | {median(runs, 'rps'):,.0f} | {median(runs, 'p50'):.2f} | "
+                f"{median(runs, 'p90'):.2f} | {median(runs, 'p99'):.2f} | "
+                f"{', '.join(format(r['rps'], ',.0f') for r in runs)} | "
+                f"{errors(runs):,.0f} | {'; '.join(made['loads'][name])} |")
         lines.append("")
     lines += [f"In-process batch linear predict: {facts['rows_per_s']:,.0f} rows/s "
               f"({BATCH_ROWS:,} a9a test rows per call, median).", "",
@@ -332,8 +584,10 @@ def _cli() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--before", type=Path, default=None,
                         help="also serve Hinge from this source tree (before/after table)")
+    parser.add_argument("--make-run", action="store_true",
+                        help="only the `make run` part (with the in-process batch figure)")
     args = parser.parse_args()
-    main(quick=args.quick, before=args.before)
+    main(quick=args.quick, before=args.before, only_make_run=args.make_run)
 
 
 if __name__ == "__main__":

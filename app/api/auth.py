@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 
 from app.api.http_errors import ApiError
 from app.api.ratelimit import budget, take_token
@@ -104,11 +104,21 @@ def _lookup(settings: Settings, presented: str | None, session_key: str | None
     return None
 
 
-async def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | None
-                       ) -> Principal:
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (the scheme in any case),
+    as FastAPI's HTTPBearer reads it; None for no header or another scheme."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme and token and scheme.lower() == "bearer" else None
+
+
+async def authenticate(request: Request, authorization: str | None) -> Principal:
+    """The caller of `request`, whose Authorization header is `authorization`."""
     settings: Settings = request.app.state.settings
-    presented = credentials.credentials if credentials is not None else None
-    if credentials is None and request.headers.get("authorization"):
+    presented = bearer_token(authorization)
+    if presented is None and authorization:
         raise unauthorized()  # an Authorization header that is not a bearer token
     cookie = request.cookies.get(SESSION_COOKIE) if presented is None else None
     session_key = session_key_id(settings, cookie)
@@ -142,15 +152,15 @@ class ScopeRequirement:
         self.sign_in = sign_in
 
     async def __call__(self, request: Request) -> Principal | None:
-        # The bearer token is read here, not through a sub-dependency: FastAPI solves
-        # every level of a dependency tree on every request, and on a predict that was a
-        # measurable share of the work. The OpenAPI security scheme that the sub-dependency
-        # used to declare comes from declare_bearer_security instead.
+        # The bearer token is read here (bearer_token), not through a sub-dependency nor
+        # FastAPI's HTTPBearer: FastAPI solves every level of a dependency tree on every
+        # request, and on a predict that was a measurable share of the work. The OpenAPI
+        # security scheme that the sub-dependency used to declare comes from
+        # declare_bearer_security instead.
         if self.scope == PUBLIC:
             return None
-        credentials = await _bearer(request)
         try:
-            principal = await authenticate(request, credentials)
+            principal = await authenticate(request, request.headers.get("authorization"))
         except ApiError as exc:
             if self.sign_in and exc.status == 401:
                 raise SignInRequired() from None
@@ -159,7 +169,8 @@ class ScopeRequirement:
             raise ApiError(403, f"this key lacks the {self.scope!r} scope")
         request.state.principal = principal
         settings = request.app.state.settings
-        await take_token(settings, budget(settings, request.method, request.url.path,
+        # the path as the router saw it (request.url would build a whole URL)
+        await take_token(settings, budget(settings, request.method, request.scope["path"],
                                           principal.tenant_id, principal.key_id))
         return principal
 

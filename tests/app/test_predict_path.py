@@ -111,6 +111,65 @@ def test_api_workers_run_that_many_uvicorn_processes() -> None:
     assert command[command.index("--workers") + 1] == "3"
 
 
+def test_the_api_writes_an_access_log_only_when_asked() -> None:
+    assert "--no-access-log" in api_command(Settings())
+    assert "--no-access-log" not in api_command(Settings(access_log=True))
+
+
+@pytest.mark.parametrize("steps", [0, 3])
+def test_make_run_starts_its_worker_that_much_nicer(steps: int) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from app.run import worker_priority
+
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.nice(0))"],
+                           capture_output=True, text=True, check=True,
+                           preexec_fn=worker_priority(Settings(worker_nice=steps)))
+    assert int(child.stdout) == min(19, os.nice(0) + steps)
+    assert Settings().worker_nice == 10
+
+
+def test_predict_takes_the_bearer_scheme_in_any_case_and_refuses_anything_else(
+    client: TestClient, settings: Settings, cancer_model_id: str
+) -> None:
+    """The predict route reads its key without FastAPI's dependency solver (PredictRoute):
+    the same answers as every other route for each kind of Authorization header."""
+    url = f"/v1/models/{cancer_model_id}/predict"
+    body = {"instances": [{"indices": [1], "values": [0.5]}]}
+    reader = make_key(settings, scopes=("read",))
+    for header, status in ((f"bearer {reader}", 200), (f"BEARER  {reader} ", 200),
+                           (f"Basic {reader}", 401), ("Bearer", 401), ("Bearer ", 401),
+                           (f"Bearer {reader}x", 401)):
+        answer = client.post(url, json=body, headers={"Authorization": header})
+        assert answer.status_code == status, (header, answer.text)
+        if status == 401:
+            assert answer.headers["www-authenticate"] == "Bearer"
+    missing = client.post(f"/v1/models/{'0' * 32}/predict", json=body,
+                          headers=bearer(reader))
+    assert missing.status_code == 404
+
+
+def test_every_predict_is_counted_once(client: TestClient, cancer_model_id: str) -> None:
+    """The request series are kept per (method, route, status), not looked up each time:
+    each answer still adds one."""
+    url = f"/v1/models/{cancer_model_id}/predict"
+    line = ('hinge_http_requests_total{method="POST",route="/v1/models/{model_id}/predict",'
+            'status="200"} ')
+
+    def count() -> float:
+        found = [row for row in client.get("/metrics").text.splitlines()
+                 if row.startswith(line)]
+        return float(found[0].removeprefix(line)) if found else 0.0
+
+    before = count()
+    for _ in range(3):
+        assert client.post(url, json={"instances": [{"indices": [1], "values": [0.5]}]}
+                           ).status_code == 200
+    assert count() == before + 3
+
+
 @pytest.mark.parametrize("outputs", [1, 3])
 def test_few_rows_on_a_linear_model_equal_the_sparse_product_bit_for_bit(outputs: int
                                                                           ) -> None:

@@ -73,6 +73,9 @@ def test_make_run_prints_a_key_and_survives_a_killed_worker(tmp_path: Path,
                           headers={"Authorization": f"Bearer {key}"}) as client:
             assert client.get("/v1/datasets").status_code == 200
             worker = _wait(lambda: _worker_pid(run.pid), 60, "no worker")
+            # training yields the CPU to the API's requests (HINGE_WORKER_NICE, 10)
+            assert os.getpriority(os.PRIO_PROCESS, int(worker)) == min(  # type: ignore[call-overload]
+                19, os.getpriority(os.PRIO_PROCESS, run.pid) + 10)
             _wait(lambda: b"ready." in log_path.read_bytes(), 120, "worker not ready")
             os.kill(int(worker), signal.SIGKILL)  # type: ignore[call-overload]
             assert healthy()
