@@ -296,3 +296,114 @@ def oneclass_sweeps(data, indices, indptr, upper, qd, alpha, w, sweeps, eps):
             row_axpy(delta, data, indices, si, ei, w)
             row_axpy(-delta, data, indices, sj, ej, w)
     return 0, violation
+
+
+# --------------------------------------------------------------------------------------
+# Linear SVR, l2 loss, primal Newton (LIBLINEAR -s 11: l2r_l2_svr_fun in newton.cpp's line
+# search). The conjugate gradient, the gradient / preconditioner and the Hessian products
+# are tron's kernels (solvers/_tron_kernels.py) on the active rows A = {|r_i| > epsilon}
+# with u_i = 2 C_i e_i, h_i = 2 C_i; these compute the loss-specific pieces from the
+# residuals r_i = w.x_i - y_i and the signed excess e_i = sign(r_i) max(0, |r_i| - eps).
+
+
+@njit(cache=True, inline="always")
+def _excess(r, p):
+    if r > p:
+        return r - p
+    if r < -p:
+        return r + p
+    return 0.0
+
+
+@njit(cache=True)
+def svr_residuals(data, indices, indptr, w, target, cost, p, resid):
+    """resid_i = w.x_i - y_i; returns sum_i C_i e_i^2 (the loss part of P(w))."""
+    n = indptr.shape[0] - 1
+    total = 0.0
+    for i in range(n):
+        r = row_dot(w, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1])) - target[i]
+        resid[i] = r
+        e = _excess(r, p)
+        total += cost[i] * e * e
+    return total
+
+
+@njit(cache=True)
+def svr_row_products(data, indices, indptr, s, out):
+    """out_i = x_i.s (the residual change of a unit step along s)."""
+    for i in range(indptr.shape[0] - 1):
+        out[i] = row_dot(s, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]))
+
+
+@njit(cache=True)
+def svr_select_active(cost, resid, p, indptr, active_idx, active_u, active_h, active_count):
+    """The rows outside the tube compactly (index, u_i = 2 C_i e_i, h_i = 2 C_i), their
+    number in active_count[0]; returns their nnz (+1 each)."""
+    count = 0
+    nnz = 0
+    for i in range(resid.shape[0]):
+        e = _excess(resid[i], p)
+        if e != 0.0:
+            active_idx[count] = i
+            active_u[count] = 2.0 * cost[i] * e
+            active_h[count] = 2.0 * cost[i]
+            count += 1
+            nnz += indptr[i + 1] - indptr[i] + 1
+    active_count[0] = count
+    return nnz
+
+
+@njit(cache=True)
+def svr_line_change(cost, resid, steps, alpha, p):
+    """sum_i C_i (e(r_i + alpha steps_i)^2 - e(r_i)^2), each term from the residual change
+    itself where both excesses are on the same side (no cancellation)."""
+    total = 0.0
+    for i in range(resid.shape[0]):
+        step = alpha * steps[i]
+        if step == 0.0:
+            continue
+        old = _excess(resid[i], p)
+        new = _excess(resid[i] + step, p)
+        if (old > 0.0 and new > 0.0) or (old < 0.0 and new < 0.0):
+            total += cost[i] * step * (new + old)
+        else:
+            total += cost[i] * (new * new - old * old)
+    return total
+
+
+@njit(cache=True)
+def svr_newton_dual(w, grad, cost, target, resid, p, beta):
+    """The dual value at the dual point of w, beta_i = -2 C_i e_i (feasible: the l2 dual has
+    no bounds); X'beta = w - grad (grad = w + X'(2 C e)), so no pass over X."""
+    vv = 0.0
+    for j in range(w.shape[0]):
+        v = w[j] - grad[j]
+        vv += v * v
+    value = -0.5 * vv
+    for i in range(resid.shape[0]):
+        b = -2.0 * cost[i] * _excess(resid[i], p)
+        beta[i] = b
+        value += target[i] * b - p * abs(b) - b * b / (4.0 * cost[i])
+    return value
+
+
+@njit(cache=True)
+def augment_rows(data, indices, indptr, n_features, bias_scale):
+    """The rows with one more feature (index n_features, value bias_scale) at each end."""
+    n = indptr.shape[0] - 1
+    nnz = indptr[n]
+    out_data = np.empty(nnz + n)
+    out_indices = np.empty(nnz + n, dtype=np.int32)
+    out_indptr = np.empty(n + 1, dtype=np.int64)
+    out_indptr[0] = 0
+    q = 0
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            out_data[q] = data[k]
+            out_indices[q] = indices[k]
+            q += 1
+        out_data[q] = bias_scale
+        out_indices[q] = n_features
+        q += 1
+        out_indptr[i + 1] = q
+    return out_data, out_indices, out_indptr
