@@ -229,17 +229,88 @@ def svr_sweeps(
 
 
 @njit(cache=True)
-def oneclass_sweeps(data, indices, indptr, upper, qd, alpha, w, sweeps, eps):
+def _smallest_k(key, k, out, scratch):
+    """out[:k] = the indices of the k smallest keys (finite), ascending by key, in O(n)
+    plus O(k log k) (LIBLINEAR: quick_select_min_k, then qsort of the k); returns how
+    many were found (< k when fewer keys are finite)."""
+    n = key.shape[0]
+    count = 0
+    for i in range(n):
+        if key[i] < _INF:
+            scratch[count] = key[i]
+            count += 1
+    k = min(k, count)
+    if k == 0:
+        return 0
+    threshold = np.partition(scratch[:count], k - 1)[k - 1]
+    found = 0
+    for i in range(n):  # strictly below the threshold first, then ties up to k
+        if key[i] < threshold:
+            out[found] = i
+            found += 1
+    for i in range(n):
+        if found >= k:
+            break
+        if key[i] == threshold:
+            out[found] = i
+            found += 1
+    chosen = out[:k].copy()
+    order = np.argsort(key[chosen], kind="mergesort")
+    for s in range(k):
+        out[s] = chosen[order[s]]
+    return k
+
+
+@njit(cache=True)
+def _oneclass_certificate(grad, alpha, upper, w, nu_total, out):
+    """rho as LIBLINEAR computes it (the mean of G over the free alphas, else the middle of
+    the bounds), P(w, rho) and D = -1/2 ||w||^2 into out = (P, D, rho)."""
+    n = grad.shape[0]
+    free_sum = 0.0
+    free = 0
+    lb = -_INF
+    ub = _INF
+    for i in range(n):
+        if alpha[i] > 0.0 and alpha[i] < upper[i]:
+            free_sum += grad[i]
+            free += 1
+        elif alpha[i] >= upper[i]:
+            lb = max(lb, grad[i])
+        else:
+            ub = min(ub, grad[i])
+    rho = free_sum / free if free > 0 else 0.5 * (lb + ub)
+    half = 0.0
+    for j in range(w.shape[0]):
+        half += w[j] * w[j]
+    half *= 0.5
+    loss = 0.0
+    for i in range(n):
+        if rho > grad[i]:
+            loss += upper[i] * (rho - grad[i])
+    out[0] = half - rho * nu_total + loss
+    out[1] = -half
+    out[2] = rho
+
+
+@njit(cache=True)
+def oneclass_sweeps(data, indices, indptr, upper, qd, alpha, w, sweeps, eps, nu_total, tol,
+                    out):
     """Outer iterations of LIBLINEAR's solve_oneclass_svm on min_a 1/2 ||X'a||^2,
-    0 <= a_i <= U_i, sum a = const: the largest violations max -G over I_up and min -G
-    over I_low (G = X w), then pair updates of the max(n / 10, 1) most violating pairs.
-    Returns (1 if max -G(I_up) - min -G(I_low) < eps, the violation)."""
+    0 <= a_i <= U_i, sum a = const: G = X w, the largest violations max -G over I_up and
+    min -G over I_low, then pair updates of the max(n / 10, 1) most violating pairs (found
+    by partial selection, as LIBLINEAR's quick select). Before each iteration and after
+    the last, from the same G: the certificate out = (P, D, rho) of the current alpha.
+    Returns (status, iterations run, violation): status 2 when (P - D) / |P| <= tol, 1
+    when max -G(I_up) - min -G(I_low) < eps, else 0 (budget used)."""
     n = indptr.shape[0] - 1
     grad = np.empty(n)
     up_key = np.empty(n)
     low_key = np.empty(n)
+    ups = np.empty(n, dtype=np.int64)
+    lows = np.empty(n, dtype=np.int64)
+    scratch = np.empty(n)
     violation = _INF
-    for _ in range(sweeps):
+    for sweep in range(sweeps + 1):
         neg_max = -_INF
         neg_min = _INF
         for i in range(n):
@@ -249,18 +320,23 @@ def oneclass_sweeps(data, indices, indptr, upper, qd, alpha, w, sweeps, eps):
             if alpha[i] > 0.0:
                 neg_min = min(neg_min, -grad[i])
         violation = neg_max - neg_min
+        _oneclass_certificate(grad, alpha, upper, w, nu_total, out)
+        if out[0] - out[1] <= tol * max(abs(out[0]), 1e-300):
+            return 2, sweep, violation
         if violation < eps:
-            return 1, violation
+            return 1, sweep, violation
+        if sweep == sweeps:
+            break
         for i in range(n):
             up_key[i] = grad[i] if alpha[i] < upper[i] else _INF  # ascending G = max -G
             low_key[i] = -grad[i] if alpha[i] > 0.0 else _INF  # ascending -G
-        ups = np.argsort(up_key)
-        lows = np.argsort(low_key)
         inner = max(n // 10, 1)
-        for s in range(inner):
+        n_up = _smallest_k(up_key, inner, ups, scratch)
+        n_low = _smallest_k(low_key, inner, lows, scratch)
+        for s in range(min(n_up, n_low)):
             i = ups[s]
             j = lows[s]
-            if up_key[i] == _INF or low_key[j] == _INF or i == j:
+            if i == j:
                 break
             si, ei = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
             sj, ej = np.uint64(indptr[j]), np.uint64(indptr[j + 1])
@@ -295,7 +371,7 @@ def oneclass_sweeps(data, indices, indptr, upper, qd, alpha, w, sweeps, eps):
             alpha[j] = total - new_i
             row_axpy(delta, data, indices, si, ei, w)
             row_axpy(-delta, data, indices, sj, ej, w)
-    return 0, violation
+    return 0, sweeps, violation
 
 
 # --------------------------------------------------------------------------------------

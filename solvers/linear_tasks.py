@@ -594,30 +594,6 @@ class _SvrNewton:
 # Linear one-class SVM
 
 
-def one_class_rho(problem: TaskProblem, alpha: np.ndarray, w: np.ndarray) -> float:
-    """rho as LIBLINEAR computes it: the mean of w.x_i over the free alphas, else the
-    middle of the bounds of the alphas at 0 and at their upper bound."""
-    g = problem.matrix() @ w
-    upper = problem.cost
-    free = (alpha > 0) & (alpha < upper)
-    if bool(np.any(free)):
-        return float(np.mean(g[free]))
-    lb = float(np.max(g[alpha >= upper], initial=-np.inf))
-    ub = float(np.min(g[alpha <= 0], initial=np.inf))
-    return 0.5 * (lb + ub)
-
-
-def one_class_objectives(
-    problem: TaskProblem, w: np.ndarray, rho: float, nu: float
-) -> tuple[float, float]:
-    """(P(w, rho), D = -1/2 ||w||^2) for w = X'alpha of a feasible alpha."""
-    g = problem.matrix() @ w
-    upper = problem.cost
-    half = 0.5 * float(w @ w)
-    primal = half - rho * nu * float(upper.sum()) + float(upper @ np.maximum(rho - g, 0.0))
-    return primal, -half
-
-
 def _solve_one_class(
     problem: TaskProblem, params: dict[str, Any], monitor: ProgressMonitor
 ) -> BinarySolution:
@@ -633,17 +609,21 @@ def _solve_one_class(
             break
     w = np.asarray(problem.matrix().T @ alpha, dtype=np.float64)
     qd = kernels.row_sq_norms(X.data, X.indptr)
-    rho = [0.0]
+    nu_total, tol = nu * float(upper.sum()), float(params["tol"])
+    certificate = np.zeros(3)  # (P, D, rho) of the current alpha, from the kernel
 
     def sweeps(budget: int, eps: float) -> tuple[int, bool, float]:
-        held, violation = kernels.oneclass_sweeps(
-            X.data, X.indices, X.indptr, upper, qd, alpha, w, budget, eps
+        status, done, violation = kernels.oneclass_sweeps(
+            X.data, X.indices, X.indptr, upper, qd, alpha, w, budget, eps, nu_total, tol,
+            certificate,
         )
-        return budget, bool(held), float(violation)
+        return int(done), int(status) == 1, float(violation)
+
+    sweeps(0, 0.0)  # the certificate of the start
+    rho = certificate[2:3]
 
     def objectives() -> tuple[float, float]:
-        rho[0] = one_class_rho(problem, alpha, w)
-        return one_class_objectives(problem, w, rho[0], nu)
+        return float(certificate[0]), float(certificate[1])
 
     run = _drive(sweeps, objectives, lambda: np.append(w, rho[0]), params, monitor)
     solution = run.solution(alpha)
