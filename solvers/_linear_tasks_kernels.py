@@ -483,3 +483,32 @@ def augment_rows(data, indices, indptr, n_features, bias_scale):
         q += 1
         out_indptr[i + 1] = q
     return out_data, out_indices, out_indptr
+
+
+@njit(cache=True)
+def svr_certificate(data, indices, indptr, target, cost, beta, w, l1, p, scratch):
+    """(P(w), D(beta)) of linear SVR: the primal 1/2 ||w||^2 + sum_i C_i e_i^q (q = 1 for
+    l1, 2 for l2; e_i = max(0, |w.x_i - y_i| - p)) at the model w, and the dual value
+    -1/2 ||X'beta||^2 - [l2] sum_i beta_i^2 / (4 C_i) + y.beta - p ||beta||_1 at beta, with
+    X'beta recomputed here (into scratch), not taken from the w the sweeps keep."""
+    n = indptr.shape[0] - 1
+    scratch[:] = 0.0
+    primal = 0.0
+    dual = 0.0
+    for i in range(n):
+        start, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
+        e = abs(row_dot(w, data, indices, start, end) - target[i]) - p
+        if e > 0.0:
+            primal += cost[i] * (e if l1 else e * e)
+        b = beta[i]
+        if b != 0.0:
+            row_axpy(b, data, indices, start, end, scratch)
+            dual += target[i] * b - p * abs(b)
+            if not l1:
+                dual -= b * b / (4.0 * cost[i])
+    ww = 0.0
+    vv = 0.0
+    for j in range(w.shape[0]):
+        ww += w[j] * w[j]
+        vv += scratch[j] * scratch[j]
+    return primal + 0.5 * ww, dual - 0.5 * vv
