@@ -94,12 +94,13 @@ def solve(
     tolerance = float(params["eps"]) * max(min(positives, n_rows - positives), 1) / n_rows
     rng = np.array([seed_state(params["seed"])], dtype=np.uint64)
     method = _cdn if loss == "l2" else _newglmnet
+    cols = columns(problem, signed=loss == "l2")
     iterations, exit_reason, violation = method(
-        _Run(problem, w, tolerance, int(params["max_iter"]), rng, monitor)
+        _Run(problem, w, tolerance, int(params["max_iter"]), rng, monitor), cols
     )
     polish = 0
     if exit_reason == "converged" and params.get("tol") is not None:
-        polish = _orthant_newton(problem, w, loss, float(params["tol"]), monitor)
+        polish = _orthant_newton(problem, w, loss, float(params["tol"]), monitor, cols)
     if not np.all(np.isfinite(w)):
         exit_reason = "numerical_error"
     primal = primal_value(problem, w, loss)
@@ -121,19 +122,19 @@ def columns(problem: LinearProblem, signed: bool) -> tuple[np.ndarray, np.ndarra
     """(data, indices, indptr) of Z as CSC, Z = X with the bias column B appended (if
     any), each row times y_i when `signed`."""
     X = problem.X
-    matrix = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.n_rows, X.n_features))
-    if problem.bias_scale > 0:
-        bias = sp.csr_matrix(np.full((X.n_rows, 1), problem.bias_scale))
-        matrix = sp.hstack([matrix, bias], format="csr")
-    if signed:
-        matrix = sp.diags(problem.y) @ matrix
-    csc = sp.csc_matrix(matrix)
+    csc = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.n_rows, X.n_features)).tocsc()
     csc.sort_indices()
-    return (
-        np.ascontiguousarray(csc.data, dtype=np.float64),
-        np.ascontiguousarray(csc.indices, dtype=np.int64),
-        np.ascontiguousarray(csc.indptr, dtype=np.int64),
-    )
+    data = np.asarray(csc.data, dtype=np.float64)
+    rows = np.asarray(csc.indices, dtype=np.int64)
+    indptr = np.asarray(csc.indptr, dtype=np.int64)
+    if problem.bias_scale > 0:  # the bias column last: every row, value B
+        n = X.n_rows
+        data = np.concatenate([data, np.full(n, float(problem.bias_scale))])
+        rows = np.concatenate([rows, np.arange(n, dtype=np.int64)])
+        indptr = np.append(indptr, indptr[-1] + n)
+    if signed:
+        data = data * problem.y[rows]
+    return np.ascontiguousarray(data), np.ascontiguousarray(rows), np.ascontiguousarray(indptr)
 
 
 def _reference_violation(problem: LinearProblem, w: np.ndarray, slope: float) -> float:
@@ -163,10 +164,10 @@ def _event(iteration: int, violation: float, active: int) -> dict[str, Any]:
     return {"iteration": iteration, "violation": violation, "active_size": active, **NO_VALUES}
 
 
-def _cdn(run: _Run) -> tuple[int, str, float]:
-    """LIBLINEAR's solve_l1r_l2_svc on w in place: (iterations, exit reason, violation)."""
+def _cdn(run: _Run, cols: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[int, str, float]:
+    """LIBLINEAR's solve_l1r_l2_svc on w in place, cols = columns(signed=True): (iterations,
+    exit reason, violation)."""
     problem, w, tolerance, max_iter, rng, monitor = run
-    cols = columns(problem, signed=True)
     cost = problem.cost
     b = 1.0 - margins(problem, w)  # b_i = 1 - y_i w.x_i
     data, _, indptr = cols
@@ -297,11 +298,12 @@ def _cdn_sweep(cols, cost, b, w, xj_sq, index, rng, active, gmax_old):
     return gmax_new, gnorm1, active
 
 
-def _newglmnet(run: _Run) -> tuple[int, str, float]:
-    """LIBLINEAR's solve_l1r_lr on w in place: (Newton iterations, exit reason,
-    violation)."""
+def _newglmnet(
+    run: _Run, cols: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> tuple[int, str, float]:
+    """LIBLINEAR's solve_l1r_lr on w in place, cols = columns(signed=False): (Newton
+    iterations, exit reason, violation)."""
     problem, w, tolerance, max_iter, rng, monitor = run
-    cols = columns(problem, signed=False)
     data, rows, indptr = cols
     cost, y = problem.cost, problem.y
     n_weights, n_rows = w.shape[0], y.shape[0]
@@ -441,27 +443,43 @@ def _glmnet_line_search(
 ) -> bool:
     """w <- w + t d for the first t = 1, 1/2, ... with sufficient decrease (z = X w kept);
     False when none of LINE_SEARCH_STEPS trials decreases enough (w unchanged)."""
-    y, cost = problem.y, problem.cost
-    norm = float(np.abs(w).sum())
-    direction = wpd - w
-    xd = xtd.copy()
-    # sigma(-m_i), m_i = y_i w.x_i
-    sigma_neg = np.exp(-np.logaddexp(0.0, y * z))
-    # delta = grad.d + ||w + d||_1 - ||w||_1, times the step (Armijo)
-    full_delta = float(grad @ direction) + float(np.abs(wpd).sum()) - norm
+    return bool(_glmnet_line_search_kernel(w, wpd, xtd, grad, z, problem.y, problem.cost))
+
+
+@njit(cache=True, error_model="numpy")
+def _glmnet_line_search_kernel(w, wpd, xtd, grad, z, y, cost):
+    """The trials of `_glmnet_line_search`: with d = wpd - w and delta = grad.d +
+    ||w + d||_1 - ||w||_1, accept t when ||w + t d||_1 - ||w||_1 + sum_i C_i (log(1 +
+    exp(-m_i - t y_i x_i.d)) - log(1 + exp(-m_i))) <= SIGMA t delta, each row's loss
+    change as log1p(sigma(-m_i) expm1(-t y_i x_i.d)) (m_i = y_i w.x_i)."""
+    n_weights = w.shape[0]
+    norm = 0.0
+    full_delta = 0.0
+    for j in range(n_weights):
+        norm += abs(w[j])
+        full_delta += grad[j] * (wpd[j] - w[j]) + abs(wpd[j])
+    full_delta -= norm
+    n_rows = z.shape[0]
+    sigma_neg = np.empty(n_rows)
+    for i in range(n_rows):  # sigma(-m_i) without overflow
+        m = y[i] * z[i]
+        e = math.exp(-abs(m))
+        sigma_neg[i] = e / (1.0 + e) if m >= 0.0 else 1.0 / (1.0 + e)
     step = 1.0
     for _ in range(LINE_SEARCH_STEPS):
-        trial = w + step * direction
-        trial_norm = float(np.abs(trial).sum())
-        delta = step * full_delta
-        # loss change per row: log(1 + exp(-m - y x.d)) - log(1 + exp(-m))
-        change = float(np.sum(cost * np.log1p(sigma_neg * np.expm1(-y * xd))))
-        if trial_norm - norm + change - SIGMA * delta <= 0.0:
-            w[:] = trial
-            z += xd
+        trial_norm = 0.0
+        for j in range(n_weights):
+            trial_norm += abs(w[j] + step * (wpd[j] - w[j]))
+        change = 0.0
+        for i in range(n_rows):
+            change += cost[i] * math.log1p(sigma_neg[i] * math.expm1(-y[i] * step * xtd[i]))
+        if trial_norm - norm + change - SIGMA * step * full_delta <= 0.0:
+            for j in range(n_weights):
+                w[j] = w[j] + step * (wpd[j] - w[j])
+            for i in range(z.shape[0]):
+                z[i] += step * xtd[i]
             return True
         step *= 0.5
-        xd *= 0.5
     return False
 
 
@@ -477,7 +495,12 @@ def _loss_pieces(problem: LinearProblem, m: np.ndarray, loss: str) -> tuple[np.n
 
 
 def _orthant_newton(
-    problem: LinearProblem, w: np.ndarray, loss: str, tol: float, monitor: ProgressMonitor
+    problem: LinearProblem,
+    w: np.ndarray,
+    loss: str,
+    tol: float,
+    monitor: ProgressMonitor,
+    cols: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> int:
     """Polish w in place by orthant-wise Newton steps until the certificate
     (l1_objectives.bounds_at) proves the relative gap <= tol; returns the steps taken.
@@ -497,8 +520,8 @@ def _orthant_newton(
     after POLISH_MAX_ITER steps, when the gap has not reached a new low for POLISH_PATIENCE
     steps (a9a's collinear one-hot groups: the fallback's eps / 10 continues), when no step
     decreases P, or at the time limit."""
-    data, rows, indptr = columns(problem, signed=False)
-    Z = sp.csc_matrix((data, rows, indptr), shape=(problem.X.n_rows, w.shape[0]))
+    # Z or its signed rows (cols): the Hessian Z_S' diag(h) Z_S is the same (y_i^2 = 1)
+    Z = sp.csc_matrix(cols, shape=(problem.X.n_rows, w.shape[0]))
     best, stale = math.inf, 0
     for step in range(POLISH_MAX_ITER):
         primal, bounds = bounds_at(problem, w, loss)
