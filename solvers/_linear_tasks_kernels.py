@@ -60,23 +60,34 @@ def _cs_subproblem(a_i, yi, c_yi, b, k, alpha_new, scratch):
 
 
 @njit(cache=True)
-def cs_sweeps(data, indices, indptr, label, cost, qd, alpha, W, k, sweeps, rng, index):
-    """`sweeps` passes of the sequential dual method over rows in random order. alpha is
-    (n, k) row-major, W (d, k) row-major (w_m = sum_i alpha_i^m x_i). Returns the largest
-    violation max_m G_m - min_{m: alpha_m < C^m} G_m seen in the last sweep."""
+def cs_sweeps(data, indices, indptr, label, cost, qd, alpha, W, k, sweeps, rng, index, state,
+              eps):
+    """Up to `sweeps` passes of the sequential dual method over the active rows in random
+    order, with LIBLINEAR's shrinking of the rows whose sub-problem cannot move (every
+    class but at most one at its bound with G_m below the smallest G of the free ones).
+    alpha is (n, k) row-major, W (d, k) row-major (w_m = sum_i alpha_i^m x_i); state =
+    [active size, eps_shrink, started from all rows (0/1)], as Solver_MCSVM_CS: when a
+    sweep's largest violation max_m G_m - min_{m: alpha_m < C^m} G_m is below eps_shrink,
+    every row is reactivated and eps_shrink halved (down to eps); the inner rule holds when
+    it is below eps on a sweep that started from all rows. Returns (sweeps run, 1 when the
+    rule held else 0, the last sweep's largest violation)."""
     n = indptr.shape[0] - 1
     grad = np.empty(k)
     b = np.empty(k)
     alpha_new = np.empty(k)
     scratch = np.empty(k)
     worst = 0.0
+    done = 0
+    active = np.int64(state[0])
     for _ in range(sweeps):
         worst = 0.0
-        _shuffle(index, n, rng)
-        for s in range(n):
+        _shuffle(index, active, rng)
+        s = 0
+        while s < active:
             i = index[s]
             a_i = qd[i]
             if a_i <= 0.0 or cost[i] <= 0.0:
+                s += 1
                 continue
             start, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
             yi = label[i]
@@ -94,6 +105,16 @@ def cs_sweeps(data, indices, indptr, label, cost, qd, alpha, W, k, sweeps, rng, 
                 bound = cost[i] if m == yi else 0.0
                 if alpha[i * k + m] < bound:
                     gmin = min(gmin, grad[m])
+            movable = 0
+            for m in range(k):
+                bound = cost[i] if m == yi else 0.0
+                if not (alpha[i * k + m] == bound and grad[m] < gmin):
+                    movable += 1
+            if movable <= 1:  # shrunk
+                active -= 1
+                index[s], index[active] = index[active], index[s]
+                continue
+            s += 1
             if gmax - gmin > worst:
                 worst = gmax - gmin
             if gmax - gmin <= 1e-12:
@@ -107,7 +128,18 @@ def cs_sweeps(data, indices, indptr, label, cost, qd, alpha, W, k, sweeps, rng, 
                     alpha[i * k + m] = alpha_new[m]
                     for p in range(start, end):
                         W[np.uint32(indices[p]) * k + m] += delta * data[p]
-    return worst
+        done += 1
+        if worst < state[1]:
+            if worst < eps and state[2] > 0.0:
+                state[0] = active
+                return done, 1, worst
+            active = n
+            state[1] = max(state[1] / 2.0, eps)
+            state[2] = 1.0
+        else:
+            state[2] = 0.0
+    state[0] = active
+    return done, 0, worst
 
 
 @njit(cache=True)

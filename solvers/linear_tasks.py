@@ -366,14 +366,17 @@ def _solve_cs(
     index = np.arange(n, dtype=np.int64)
     rng = _rng(params)
     args = (X.data, X.indices, X.indptr, problem.label, problem.cost, qd, alpha, W, k)
+    state = np.zeros(3)  # active rows, eps_shrink, started from all (cs_sweeps)
+    held_before = [True]
 
     def sweeps(budget: int, eps: float) -> tuple[int, bool, float]:
-        """Sweeps until the largest violation of a sweep is <= eps, at most budget."""
-        for done in range(1, budget + 1):
-            violation = float(kernels.cs_sweeps(*args, 1, rng, index))
-            if violation <= eps:
-                return done, True, violation
-        return budget, False, violation
+        """LIBLINEAR's sweeps with shrinking until its rule holds at eps, at most budget;
+        after the rule held, a new run at the new eps (all rows, eps_shrink reset)."""
+        if held_before[0]:
+            state[:] = (n, max(10.0 * eps, 1.0), 0.0)
+        done, held, violation = kernels.cs_sweeps(*args, budget, rng, index, state, eps)
+        held_before[0] = bool(held)
+        return int(done), bool(held), float(violation)
 
     run = _drive(
         sweeps,
