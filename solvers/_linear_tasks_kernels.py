@@ -30,6 +30,16 @@ def row_sq_norms(data, indptr):
 
 
 @njit(cache=True)
+def rows_transpose_times(data, indices, indptr, u, n_features):
+    """X'u = sum_i u_i x_i."""
+    out = np.zeros(n_features)
+    for i in range(indptr.shape[0] - 1):
+        if u[i] != 0.0:
+            row_axpy(u[i], data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]), out)
+    return out
+
+
+@njit(cache=True)
 def _shuffle(index, size, rng):
     for s in range(size):
         j = s + next_below(rng, np.uint64(size - s))

@@ -29,7 +29,6 @@ problem, not one binary problem per class.
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable
@@ -72,23 +71,6 @@ class TaskProblem:
     n_outputs: int
     n_features: int  # without the bias feature
     bias_scale: float  # 0.0: no bias feature
-
-    def matrix(self) -> sp.csr_matrix:
-        """The rows as a SciPy matrix (built once: the certificates use it every check)."""
-        return self._matrix
-
-    @functools.cached_property
-    def _matrix(self) -> sp.csr_matrix:
-        # one index dtype (int32 indptr when it fits): SciPy converts mixed index arrays on
-        # every product
-        indptr = self.X.indptr
-        if indptr[-1] < np.iinfo(np.int32).max:
-            indptr = indptr.astype(np.int32)
-        matrix = sp.csr_matrix(
-            (self.X.data, self.X.indices, indptr), shape=(self.X.n_rows, self.X.n_features)
-        )
-        matrix.has_sorted_indices = True
-        return matrix
 
 
 def augmented(X: CsrArrays, bias_scale: float) -> CsrArrays:
@@ -599,14 +581,10 @@ def _solve_one_class(
     X = problem.X
     nu = float(params["nu"])
     upper = problem.cost
-    alpha = np.zeros(X.n_rows)
-    remaining = nu * float(upper.sum())
-    for i in range(X.n_rows):  # LIBLINEAR's start: the first rows at their upper bound
-        alpha[i] = min(upper[i], remaining)
-        remaining -= alpha[i]
-        if remaining <= 0.0:
-            break
-    w = np.asarray(problem.matrix().T @ alpha, dtype=np.float64)
+    # LIBLINEAR's start: the first rows at their upper bound until nu sum U is spent
+    before = np.cumsum(upper) - upper  # sum of U_j over the rows j < i
+    alpha = np.minimum(upper, np.maximum(nu * float(upper.sum()) - before, 0.0))
+    w = kernels.rows_transpose_times(X.data, X.indices, X.indptr, alpha, X.n_features)
     qd = kernels.row_sq_norms(X.data, X.indptr)
     nu_total, tol = nu * float(upper.sum()), float(params["tol"])
     certificate = np.zeros(3)  # (P, D, rho) of the current alpha, from the kernel
