@@ -184,14 +184,17 @@ def measure(quick: bool) -> list[dict[str, Any]]:
 
 
 def main(quick: bool = False) -> list[dict[str, Any]]:
+    load_start = os.getloadavg()[0]
     records = measure(quick)
+    load_end = os.getloadavg()[0]
     lines = [
         "# Crammer-Singer, linear SVR, linear one-class: Hinge vs LIBLINEAR 2.50 (issue 27)",
         "",
         "CPU seconds of the training call (best of 3; 1 with --quick); subopt = (P - P_best)"
         " / |P_best|, P recomputed from each model. Hinge at its defaults (certified: "
         "relative duality gap <= 1e-3); LIBLINEAR at its default eps and at -e 1e-6. "
-        "ratio = Hinge / LIBLINEAR at the first eps that reaches 1e-3.",
+        "ratio = Hinge / LIBLINEAR at the first eps that reaches 1e-3. Load average (1 min) "
+        f"at the start {load_start:.2f}, at the end {load_end:.2f} (2 cores, shared).",
         "",
         "| problem | data | Hinge s | Hinge subopt | converged | LIBLINEAR default s | "
         "subopt | LIBLINEAR -e 1e-6 s | subopt | ratio |",
