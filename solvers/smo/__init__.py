@@ -134,6 +134,7 @@ BUDGET = Budget(call_seconds=0.05, initial=256, minimum=16, maximum=1 << 24)  # 
 FIRST_CALL_WORK = 2_000_000
 _STOPPED = ("cancelled", "max_seconds")  # the fit was stopped: later problems are skipped
 WARM_FORMULATIONS = ("c_svc", "epsilon_svr")  # a C path continues from the last alphas
+TWINS = ("epsilon_svr", "nu_svr")  # 2n variables, rows t and n + t both x_t (SVR_Q's cache)
 
 
 def _same_linear(old: np.ndarray | None, new: np.ndarray | None) -> bool:
@@ -172,7 +173,9 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
         state = SmoState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
                          problem.kernel, cache_mb, chunks=problem.threads,
                          fine_grained=problem.fine_grained, linear=problem.linear,
-                         alpha0=problem.alpha0, nu=problem.nu)
+                         alpha0=problem.alpha0, nu=problem.nu,
+                         twins=problem.rows.shape[0] // 2 if problem.formulation in TWINS
+                         else 0)
         state.formulation = problem.formulation
         state.linear0 = None if problem.linear is None else problem.linear.copy()
     state.eps, state.max_iter = float(params["eps"]), int(params["max_iter"])

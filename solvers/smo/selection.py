@@ -20,6 +20,9 @@ from solvers.smo.layout import (
     _FREE,
     _GMAX,
     _GMAX_IDX,
+    _GMAX_NEG,
+    _GMAX_NEG_IDX,
+    _GMAX_POS,
     _GMAX_VALID,
     _LOWER,
     _NU,
@@ -140,7 +143,7 @@ def _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, lo, hi):
     vectorises (fused with the scan it did not: 4x slower on pairs of ~800 rows)."""
     for t in range(lo, hi):
         gradient[t] = gradient[t] + (q_i[t] * delta_i + q_j[t] * delta_j)
-    return _gmax_range(y, status, gradient, lo, hi)
+    return _gmax_sides(y, status, gradient, lo, hi)
 
 
 @njit(cache=True, parallel=True)
@@ -166,8 +169,9 @@ def _select_j_parallel(y, status, gradient, diagonal, q_i, i, gmax, n, chunks, v
 def _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, values,
                      indices):
     for c in prange(chunks):
-        best, best_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status,
-                                     c * n // chunks, (c + 1) * n // chunks)
+        pos, pos_t, neg, neg_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y,
+                                               status, c * n // chunks, (c + 1) * n // chunks)
+        best, best_t = _later_max(pos, pos_t, neg, neg_t)
         values[c] = best
         indices[c] = best_t
 
@@ -319,12 +323,19 @@ def _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient, count
         _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, active, chunks,
                          parallel[1], parallel[2])
         gmax, gmax_t = _reduce_max(parallel)
+        counters[_GMAX_VALID] = 0 if counters[_NU] == 1 else 1  # Solver_NU: per side
     else:
-        gmax, gmax_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, 0,
-                                     active)
+        best_pos, best_pos_t, best_neg, best_neg_t = _update_range(
+            gradient, q_i, q_j, delta_i, delta_j, y, status, 0, active)
+        gmax, gmax_t = _later_max(best_pos, best_pos_t, best_neg, best_neg_t)
+        values[_GMAX_POS] = best_pos
+        values[_GMAX_NEG] = best_neg
+        counters[_GMAX_NEG_IDX] = best_neg_t
+        counters[_GMAX_VALID] = 1
+        if counters[_NU] == 1:
+            gmax_t = best_pos_t
     values[_GMAX] = gmax
     counters[_GMAX_IDX] = gmax_t
-    counters[_GMAX_VALID] = 1
 
     crossed = 1
     if was_upper_i != (status[i] == _UPPER):
@@ -535,12 +546,16 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
 
 
 @njit(cache=True)
-def _select_working_set_nu(rows, kernel, positions, cache, counters, parallel):
+def _select_working_set_nu(rows, kernel, positions, cache, counters, values, parallel):
     """Solver_NU::select_working_set on the active set: (i, j, violation, Q_i, Q_j);
     i = j = -1 when there is no pair. violation = max(Gmaxp + Gmaxp2, Gmaxn + Gmaxn2)."""
     y, diagonal, status, gradient = positions[2], positions[4], positions[6], positions[7]
     active = counters[_ACTIVE]
-    gmaxp, gmaxp_idx, gmaxn, gmaxn_idx = _gmax_sides(y, status, gradient, 0, active)
+    if counters[_GMAX_VALID] == 1:  # both sides, found by the last step's G update
+        gmaxp, gmaxp_idx = values[_GMAX_POS], counters[_GMAX_IDX]
+        gmaxn, gmaxn_idx = values[_GMAX_NEG], counters[_GMAX_NEG_IDX]
+    else:
+        gmaxp, gmaxp_idx, gmaxn, gmaxn_idx = _gmax_sides(y, status, gradient, 0, active)
     empty = cache[4]
     q_ip = empty
     q_in = empty
