@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from solvers.smo.columns import (
+    _column_if_cached,
     _column_range,
     _gather_positional_rows,
     _get_column,
@@ -545,7 +546,7 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
 # so a pair is always taken within one side (y_i = y_j) -------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _select_working_set_nu(rows, kernel, positions, cache, counters, values, parallel):
     """Solver_NU::select_working_set on the active set: (i, j, violation, Q_i, Q_j);
     i = j = -1 when there is no pair. violation = max(Gmaxp + Gmaxp2, Gmaxn + Gmaxn2)."""
@@ -559,12 +560,17 @@ def _select_working_set_nu(rows, kernel, positions, cache, counters, values, par
     empty = cache[4]
     q_ip = empty
     q_in = empty
+    # (inlined in the step loop: the whole state is passed on a cache miss only)
     if gmaxp_idx >= 0:
-        q_ip = _get_column(gmaxp_idx, active, rows, kernel, positions, cache, counters,
-                           parallel)
+        q_ip = _column_if_cached(gmaxp_idx, active, cache, counters)
+        if q_ip.shape[0] == 0:
+            q_ip = _get_column(gmaxp_idx, active, rows, kernel, positions, cache, counters,
+                               parallel)
     if gmaxn_idx >= 0:
-        q_in = _get_column(gmaxn_idx, active, rows, kernel, positions, cache, counters,
-                           parallel)
+        q_in = _column_if_cached(gmaxn_idx, active, cache, counters)
+        if q_in.shape[0] == 0:
+            q_in = _get_column(gmaxn_idx, active, rows, kernel, positions, cache, counters,
+                               parallel)
     # each side pairs with its own i (y_i = y_t): a_it = K_ii + K_tt - 2 Q_it; a side with
     # no i has Gmax = -inf, so its t never pair (its K_ii and Q_i are never used)
     _, j, gmaxp2, gmaxn2 = _select_pair_range(
