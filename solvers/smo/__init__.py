@@ -23,6 +23,14 @@ full set is made active once more), kernel columns cached in an LRU cache of `ca
 whose columns cover only the active set (LIBSVM's Cache: float32 entries, index swaps
 follow the shrinking; a cache too small for two full columns is enlarged to two columns).
 
+The regressions (epsilon-SVR, nu-SVR) have 2n variables, t and n + t both x_t (y = +1 / -1):
+as LIBSVM's SVR_Q, the kernel row K(x_t, x_s) over the n rows (problem order, never
+permuted) is computed once and cached for both, in the same LRU cache and budget as the
+columns; a variable's column over the active positions is read from it (a gather, no
+kernel value), and cached as every column. Their initial gradient (nu-SVR starts from
+a_t = a_{n+t}) is G = p + y_t K b with the net coefficient b_r of each row: a kernel row
+only for b_r != 0 (none at nu-SVR's start), where LIBSVM takes one per nonzero alpha.
+
 Where we depart from LIBSVM's code, the arithmetic stays the same:
 - the G_bar update when a_i enters or leaves its upper bound is applied at once on the
   active set (Q_i is at hand) and deferred on the inactive set, where the updates are

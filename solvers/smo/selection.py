@@ -140,7 +140,8 @@ def _select_j_range(y, status, gradient, diagonal, q_i, i, gmax, lo, hi):
 @njit(cache=True, inline="always")
 def _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, lo, hi):
     """G[t] += Q_it d_i + Q_jt d_j on [lo, hi), then the next step's selection of i:
-    returns max { -y_t G_t : t in I_up } and its last argmax. Two passes: the update
+    returns max { -y_t G_t : t in I_up } and its last argmax on each side (y_t = +1, -1;
+    `_gmax_sides`: C-SVC takes the larger, Solver_NU both). Two passes: the update
     vectorises (fused with the scan it did not: 4x slower on pairs of ~800 rows)."""
     for t in range(lo, hi):
         gradient[t] = gradient[t] + (q_i[t] * delta_i + q_j[t] * delta_j)
