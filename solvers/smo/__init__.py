@@ -23,6 +23,14 @@ full set is made active once more), kernel columns cached in an LRU cache of `ca
 whose columns cover only the active set (LIBSVM's Cache: float32 entries, index swaps
 follow the shrinking; a cache too small for two full columns is enlarged to two columns).
 
+The regressions (epsilon-SVR, nu-SVR) have 2n variables, t and n + t both x_t (y = +1 / -1):
+as LIBSVM's SVR_Q, the kernel row K(x_t, x_s) over the n rows (problem order, never
+permuted) is computed once and cached for both, in the same LRU cache and budget as the
+columns; a variable's column over the active positions is read from it (a gather, no
+kernel value), and cached as every column. Their initial gradient (nu-SVR starts from
+a_t = a_{n+t}) is G = p + y_t K b with the net coefficient b_r of each row: a kernel row
+only for b_r != 0 (none at nu-SVR's start), where LIBSVM takes one per nonzero alpha.
+
 Where we depart from LIBSVM's code, the arithmetic stays the same:
 - the G_bar update when a_i enters or leaves its upper bound is applied at once on the
   active set (Q_i is at hand) and deferred on the inactive set, where the updates are
@@ -136,6 +144,7 @@ BUDGET = Budget(call_seconds=0.05, initial=256, minimum=16, maximum=1 << 24)  # 
 FIRST_CALL_WORK = 2_000_000
 _STOPPED = ("cancelled", "max_seconds")  # the fit was stopped: later problems are skipped
 WARM_FORMULATIONS = ("c_svc", "epsilon_svr")  # a C path continues from the last alphas
+TWINS = ("epsilon_svr", "nu_svr")  # 2n variables, rows t and n + t both x_t (SVR_Q's cache)
 
 
 def _same_linear(old: np.ndarray | None, new: np.ndarray | None) -> bool:
@@ -174,7 +183,9 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
         state = SmoState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
                          problem.kernel, cache_mb, chunks=problem.threads,
                          fine_grained=problem.fine_grained, linear=problem.linear,
-                         alpha0=problem.alpha0, nu=problem.nu)
+                         alpha0=problem.alpha0, nu=problem.nu,
+                         twins=problem.rows.shape[0] // 2 if problem.formulation in TWINS
+                         else 0)
         state.formulation = problem.formulation
         state.linear0 = None if problem.linear is None else problem.linear.copy()
     state.eps, state.max_iter = float(params["eps"]), int(params["max_iter"])

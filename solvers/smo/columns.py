@@ -17,6 +17,7 @@ from solvers.smo.layout import (
     _HITS,
     _MISSES,
     _RBF,
+    _TWINS,
     _U1,
 )
 
@@ -399,43 +400,99 @@ def _column_if_cached(i, length, cache, counters):
 def _get_column(i, length, rows, kernel, positions, cache, counters, parallel):
     """Q_{i, 0:length} (float32; the array may be longer): cached, extended or computed."""
     return _column(i, length, rows[0], rows[2], kernel, positions[2], cache, counters,
-                   parallel)
+                   parallel, rows[3], positions[1])
+
+
+@njit(cache=True, inline="always")
+def _make_room(more, cache, counters):
+    """Evict least recently used entries until `more` floats are free (or none is left)."""
+    columns, col_len, lru_prev, lru_next, empty = cache
+    head = col_len.shape[0]
+    while counters[_CACHE_FREE] < more:
+        old = lru_next[head]
+        if old == head:
+            break
+        _lru_delete(lru_prev, lru_next, old)
+        columns[old] = empty
+        counters[_CACHE_FREE] += col_len[old]
+        col_len[old] = 0
 
 
 @njit(cache=True)
-def _column(i, length, positional, dense_rows, kernel, y, cache, counters, parallel):
+def _column(i, length, positional, dense_rows, kernel, y, cache, counters, parallel,
+            real_rows, local):
     """`_get_column` from the arrays it reads (the hot path's cache misses: each array of
-    the arguments costs a reference per call)."""
-    columns, col_len, lru_prev, lru_next, empty = cache
-    head = col_len.shape[0]
+    the arguments costs a reference per call). With twins (the regressions), the entries
+    are read from the kernel row of x_i (`_kernel_row`)."""
+    columns, col_len, lru_prev, lru_next, _ = cache
     old_len = col_len[i]
     if old_len > 0:
         _lru_delete(lru_prev, lru_next, i)
     more = length - old_len
     if more > 0:
-        # evict least recently used columns until `more` floats are free
-        while counters[_CACHE_FREE] < more:
-            old = lru_next[head]
-            if old == head:
-                break
-            _lru_delete(lru_prev, lru_next, old)
-            columns[old] = empty
-            counters[_CACHE_FREE] += col_len[old]
-            col_len[old] = 0
+        _make_room(more, cache, counters)
         column = np.empty(length, dtype=np.float32)
         if old_len > 0:
             column[:old_len] = columns[i][:old_len]
         counters[_CACHE_FREE] -= more
         col_len[i] = length
-        _fill_range(positional, dense_rows, kernel, y, i, old_len, length, column, parallel)
+        n = counters[_TWINS]
+        if n > 0:
+            _fill_from_row(i, old_len, length, column, n, kernel, y, local, cache, counters,
+                           parallel, real_rows)
+        else:
+            _fill_range(positional, dense_rows, kernel, y, i, old_len, length, column,
+                        parallel)
+            counters[_EVALS] += more
         columns[i] = column
         counters[_MISSES] += 1
-        counters[_EVALS] += more
     else:
         column = columns[i]
         counters[_HITS] += 1
     _lru_insert(lru_prev, lru_next, i)
     return column
+
+
+@njit(cache=True, inline="always")
+def _twin_row(local_t, n):
+    """The training row of variable `local_t` (problem order) when rows t and n + t are twins."""
+    return local_t - n if local_t >= n else local_t
+
+
+@njit(cache=True)
+def _kernel_row(r, n, kernel, cache, counters, parallel, real_rows):
+    """K(x_r, x_s) for the n rows s of a regression, in problem order (float32): LIBSVM's
+    SVR_Q caches one such row for both variables of row r, whatever the shrinking. Kept in
+    the same LRU cache as the columns, at entry (number of variables) + r."""
+    columns, col_len, lru_prev, lru_next, _ = cache
+    h = col_len.shape[0] - n + r
+    if col_len[h] > 0:
+        _lru_delete(lru_prev, lru_next, h)
+        row = columns[h]
+    else:
+        _make_room(n, cache, counters)
+        row = np.empty(n, dtype=np.float32)
+        positional, dense_rows, ones = real_rows
+        _fill_range(positional, dense_rows, kernel, ones, r, 0, n, row, parallel)
+        columns[h] = row
+        col_len[h] = n
+        counters[_CACHE_FREE] -= n
+        counters[_EVALS] += n
+    _lru_insert(lru_prev, lru_next, h)
+    return row
+
+
+@njit(cache=True)
+def _fill_from_row(i, start, stop, out, n, kernel, y, local, cache, counters, parallel,
+                   real_rows):
+    """out[t] = Q_it = y_i y_t K(x_i, x_t) for positions t in [start, stop), read from the
+    kernel row of x_i (twins: variable t is row `_twin_row(local[t])`)."""
+    row = _kernel_row(_twin_row(local[i], n), n, kernel, cache, counters, parallel,
+                      real_rows)
+    y_i = y[i]
+    for t in range(start, stop):
+        value = row[_twin_row(local[t], n)]
+        out[t] = value if y[t] == y_i else -value
 
 
 @njit(cache=True)
@@ -472,9 +529,13 @@ def _swap_cached_entries(cache, counters, swaps, n_swaps):
     covers i but not j is dropped (LIBSVM's Cache::swap_index, batched per column)."""
     columns, col_len, lru_prev, lru_next, empty = cache
     head = col_len.shape[0]
+    variables = head - counters[_TWINS]  # entries beyond: kernel rows (no positions)
     h = lru_next[head]
     while h != head:
         following = lru_next[h]
+        if h >= variables:
+            h = following
+            continue
         length = col_len[h]
         column = columns[h]
         for s in range(n_swaps):

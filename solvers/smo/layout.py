@@ -20,7 +20,12 @@ _STATUS_EXIT = {_CONVERGED: "converged", _MAX_ITER: "max_iter", _NON_FINITE: "nu
 
 # counters[] slots (int64) and values[] slots (float64) of the solver state.
 (_ITER, _ACTIVE, _COUNTER, _UNSHRINK, _GMAX_IDX, _GMAX_VALID, _CACHE_FREE, _HITS, _MISSES,
- _EVALS, _SHRINKS, _RECONSTRUCTS, _PENDING, _NU) = range(14)
-_N_COUNTERS = 14  # _NU: 1 for Solver_NU's working-set rule, shrinking and rho (nu-SVC, nu-SVR)
+ _EVALS, _SHRINKS, _RECONSTRUCTS, _PENDING, _NU, _TWINS, _GMAX_NEG_IDX) = range(16)
+_N_COUNTERS = 16  # _NU: 1 for Solver_NU's working-set rule, shrinking and rho (nu-SVC, nu-SVR)
+# _TWINS: n for the regressions (variables t and n + t are both row t: their kernel columns
+# come from the cached kernel row of row t, LIBSVM's SVR_Q), else 0
 _PENDING_CAPACITY = 2 * _SHRINK_EVERY + 8  # deferred G_bar updates between flushes
-_GMAX, _VIOLATION = 0, 1
+# values[] slots; _GMAX_POS, _GMAX_NEG (and counters[_GMAX_IDX], [_GMAX_NEG_IDX]): each
+# side's max { -y_t G_t : t in I_up } after the last step (Solver_NU's next i, per side)
+_GMAX, _VIOLATION, _GMAX_POS, _GMAX_NEG = 0, 1, 2, 3
+_N_VALUES = 4

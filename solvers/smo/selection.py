@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from solvers.smo.columns import (
+    _column_if_cached,
     _column_range,
     _gather_positional_rows,
     _get_column,
@@ -20,6 +21,9 @@ from solvers.smo.layout import (
     _FREE,
     _GMAX,
     _GMAX_IDX,
+    _GMAX_NEG,
+    _GMAX_NEG_IDX,
+    _GMAX_POS,
     _GMAX_VALID,
     _LOWER,
     _NU,
@@ -136,11 +140,12 @@ def _select_j_range(y, status, gradient, diagonal, q_i, i, gmax, lo, hi):
 @njit(cache=True, inline="always")
 def _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, lo, hi):
     """G[t] += Q_it d_i + Q_jt d_j on [lo, hi), then the next step's selection of i:
-    returns max { -y_t G_t : t in I_up } and its last argmax. Two passes: the update
+    returns max { -y_t G_t : t in I_up } and its last argmax on each side (y_t = +1, -1;
+    `_gmax_sides`: C-SVC takes the larger, Solver_NU both). Two passes: the update
     vectorises (fused with the scan it did not: 4x slower on pairs of ~800 rows)."""
     for t in range(lo, hi):
         gradient[t] = gradient[t] + (q_i[t] * delta_i + q_j[t] * delta_j)
-    return _gmax_range(y, status, gradient, lo, hi)
+    return _gmax_sides(y, status, gradient, lo, hi)
 
 
 @njit(cache=True, parallel=True)
@@ -166,8 +171,9 @@ def _select_j_parallel(y, status, gradient, diagonal, q_i, i, gmax, n, chunks, v
 def _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, values,
                      indices):
     for c in prange(chunks):
-        best, best_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status,
-                                     c * n // chunks, (c + 1) * n // chunks)
+        pos, pos_t, neg, neg_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y,
+                                               status, c * n // chunks, (c + 1) * n // chunks)
+        best, best_t = _later_max(pos, pos_t, neg, neg_t)
         values[c] = best
         indices[c] = best_t
 
@@ -319,12 +325,19 @@ def _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient, count
         _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, active, chunks,
                          parallel[1], parallel[2])
         gmax, gmax_t = _reduce_max(parallel)
+        counters[_GMAX_VALID] = 0 if counters[_NU] == 1 else 1  # Solver_NU: per side
     else:
-        gmax, gmax_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, 0,
-                                     active)
+        best_pos, best_pos_t, best_neg, best_neg_t = _update_range(
+            gradient, q_i, q_j, delta_i, delta_j, y, status, 0, active)
+        gmax, gmax_t = _later_max(best_pos, best_pos_t, best_neg, best_neg_t)
+        values[_GMAX_POS] = best_pos
+        values[_GMAX_NEG] = best_neg
+        counters[_GMAX_NEG_IDX] = best_neg_t
+        counters[_GMAX_VALID] = 1
+        if counters[_NU] == 1:
+            gmax_t = best_pos_t
     values[_GMAX] = gmax
     counters[_GMAX_IDX] = gmax_t
-    counters[_GMAX_VALID] = 1
 
     crossed = 1
     if was_upper_i != (status[i] == _UPPER):
@@ -534,22 +547,31 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
 # so a pair is always taken within one side (y_i = y_j) -------------------------------
 
 
-@njit(cache=True)
-def _select_working_set_nu(rows, kernel, positions, cache, counters, parallel):
+@njit(cache=True, inline="always")
+def _select_working_set_nu(rows, kernel, positions, cache, counters, values, parallel):
     """Solver_NU::select_working_set on the active set: (i, j, violation, Q_i, Q_j);
     i = j = -1 when there is no pair. violation = max(Gmaxp + Gmaxp2, Gmaxn + Gmaxn2)."""
     y, diagonal, status, gradient = positions[2], positions[4], positions[6], positions[7]
     active = counters[_ACTIVE]
-    gmaxp, gmaxp_idx, gmaxn, gmaxn_idx = _gmax_sides(y, status, gradient, 0, active)
+    if counters[_GMAX_VALID] == 1:  # both sides, found by the last step's G update
+        gmaxp, gmaxp_idx = values[_GMAX_POS], counters[_GMAX_IDX]
+        gmaxn, gmaxn_idx = values[_GMAX_NEG], counters[_GMAX_NEG_IDX]
+    else:
+        gmaxp, gmaxp_idx, gmaxn, gmaxn_idx = _gmax_sides(y, status, gradient, 0, active)
     empty = cache[4]
     q_ip = empty
     q_in = empty
+    # (inlined in the step loop: the whole state is passed on a cache miss only)
     if gmaxp_idx >= 0:
-        q_ip = _get_column(gmaxp_idx, active, rows, kernel, positions, cache, counters,
-                           parallel)
+        q_ip = _column_if_cached(gmaxp_idx, active, cache, counters)
+        if q_ip.shape[0] == 0:
+            q_ip = _get_column(gmaxp_idx, active, rows, kernel, positions, cache, counters,
+                               parallel)
     if gmaxn_idx >= 0:
-        q_in = _get_column(gmaxn_idx, active, rows, kernel, positions, cache, counters,
-                           parallel)
+        q_in = _column_if_cached(gmaxn_idx, active, cache, counters)
+        if q_in.shape[0] == 0:
+            q_in = _get_column(gmaxn_idx, active, rows, kernel, positions, cache, counters,
+                               parallel)
     # each side pairs with its own i (y_i = y_t): a_it = K_ii + K_tt - 2 Q_it; a side with
     # no i has Gmax = -inf, so its t never pair (its K_ii and Q_i are never used)
     _, j, gmaxp2, gmaxn2 = _select_pair_range(

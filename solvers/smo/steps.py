@@ -19,8 +19,10 @@ from solvers.smo.columns import (
     _gather_positional_rows,
     _get_column,
     _kernel_diagonal,
+    _kernel_row,
     _new_column_list,
     _positional_sources,
+    _twin_row,
     bits_pay,
     csc_pays,
     rbf_table,
@@ -43,6 +45,7 @@ from solvers.smo.layout import (
     _PENDING_CAPACITY,
     _RBF,
     _SHRINK_EVERY,
+    _TWINS,
     _UPPER,
     _VIOLATION,
 )
@@ -83,6 +86,52 @@ def use_dense_rows(l: int, n_features: int, nnz: int) -> bool:
     return l > 0 and entries <= DENSE_MAX_ENTRIES and nnz >= DENSE_MIN_DENSITY * entries
 
 
+def _rows_in_order(X: CsrArrays, sq_norms: np.ndarray, perm: np.ndarray,
+                   kernel: tuple[int, float, float, int],
+                   source: str | None = None) -> tuple[tuple[Any, ...], str]:
+    """The rows perm[0], perm[1], ... of X as the kernel columns read them: (positional CSR
+    + scatter buffer, X's own arrays, (dense copy, scratch, CSC, bit sets, rbf table)),
+    and the source of their dot products ("dense", "bits", "columns" or "rows"; `source`
+    imposes it, else the cheapest the data allow)."""
+    l = int(perm.shape[0])
+    nnz = int(np.sum(X.indptr[perm + 1] - X.indptr[perm]))
+    dense = (use_dense_rows(l, X.n_features, nnz) if source is None
+             else source == "dense" and l > 0)
+    dense_shape = (l, X.n_features) if dense else (0, 1)
+    no_columns = (np.empty(0), np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64))
+    no_bits = (np.empty((0, 1), dtype=np.uint64), np.empty(0, dtype=np.float32))
+    rows_arrays: tuple[Any, ...] = (
+        (np.empty(nnz), np.empty(nnz, dtype=np.int32), np.empty(l + 1, dtype=np.int64),
+         np.empty(l), np.zeros(X.n_features + 1)),
+        (X.data, X.indices, X.indptr, sq_norms),
+        (np.empty(dense_shape), np.empty(l), np.empty(l), *no_columns, *no_bits))
+    _gather_positional_rows(rows_arrays, perm)
+    # Sparse data: a kernel column's dot products from bit sets (0/1 features) or a
+    # positional CSC when they cost less than the row gather (see columns.py), built
+    # from the positional rows here and by the gather after each shrinking.
+    column_source = "dense" if dense else "rows"
+    extra: tuple[Any, ...] = ()
+    positional_data, positional_indices = rows_arrays[0][:2]
+    if dense or l == 0:
+        pass
+    elif (bits_pay(X.n_features, nnz, l, bool(np.all(positional_data == 1.0)))
+          if source is None else source == "bits"):
+        column_source = "bits"
+        table = (rbf_table(kernel[1], X.n_features) if kernel[0] == _RBF
+                 else no_bits[1])
+        extra = (*no_columns, np.empty((l, (X.n_features + 63) // 64), dtype=np.uint64),
+                 table)
+    elif (csc_pays(l, nnz, np.bincount(positional_indices, minlength=X.n_features))
+          if source is None else source == "columns"):
+        column_source = "columns"
+        extra = (np.empty(nnz), np.empty(nnz, dtype=np.int32),
+                 np.empty(X.n_features + 1, dtype=np.int64), *no_bits)
+    if extra:
+        rows_arrays = (*rows_arrays[:2], (*rows_arrays[2][:3], *extra))
+        _positional_sources(rows_arrays)
+    return rows_arrays, column_source
+
+
 class SmoState:
     """The arrays the compiled kernels work on.
 
@@ -94,12 +143,14 @@ class SmoState:
     def __init__(self, X: CsrArrays, sq_norms: np.ndarray, rows: np.ndarray, y: np.ndarray,
                  cost: np.ndarray, kernel: tuple[int, float, float, int], cache_mb: float,
                  chunks: int, fine_grained: bool = True, linear: np.ndarray | None = None,
-                 alpha0: np.ndarray | None = None, nu: bool = False) -> None:
+                 alpha0: np.ndarray | None = None, nu: bool = False,
+                 twins: int = 0) -> None:
         """`linear`: the linear term p of f(a) = 1/2 a'Qa + p'a (default -e, C-SVC);
         `alpha0`: a feasible initial alpha (default 0; nu-SVC, one-class and nu-SVR
         start from LIBSVM's); `nu`: Solver_NU's selection, shrinking and rho. `rows` may
         repeat a row of X (epsilon-SVR and nu-SVR: rows t and t + n are x_t with y = +1
-        and -1)."""
+        and -1); `twins` = n then: the kernel columns of both come from one cached kernel
+        row of x_t (LIBSVM's SVR_Q)."""
         l = int(rows.shape[0])
         self.l = l
         self.eps, self.max_iter = 0.0, 0  # the stop rule of `run`: set by the driver
@@ -108,38 +159,14 @@ class SmoState:
         local = np.arange(l, dtype=np.int64)
         y = np.ascontiguousarray(y, dtype=np.int8).copy()
         cost = np.ascontiguousarray(cost, dtype=np.float64).copy()
-        nnz = int(np.sum(X.indptr[perm + 1] - X.indptr[perm]))
-        dense_shape = (l, X.n_features) if use_dense_rows(l, X.n_features, nnz) else (0, 1)
-        self.dense_rows = dense_shape[0] > 0
-        no_columns = (np.empty(0), np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64))
-        no_bits = (np.empty((0, 1), dtype=np.uint64), np.empty(0, dtype=np.float32))
-        rows_arrays = ((np.empty(nnz), np.empty(nnz, dtype=np.int32),
-                        np.empty(l + 1, dtype=np.int64), np.empty(l),
-                        np.zeros(X.n_features + 1)),
-                       (X.data, X.indices, X.indptr, sq_norms),
-                       (np.empty(dense_shape), np.empty(l), np.empty(l), *no_columns, *no_bits))
-        _gather_positional_rows(rows_arrays, perm)
-        # Sparse data: a kernel column's dot products from bit sets (0/1 features) or a
-        # positional CSC when they cost less than the row gather (see columns.py), built
-        # from the positional rows here and by the gather after each shrinking.
-        self.column_source = "dense" if self.dense_rows else "rows"
-        extra: tuple[Any, ...] = ()
-        positional_data, positional_indices = rows_arrays[0][:2]
-        if self.dense_rows:
-            pass
-        elif bits_pay(X.n_features, nnz, l, bool(np.all(positional_data == 1.0))):
-            self.column_source = "bits"
-            table = (rbf_table(kernel[1], X.n_features) if kernel[0] == _RBF
-                     else no_bits[1])
-            extra = (*no_columns, np.empty((l, (X.n_features + 63) // 64), dtype=np.uint64),
-                     table)
-        elif csc_pays(l, nnz, np.bincount(positional_indices, minlength=X.n_features)):
-            self.column_source = "columns"
-            extra = (np.empty(nnz), np.empty(nnz, dtype=np.int32),
-                     np.empty(X.n_features + 1, dtype=np.int64), *no_bits)
-        if extra:
-            rows_arrays = (*rows_arrays[:2], (*rows_arrays[2][:3], *extra))
-            _positional_sources(rows_arrays)
+        rows_arrays, self.column_source = _rows_in_order(X, sq_norms, perm, kernel)
+        self.dense_rows = self.column_source == "dense"
+        # the regressions (twins > 0): the kernel rows of their n training rows, from the
+        # rows in problem order (the same dot products as the positional rows' source)
+        real = perm[:twins] if twins > 0 else perm[:0]
+        real_arrays, _ = _rows_in_order(X, sq_norms, real, kernel, self.column_source)
+        rows_arrays = (*rows_arrays, (real_arrays[0], real_arrays[2],
+                                      np.ones(real.shape[0], dtype=np.int8)))
         diagonal = np.empty(l)
         _kernel_diagonal(rows_arrays[0][3], kernel, diagonal)
         alpha = np.zeros(l)
@@ -154,16 +181,17 @@ class SmoState:
         # LIBSVM's Cache: bytes / sizeof(float) minus the heads, at least two full columns
         floats = int(cache_mb * (1 << 20)) // 4 - l * 8
         self.counters[_CACHE_FREE] = max(floats, 2 * l)
-        self.values = np.array([-math.inf, math.inf])
-        columns = _new_column_list(l)
-        lru_prev = np.full(l + 1, l, dtype=np.int64)
-        lru_next = np.full(l + 1, l, dtype=np.int64)
+        self.values = np.array([-math.inf, math.inf, -math.inf, -math.inf])
+        # cache entries: the l columns, then (twins) the kernel rows; the LRU's sentinel last
+        columns = _new_column_list(l + twins)
+        lru_prev = np.full(l + twins + 1, l + twins, dtype=np.int64)
+        lru_next = np.full(l + twins + 1, l + twins, dtype=np.int64)
         self.positions = (perm, local, y, cost, diagonal, alpha, status, gradient, gradient_bar,
                           linear)
         # The typed list of cached columns is a top-level argument of the compiled entry
         # points: inside a tuple it makes Numba's dispatch type the tuple in Python (~50 us
         # per call against ~1 us).
-        self.cache = (np.zeros(l, dtype=np.int64), lru_prev, lru_next,
+        self.cache = (np.zeros(l + twins, dtype=np.int64), lru_prev, lru_next,
                       np.zeros(0, dtype=np.float32))
         # (chunks, per-chunk scratch x 3, minimum work of a parallel loop: passes over the
         # active set and kernel columns (once per step), the deferred G_bar pass)
@@ -191,6 +219,7 @@ class SmoState:
         self.y = y.copy()
         self.kernel = kernel
         self.counters[_NU] = 1 if nu else 0
+        self.counters[_TWINS] = twins
         if alpha0 is not None:  # G and G_bar from the initial alpha (LIBSVM's Solve)
             alpha[:] = np.ascontiguousarray(alpha0, dtype=np.float64)
             _warm_gradient(*self.kernel_args)
@@ -224,11 +253,13 @@ class SmoState:
             alpha *= float(np.min(new[support] / alpha[support]))
         cost_now[:] = new
         cache_free, nu = self.counters[_CACHE_FREE], self.counters[_NU]
+        twins = self.counters[_TWINS]
         self.counters[:] = 0
         self.counters[_CACHE_FREE], self.counters[_NU] = cache_free, nu
+        self.counters[_TWINS] = twins
         self.counters[_ACTIVE] = self.l
         self.counters[_COUNTER] = min(self.l, _SHRINK_EVERY) + 1
-        self.values[:] = (-math.inf, math.inf)
+        self.values[:] = (-math.inf, math.inf, -math.inf, -math.inf)
         _warm_gradient(*self.kernel_args)
 
     @property
@@ -317,7 +348,7 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
         active = counters[_ACTIVE]
         if nu:
             i, j, violation, q_i = _select_working_set_nu(rows, kernel, positions, cache,
-                                                          counters, parallel)
+                                                          counters, values, parallel)
             gmax, gmax2 = violation, 0.0
         else:
             gmax, i = _current_gmax(positions, active, counters, values, parallel)
@@ -327,7 +358,7 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
             q_i = _column_if_cached(i, active, cache, counters)
             if q_i.shape[0] == 0:
                 q_i = _column(i, active, positional, dense_rows, kernel, y, cache, counters,
-                              parallel)
+                              parallel, rows[3], positions[1])
             j, gmax2 = _select_j(y, status, gradient, diagonal, q_i, i, gmax, active,
                                  parallel)
         values[_VIOLATION] = gmax + gmax2
@@ -338,7 +369,8 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
             counters[_GMAX_VALID] = 0
             if nu:
                 i, j, violation, q_i = _select_working_set_nu(rows, kernel, positions, cache,
-                                                              counters, parallel)
+                                                              counters, values,
+                                                              parallel)
                 gmax, gmax2 = violation, 0.0
             else:
                 i, j, gmax, gmax2, q_i = _select_working_set(rows, kernel, positions, cache,
@@ -353,11 +385,9 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
         q_j = _column_if_cached(j, active, cache, counters)
         if q_j.shape[0] == 0:
             q_j = _column(j, active, positional, dense_rows, kernel, y, cache, counters,
-                          parallel)
+                          parallel, rows[3], positions[1])
         crossed = _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient,
                              counters, values, parallel)
-        if nu:
-            counters[_GMAX_VALID] = 0
         if crossed == 0:
             return _NON_FINITE
         if crossed > 1:
@@ -456,12 +486,39 @@ def _warm_gradient(rows, kernel, positions, heads, state, columns):
     (full columns, through the cache)."""
     cache = _with_columns(heads, columns)
     counters, _, _, _, parallel = state
-    _, _, _, cost, _, alpha, status, gradient, gradient_bar, linear = positions
+    _, local, y, cost, _, alpha, status, gradient, gradient_bar, linear = positions
     l = alpha.shape[0]
     for t in range(l):
         _update_status(alpha, cost, status, t)
         gradient[t] = linear[t]
         gradient_bar[t] = 0.0
+    n = counters[_TWINS]
+    if n > 0:
+        # the regressions: Q_ts = y_t y_s K(x_t, x_s) and the twins share their rows, so
+        # G_t = p_t + y_t sum_r b_r K_{row(t), r} with b_r = sum_{s of row r} y_s a_s (the
+        # same for G_bar with C_s): one kernel row per row r with b_r != 0 (none at nu-SVR's
+        # start, where a_r = a*_r)
+        net = np.zeros(n)
+        net_bar = np.zeros(n)
+        for s in range(l):
+            r = _twin_row(local[s], n)
+            if status[s] != _LOWER:
+                net[r] += y[s] * alpha[s]
+            if status[s] == _UPPER:
+                net_bar[r] += y[s] * cost[s]
+        total = np.zeros(n)
+        total_bar = np.zeros(n)
+        for r in range(n):
+            if net[r] != 0.0 or net_bar[r] != 0.0:
+                row = _kernel_row(r, n, kernel, cache, counters, parallel, rows[3])
+                for u in range(n):
+                    total[u] += net[r] * row[u]
+                    total_bar[u] += net_bar[r] * row[u]
+        for t in range(l):
+            u = _twin_row(local[t], n)
+            gradient[t] += y[t] * total[u]
+            gradient_bar[t] = y[t] * total_bar[u]
+        return
     for s in range(l):
         if status[s] != _LOWER:
             column = _get_column(s, l, rows, kernel, positions, cache, counters, parallel)

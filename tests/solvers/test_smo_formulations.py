@@ -411,6 +411,21 @@ def test_one_class_labels_inliers_and_outliers() -> None:
     assert np.mean(labels < 0) <= 0.1 + 2 / X.shape[0]
 
 
+@pytest.mark.parametrize(("formulation", "params"), [
+    ("epsilon_svr", {"epsilon": 0.1}), ("nu_svr", {"nu": 0.3})])
+def test_regression_computes_each_kernel_row_once(formulation: str,
+                                                  params: dict[str, float]) -> None:
+    """Variables t and n + t of a regression are both x_t: one cached kernel row of x_t
+    serves both (LIBSVM's SVR_Q), so with a cache that holds every row no kernel value is
+    computed twice - at most n^2 of them -, and the solution is LIBSVM's."""
+    X, y = regression_set("diabetes")
+    n = X.shape[0]
+    result = fit_smo(X, y, formulation=formulation, C=10.0, cache_mb=200.0, **params)
+    assert result.exit_reason == "converged"
+    assert 0 < result.per_output[0]["kernel_evaluations"] <= n * n
+    check_against_libsvm(X, y, formulation, C=10.0, **params)
+
+
 def test_regression_predicts_values() -> None:
     X, y = regression_set("diabetes")
     model = fit_smo(X, y, formulation="epsilon_svr", C=1.0, epsilon=0.2).model
