@@ -219,10 +219,13 @@ def test_every_formulation_has_a_task_and_smo_trains_libsvms() -> None:
         applied = validate_params("smo", {"formulation": name})
         assert task_of("smo", applied) == FORMULATIONS[name].task
     assert task_of("dcd", validate_params("dcd", {})) == "classification"
+    # (auto reaches the linear ones: solvers/auto.py)
     assert formulations_for("regression") == {"smo": ["epsilon_svr", "nu_svr"],
-                                              "linear_svr": ["epsilon_svr"]}
+                                              "linear_svr": ["epsilon_svr"],
+                                              "auto": ["epsilon_svr"]}
     assert formulations_for("outlier") == {"smo": ["one_class"],
-                                           "linear_one_class": ["one_class"]}
+                                           "linear_one_class": ["one_class"],
+                                           "auto": ["one_class"]}
     assert "dcd" in formulations_for("classification")
     assert formulations_for("classification")["crammer_singer"] == ["crammer_singer"]
 
