@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import scipy.sparse as sp
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
@@ -42,6 +43,7 @@ from app.domain.services.owned import get_owned
 from app.infra.blobs import BlobRef
 from app.infra.bus import notify
 from app.infra.db import after_commit
+from app.infra.mapped_arrays import release
 from app.infra.queue import PREDICT_TASK
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
@@ -181,17 +183,26 @@ def progress(session: Session, claim: PredictionClaim, rows_done: int) -> bool |
 def predict_blocks(model: Any, X: Any, outputs: Sequence[str], block_rows: int,
                    writer: OutputWriter, go_on: Callable[[int], bool]) -> bool:
     """Pass the rows of X through the model `block_rows` at a time into `writer`;
-    `go_on(rows_done)` after each block (False: stop). Whether every row was written."""
+    `go_on(rows_done)` after each block (False: stop). Whether every row was written.
+
+    Each block is a row slice of X (a copy of those rows only); the pages of a mapped X
+    (app.infra.mapped_arrays) a block has passed are handed back after it, so the
+    process's resident set holds about one block of the dataset, not all of it."""
     rows = X.shape[0]
     for start in range(0, rows, block_rows):
-        labels, values, probabilities = model_predictions(model, X[start:start + block_rows])
+        stop = min(rows, start + block_rows)
+        labels, values, probabilities = model_predictions(model, X[start:stop])
+        if sp.issparse(X):
+            first, last = int(X.indptr[start]), int(X.indptr[stop])
+            release(X.data, first, last)
+            release(X.indices, first, last)
         block: dict[str, Any] = {"labels": labels}
         if "decision_values" in outputs:
             block["decision_values"] = values
         if "probabilities" in outputs and probabilities is not None:
             block["probabilities"] = probabilities
         writer.append(block)
-        if not go_on(min(rows, start + block_rows)):
+        if not go_on(stop):
             return False
     return True
 
