@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,46 @@ def test_a_worker_sigkilled_halfway_is_recovered_with_one_output(tmp_path: Path)
         _assert_equals_online(_npz(client, prediction_id), _online(client, model_id, payload))
         left = sorted(p.name for p in (settings.home / "predictions").iterdir())
         assert left == [f"{prediction_id}.npz"], left
+
+
+def test_a_running_batch_prediction_is_cancelled_leaves_no_output_and_frees_the_worker(
+        tmp_path: Path) -> None:
+    # blocks of one row over 200,000 rows: the prediction runs long enough (a progress
+    # write per row, minutes) to be cancelled while it runs
+    settings = embedded_settings(tmp_path / "home", predict_block_rows=1)
+    with running_service(settings, tmp_path) as (client, _workers):
+        dataset_id, model_id = _model(client, "dense", _rows(200), {"C": 1.0}, "dcd")
+        upload = client.post("/v1/datasets?name=large", content=_rows(200_000))
+        assert upload.status_code == 201, upload.text
+        created = client.post("/v1/predictions", json={"model_id": model_id,
+                                                       "dataset_id": upload.json()["id"]})
+        assert created.status_code == 202, created.text
+        prediction_id = created.json()["id"]
+        deadline = time.monotonic() + 120
+        while True:
+            state = client.get(f"/v1/predictions/{prediction_id}").json()
+            if state["status"] == "running" and state["rows_done"] > 0:
+                break
+            assert state["status"] in ("queued", "running"), state
+            assert time.monotonic() < deadline, state
+            time.sleep(0.02)
+        running = client.delete(f"/v1/predictions/{prediction_id}")
+        assert running.status_code == 409, running.text
+        assert client.post(f"/v1/predictions/{prediction_id}/cancel").status_code == 202
+        done = _wait(client, prediction_id)
+        assert done["status"] == "cancelled", done
+        assert 0 < done["rows_done"] < 200_000, done
+        assert client.get(f"/v1/predictions/{prediction_id}/output").status_code == 409
+        outputs = settings.home / "predictions"
+        assert sorted(p.name for p in outputs.iterdir()) == [], "no partial output is kept"
+        # the worker is free: the next prediction runs to its end
+        again = client.post("/v1/predictions", json={"model_id": model_id,
+                                                     "dataset_id": dataset_id,
+                                                     "outputs": ["labels"]})
+        assert _wait(client, again.json()["id"])["status"] == "succeeded"
+        assert sorted(p.name for p in outputs.iterdir()) == [f"{again.json()['id']}.npz"]
+        # deleting a prediction removes its output
+        assert client.delete(f"/v1/predictions/{again.json()['id']}").status_code == 204
+        assert client.get(f"/v1/predictions/{again.json()['id']}").status_code == 404
+        assert sorted(p.name for p in outputs.iterdir()) == []
+        assert client.delete(f"/v1/predictions/{prediction_id}").status_code == 204

@@ -131,6 +131,21 @@ def cancel(session: Session, settings: Settings, tenant_id: str, prediction_id: 
     return prediction
 
 
+def delete_prediction(session: Session, settings: Settings, tenant_id: str,
+                      prediction_id: str) -> None:
+    """Delete a finished prediction and, once that commits, its output blob; a queued or
+    running one is a 409 (cancel it first)."""
+    prediction = get_prediction(session, tenant_id, prediction_id)
+    if prediction.status in (QUEUED, RUNNING):
+        raise Conflict(f"prediction {prediction_id!r} is {prediction.status.value}; cancel "
+                       "it first", {"status": prediction.status.value})
+    store = blob_store(settings)
+    key = output_key(prediction_id)
+    session.delete(prediction)
+    session.flush()
+    after_commit(session, lambda: store.delete(key))
+
+
 def output_ref(prediction: Prediction) -> BlobRef:
     """The stored output of a succeeded prediction; 409 before."""
     if prediction.status != SUCCEEDED or prediction.output_path is None:
