@@ -33,7 +33,7 @@ import io
 import mmap
 import struct
 import zipfile
-from typing import BinaryIO
+from typing import Any, BinaryIO, Literal, cast
 
 import numpy as np
 
@@ -121,11 +121,11 @@ def _map_member(handle: BinaryIO, info: zipfile.ZipInfo) -> np.ndarray | None:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if offset + nbytes > start + info.file_size:
         return None
-    order = "F" if fortran else "C"
+    order: Literal["C", "F"] = "F" if fortran else "C"
     if nbytes == 0:
-        return np.empty(shape, dtype=dtype, order=order)
-    mapped = np.memmap(handle, dtype=dtype, mode="c", offset=offset, shape=shape,
-                       order=order)
+        return np.empty(tuple(shape), dtype=dtype, order=order)
+    mapped = np.memmap(cast(Any, handle), dtype=dtype, mode="c", offset=offset,
+                       shape=tuple(shape), order=order)
     return mapped.view(np.ndarray)  # a plain array (numba, scipy); keeps the map alive
 
 
