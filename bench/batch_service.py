@@ -26,6 +26,7 @@ limits raised for it: HINGE_MAX_DATASET_NNZ 50M, HINGE_MAX_DATASET_BYTES 1 GiB) 
 from __future__ import annotations
 
 import io
+import os
 import tempfile
 import threading
 import time
@@ -135,8 +136,11 @@ def run(rows: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = embedded_settings(Path(tmp) / "home", job_lease_seconds=3.0,
                                      sweep_interval_seconds=0.5, requeue_after_seconds=5.0,
-                                     max_attempts=3, max_dataset_nnz=50_000_000,
-                                     max_dataset_bytes=1 << 30)
+                                     max_attempts=3, rate_per_second=0.0)
+        # the per-dataset limits, raised for a 1M-row upload (the service processes
+        # inherit this environment)
+        os.environ["HINGE_MAX_DATASET_NNZ"] = "50000000"
+        os.environ["HINGE_MAX_DATASET_BYTES"] = str(1 << 30)
         with running_service(settings, Path(tmp), kill_worker_on="doomed") as (client,
                                                                                workers):
             train_id = _upload(client, "train", b"".join(lines[:20_000]))
