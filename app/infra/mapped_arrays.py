@@ -8,8 +8,9 @@ array is an `np.memmap` of that range, copy-on-write (`mode="c"`): the pages are
 file's, shared with every other process that maps them, for as long as nobody writes;
 a write (no solver writes into X) copies only the pages written, in that process, and
 never reaches the blob. The arrays come back writeable, so `np.require(..., "W")` and the
-solvers' dtype checks take them as they are (data float64, indices int32, indptr int64:
-the dtypes the service stores and the solvers use, no cast, no copy).
+solvers' dtype checks take them as they are (data float64, indices int32: the dtypes the
+service stores and the solvers use, no cast, no copy; only indptr, O(rows), is copied on
+its way into a SciPy matrix and the solvers: app.infra.storage.csr_from_arrays).
 
 Only a member whose values start at a multiple of their alignment can be mapped (NumPy
 and the solvers take misaligned arrays only as copies): `write_npz` stores each member

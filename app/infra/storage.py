@@ -112,14 +112,13 @@ def dataset_arrays(store: BlobStore, blob_path: str) -> dict[str, np.ndarray]:
 
 
 def csr_from_arrays(arrays: dict[str, np.ndarray], n_features: int) -> sp.csr_matrix:
-    """The CSR matrix of a dataset's arrays, holding those very arrays (no copy: SciPy
-    would narrow an int64 indptr that fits int32 to a copy, and the solvers widen it back
-    to another, so the stored int64 indptr is put back in place)."""
-    data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
-    X = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, n_features))
-    if X.indptr.dtype != indptr.dtype and indptr.dtype == np.int64:
-        X.indptr = indptr
-    return X
+    """The CSR matrix of a dataset's arrays, holding its data and indices themselves (no
+    copy). SciPy narrows the int64 indptr to an int32 copy when it fits (O(rows); the
+    solvers widen it back to another), and it must: with an int64 indptr beside int32
+    indices, every SciPy routine on the matrix (row slicing, the canonical-format check)
+    first copies all the indices to int64."""
+    return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                         shape=(len(arrays["indptr"]) - 1, n_features))
 
 
 def load_dataset(store: BlobStore, blob_path: str, n_features: int

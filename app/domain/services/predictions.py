@@ -195,22 +195,33 @@ def progress(session: Session, claim: PredictionClaim, rows_done: int) -> bool |
                               .where(Prediction.id == claim.prediction_id))
 
 
+def _row_block(X: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
+    """Rows start:stop of X over views of its data and indices (SciPy's own row slice
+    copies them, and with mixed index dtypes all of X's indices first)."""
+    first, last = int(X.indptr[start]), int(X.indptr[stop])
+    return sp.csr_matrix((X.data[first:last], X.indices[first:last],
+                          X.indptr[start:stop + 1] - first), shape=(stop - start, X.shape[1]))
+
+
 def predict_blocks(model: Any, X: Any, outputs: Sequence[str], block_rows: int,
                    writer: OutputWriter, go_on: Callable[[int], bool]) -> bool:
     """Pass the rows of X through the model `block_rows` at a time into `writer`;
     `go_on(rows_done)` after each block (False: stop). Whether every row was written.
 
-    Each block is a row slice of X (a copy of those rows only); the pages of a mapped X
-    (app.infra.mapped_arrays) a block has passed are handed back after it, so the
-    process's resident set holds about one block of the dataset, not all of it."""
+    Each block of a CSR X is a matrix over views of its arrays (`_row_block`: no copy);
+    the pages of a mapped X (app.infra.mapped_arrays) a block has passed are handed back
+    after it, so the process's resident set holds about one block of the dataset."""
     rows = X.shape[0]
     for start in range(0, rows, block_rows):
         stop = min(rows, start + block_rows)
-        labels, values, probabilities = model_predictions(model, X[start:stop])
-        if sp.issparse(X):
+        if sp.issparse(X) and X.format == "csr":
+            labels, values, probabilities = model_predictions(model, _row_block(X, start,
+                                                                                stop))
             first, last = int(X.indptr[start]), int(X.indptr[stop])
             release(X.data, first, last)
             release(X.indices, first, last)
+        else:
+            labels, values, probabilities = model_predictions(model, X[start:stop])
         block: dict[str, Any] = {"labels": labels}
         if "decision_values" in outputs:
             block["decision_values"] = values
