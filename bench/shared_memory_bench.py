@@ -152,7 +152,8 @@ def main(quick: bool = False) -> list[dict[str, Any]]:
               "otherwise. Each process's own memory (Private, Anonymous) is the "
               "interpreter, the libraries, the compiled kernels and the solver's working "
               "arrays (a peak of Private above Anonymous, mapped: the file pages one worker "
-              "read before the other mapped them, private to it until then); blobs written by np.savez (before the aligned format) are still read "
+              "read before the other mapped them, private to it until then); blobs written "
+              "by np.savez (before the aligned format) are still read "
               "into memory."]
     path = results_dir() / "shared_memory.md"
     path.parent.mkdir(parents=True, exist_ok=True)
