@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     # means the budget: cores // worker_concurrency (at least 1), so processes x threads
     # never exceed the cores unless you set it higher yourself.
     solver_threads: int = Field(0, ge=0)
+    # The memory one job may use on a worker (app/domain/memory.py estimates it before
+    # the fit starts; a job over it fails with the figure). 0: no limit.
+    worker_memory_bytes: int = Field(0, ge=0)
     # uvicorn processes of the API (`make run`, `python -m app.run`); each keeps its own
     # model cache, invalidated across processes through the bus.
     api_workers: int = Field(1, ge=1)

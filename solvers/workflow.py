@@ -174,18 +174,28 @@ def scale_sensitive(solver: str, applied: dict[str, Any]) -> bool:
     return spec.scale_sensitive
 
 
+_RANGE_CHUNK = 1 << 20
+
+
 def feature_ranges(matrix: sp.csr_matrix) -> np.ndarray:
     """max_j - min_j of every feature over the rows (implicit zeros included)."""
     n_rows, n_features = matrix.shape
     if n_rows == 0:
         return np.zeros(n_features)
     # straight from the CSR arrays (scipy's max(axis=0) converts to CSC: ~1 ms per fit)
+    # a chunk of entries at a time: bincount and ufunc.at cast int32 indices to intp, and
+    # a copy of every index at once would double a mapped dataset's memory
     data, indices = matrix.data, matrix.indices
     high = np.full(n_features, -np.inf)
     low = np.full(n_features, np.inf)
-    np.maximum.at(high, indices, data)
-    np.minimum.at(low, indices, data)
-    implicit_zero = np.bincount(indices, minlength=n_features) < n_rows
+    counts = np.zeros(n_features, dtype=np.int64)
+    for start in range(0, indices.shape[0], _RANGE_CHUNK):
+        chunk = indices[start:start + _RANGE_CHUNK]
+        values = data[start:start + _RANGE_CHUNK]
+        np.maximum.at(high, chunk, values)
+        np.minimum.at(low, chunk, values)
+        counts += np.bincount(chunk, minlength=n_features)
+    implicit_zero = counts < n_rows
     high[implicit_zero] = np.maximum(high[implicit_zero], 0.0)
     low[implicit_zero] = np.minimum(low[implicit_zero], 0.0)
     return np.asarray(high - low, dtype=np.float64)

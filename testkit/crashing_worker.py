@@ -8,7 +8,9 @@ comes back through the recovery sweep and, every attempt dying the same way, fai
 HINGE_MAX_ATTEMPTS. Jobs on other datasets run exactly as in production
 (workers.training.run_claimed). A batch prediction on such a dataset is killed halfway
 instead, on its first attempt only (when its progress passes half the rows), so the sweep's
-second attempt finishes it. Production code knows nothing about this fault.
+second attempt finishes it. A batch prediction on a dataset named
+$HINGE_TEST_SLOW_PREDICTION_ON sleeps 50 ms before each block (so that a test can cancel it
+while it runs). Production code knows nothing about these faults.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ import logging
 import os
 import signal
 import socket
+import time
 from typing import Any
 
 from app.domain.orm import Prediction
 from app.domain.services import predictions
+from app.infra.db import read_sessionmaker_for
 from app.settings import get_settings
 from workers import prediction, runner, training
 from workers.celery_app import PREDICT_TASK, TRAIN_TASK, make_celery
 
 KILL_WORKER_ON = "HINGE_TEST_KILL_WORKER_ON"
+SLOW_PREDICTION_ON = "HINGE_TEST_SLOW_PREDICTION_ON"
 
 log = logging.getLogger("hinge.worker")
 
@@ -62,8 +67,25 @@ def _progress_or_crash(session: Any, claim: predictions.PredictionClaim, rows_do
 
 predictions.progress = _progress_or_crash  # type: ignore[assignment]
 
+_predict_block = predictions.model_predictions
+_slow: list[bool] = [False]  # this delivery's prediction is on the slow dataset
+
+
+def _predict_slowly(model: Any, X: Any) -> Any:
+    if _slow[0]:
+        time.sleep(0.05)  # outside any transaction: the API's writes go on meanwhile
+    return _predict_block(model, X)
+
+
+predictions.model_predictions = _predict_slowly
+
 
 @celery_app.task(name=PREDICT_TASK, bind=True)
 def predict_or_crash(self: Any, prediction_id: str) -> str:
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
-    return prediction.run_prediction(get_settings(), prediction_id, hostname)
+    settings = get_settings()
+    with read_sessionmaker_for(settings.database_url)() as session:
+        row = session.get(Prediction, prediction_id)
+        _slow[0] = bool(row is not None and row.dataset_name
+                        == os.environ.get(SLOW_PREDICTION_ON))
+    return prediction.run_prediction(settings, prediction_id, hostname)

@@ -83,6 +83,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_WORKER_CONCURRENCY": str(settings.worker_concurrency),
         "HINGE_SOLVER_THREADS": str(settings.solver_threads),
         "HINGE_KEY_CACHE_SECONDS": str(settings.key_cache_seconds),
+        "HINGE_PREDICT_BLOCK_ROWS": str(settings.predict_block_rows),
         "HINGE_MODEL_CACHE_CHECK_SECONDS": str(settings.model_cache_check_seconds),
         "PYTHONUNBUFFERED": "1",
     })

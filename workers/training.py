@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.domain.lifecycle import Failed
+from app.domain.memory import estimate_fit_bytes, refusal
 from app.domain.orm import Model, new_id
 from app.domain.services import jobs
 from app.domain.services.jobs import Claim
@@ -285,6 +286,13 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list
     if weights == "dataset":
         weights = load_dataset_weights(blob_store(settings), claimed.blob_path)
+    if settings.worker_memory_bytes:
+        parts = estimate_fit_bytes(
+            claimed.solver, params, X.shape[0], X.shape[1], int(np.unique(y).size),
+            X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes)
+        error = refusal(parts, settings.worker_memory_bytes)
+        if error is not None:
+            raise Failed(error)
     if "threads" in params:
         params["threads"] = job_threads(settings, params)
     if params.get("max_seconds") is None:

@@ -47,11 +47,11 @@ from sqlalchemy import delete, func, select
 from app.domain import lifecycle, outbox
 from app.domain.job_status import JobStatus
 from app.domain.lifecycle import Swept, WorkKind
-from app.domain.orm import Dataset, IdempotencyRecord, Model, utcnow
+from app.domain.orm import Dataset, IdempotencyRecord, Model, Prediction, utcnow
 from app.domain.services import workers
 from app.domain.services.evaluations import EVALUATIONS
 from app.domain.services.jobs import JOBS
-from app.domain.services.predictions import PREDICTIONS
+from app.domain.services.predictions import PREDICTIONS, PREDICTIONS_PREFIX
 from app.domain.services.searches import SEARCH_TASKS
 from app.infra.db import read_sessionmaker_for, session_scope
 from app.infra.queue import broker_holding, enqueue
@@ -137,9 +137,11 @@ def _without_held(settings: Settings, swept: dict[WorkKind, Swept]
 
 
 def sweep_storage(settings: Settings) -> list[str]:
-    """Remove orphan blobs (datasets and model arrays) and expired idempotency records;
+    """Remove orphan blobs (datasets, model arrays and prediction outputs whose row is
+    gone) and expired idempotency records;
     the removed blobs' names."""
-    def known(table: type[Dataset] | type[Model]) -> Callable[[Iterable[str]], set[str]]:
+    def known(table: type[Dataset] | type[Model] | type[Prediction]
+              ) -> Callable[[Iterable[str]], set[str]]:
         def existing(ids: Iterable[str]) -> set[str]:
             wanted = list(ids)
             with read_sessionmaker_for(settings.database_url)() as session:
@@ -150,7 +152,9 @@ def sweep_storage(settings: Settings) -> list[str]:
     removed = [*remove_orphan_blobs(store, DATASETS, settings.orphan_blob_grace_seconds,
                                     known(Dataset)),
                *remove_orphan_blobs(store, MODELS, settings.orphan_blob_grace_seconds,
-                                    known(Model))]
+                                    known(Model)),
+               *remove_orphan_blobs(store, PREDICTIONS_PREFIX,
+                                    settings.orphan_blob_grace_seconds, known(Prediction))]
     expired = utcnow() - timedelta(hours=settings.idempotency_hours)
     with session_scope(settings.database_url) as session:
         session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.created_at < expired))

@@ -22,6 +22,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import shutil
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -78,6 +79,28 @@ def remove_temporary_blobs(directory: Path) -> list[Path]:
             removed.append(path)
     if removed:
         log.info("removed %d temporary blob(s) of dead processes", len(removed))
+    return removed
+
+
+PARTS = ".parts"  # a directory of a batch prediction's output being written
+
+
+def remove_stale_parts(directory: Path, cutoff: float) -> list[str]:
+    """Remove the `.<id>.parts` directories in `directory` (a batch prediction's output
+    as it is written, app.domain.batch_output) in which nothing was written since
+    `cutoff`: what a worker that died left; their names."""
+    removed: list[str] = []
+    if not directory.is_dir():
+        return removed
+    for path in directory.glob(f".*{PARTS}"):
+        try:
+            newest = max([path.stat().st_mtime,
+                          *(child.stat().st_mtime for child in path.iterdir())])
+        except FileNotFoundError:
+            continue
+        if newest < cutoff:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
     return removed
 
 

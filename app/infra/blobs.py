@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from app.infra.blob_cache import PARTIAL, file_sha256, temporary_name
+from app.infra.blob_cache import PARTIAL, file_sha256, remove_stale_parts, temporary_name
 
 DATASETS = "datasets"
 MODELS = "models"
@@ -145,4 +145,4 @@ class LocalBlobStore(BlobStore):
             if path.name.endswith(PARTIAL):  # any host's: a crashed write
                 path.unlink(missing_ok=True)
                 removed.append(path.name)
-        return removed
+        return removed + remove_stale_parts(self.root / prefix, cutoff)

@@ -17,7 +17,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from app.infra.blob_cache import BlobCache, file_sha256, remove_temporary_blobs
+from app.infra.blob_cache import (
+    BlobCache,
+    file_sha256,
+    remove_stale_parts,
+    remove_temporary_blobs,
+)
 from app.infra.blobs import BlobRef, BlobStore, StoredBlob
 
 if TYPE_CHECKING:
@@ -96,5 +101,5 @@ class S3BlobStore(BlobStore):
                     removed.append(path.name)
             except FileNotFoundError:
                 continue
-        return removed
+        return removed + remove_stale_parts(self.cache.directory, cutoff)
 

@@ -13,7 +13,10 @@ The database refers to a blob by `BlobRef`, its key and the sha256 of its bytes,
 `MODEL_BLOB_MARKER` followed by it, a small model's the .npz bytes themselves). A bare
 path (a row written before blobs had references) is read from the local filesystem.
 
-Arrays are written with np.savez and read with allow_pickle=False: nothing is unpickled.
+Dataset arrays are written as an uncompressed .npz with aligned members and read back
+memory-mapped
+(app/infra/mapped_arrays.py: every process of a host shares one copy of a dataset) or
+with allow_pickle=False: nothing is unpickled.
 A blob is written under a temporary name (`.<id>.<host>.<pid>.partial`), fsynced, hashed
 and then renamed (local) or uploaded (s3), so a reader never sees half a file. What a
 crash leaves behind is cleaned up: this host's temporary files of dead processes when an
@@ -47,6 +50,7 @@ from app.infra.blobs import (
     model_key,
     write_synced,
 )
+from app.infra.mapped_arrays import read_npz, write_npz
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -54,9 +58,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("hinge.storage")
 
 __all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobStore",
-           "LocalBlobStore", "StoredBlob", "blob_store", "dataset_key", "load_dataset",
-           "load_dataset_weights", "model_arrays", "model_key", "remove_orphan_blobs",
-           "remove_temporary_blobs",
+           "LocalBlobStore", "StoredBlob", "blob_store", "csr_from_arrays", "dataset_arrays",
+           "dataset_key", "load_dataset", "load_dataset_weights",
+           "model_arrays", "model_key", "remove_orphan_blobs", "remove_temporary_blobs",
            "save_dataset_arrays", "store_model_arrays"]
 
 _stores: OrderedDict[tuple[object, ...], BlobStore] = OrderedDict()
@@ -95,24 +99,38 @@ def save_dataset_arrays(store: BlobStore, dataset_id: str, arrays: dict[str, np.
     """Store a dataset's arrays as one blob (temporary file, fsync, commit)."""
     key = dataset_key(dataset_id)
     scratch = store.scratch(key)
-    write_synced(scratch, lambda handle: np.savez(handle, allow_pickle=False, **arrays))
+    write_synced(scratch, lambda handle: write_npz(handle, arrays))
     return store.commit(key, scratch)
 
 
 def load_dataset_weights(store: BlobStore, blob_path: str) -> np.ndarray | None:
     """A dataset's instance weights (`w`: app.domain.weights), None when it has none."""
-    with store.open(BlobRef.parse(blob_path)) as handle, \
-            np.load(handle, allow_pickle=False) as blob:
-        return blob["w"] if "w" in blob.files else None
+    return dataset_arrays(store, blob_path).get("w")
+
+
+def dataset_arrays(store: BlobStore, blob_path: str) -> dict[str, np.ndarray]:
+    """Every array of a dataset's blob (data, indices, indptr, y and any other member),
+    memory-mapped from the blob's file where it allows it (app/infra/mapped_arrays.py:
+    the processes of a host share one copy), else read into memory."""
+    with store.open(BlobRef.parse(blob_path)) as handle:
+        return read_npz(handle)
+
+
+def csr_from_arrays(arrays: dict[str, np.ndarray], n_features: int) -> sp.csr_matrix:
+    """The CSR matrix of a dataset's arrays, holding its data and indices themselves (no
+    copy). SciPy narrows the int64 indptr to an int32 copy when it fits (O(rows); the
+    solvers widen it back to another), and it must: with an int64 indptr beside int32
+    indices, every SciPy routine on the matrix (row slicing, the canonical-format check)
+    first copies all the indices to int64."""
+    return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                         shape=(len(arrays["indptr"]) - 1, n_features))
 
 
 def load_dataset(store: BlobStore, blob_path: str, n_features: int
                  ) -> tuple[sp.csr_matrix, np.ndarray]:
-    with store.open(BlobRef.parse(blob_path)) as handle, \
-            np.load(handle, allow_pickle=False) as blob:
-        data, indices, indptr, y = blob["data"], blob["indices"], blob["indptr"], blob["y"]
-    X = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, n_features))
-    return X, y
+    """A dataset's X (CSR) and y, mapped from its blob (`dataset_arrays`)."""
+    arrays = dataset_arrays(store, blob_path)
+    return csr_from_arrays(arrays, n_features), arrays["y"]
 
 
 # -- models ------------------------------------------------------------------------------

@@ -191,11 +191,19 @@ def test_orphan_blobs_are_swept_from_the_store(settings: Settings) -> None:
     store = blob_store(configured)
     orphan = save_dataset_arrays(store, "c" * 32, ARRAYS)
     store.put_bytes("models/" + "f" * 32 + ".npz", b"PK model")
+    output = "predictions/" + "e" * 32 + ".npz"  # a batch prediction's, its row deleted
+    store.put_bytes(output, b"PK output")
+    # what a worker that died while writing a prediction's output left
+    parts = store.scratch(output).parent / f".{'e' * 32}.parts"
+    parts.mkdir(parents=True)
+    (parts / "labels.npy").write_bytes(b"partial")
     assert sweep_storage(configured) == []  # too young: an upload may still commit it
     time.sleep(3.1)  # S3 keeps LastModified in whole seconds
-    assert sorted(sweep_storage(configured)) == sorted([f"{'c' * 32}.npz", f"{'f' * 32}.npz"])
+    assert sorted(sweep_storage(configured)) == sorted(
+        [f"{'c' * 32}.npz", f"{'f' * 32}.npz", f"{'e' * 32}.npz", parts.name])
     assert not blob_exists(configured, orphan.ref.key)
     assert not blob_exists(configured, "models/" + "f" * 32 + ".npz")
+    assert not blob_exists(configured, output) and not parts.exists()
 
 
 # -- a model whose arrays live in blob storage, through the API ------------------------

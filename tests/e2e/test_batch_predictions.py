@@ -13,13 +13,16 @@ import csv
 import io
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 
 from testkit import bundled
+from testkit.crashing_worker import SLOW_PREDICTION_ON
 from testkit.datagen import dense
 from tests.e2e.hinge_cli import cli_env, hinge_bin_dir
 from tests.support import embedded_settings, running_service, wait_for_job
@@ -170,3 +173,49 @@ def test_a_worker_sigkilled_halfway_is_recovered_with_one_output(tmp_path: Path)
         _assert_equals_online(_npz(client, prediction_id), _online(client, model_id, payload))
         left = sorted(p.name for p in (settings.home / "predictions").iterdir())
         assert left == [f"{prediction_id}.npz"], left
+
+
+def test_a_running_batch_prediction_is_cancelled_leaves_no_output_and_frees_the_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # blocks of 10 rows over 2,000 rows, each followed by 50 ms of sleep on the dataset
+    # named "slow" (testkit.crashing_worker): the prediction runs ~10 s, long enough to
+    # be cancelled while it runs
+    monkeypatch.setenv(SLOW_PREDICTION_ON, "slow")
+    settings = embedded_settings(tmp_path / "home", predict_block_rows=10)
+    with running_service(settings, tmp_path, kill_worker_on="no dataset has this name"
+                         ) as (client, _workers):
+        dataset_id, model_id = _model(client, "dense", _rows(200), {"C": 1.0}, "dcd")
+        upload = client.post("/v1/datasets?name=slow", content=_rows(2000))
+        assert upload.status_code == 201, upload.text
+        created = client.post("/v1/predictions", json={"model_id": model_id,
+                                                       "dataset_id": upload.json()["id"]})
+        assert created.status_code == 202, created.text
+        prediction_id = created.json()["id"]
+        deadline = time.monotonic() + 120
+        while True:
+            state = client.get(f"/v1/predictions/{prediction_id}").json()
+            if state["status"] == "running" and state["rows_done"] > 0:
+                break
+            assert state["status"] in ("queued", "running"), state
+            assert time.monotonic() < deadline, state
+            time.sleep(0.02)
+        running = client.delete(f"/v1/predictions/{prediction_id}")
+        assert running.status_code == 409, running.text
+        assert client.post(f"/v1/predictions/{prediction_id}/cancel").status_code == 202
+        done = _wait(client, prediction_id)
+        assert done["status"] == "cancelled", done
+        assert 0 < done["rows_done"] < 2000, done
+        assert client.get(f"/v1/predictions/{prediction_id}/output").status_code == 409
+        outputs = settings.home / "predictions"
+        assert sorted(p.name for p in outputs.iterdir()) == [], "no partial output is kept"
+        # the worker is free: the next prediction runs to its end
+        again = client.post("/v1/predictions", json={"model_id": model_id,
+                                                     "dataset_id": dataset_id,
+                                                     "outputs": ["labels"]})
+        assert _wait(client, again.json()["id"])["status"] == "succeeded"
+        assert sorted(p.name for p in outputs.iterdir()) == [f"{again.json()['id']}.npz"]
+        # deleting a prediction removes its output
+        assert client.delete(f"/v1/predictions/{again.json()['id']}").status_code == 204
+        assert client.get(f"/v1/predictions/{again.json()['id']}").status_code == 404
+        assert sorted(p.name for p in outputs.iterdir()) == []
+        assert client.delete(f"/v1/predictions/{prediction_id}").status_code == 204

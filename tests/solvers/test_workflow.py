@@ -299,3 +299,15 @@ def test_the_api_density_rule_is_the_scalers() -> None:
     with pytest.raises(ParamError, match=r"scale 'standard' needs dense data: only 49\.0%"):
         check_scale_for_data({"scale": "standard"}, rows=10, features=10, nnz=49)
     check_scale_for_data({"scale": "maxabs"}, rows=10, features=10, nnz=1)
+
+
+def test_feature_ranges_by_chunks_equal_the_dense_ranges(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    from solvers import workflow
+
+    rng = np.random.default_rng(3)
+    dense = rng.normal(size=(40, 9)) * (rng.random((40, 9)) < 0.3)
+    dense[:, 4] = 0.0  # a feature never stored
+    monkeypatch.setattr(workflow, "_RANGE_CHUNK", 7)  # many chunks, rows split across them
+    ranges = workflow.feature_ranges(sp.csr_matrix(dense))
+    np.testing.assert_array_equal(ranges, dense.max(axis=0) - dense.min(axis=0))

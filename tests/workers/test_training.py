@@ -180,6 +180,21 @@ def test_a_job_whose_dataset_is_gone_fails_with_the_reason(settings: Settings,
     assert job.finished_at is not None and _models_of(settings, job_id) == []
 
 
+def test_a_job_over_the_worker_memory_is_refused_with_the_figure(settings: Settings,
+                                                                  cancer: str) -> None:
+    # cancer: 569 rows x 30 features; smo's kernel cache of 64 MB dominates the estimate
+    limited = settings.model_copy(update={"worker_memory_bytes": 32 << 20})
+    job_id = _queued_job(limited, cancer, "smo", cache_mb=64)
+    assert run_claimed(limited, job_id, _claimed(limited, job_id)) == "failed"
+    job = _job(limited, job_id)
+    assert job.error is not None and job.error.startswith(
+        "this job needs an estimated 64 MiB (dataset 0 MiB, kernel cache 64 MiB, working "
+        "arrays 0 MiB); a worker may use 32 MiB (HINGE_WORKER_MEMORY_BYTES)"), job.error
+    assert _models_of(limited, job_id) == []
+    fits = _queued_job(limited, cancer, "smo", cache_mb=8)
+    assert run_claimed(limited, fits, _claimed(limited, fits)) == "succeeded"
+
+
 # -- lease -----------------------------------------------------------------------------
 
 def _progress(iteration: int) -> dict[str, Any]:

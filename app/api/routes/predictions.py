@@ -1,7 +1,8 @@
 """/v1/predictions: batch predictions of a model over a stored dataset, run by a worker
-(app.domain.services.predictions): create, list, show, cancel, progress events, output.
+(app.domain.services.predictions): create, list, show, cancel, delete, progress events,
+output.
 
-Creating and cancelling need the `train` scope (it runs work on a worker, as a job does);
+Creating, cancelling and deleting need the `train` scope (it runs work on a worker, as a job does);
 the rest `read`. Another tenant's prediction is a 404."""
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ def cancel_prediction(prediction_id: str, session: WriteSessionDep, settings: Se
     prediction_id = ids.resolve(session, "prediction", principal.tenant_id, prediction_id)
     return PredictionPublic.model_validate(
         service.cancel(session, settings, principal.tenant_id, prediction_id))
+
+
+@router.delete("/{prediction_id}", status_code=204)
+def delete_prediction(prediction_id: str, session: WriteSessionDep, settings: SettingsDep,
+                      principal: TrainAuth) -> None:
+    """Delete a finished prediction and its output (409 while queued or running)."""
+    prediction_id = ids.resolve(session, "prediction", principal.tenant_id, prediction_id)
+    service.delete_prediction(session, settings, principal.tenant_id, prediction_id)
 
 
 @router.get("/{prediction_id}/output", response_class=StreamingResponse,

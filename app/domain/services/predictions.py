@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import scipy.sparse as sp
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
@@ -42,6 +43,7 @@ from app.domain.services.owned import get_owned
 from app.infra.blobs import BlobRef
 from app.infra.bus import notify
 from app.infra.db import after_commit
+from app.infra.mapped_arrays import release
 from app.infra.queue import PREDICT_TASK
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
@@ -129,6 +131,21 @@ def cancel(session: Session, settings: Settings, tenant_id: str, prediction_id: 
     return prediction
 
 
+def delete_prediction(session: Session, settings: Settings, tenant_id: str,
+                      prediction_id: str) -> None:
+    """Delete a finished prediction and, once that commits, its output blob; a queued or
+    running one is a 409 (cancel it first)."""
+    prediction = get_prediction(session, tenant_id, prediction_id)
+    if prediction.status in (QUEUED, RUNNING):
+        raise Conflict(f"prediction {prediction_id!r} is {prediction.status.value}; cancel "
+                       "it first", {"status": prediction.status.value})
+    store = blob_store(settings)
+    key = output_key(prediction_id)
+    session.delete(prediction)
+    session.flush()
+    after_commit(session, lambda: store.delete(key))
+
+
 def output_ref(prediction: Prediction) -> BlobRef:
     """The stored output of a succeeded prediction; 409 before."""
     if prediction.status != SUCCEEDED or prediction.output_path is None:
@@ -178,20 +195,40 @@ def progress(session: Session, claim: PredictionClaim, rows_done: int) -> bool |
                               .where(Prediction.id == claim.prediction_id))
 
 
+def _row_block(X: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
+    """Rows start:stop of X over views of its data and indices (SciPy's own row slice
+    copies them, and with mixed index dtypes all of X's indices first)."""
+    first, last = int(X.indptr[start]), int(X.indptr[stop])
+    return sp.csr_matrix((X.data[first:last], X.indices[first:last],
+                          X.indptr[start:stop + 1] - first), shape=(stop - start, X.shape[1]))
+
+
 def predict_blocks(model: Any, X: Any, outputs: Sequence[str], block_rows: int,
                    writer: OutputWriter, go_on: Callable[[int], bool]) -> bool:
     """Pass the rows of X through the model `block_rows` at a time into `writer`;
-    `go_on(rows_done)` after each block (False: stop). Whether every row was written."""
+    `go_on(rows_done)` after each block (False: stop). Whether every row was written.
+
+    Each block of a CSR X is a matrix over views of its arrays (`_row_block`: no copy);
+    the pages of a mapped X (app.infra.mapped_arrays) a block has passed are handed back
+    after it, so the process's resident set holds about one block of the dataset."""
     rows = X.shape[0]
     for start in range(0, rows, block_rows):
-        labels, values, probabilities = model_predictions(model, X[start:start + block_rows])
+        stop = min(rows, start + block_rows)
+        if sp.issparse(X) and X.format == "csr":
+            labels, values, probabilities = model_predictions(model, _row_block(X, start,
+                                                                                stop))
+            first, last = int(X.indptr[start]), int(X.indptr[stop])
+            release(X.data, first, last)
+            release(X.indices, first, last)
+        else:
+            labels, values, probabilities = model_predictions(model, X[start:stop])
         block: dict[str, Any] = {"labels": labels}
         if "decision_values" in outputs:
             block["decision_values"] = values
         if "probabilities" in outputs and probabilities is not None:
             block["probabilities"] = probabilities
         writer.append(block)
-        if not go_on(min(rows, start + block_rows)):
+        if not go_on(stop):
             return False
     return True
 
