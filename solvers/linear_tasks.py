@@ -287,6 +287,7 @@ def _drive(
     snapshot: Callable[[], np.ndarray],
     params: dict[str, Any],
     monitor: ProgressMonitor,
+    active_share: Callable[[], float] | None = None,
 ) -> _Run:
     """The loop of the dual methods: `sweeps(budget, eps)` runs at most budget sweeps and
     says how many ran, whether its inner rule held (at eps) and its violation; after each
@@ -295,19 +296,23 @@ def _drive(
     the binary solvers continues with eps / 10). The certificate pairs the smallest primal
     value seen (of the model `snapshot()` returned then, the one kept) with the largest dual
     value seen: every dual value bounds the optimum, and on a non-smooth loss the primal
-    value at the current dual point can jump up and down while both converge."""
+    value at the current dual point can jump up and down while both converge.
+
+    The certificate costs about one pass over the data and a sweep about the share of the
+    rows shrinking left active (`active_share()`), so the sweeps between two checks are
+    as many as keep the checks near _CHECK_SHARE of the sweeps' work (1 to _CHECK_MAX);
+    without `active_share` the sweeps compute the certificate themselves and run
+    _CHECK_MAX between checks. The rule counts work, not time: the same problem gives
+    the same iterates and the same model on every run."""
     eps, tol, max_iter = float(params["eps"]), float(params["tol"]), int(params["max_iter"])
     run = _Run(0, "max_iter", *objectives(), math.inf, eps, snapshot())
     budget = _CHECK_EVERY
     while run.iterations < max_iter:
-        started = time.perf_counter()
         done, held, run.violation = sweeps(min(budget, max_iter - run.iterations), eps)
         run.iterations += done
-        swept = time.perf_counter()
         primal, dual = objectives()
-        per_sweep = (swept - started) / max(done, 1)
-        certifying = time.perf_counter() - swept
-        budget = int(min(max(certifying / (_CHECK_SHARE * max(per_sweep, 1e-9)), 1), _CHECK_MAX))
+        budget = (_CHECK_MAX if active_share is None else int(min(max(
+            1.0 / (_CHECK_SHARE * max(active_share(), 1e-9)), 1.0), _CHECK_MAX)))
         run.dual = max(run.dual, dual)
         if primal < run.primal:
             run.primal, run.best = primal, snapshot()
@@ -366,6 +371,7 @@ def _solve_cs(
         lambda: W.reshape(d, k).T.copy(),
         params,
         monitor,
+        lambda: float(state[0]) / n if state[0] > 0 else 1.0,  # rows left active
     )
     return run.solution(alpha.reshape(n, k))
 
@@ -412,7 +418,8 @@ def _solve_svr_dual(
         )
         return float(primal), float(dual)
 
-    run = _drive(sweeps, objectives, w.copy, params, monitor)
+    run = _drive(sweeps, objectives, w.copy, params, monitor,
+                 lambda: float(state[2]) / n if state[2] > 0 else 1.0)  # (-1: held)
     return run.solution(beta)
 
 
