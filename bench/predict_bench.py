@@ -15,7 +15,9 @@
    each round's ratio is Hinge's req/s over the bare route's. Then the same with an RBF
    smo job on a9a training on the worker. The load average is kept with every run (the
    host may be shared: read the ratios). Targets with the idle worker: ratio >= 0.5 and
-   p99 < 10 ms; with training, reported.
+   p99 < 10 ms; with training, reported. Between the two phases, wrk on
+   `bench@production` while the alias is promoted and rolled back (1 -> 2 -> 1 -> 2):
+   0 non-2xx answers, each naming a version the alias held (wrk's response() hook).
 2. Batch linear predict in-process: the servable model's labels and decision values for
    a9a's test rows (CSR, 100,000 rows per call), rows/s. Target >= 1,000,000 rows/s.
 
@@ -357,6 +359,76 @@ class Trainer:
                        timeout=30)
 
 
+ALIAS_LUA = """
+wrk.method = "POST"
+wrk.body = %s
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = %s
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) answers = {} end
+function response(status, headers, body)
+  local served = headers["hinge-model-version"] or headers["Hinge-Model-Version"] or "none"
+  local key = status .. " " .. served
+  answers[key] = (answers[key] or 0) + 1
+end
+function done(summary, latency, requests)
+  for _, thread in ipairs(threads) do
+    for key, count in pairs(thread:get("answers")) do
+      io.write("ANSWER " .. key .. " " .. count .. "\\n")
+    end
+  end
+end
+"""
+
+
+def alias_promotion(base: str, key: str, body: bytes, seconds: float, work: Path
+                    ) -> dict[str, Any]:
+    """wrk on `bench@production` while the alias moves 1 -> 2 -> 1 -> 2 (a move every
+    seconds / 4): every answer's status and the version it names (Hinge-Model-Version),
+    counted in wrk's own response() hook, and the versions the alias held."""
+    import threading
+
+    headers = {"Authorization": f"Bearer {key}"}
+    assert httpx.post(base + "/v1/registry/models", headers=headers, timeout=30,
+                      json={"name": "bench"}).status_code == 201
+    for _ in range(2):  # two versions of the one model: the header tells them apart
+        assert httpx.post(base + "/v1/registry/models/bench/versions", headers=headers,
+                          timeout=30, json={"model_id": MODEL_ID}).status_code == 201
+    moves: list[int] = []
+
+    def promote(version: int) -> None:
+        answer = httpx.put(base + "/v1/registry/models/bench/aliases/production",
+                           headers=headers, timeout=30, json={"version": version})
+        assert answer.status_code == 200, answer.text
+        moves.append(version)
+
+    promote(1)
+    script = work / "alias.lua"
+    script.write_text(ALIAS_LUA % (json.dumps(body.decode()), json.dumps(f"Bearer {key}")))
+    url = base + "/v1/models/bench@production/predict"
+
+    def mover() -> None:
+        for version in (2, 1, 2):
+            time.sleep(seconds / 4)
+            promote(version)
+
+    thread = threading.Thread(target=mover)
+    thread.start()
+    out = subprocess.run(["wrk", "-t", "2", "-c", str(CONNECTIONS), "-d", f"{seconds:g}s",
+                          "-s", str(script), url], capture_output=True, text=True,
+                         check=True).stdout
+    thread.join()
+    answers: dict[str, int] = {}
+    for status, served, count in re.findall(r"^ANSWER (\d+) (\S+) (\d+)$", out, re.M):
+        answers[f"{status} {served}"] = answers.get(f"{status} {served}", 0) + int(count)
+    held = {f"bench/versions/{v}" for v in moves}
+    return {"answers": answers, "moves": moves,
+            "non_2xx": sum(c for k, c in answers.items() if not k.startswith("2")),
+            "foreign": sum(c for k, c in answers.items() if k.split(" ")[1] not in held),
+            "total": sum(answers.values())}
+
+
 def load_average() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
@@ -389,6 +461,9 @@ def run_rounds(X: Any, model: Any, rounds: int, seconds: float, work: Path,
         trainer: Trainer | None = None
         for phase in ("idle worker", "training"):
             if phase == "training":
+                alias = alias_promotion(base, key, body, 2 * seconds, work)
+                print(f"  alias moved {alias['moves']} under wrk: {alias['answers']}",
+                      flush=True)
                 trainer = Trainer(base, key)
             for round_ in range(rounds):
                 for which in ("bare", "hinge"):
@@ -409,7 +484,7 @@ def run_rounds(X: Any, model: Any, rounds: int, seconds: float, work: Path,
             trainer.cancel()
             print(f"  training jobs started: {trainer.jobs}; the last one {still} at the end",
                   flush=True)
-    return {"runs": runs, "loads": loads}
+    return {"runs": runs, "loads": loads, "alias": alias}
 
 
 # -- batch predict in-process -------------------------------------------------------------
@@ -455,6 +530,12 @@ def make_run_rows(facts: dict[str, Any]) -> list[dict[str, Any]]:
     errors = sum(r["non_2xx"] + r["socket_errors"] for rs in runs.values() for r in rs)
     rows.append(row("make run: non-2xx answers and socket errors", errors, target="0",
                     met=errors == 0))
+    alias = facts["make_run"]["alias"]
+    rows.append(row(f"make run: wrk on bench@production while the alias moves "
+                    f"{' -> '.join(map(str, alias['moves']))} ({alias['total']:,} answers): "
+                    "non-2xx answers, and answers naming a version the alias never held",
+                    alias["non_2xx"] + alias["foreign"], target="0",
+                    met=alias["non_2xx"] + alias["foreign"] == 0 and alias["total"] > 0))
     return rows
 
 
@@ -567,6 +648,14 @@ def write_report(facts: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                 f"{median(runs, 'p90'):.2f} | {median(runs, 'p99'):.2f} | "
                 f"{', '.join(format(r['rps'], ',.0f') for r in runs)} | "
                 f"{errors(runs):,.0f} | {'; '.join(made['loads'][name])} |")
+        alias = made["alias"]
+        lines += ["", "Between the two phases, wrk (same flags) on "
+                  "`POST /v1/models/bench@production/predict` while the alias is moved "
+                  f"{' -> '.join(map(str, alias['moves']))} through the API (a move every "
+                  "quarter of the run); its response() hook counts every answer by status "
+                  "and `Hinge-Model-Version`: "
+                  + ", ".join(f"{k}: {v:,}" for k, v in sorted(alias["answers"].items()))
+                  + "."]
         lines.append("")
     lines += [f"In-process batch linear predict: {facts['rows_per_s']:,.0f} rows/s "
               f"({BATCH_ROWS:,} a9a test rows per call, median).", "",
