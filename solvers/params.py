@@ -253,6 +253,8 @@ class SolverSpec:
     formulations: tuple[str, ...] = ("c_svc",)
     # take fit(sample_weight=...): C_i = C * class_weight * w_i (LIBSVM's weights extension)
     sample_weights: bool = False
+    # holds the rows x rows Gram matrix in memory (a job's memory estimate, app.domain.memory)
+    dense_gram: bool = False
 
     @property
     def continues_fits(self) -> bool:
@@ -506,6 +508,7 @@ SOLVERS: dict[str, SolverSpec] = {
         name="gram",
         module="solvers.gram",
         kind="linear",
+        dense_gram=True,
         description="Primal-dual interior-point method (Mehrotra predictor-corrector) on "
         "the SVM dual with the full Gram matrix in memory: for at most 5000 examples (n^2 "
         "doubles, 200 MB at 5000, plus one copy per Cholesky). Each iteration solves one "

@@ -5,8 +5,9 @@ The figure is an upper estimate of what the fit holds at its peak, in parts:
   process of the host that trains on the same dataset (app/infra/mapped_arrays.py), but a
   fit reads them all every epoch, so they count in full: they must be resident;
 - `scaled copy`: `scale` makes a scaled copy of X (solvers/scaling.py);
-- `kernel cache`: `cache_mb` of a kernel solver (smo; default 200 MB);
-- `gram matrix`: the `gram` solver's dense rows x rows kernel matrix;
+- `kernel cache`: `cache_mb` of a solver that has one (smo; default 200 MB);
+- `gram matrix`: the dense rows x rows matrix of a solver that holds one (`dense_gram`:
+  the `gram` solver);
 - `working arrays`: per row (dual variables, gradients, labels, index lists: 8 arrays of
   8 bytes) and per feature and class (weights, gradients: 4 of 8 bytes).
 A job whose estimate is above HINGE_WORKER_MEMORY_BYTES (0: no limit) fails before it
@@ -18,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from solvers.params import SOLVERS
+
 MIB = float(1 << 20)
 PER_ROW_BYTES = 8 * 8
 PER_WEIGHT_BYTES = 4 * 8
-DEFAULT_CACHE_MB = 200.0
 
 
 def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, features: int,
@@ -30,11 +32,13 @@ def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, featur
     parts = {"dataset": int(dataset_bytes)}
     if params.get("scale"):
         parts["scaled copy"] = int(dataset_bytes)
-    if solver == "smo":
+    spec = SOLVERS[solver]
+    cache_default = next((p.default for p in spec.params if p.name == "cache_mb"), None)
+    if cache_default is not None:
         cache_mb = params.get("cache_mb")
-        parts["kernel cache"] = int(float(DEFAULT_CACHE_MB if cache_mb is None
+        parts["kernel cache"] = int(float(cache_default if cache_mb is None
                                           else cache_mb) * MIB)
-    if solver == "gram":
+    if spec.dense_gram:
         parts["gram matrix"] = rows * rows * 8
     parts["working arrays"] = (rows * PER_ROW_BYTES
                                + features * max(1, classes) * PER_WEIGHT_BYTES)

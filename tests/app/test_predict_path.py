@@ -189,3 +189,20 @@ def test_few_rows_on_a_linear_model_equal_the_sparse_product_bit_for_bit(outputs
         assert few[1].shape == values.shape and few[1].tobytes() == values.tobytes()
     many = _random_instances(rng, 17, n_features)
     assert linear_few_rows(model, many) is None  # more rows: the sparse product
+
+
+def test_the_app_freezes_the_collector_only_while_it_runs(settings: Settings) -> None:
+    """Start-up moves what exists out of the collector's sight (gc.freeze: no long full
+    collections under predict); shutdown gives it back, or a process that runs one app
+    after another (the test processes) would never collect what each left in cycles:
+    sockets, database connections, file descriptors."""
+    import gc
+
+    from app.api.main import create_app
+
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/healthz").status_code == 200
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0

@@ -179,9 +179,11 @@ def test_hinge_loss_matches_libsvm(name: str) -> None:
 
 
 ALM_STALLS = pytest.mark.xfail(
-    strict=True, reason="found 2026-11-26 in virtualenvs built that day (numba 0.68.1, numpy "
-    "2.4.6, scipy 1.17.1), on the commit CI had passed: alm's stall rule ends cancer p=2 at "
-    "relative gap 1.24e-3 > tol 1e-3 (exit stalled, not converged); strict, so a fix shows")
+    strict=False, reason="depends on the machine, not on the code or the packages (numba "
+    "0.68.1, numpy 2.4.6, scipy 1.17.1 on both): on the 2026-11-26 machine alm's stall rule "
+    "ended cancer p=2 at relative gap 1.24e-3 > tol 1e-3 (exit stalled, not converged); on "
+    "the 2026-11-27 machine the same commit converges. Either way `converged` is honest "
+    "(test_certificates); the stall rule itself is not yet investigated")
 
 
 @pytest.mark.parametrize("p", [2.0, 1.5])
