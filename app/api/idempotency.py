@@ -328,10 +328,12 @@ class _Renewer:
         self.lock = threading.Lock()
         self.held: weakref.WeakSet[Reserved] = weakref.WeakSet()
         self.thread: threading.Thread | None = None
+        self.wake = threading.Event()  # a new reservation: its lease may be shorter
 
     def hold(self, reserved: Reserved) -> None:
         with self.lock:
             self.held.add(reserved)
+            self.wake.set()
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, daemon=True,
                                                name="idempotency-lease")
@@ -342,6 +344,11 @@ class _Renewer:
             return [r for r in list(self.held) if not r.finished]
 
     def _run(self) -> None:
+        """Renew every third of the shortest lease held, counted from the last renewal: a
+        reservation with a shorter lease than those before wakes the thread (it would
+        otherwise sleep out a third of the longer one first), and a stream of new ones
+        does not put the renewal off."""
+        last = time.monotonic()
         while True:
             live = self._live()
             if not live:
@@ -350,8 +357,13 @@ class _Renewer:
                         self.thread = None
                         return
                 continue
-            time.sleep(min(r.settings.idempotency_lease_seconds for r in live) / 3)
+            due = last + min(r.settings.idempotency_lease_seconds for r in live) / 3
+            if time.monotonic() < due:
+                self.wake.wait(due - time.monotonic())
+                self.wake.clear()
+                continue
             renew(self._live())
+            last = time.monotonic()
 
 
 _renewer = _Renewer()

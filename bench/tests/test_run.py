@@ -136,7 +136,8 @@ def standins(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # solver's whole grid of settings): marked slow, so that the default suite stays under 15
 # minutes; the rest run in the default suite, and `make test-slow` runs all.
 SLOW_SMOKE = frozenset({"dcd", "search", "certified", "ocas_alm", "smo", "service", "parser",
-                        "kernel_peers", "busy_cores", "batch_predict", "shared_memory"})
+                        "kernel_peers", "busy_cores", "batch_predict", "shared_memory",
+                        "predict"})
 
 
 @pytest.mark.parametrize("experiment", [

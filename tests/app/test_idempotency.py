@@ -176,6 +176,32 @@ def test_the_lease_is_renewed_while_the_request_runs(tmp_path: Path) -> None:
     assert idempotency._renewer.thread is None
 
 
+def test_a_shorter_lease_is_renewed_in_time_beside_a_longer_one(tmp_path: Path) -> None:
+    """The renewing thread sleeps a third of the shortest lease it holds: a reservation
+    whose lease is shorter than one already held wakes it (it used to sleep out a third
+    of the longer lease first, and the short one lapsed)."""
+    long_settings = embedded_settings(tmp_path / "long", idempotency_lease_seconds=60.0)
+    short_settings = embedded_settings(tmp_path / "short", idempotency_lease_seconds=1.0)
+    for settings in (long_settings, short_settings):
+        settings.ensure_dirs()
+        migrate(settings.database_url)
+        make_key(settings)
+    slow = idempotency.begin(long_settings, _tenant_id(long_settings), "slow",
+                             "POST /v1/jobs")
+    assert isinstance(slow, idempotency.Reserved)
+    time.sleep(0.3)  # the thread now sleeps toward the long lease's third (20 s)
+    held = idempotency.begin(short_settings, _tenant_id(short_settings), "short",
+                             "POST /v1/jobs")
+    assert isinstance(held, idempotency.Reserved)
+    first = _row(short_settings, "short").lease_until
+    time.sleep(2.0)
+    later = _row(short_settings, "short").lease_until
+    assert first is not None and later is not None
+    assert later - first >= timedelta(seconds=1.0), (first, later)
+    held.complete(202, b"{}", "asked")
+    slow.complete(202, b"{}", "asked")
+
+
 def test_a_repeated_evaluation_gets_the_first_answer(
     client: TestClient, cancer_id: str, cancer_model_id: str
 ) -> None:
