@@ -30,8 +30,8 @@ from app.infra.bus import notify
 from app.infra.db import session_scope
 from app.infra.storage import (
     blob_store,
-    load_dataset,
-    load_dataset_weights,
+    csr_from_arrays,
+    dataset_arrays,
     model_key,
     store_model_arrays,
 )
@@ -281,11 +281,12 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     """Load the data and fit, under the attempt's heartbeat."""
     if claimed.blob_path is None:
         raise Failed("the dataset was deleted before the job started")
-    X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
+    arrays = dataset_arrays(blob_store(settings), claimed.blob_path)  # mapped, read once
+    X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
     params = dict(claimed.params)
     weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list
     if weights == "dataset":
-        weights = load_dataset_weights(blob_store(settings), claimed.blob_path)
+        weights = arrays.get("w")  # None: the dataset has no weights
     if settings.worker_memory_bytes:
         parts = estimate_fit_bytes(
             claimed.solver, params, X.shape[0], X.shape[1], int(np.unique(y).size),

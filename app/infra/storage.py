@@ -59,7 +59,7 @@ log = logging.getLogger("hinge.storage")
 
 __all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobStore",
            "LocalBlobStore", "StoredBlob", "blob_store", "csr_from_arrays", "dataset_arrays",
-           "dataset_key", "load_dataset", "load_dataset_weights",
+           "dataset_key", "load_dataset",
            "model_arrays", "model_key", "remove_orphan_blobs", "remove_temporary_blobs",
            "save_dataset_arrays", "store_model_arrays"]
 
@@ -101,11 +101,6 @@ def save_dataset_arrays(store: BlobStore, dataset_id: str, arrays: dict[str, np.
     scratch = store.scratch(key)
     write_synced(scratch, lambda handle: write_npz(handle, arrays))
     return store.commit(key, scratch)
-
-
-def load_dataset_weights(store: BlobStore, blob_path: str) -> np.ndarray | None:
-    """A dataset's instance weights (`w`: app.domain.weights), None when it has none."""
-    return dataset_arrays(store, blob_path).get("w")
 
 
 def dataset_arrays(store: BlobStore, blob_path: str) -> dict[str, np.ndarray]:

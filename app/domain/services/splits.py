@@ -32,8 +32,8 @@ from app.infra.db import after_rollback
 from app.infra.storage import (
     BlobRef,
     blob_store,
-    load_dataset,
-    load_dataset_weights,
+    csr_from_arrays,
+    dataset_arrays,
     save_dataset_arrays,
 )
 from app.settings import Settings
@@ -64,9 +64,8 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
     foreign-key error. A refused or failed insert removes both blobs."""
     parent = get_dataset(reader, tenant_id, dataset_id)
     try:
-        X, y = load_dataset(blob_store(settings), parent.blob_path, parent.features)
-        w = (None if parent.weight_stats is None
-             else load_dataset_weights(blob_store(settings), parent.blob_path))
+        arrays = dataset_arrays(blob_store(settings), parent.blob_path)
+        X, y, w = csr_from_arrays(arrays, parent.features), arrays["y"], arrays.get("w")
     except FileNotFoundError:  # deleted since it was read
         raise not_found("dataset", dataset_id) from None
     # a regression dataset has no classes to stratify by
