@@ -11,17 +11,19 @@ descheduled thread costs milliseconds on a busy machine, microseconds on an idle
 `GrainMeter.call` runs a call of `steps` steps (the solvers size calls to tens of
 milliseconds) in the current mode; now and then it then probes the other mode with a
 share of them (1 / PROBE_SHARE), in pieces of 1, 2, 4, ... steps, and gives the probe up
-as soon as it has taken longer than its steps took in the current mode: a lost probe
-costs about one probe's time, however slow the other mode is (a fine step that waits a
-time slice for a descheduled thread is a hundred times slower than a sequential one).
-Both parts run back to back, so the load hits both alike; their cost per unit of work is
-compared. The other mode takes over after it has won CONFIRM probes in a row by MARGIN
-(one lucky time slice does not switch a fit); each lost probe doubles the calls until the
-next (from 4 up to PROBE_MAX). A fit probes first after PROBE_AFTER seconds (a shorter one
-never does: it has little to gain), and a probe starts only while the probes so far took
-at most PROBE_BUDGET of the fit's time: on a crowded machine even one parallel step can
-wait tens of milliseconds for a CPU, and the probes then thin out to keep their cost a
-few per cent.
+as soon as it has taken CLOSE times longer than its steps took in the current mode: a
+lost probe costs about one probe's time, however slow the other mode is (a fine step
+that waits a time slice for a descheduled thread is a hundred times slower than a
+sequential one). Both parts run back to back, so the load hits both alike; their cost
+per unit of work is compared. The other mode takes over after it has won CONFIRM probes
+in a row by MARGIN (one lucky time slice does not switch a fit); each lost probe doubles
+the calls until the next (from 4 up to PROBE_MAX), except a close loss (within CLOSE),
+which keeps the gap: a step's cost varies along a fit, and a near tie must not put the
+next probe off. A fit probes first after PROBE_AFTER seconds (a shorter one never does:
+it has little to gain), and a probe starts only while the probes so far took at most
+PROBE_BUDGET of the fit's time: on a crowded machine even one parallel step can wait
+tens of milliseconds for a CPU, and the probes then thin out to keep their cost a few
+per cent.
 
 `FORCE` (tests, benchmarks): None measures; "fine" or "sequential" fixes the mode;
 "alternate" switches at every call (a test that switching changes nothing).
@@ -35,9 +37,10 @@ from collections.abc import Callable
 PROBE_SHARE = 8  # a probe runs up to this fraction (1 / PROBE_SHARE) of a call's steps
 PROBE_FIRST = 3  # calls between probes after a switch
 PROBE_MAX = 64  # at most this many calls between probes
-PROBE_AFTER = 0.2  # seconds of the fit before the first probe (a shorter fit never probes)
+PROBE_AFTER = 0.05  # seconds of the fit before the first probe (a shorter fit never probes)
 PROBE_BUDGET = 0.03  # a probe starts only while the probes took <= this share of the fit
 MARGIN = 0.92  # the other mode must cost less than MARGIN x the current one
+CLOSE = 1.25  # a probe that lost by less (cost ratio < CLOSE) does not back off
 CONFIRM = 2  # ... in this many probes in a row
 FORCE: str | None = None
 
@@ -92,13 +95,19 @@ class GrainMeter:
         self.elapsed += seconds + probe_seconds
         self.probe_seconds += probe_seconds
         self.probes += 1
-        if probe_work > 0 and probe_seconds / probe_work < MARGIN * seconds / work:
+        ratio = (probe_seconds / probe_work) / (seconds / work) if probe_work > 0 else 0.0
+        if probe_work > 0 and ratio < MARGIN:
             self.wins += 1
             if self.wins >= CONFIRM:
                 self.fine, self.wins, self.switches = not self.fine, 0, self.switches + 1
                 self.gap = self.every = PROBE_FIRST
             else:
                 self.every = 0  # confirm at the next call
+        elif probe_work > 0 and ratio < CLOSE:
+            # a close loss: the cost of a step varies along a fit (cache misses, the
+            # active set), so a near tie says little - probe again as soon, no back-off
+            self.wins = 0
+            self.every = self.gap
         elif probe_work >= 0:  # lost (or given up); < 0: finished inside, nothing learnt
             self.wins = 0
             self.gap = min(2 * self.gap, PROBE_MAX)
@@ -121,7 +130,7 @@ class GrainMeter:
             left -= min(piece, left)
             if status != running:
                 return status, seconds, -1.0
-            if seconds > allowed:
+            if seconds > CLOSE * allowed:  # lost beyond a close call: stop here
                 return status, seconds, 0.0
             piece *= 2
         return status, seconds, work

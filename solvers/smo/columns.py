@@ -56,23 +56,40 @@ _SHIFTER = 6755399441055744.0  # 1.5 * 2^52: z + _SHIFTER rounds z to an integer
 _SHIFTER_BITS = 0x4338000000000000  # its bit pattern
 
 
-@njit(cache=True, fastmath={"reassoc"})
+DOTS_BLOCK = 512  # positions per block of `_dense_dots` (its sums stay in L1)
+
+
+# The range loops index with unsigned integers (np.uint64: `_U`): a signed index in
+# [lo, hi) carries Numba's negative-index wraparound on every access, which keeps LLVM
+# from vectorising the loop whenever lo is not a constant 0 - the chunks of a parallel
+# loop ran 3x slower than one thread on the same range. (Views from 0 would do it too,
+# at two atomic reference counts per view.)
+
+
+@njit(cache=True)
 def _dense_dots(Xd, i, lo, hi, dots):
-    """dots[t] = x_t . x_i for t in [lo, hi) from the dense positional rows (the sum in
-    vector lanes: the same order for every t, whatever the thread)."""
-    d = Xd.shape[1]
-    for t in range(lo, hi):
-        dot = 0.0
+    """dots[t] = x_t . x_i for t in [lo, hi) from the dense positional rows, stored feature
+    by feature (Xd[k, t]: feature k of the row at position t). Each sum runs over k in
+    order, as LIBSVM's dot does, and the loop over t vectorises: in blocks of DOTS_BLOCK,
+    feature by feature, so that the block's sums stay in L1."""
+    d = Xd.shape[0]
+    for start in range(lo, hi, DOTS_BLOCK):
+        first = np.uint64(start)
+        stop = np.uint64(min(start + DOTS_BLOCK, hi))
+        for t in range(first, stop):
+            dots[t] = 0.0
         for k in range(d):
-            dot += Xd[t, k] * Xd[i, k]
-        dots[t] = dot
+            x_ik = Xd[k, i]
+            for t in range(first, stop):
+                dots[t] += Xd[k, t] * x_ik
 
 
 @njit(cache=True, inline="always")
 def _rbf_values(sq_norms, sq_i, gamma, y, y_i, lo, hi, dots, scale, out):
     """out[t] = y_i y_t exp(-gamma ||x_t - x_i||^2) (float32) from dots[t] = x_t . x_i;
     `dots` and `scale` (float64 scratch) are overwritten on [lo, hi)."""
-    for t in range(lo, hi):
+    first, stop = np.uint64(lo), np.uint64(hi)
+    for t in range(first, stop):
         a = -gamma * (sq_i + sq_norms[t] - 2.0 * dots[t])
         a = a if a > -708.0 else -708.0  # exp(-708) rounds to 0 in float32
         a = a if a < 709.0 else 709.0
@@ -95,9 +112,9 @@ def _rbf_values(sq_norms, sq_i, gamma, y, y_i, lo, hi, dots, scale, out):
         p = p * r + 1.0
         dots[t] = p * r + 1.0  # exp(r)
     bits = scale.view(np.int64)
-    for t in range(lo, hi):
+    for t in range(first, stop):
         bits[t] = (bits[t] - _SHIFTER_BITS + 1023) << 52  # 2^n
-    for t in range(lo, hi):
+    for t in range(first, stop):
         value = dots[t] * scale[t]
         out[t] = np.float32(value if y[t] == y_i else -value)
 
@@ -297,7 +314,7 @@ def _fill_range(positional, dense_rows, kernel, y, i, start, stop, out, parallel
     for k in range(indptr[i], indptr[i + 1]):
         dense[indices[k]] = data[k]
     chunks = parallel[0]
-    per_row = Xd.shape[1] if Xd.shape[0] > 0 else indptr[-1] // max(indptr.shape[0] - 1, 1)
+    per_row = Xd.shape[0] if Xd.shape[0] > 0 else indptr[-1] // max(indptr.shape[0] - 1, 1)
     work = (stop - start) * (8 + per_row)
     if chunks > 1 and work >= parallel[5]:
         _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
@@ -323,12 +340,12 @@ def _gather_positional_rows(rows, perm):
     for t in range(perm.shape[0]):
         r = perm[t]
         if dense_rows:
-            Xd[t, :] = 0.0
+            Xd[:, t] = 0.0
         for k in range(x_indptr[r], x_indptr[r + 1]):
             data[offset] = x_data[k]
             indices[offset] = x_indices[k]
             if dense_rows:
-                Xd[t, x_indices[k]] = x_data[k]
+                Xd[x_indices[k], t] = x_data[k]
             offset += 1
         indptr[t + 1] = offset
         sq_norms[t] = x_sq_norms[r]
@@ -489,10 +506,27 @@ def _fill_from_row(i, start, stop, out, n, kernel, y, local, cache, counters, pa
     kernel row of x_i (twins: variable t is row `_twin_row(local[t])`)."""
     row = _kernel_row(_twin_row(local[i], n), n, kernel, cache, counters, parallel,
                       real_rows)
-    y_i = y[i]
-    for t in range(start, stop):
+    chunks = parallel[0]
+    if chunks > 1 and stop - start >= parallel[4]:
+        _twin_fill_parallel(row, y, local, y[i], n, start, stop, out, chunks)
+    else:
+        _twin_fill_range(row, y, local, y[i], n, start, stop, out)
+
+
+@njit(cache=True, inline="always")
+def _twin_fill_range(row, y, local, y_i, n, lo, hi, out):
+    """out[t] = y_i y_t row[twin row of t] for t in [lo, hi)."""
+    for t in range(np.uint64(lo), np.uint64(hi)):
         value = row[_twin_row(local[t], n)]
         out[t] = value if y[t] == y_i else -value
+
+
+@njit(cache=True, parallel=True)
+def _twin_fill_parallel(row, y, local, y_i, n, start, stop, out, chunks):
+    size = stop - start
+    for c in prange(chunks):
+        _twin_fill_range(row, y, local, y_i, n, start + c * size // chunks,
+                         start + (c + 1) * size // chunks, out)
 
 
 @njit(cache=True)

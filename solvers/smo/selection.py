@@ -44,14 +44,15 @@ def _gmax_sides(y, status, gradient, lo, hi):
     best_pos_t = -1
     best_neg = -np.inf
     best_neg_t = -1
-    for t in range(lo, hi):
+    # unsigned indices (every range loop here): see columns._dense_dots
+    for t in range(np.uint64(lo), np.uint64(hi)):
         if y[t] > 0:
             if status[t] != _UPPER and -gradient[t] >= best_pos:
                 best_pos = -gradient[t]
-                best_pos_t = t
+                best_pos_t = np.int64(t)
         elif status[t] != _LOWER and gradient[t] >= best_neg:
             best_neg = gradient[t]
-            best_neg_t = t
+            best_neg_t = np.int64(t)
     return best_pos, best_pos_t, best_neg, best_neg_t
 
 
@@ -104,7 +105,7 @@ def _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_
     gmax2_neg = -np.inf
     best = np.inf
     best_t = -1
-    for t in range(lo, hi):
+    for t in range(np.uint64(lo), np.uint64(hi)):
         if y[t] > 0:
             if status[t] != _LOWER:
                 grad_diff = gmax_pos + gradient[t]
@@ -113,7 +114,7 @@ def _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_
                 if grad_diff > 0:
                     # a_it = K_ii + K_tt - 2 y_i Q_it (y_t = +1)
                     quad = diagonal_pos + diagonal[t] - 2.0 * y_pos * q_pos[t]
-                    best, best_t = _if_smaller(grad_diff, quad, best, best_t, t)
+                    best, best_t = _if_smaller(grad_diff, quad, best, best_t, np.int64(t))
         elif status[t] != _UPPER:
             grad_diff = gmax_neg - gradient[t]
             if -gradient[t] >= gmax2_neg:
@@ -121,20 +122,8 @@ def _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_
             if grad_diff > 0:
                 # a_it = K_ii + K_tt + 2 y_i Q_it (y_t = -1)
                 quad = diagonal_neg + diagonal[t] + 2.0 * y_neg * q_neg[t]
-                best, best_t = _if_smaller(grad_diff, quad, best, best_t, t)
+                best, best_t = _if_smaller(grad_diff, quad, best, best_t, np.int64(t))
     return best, best_t, gmax2_pos, gmax2_neg
-
-
-@njit(cache=True, inline="always")
-def _select_j_range(y, status, gradient, diagonal, q_i, i, gmax, lo, hi):
-    """LIBSVM's second loop over [lo, hi): (min objective decrease, its last argmin or -1,
-    max { y_t G_t : t in I_low })."""
-    diagonal_i = diagonal[i]
-    y_i = y[i]
-    best, best_t, gmax2_pos, gmax2_neg = _select_pair_range(
-        y, status, gradient, diagonal, gmax, diagonal_i, y_i, q_i, gmax, diagonal_i, y_i, q_i,
-        lo, hi)
-    return best, best_t, max(gmax2_pos, gmax2_neg)
 
 
 @njit(cache=True, inline="always")
@@ -143,7 +132,7 @@ def _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, lo, hi):
     returns max { -y_t G_t : t in I_up } and its last argmax on each side (y_t = +1, -1;
     `_gmax_sides`: C-SVC takes the larger, Solver_NU both). Two passes: the update
     vectorises (fused with the scan it did not: 4x slower on pairs of ~800 rows)."""
-    for t in range(lo, hi):
+    for t in range(np.uint64(lo), np.uint64(hi)):
         gradient[t] = gradient[t] + (q_i[t] * delta_i + q_j[t] * delta_j)
     return _gmax_sides(y, status, gradient, lo, hi)
 
@@ -157,34 +146,68 @@ def _gmax_parallel(y, status, gradient, n, chunks, values, indices):
 
 
 @njit(cache=True, parallel=True)
-def _select_j_parallel(y, status, gradient, diagonal, q_i, i, gmax, n, chunks, values,
-                       indices, values2):
+def _select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                          gmax_neg, diagonal_neg, y_neg, q_neg, n, chunks, values, indices,
+                          values2):
+    """`_select_pair_range` on [0, n) in chunks: chunk c's (decrease, argmin) in values[c],
+    indices[c], its Gmax2 of each side in values2[c], values2[chunks + c]."""
     for c in prange(chunks):
-        best, best_t, gmax2 = _select_j_range(y, status, gradient, diagonal, q_i, i, gmax,
-                                              c * n // chunks, (c + 1) * n // chunks)
+        best, best_t, gmax2_pos, gmax2_neg = _select_pair_range(
+            y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos, gmax_neg,
+            diagonal_neg, y_neg, q_neg, c * n // chunks, (c + 1) * n // chunks)
         values[c] = best
         indices[c] = best_t
-        values2[c] = gmax2
+        values2[c] = gmax2_pos
+        values2[chunks + c] = gmax2_neg
+
+
+@njit(cache=True)
+def _select_pair(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                 gmax_neg, diagonal_neg, y_neg, q_neg, n, parallel):
+    """`_select_pair_range` on [0, n), in parallel when large: the same answer (the chunks
+    reduced in order, ties to the later one, as one scan finds them)."""
+    chunks, decreases, indices, gmax2s, _, _, _ = parallel
+    if chunks <= 1 or n < parallel[4]:
+        return _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos,
+                                  q_pos, gmax_neg, diagonal_neg, y_neg, q_neg, 0, n)
+    _select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                          gmax_neg, diagonal_neg, y_neg, q_neg, n, chunks, decreases, indices,
+                          gmax2s)
+    best = np.inf
+    j = -1
+    gmax2_pos = -np.inf
+    gmax2_neg = -np.inf
+    for c in range(chunks):
+        gmax2_pos = max(gmax2_pos, gmax2s[c])
+        gmax2_neg = max(gmax2_neg, gmax2s[chunks + c])
+        if indices[c] >= 0 and decreases[c] <= best:
+            best = decreases[c]
+            j = indices[c]
+    return best, j, gmax2_pos, gmax2_neg
 
 
 @njit(cache=True, parallel=True)
 def _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, values,
                      indices):
+    """`_update_range` on [0, n) in chunks: chunk c's max and last argmax of each side in
+    values[c], indices[c] (y_t = +1) and values[chunks + c], indices[chunks + c]."""
     for c in prange(chunks):
         pos, pos_t, neg, neg_t = _update_range(gradient, q_i, q_j, delta_i, delta_j, y,
                                                status, c * n // chunks, (c + 1) * n // chunks)
-        best, best_t = _later_max(pos, pos_t, neg, neg_t)
-        values[c] = best
-        indices[c] = best_t
+        values[c] = pos
+        indices[c] = pos_t
+        values[chunks + c] = neg
+        indices[chunks + c] = neg_t
 
 
 @njit(cache=True)
-def _reduce_max(parallel):
-    """Chunk results in order, ties to the later chunk: the sequential scan's answer."""
+def _reduce_max(parallel, first=0):
+    """Chunk results values[first + c], indices[first + c] in order, ties to the later chunk:
+    the sequential scan's answer."""
     chunks, values, indices, _, _, _, _ = parallel
     best = -np.inf
     best_t = -1
-    for c in range(chunks):
+    for c in range(first, first + chunks):
         if indices[c] >= 0 and values[c] >= best:
             best = values[c]
             best_t = indices[c]
@@ -210,21 +233,12 @@ def _gmax(positions, n, parallel):
 @njit(cache=True)
 def _select_j(y, status, gradient, diagonal, q_i, i, gmax, active, parallel):
     """LIBSVM's choice of j for i (Q_i = q_i) on the active set: (j or -1, Gmax2)."""
-    if parallel[0] > 1 and active >= parallel[4]:
-        _select_j_parallel(y, status, gradient, diagonal, q_i, i, gmax, active, parallel[0],
-                           parallel[1], parallel[2], parallel[3])
-        chunks, decreases, indices, gmax2s, _, _, _ = parallel
-        best = np.inf
-        j = -1
-        gmax2 = -np.inf
-        for c in range(chunks):
-            gmax2 = max(gmax2, gmax2s[c])
-            if indices[c] >= 0 and decreases[c] <= best:
-                best = decreases[c]
-                j = indices[c]
-        return j, gmax2
-    _, j, gmax2 = _select_j_range(y, status, gradient, diagonal, q_i, i, gmax, 0, active)
-    return j, gmax2
+    diagonal_i = diagonal[i]
+    y_i = np.float64(y[i])  # as Solver_NU's +-1.0: one compiled variant
+    _, j, gmax2_pos, gmax2_neg = _select_pair(y, status, gradient, diagonal, gmax, diagonal_i,
+                                              y_i, q_i, gmax, diagonal_i, y_i, q_i, active,
+                                              parallel)
+    return j, max(gmax2_pos, gmax2_neg)
 
 
 @njit(cache=True, inline="always")
@@ -324,18 +338,18 @@ def _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient, count
     if chunks > 1 and active >= parallel[4]:
         _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, active, chunks,
                          parallel[1], parallel[2])
-        gmax, gmax_t = _reduce_max(parallel)
-        counters[_GMAX_VALID] = 0 if counters[_NU] == 1 else 1  # Solver_NU: per side
+        best_pos, best_pos_t = _reduce_max(parallel)
+        best_neg, best_neg_t = _reduce_max(parallel, chunks)
     else:
         best_pos, best_pos_t, best_neg, best_neg_t = _update_range(
             gradient, q_i, q_j, delta_i, delta_j, y, status, 0, active)
-        gmax, gmax_t = _later_max(best_pos, best_pos_t, best_neg, best_neg_t)
-        values[_GMAX_POS] = best_pos
-        values[_GMAX_NEG] = best_neg
-        counters[_GMAX_NEG_IDX] = best_neg_t
-        counters[_GMAX_VALID] = 1
-        if counters[_NU] == 1:
-            gmax_t = best_pos_t
+    gmax, gmax_t = _later_max(best_pos, best_pos_t, best_neg, best_neg_t)
+    values[_GMAX_POS] = best_pos
+    values[_GMAX_NEG] = best_neg
+    counters[_GMAX_NEG_IDX] = best_neg_t
+    counters[_GMAX_VALID] = 1
+    if counters[_NU] == 1:
+        gmax_t = best_pos_t
     values[_GMAX] = gmax
     counters[_GMAX_IDX] = gmax_t
 
@@ -574,9 +588,9 @@ def _select_working_set_nu(rows, kernel, positions, cache, counters, values, par
                                parallel)
     # each side pairs with its own i (y_i = y_t): a_it = K_ii + K_tt - 2 Q_it; a side with
     # no i has Gmax = -inf, so its t never pair (its K_ii and Q_i are never used)
-    _, j, gmaxp2, gmaxn2 = _select_pair_range(
+    _, j, gmaxp2, gmaxn2 = _select_pair(
         y, status, gradient, diagonal, gmaxp, diagonal[gmaxp_idx], 1.0, q_ip, gmaxn,
-        diagonal[gmaxn_idx], -1.0, q_in, 0, active)
+        diagonal[gmaxn_idx], -1.0, q_in, active, parallel)
     violation = max(gmaxp + gmaxp2, gmaxn + gmaxn2)
     if j < 0:
         return -1, -1, violation, empty

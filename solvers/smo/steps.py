@@ -22,6 +22,7 @@ from solvers.smo.columns import (
     _kernel_row,
     _new_column_list,
     _positional_sources,
+    _twin_fill_parallel,
     _twin_row,
     bits_pay,
     csc_pays,
@@ -58,7 +59,7 @@ from solvers.smo.selection import (
     _reconstruct_gradient,
     _reduce_max,
     _select_j,
-    _select_j_parallel,
+    _select_pair_parallel,
     _select_working_set,
     _select_working_set_nu,
     _step_gradient_bar,
@@ -70,7 +71,7 @@ from solvers.smo.selection import (
 # Parallel loops only above this much work (elements, or rows x (nnz + 8) for kernel
 # columns): a parallel region costs microseconds, much more on a loaded machine. Read when
 # a solver state is created (tests lower them to exercise the parallel paths).
-PARALLEL_MIN_PASS = 40_000
+PARALLEL_MIN_PASS = 5_000
 PARALLEL_MIN_KERNEL = 100_000
 PARALLEL_MIN_FLUSH = 100_000  # the deferred G_bar updates: one region per ~1000 steps
 
@@ -97,7 +98,9 @@ def _rows_in_order(X: CsrArrays, sq_norms: np.ndarray, perm: np.ndarray,
     nnz = int(np.sum(X.indptr[perm + 1] - X.indptr[perm]))
     dense = (use_dense_rows(l, X.n_features, nnz) if source is None
              else source == "dense" and l > 0)
-    dense_shape = (l, X.n_features) if dense else (0, 1)
+    # dense: feature-major (feature k of the row at position t at [k, t]), see
+    # columns._dense_dots; none: no rows
+    dense_shape = (max(X.n_features, 1), l) if dense else (0, 0)
     no_columns = (np.empty(0), np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64))
     no_bits = (np.empty((0, 1), dtype=np.uint64), np.empty(0, dtype=np.float32))
     rows_arrays: tuple[Any, ...] = (
@@ -199,8 +202,10 @@ class SmoState:
         # large) and "sequential" (none: the work of one thread); the GrainMeter picks one
         # per part of a call (solvers/grain.py), so the layout follows what the fit measures.
         never = np.int64(1 << 62)
-        scratch = (np.int64(max(1, chunks)), np.empty(max(1, chunks)),
-                   np.empty(max(1, chunks), dtype=np.int64), np.empty(max(1, chunks)))
+        # (per chunk, two slots: the y = +1 side's result at c, the y = -1 side's at
+        # chunks + c)
+        scratch = (np.int64(max(1, chunks)), np.empty(2 * max(1, chunks)),
+                   np.empty(2 * max(1, chunks), dtype=np.int64), np.empty(2 * max(1, chunks)))
         parallel = (*scratch, np.int64(PARALLEL_MIN_PASS), np.int64(PARALLEL_MIN_KERNEL),
                     np.int64(PARALLEL_MIN_FLUSH))
         pending = (np.empty(_PENDING_CAPACITY, dtype=np.int64), np.empty(_PENDING_CAPACITY),
@@ -592,9 +597,10 @@ def _warm_parallel(rows, kernel, positions, heads, state, columns):
     chunks, values, best, values2, _, _, _ = parallel
     _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
                      cptr, bits, table, kind, gamma, coef0, degree, y, 0, 0, n, column, chunks)
+    _twin_fill_parallel(column, y, positions[1], y[0], n, 0, n, column.copy(), chunks)
     _gmax_parallel(y, status, gradient, n, chunks, values, best)
-    _select_j_parallel(y, status, gradient, diagonal, column, 0, 1.0, n, chunks, values, best,
-                       values2)
+    _select_pair_parallel(y, status, gradient, diagonal, 1.0, 1.0, 1.0, column, 1.0, 1.0, -1.0,
+                          column, n, chunks, values, best, values2)
     _update_parallel(gradient.copy(), column, column, 0.0, 0.0, y, status, n, chunks, values,
                      best)
     _reduce_max(parallel)

@@ -89,6 +89,31 @@ def test_a_slow_probe_is_given_up_and_backs_off() -> None:
     assert fine_steps * 2e-4 < 0.05 * calls * 800 * 2e-6  # < 5% of the fit's time
 
 
+def test_a_close_loss_keeps_probing_as_often() -> None:
+    """A probe that loses by less than CLOSE (a step's cost varies along a fit: cache
+    misses, the active set) does not put the next one off, as a clear loss does."""
+    solver = FakeSolver(1.1e-6, 1e-6)
+    meter = GrainMeter(2, solver.clock)
+    probed = []
+    for call in range(40):
+        before = len(solver.parts)
+        meter.call(800, solver.run_part, RUNNING)
+        if len(solver.parts) > before + 1:
+            probed.append(call)
+    waits = [b - a - 1 for a, b in itertools.pairwise(probed)]
+    assert not meter.fine and len(probed) >= 10 and set(waits) == {2}
+    assert meter.steps[True] == 100 * len(probed)  # each probe ran its whole share
+    solver.cost = {True: 1.5e-6, False: 1e-6}  # a clear loss: the probes thin out
+    probed.clear()
+    for call in range(100):
+        before = len(solver.parts)
+        meter.call(800, solver.run_part, RUNNING)
+        if len(solver.parts) > before + 1:
+            probed.append(call)
+    waits = [b - a - 1 for a, b in itertools.pairwise(probed)]
+    assert waits[:3] == [4, 8, 16]
+
+
 def test_the_meter_follows_a_change_of_load() -> None:
     solver = FakeSolver(1e-6, 4e-6)
     meter = GrainMeter(2, solver.clock)  # idle: parallel 4x faster
