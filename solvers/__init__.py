@@ -147,6 +147,26 @@ def use_kernel_cache() -> Path | None:
     return folder
 
 
-use_kernel_cache()
+# Numba's thread pool: OpenMP first. Numba prefers TBB whenever libtbb can be loaded
+# (another package in the process may bring it: scikit-learn-intelex does), and SMO's
+# per-step parallel loops, a few microseconds each, run slower on TBB than on OpenMP: a
+# fit's threads must not depend on what else the process imported. A layer or an order
+# given in the environment wins.
+_LAYERS = "omp tbb workqueue"
 
-__all__ = ["fit", "kernel_cache_dir", "sources_digest", "use_kernel_cache"]
+
+def prefer_openmp() -> None:
+    """Numba's threading-layer order: OpenMP, TBB, workqueue, unless the environment
+    gives one (NUMBA_THREADING_LAYER_PRIORITY; NUMBA_THREADING_LAYER overrides any order)."""
+    if "NUMBA_THREADING_LAYER_PRIORITY" in os.environ:
+        return
+    os.environ["NUMBA_THREADING_LAYER_PRIORITY"] = _LAYERS  # what a config reload reads
+    config = sys.modules.get("numba.core.config")
+    if config is not None:
+        config.THREADING_LAYER_PRIORITY = _LAYERS.split()  # type: ignore[attr-defined]
+
+
+use_kernel_cache()
+prefer_openmp()
+
+__all__ = ["fit", "kernel_cache_dir", "prefer_openmp", "sources_digest", "use_kernel_cache"]

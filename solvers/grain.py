@@ -20,10 +20,10 @@ in a row by MARGIN (one lucky time slice does not switch a fit); each lost probe
 the calls until the next (from 4 up to PROBE_MAX), except a close loss (within CLOSE),
 which keeps the gap: a step's cost varies along a fit, and a near tie must not put the
 next probe off. A fit probes first after PROBE_AFTER seconds (a shorter one never does:
-it has little to gain), and a probe starts only while the probes so far took at most
-PROBE_BUDGET of the fit's time: on a crowded machine even one parallel step can wait
-tens of milliseconds for a CPU, and the probes then thin out to keep their cost a few
-per cent.
+it has little to gain), and a probe starts only while the probes so far cost at most
+PROBE_BUDGET of the fit's time beyond what the current mode would have taken: on a
+crowded machine even one parallel step can wait tens of milliseconds for a CPU, and the
+probes then thin out to keep their cost a few per cent.
 
 `FORCE` (tests, benchmarks): None measures; "fine" or "sequential" fixes the mode;
 "alternate" switches at every call (a test that switching changes nothing).
@@ -63,7 +63,7 @@ class GrainMeter:
         self.probes = 0
         self.switches = 0
         self.elapsed = 0.0  # seconds of the fit's calls so far
-        self.probe_seconds = 0.0  # ... of them in probes
+        self.probe_seconds = 0.0  # what the probes cost beyond the current mode
 
     def call(self, steps: int, run_part: RunPart, running: int) -> int:
         """Up to `steps` steps through `run_part`; `running` is the status of a call that
@@ -90,12 +90,15 @@ class GrainMeter:
         if status != running or done <= 0 or work <= 0:
             self.elapsed += seconds
             return status  # finished (or nothing measurable): probe at the next call
-        status, probe_seconds, probe_work = self._probe(probe, seconds * probe / done,
-                                                        run_part, running)
+        status, probe_seconds, probe_work, measured = self._probe(
+            probe, seconds * probe / done, run_part, running)
         self.elapsed += seconds + probe_seconds
-        self.probe_seconds += probe_seconds
+        ratio = (measured / probe_work) / (seconds / work) if probe_work > 0 else 0.0
+        # what the probe cost beyond the current mode's time for its work (all of it when
+        # given up): a close loss costs a few per cent of its time, not all of it
+        self.probe_seconds += (max(probe_seconds * (1.0 - 1.0 / ratio), 0.0)
+                               if probe_work > 0 and ratio > 0 else probe_seconds)
         self.probes += 1
-        ratio = (probe_seconds / probe_work) / (seconds / work) if probe_work > 0 else 0.0
         if probe_work > 0 and ratio < MARGIN:
             self.wins += 1
             if self.wins >= CONFIRM:
@@ -115,11 +118,16 @@ class GrainMeter:
         return status
 
     def _probe(self, steps: int, allowed: float, run_part: RunPart,
-               running: int) -> tuple[int, float, float]:
+               running: int) -> tuple[int, float, float, float]:
         """Up to `steps` steps in the other mode, in pieces of 1, 2, 4, ...; given up once
-        slower than `allowed` seconds. (status, seconds, work: 0 given up, -1 finished)."""
+        slower than CLOSE x `allowed` seconds. (status, seconds, work: 0 given up, -1
+        finished, and the seconds of that work). The work and its seconds leave out the
+        first piece when more follow: its step also wakes the other mode (the parallel
+        loops' threads, asleep after a while of sequential steps: a hundred microseconds,
+        as much as a step), which the mode does not pay once it runs."""
         other = not self.fine
         piece, left, seconds, work = 1, steps, 0.0, 0.0
+        first_seconds, first_work = 0.0, 0.0
         status = running
         while left > 0:
             started = self.clock()
@@ -129,11 +137,13 @@ class GrainMeter:
             work += did
             left -= min(piece, left)
             if status != running:
-                return status, seconds, -1.0
+                return status, seconds, -1.0, seconds
             if seconds > CLOSE * allowed:  # lost beyond a close call: stop here
-                return status, seconds, 0.0
+                return status, seconds, 0.0, seconds
+            if piece == 1 and left > 0:
+                first_seconds, first_work = seconds, work
             piece *= 2
-        return status, seconds, work
+        return status, seconds, work - first_work, seconds - first_seconds
 
     def share_fine(self) -> float:
         """The share of the steps run with the fine-grained parallel loops."""

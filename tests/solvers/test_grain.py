@@ -114,6 +114,32 @@ def test_a_close_loss_keeps_probing_as_often() -> None:
     assert waits[:3] == [4, 8, 16]
 
 
+class WakingSolver(FakeSolver):
+    """A FakeSolver whose first fine step after sequential ones also pays `wake` seconds
+    (the parallel loops' threads fall asleep while the sequential steps run)."""
+
+    def __init__(self, fine_cost: float, sequential_cost: float, wake: float) -> None:
+        super().__init__(fine_cost, sequential_cost)
+        self.wake = wake
+        self.last = False
+
+    def run_part(self, fine: bool, steps: int) -> tuple[int, int, float]:
+        if fine and not self.last and steps > 0:
+            self.now += self.wake
+        self.last = fine
+        return super().run_part(fine, steps)
+
+
+def test_waking_the_threads_does_not_count_against_a_probe() -> None:
+    """Fine steps 20% cheaper, but their first after sequential ones costs 30 steps more:
+    a probe of 100 steps would lose (110 against 100) if the wake counted."""
+    solver = WakingSolver(0.8e-6, 1e-6, 30e-6)
+    meter = GrainMeter(2, solver.clock)
+    for _ in range(4):
+        meter.call(800, solver.run_part, RUNNING)
+    assert meter.fine and meter.switches == 1
+
+
 def test_the_meter_follows_a_change_of_load() -> None:
     solver = FakeSolver(1e-6, 4e-6)
     meter = GrainMeter(2, solver.clock)  # idle: parallel 4x faster
