@@ -3,17 +3,18 @@ on real data: Hinge's smo against LIBSVM 3.37 (scikit-learn's NuSVC / OneClassSV
 NuSVR / SVC, which are LIBSVM) and oneDAL (scikit-learn-intelex's SVR, NuSVR, NuSVC, SVC;
 it has no one-class SVM), 1 and 2 threads each.
 
-Each engine trains the same problem (rbf, eps / tol 1e-3, cache 200 MB, shrinking) after a
-warm-up fit on the first 200 rows (Numba's cache, oneDAL's first call); the training call
-alone is timed, the median of `reps` repetitions, engines alternating in one process (the
-order reverses on odd repetitions), so that the load of the machine hits every engine
-alike. The one-thread comparison (Hinge 1t, LIBSVM, oneDAL 1t) is in CPU seconds of the
-process (time.process_time: robust to other processes on the cores), the two-thread one
-(Hinge 2t, LIBSVM, oneDAL 2t) in wall seconds. LIBSVM runs single-threaded (its reference
-setting); oneDAL's threads are set by daal4py.daalinit(n), Hinge's by its `threads`
-parameter. Beside the times: the dual
-objectives' relative difference with LIBSVM's (computed from each model, the same formula)
-and the support-vector counts.
+Each engine trains the same problem (rbf, eps / tol 1e-3, cache 200 MB, shrinking) after
+a warm-up fit on the first 200 rows (Numba's cache, oneDAL's first call) and one on the
+whole problem; the training call alone is timed (a fit shorter than BLOCK_SECONDS: the
+mean of a block of fits that lasts about that long), the median of `reps` repetitions,
+engines alternating in one process (the order reverses on odd repetitions), so that the
+load of the machine hits every engine alike. The one-thread comparison (Hinge 1t,
+LIBSVM, oneDAL 1t) is in CPU seconds of the process (time.process_time: robust to other
+processes on the cores), the two-thread one (Hinge 2t, LIBSVM, oneDAL 2t) in wall
+seconds. LIBSVM runs single-threaded (its reference setting); oneDAL's threads are set
+by daal4py.daalinit(n), Hinge's by its `threads` parameter. Beside the times: the dual
+objectives' relative difference with LIBSVM's (computed from each model, the same
+formula) and the support-vector counts.
 
 Problems (the shared LIBSVM sets of ../shared/data and scikit-learn's bundled diabetes):
 - nu-SVC and one-class: ijcnn1's first 10,000 rows (22 dense features; nu 0.1, the
@@ -202,11 +203,26 @@ def _objective(problem: Problem, sv: Any, coef: np.ndarray, rows: np.ndarray, y:
     return value
 
 
-def _timed(run: Callable[..., Any], *args: Any) -> tuple[float, float, Any]:
-    """(CPU seconds of the process, wall seconds, the run's output)."""
+BLOCK_SECONDS = 0.1  # a fit shorter than this is timed over a block of fits (the mean)
+
+
+def _timed(run: Callable[..., Any], *args: Any, times: int = 1) -> tuple[float, float, Any]:
+    """(CPU seconds of the process, wall seconds, the run's output) per fit, of `times`
+    fits in a row."""
     cpu, wall = time.process_time(), time.perf_counter()
-    output = run(*args)
-    return time.process_time() - cpu, time.perf_counter() - wall, output
+    for _ in range(times):
+        output = run(*args)
+    return ((time.process_time() - cpu) / times, (time.perf_counter() - wall) / times,
+            output)
+
+
+def _block(run: Callable[..., Any], *args: Any) -> int:
+    """How many fits make a block of about BLOCK_SECONDS (1 for a longer fit): a fit of a
+    few milliseconds timed alone is at the mercy of one time slice."""
+    _, wall, _ = _timed(run, *args)
+    if wall >= BLOCK_SECONDS:
+        return 1
+    return min(100, math.ceil(BLOCK_SECONDS / max(wall, 1e-4)))
 
 
 def bench(problem: Problem, quick: bool, reps: int) -> dict[str, Any]:
@@ -225,6 +241,11 @@ def bench(problem: Problem, quick: bool, reps: int) -> dict[str, Any]:
         if run is not None:
             _onedal_threads(engine)
             run(small, y[few], None if weights is None else weights[few], gamma)
+    blocks = {}
+    for engine, run in runners.items():  # one fit on the data: its block size
+        if run is not None:
+            _onedal_threads(engine)
+            blocks[engine] = _block(run, X, y, weights, gamma)
     times: dict[str, list[float]] = {e: [] for e in COLUMNS}
     outputs: dict[str, Any] = {}
     for rep in range(reps):
@@ -234,7 +255,8 @@ def bench(problem: Problem, quick: bool, reps: int) -> dict[str, Any]:
             if run is None:
                 continue
             _onedal_threads(engine)
-            cpu, wall, outputs[engine] = _timed(run, X, y, weights, gamma)
+            cpu, wall, outputs[engine] = _timed(run, X, y, weights, gamma,
+                                                times=blocks[engine])
             if engine in ONE_THREAD:
                 times[engine].append(cpu)
             if engine in TWO_THREADS:
@@ -289,7 +311,9 @@ def write_markdown(results: list[dict[str, Any]], reps: int, quick: bool,
         "repetitions in one process (the order reverses on odd ones), medians of the "
         "training time in seconds: CPU seconds of the process for the one-thread "
         "comparison (Hinge 1t, LIBSVM, oneDAL 1t), wall seconds for the two-thread one "
-        "(Hinge 2t, LIBSVM, oneDAL 2t). Load "
+        "(Hinge 2t, LIBSVM, oneDAL 2t); a fit shorter than "
+        f"{BLOCK_SECONDS:g} s is timed over a block of fits that lasts about that long "
+        "(the mean per fit). Load "
         f"average (1 min) at the start {load[0]:.2f}, at the end {load[1]:.2f}. rbf, "
         "eps 1e-3, cache 200 MB everywhere. Objective: |D - D_LIBSVM| / |D_LIBSVM| from "
         "each model. '-': the engine has no such model. Bold: Hinge no slower than the "
