@@ -41,9 +41,9 @@ def _gmax_sides(y, status, gradient, lo, hi):
     """max { -y_t G_t : t in I_up } over [lo, hi) on each side, with its last argmax (-1
     if none): (for y_t = +1, for y_t = -1). Solver_NU picks i on each side."""
     best_pos = -np.inf
-    best_pos_t = -1
+    best_pos_t = np.int64(-1)
     best_neg = -np.inf
-    best_neg_t = -1
+    best_neg_t = np.int64(-1)
     # unsigned indices (every range loop here): see columns._dense_dots
     for t in range(np.uint64(lo), np.uint64(hi)):
         if y[t] > 0:

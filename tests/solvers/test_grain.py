@@ -73,19 +73,13 @@ def test_a_slow_probe_is_given_up_and_backs_off() -> None:
     solver = FakeSolver(2e-4, 2e-6)
     meter = GrainMeter(4, solver.clock)
     calls = 300
-    probed = []
-    for call in range(calls):
-        before = len(solver.parts)
-        meter.call(800, solver.run_part, RUNNING)
-        if len(solver.parts) > before + 1:
-            probed.append(call)
+    waits, probes = _waits_between_probes(meter, solver, calls)
     assert not meter.fine and meter.switches == 0
-    waits = [b - a - 1 for a, b in itertools.pairwise(probed)]
     assert waits[:4] == [4, 8, 16, 32] and set(waits[4:]) <= {grain.PROBE_MAX}
     fine_steps = meter.steps[True]
     # a probe gives up once past its share of the call (100 sequential steps): 1 + 2 fine
     # steps at most
-    assert fine_steps <= 3 * len(probed)
+    assert fine_steps <= 3 * probes
     assert fine_steps * 2e-4 < 0.05 * calls * 800 * 2e-6  # < 5% of the fit's time
 
 
@@ -94,24 +88,25 @@ def test_a_close_loss_keeps_probing_as_often() -> None:
     misses, the active set) does not put the next one off, as a clear loss does."""
     solver = FakeSolver(1.1e-6, 1e-6)
     meter = GrainMeter(2, solver.clock)
-    probed = []
-    for call in range(40):
-        before = len(solver.parts)
-        meter.call(800, solver.run_part, RUNNING)
-        if len(solver.parts) > before + 1:
-            probed.append(call)
-    waits = [b - a - 1 for a, b in itertools.pairwise(probed)]
-    assert not meter.fine and len(probed) >= 10 and set(waits) == {2}
-    assert meter.steps[True] == 100 * len(probed)  # each probe ran its whole share
+    waits, probes = _waits_between_probes(meter, solver, 40)
+    assert not meter.fine and probes >= 10 and set(waits) == {2}
+    assert meter.steps[True] == 100 * probes  # each probe ran its whole share
     solver.cost = {True: 1.5e-6, False: 1e-6}  # a clear loss: the probes thin out
-    probed.clear()
-    for call in range(100):
+    waits, _ = _waits_between_probes(meter, solver, 100)
+    assert waits[:3] == [4, 8, 16]
+
+
+def _waits_between_probes(meter: GrainMeter, solver: FakeSolver,
+                          calls: int) -> tuple[list[int], int]:
+    """The calls without a probe between two probes, over `calls` calls of 800 steps, and
+    the number of probes."""
+    probed = []
+    for call in range(calls):
         before = len(solver.parts)
         meter.call(800, solver.run_part, RUNNING)
         if len(solver.parts) > before + 1:
             probed.append(call)
-    waits = [b - a - 1 for a, b in itertools.pairwise(probed)]
-    assert waits[:3] == [4, 8, 16]
+    return [b - a - 1 for a, b in itertools.pairwise(probed)], len(probed)
 
 
 class WakingSolver(FakeSolver):
