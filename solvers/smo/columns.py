@@ -59,11 +59,13 @@ _SHIFTER_BITS = 0x4338000000000000  # its bit pattern
 DOTS_BLOCK = 512  # positions per block of `_dense_dots` (its sums stay in L1)
 
 
-# The range loops index with unsigned integers (np.uint64: `_U`): a signed index in
-# [lo, hi) carries Numba's negative-index wraparound on every access, which keeps LLVM
-# from vectorising the loop whenever lo is not a constant 0 - the chunks of a parallel
-# loop ran 3x slower than one thread on the same range. (Views from 0 would do it too,
-# at two atomic reference counts per view.)
+# The range loops on a step's path (dense dot products, rbf values, the regressions'
+# column fill; selection.py's scans and G update) index with unsigned integers
+# (np.uint64): a signed index in [lo, hi) carries Numba's negative-index wraparound on
+# every access, which keeps LLVM from vectorising the loop whenever lo is not a constant
+# 0 - the chunks of a parallel loop ran 3x slower than one thread on the same range.
+# (Views from 0 would do it too, at two atomic reference counts per view.) The bit-set,
+# CSC and row-gather dot products and the G_bar flush still index signed.
 
 
 @njit(cache=True)

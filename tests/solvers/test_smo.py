@@ -383,6 +383,36 @@ def test_max_seconds_stops_with_a_usable_model() -> None:
     assert np.all(np.isfinite(result.model.predict(X[:50])[1]))
 
 
+
+@pytest.mark.parametrize(("formulation", "params", "rows"), [
+    ("nu_svc", {"nu": 0.3}, 5000), ("epsilon_svr", {"C": 1.0, "epsilon": 0.1}, 1500),
+    ("nu_svr", {"C": 1.0, "nu": 0.5}, 1500)])
+def test_two_threads_give_the_result_of_one_for_the_nu_and_regression_loops(
+        monkeypatch: pytest.MonkeyPatch, formulation: str, params: dict[str, float],
+        rows: int) -> None:
+    """Solver_NU's parallel selection (both sides' maxima per chunk), the regressions'
+    parallel fill of a column from its kernel row and the feature-major dense dot products,
+    switched on and off at every call: the fit of one thread, bit for bit."""
+    monkeypatch.setattr(steps, "PARALLEL_MIN_PASS", 64)
+    monkeypatch.setattr(steps, "PARALLEL_MIN_KERNEL", 64)
+    monkeypatch.setattr(steps, "PARALLEL_MIN_FLUSH", 64)
+    monkeypatch.setattr(grain, "FORCE", "alternate")
+    monkeypatch.setattr(smo, "BUDGET", Budget(1e-4, 16, 16, 64))  # many short calls
+    monkeypatch.setattr(smo, "FIRST_CALL_WORK", 0)
+    X, y = dataset("dense")
+    X, y = X[:rows], y[:rows].astype(np.float64)
+    # a tight eps: > 1,000 steps, so shrinking, the deferred G_bar and reconstruction run
+    one = fit_smo(X, y, formulation=formulation, gamma=0.5, eps=1e-7, **params)
+    two = fit_smo(X, y, formulation=formulation, gamma=0.5, eps=1e-7, threads=2, **params)
+    assert one.per_output[0]["kernel_values"] == "dense"
+    assert one.per_output[0]["shrinkings"] > 0
+    if two.params["threads_used"] > 1:
+        assert 0.3 < two.per_output[0]["fine_grained_share"] < 0.7
+    assert one.dual_objective == two.dual_objective
+    assert one.iterations == two.iterations
+    np.testing.assert_array_equal(one.model.sv_coef, two.model.sv_coef)
+    np.testing.assert_array_equal(one.model.rho, two.model.rho)
+
 def test_later_pairs_are_left_untrained_after_a_stop() -> None:
     X, y = dataset("digits")
     result = fit_smo(X, y, max_seconds=0.01)
