@@ -247,7 +247,7 @@ def _csc_cheaper(indices, indptr, cptr, i, lo, hi, l):
     return CSC_FACTOR * entries * (hi - lo) < (indptr[hi] - indptr[lo]) * l
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _column_range(rows, kernel, y, i, lo, hi, out):
     """out[t] = y_i y_t K(x_i, x_t) for positions t in [lo, hi), with x_i scattered in the
     dense buffer. rows = (the positional CSR (row t = the example at position t) + buffer,
@@ -308,7 +308,7 @@ def _fill_column(rows, kernel, positions, i, start, stop, out, parallel):
     _fill_range(rows[0], rows[2], kernel, positions[2], i, start, stop, out, parallel)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fill_range(positional, dense_rows, kernel, y, i, start, stop, out, parallel):
     """`_fill_column` from the arrays it reads (rows[0], rows[2], y)."""
     data, indices, indptr, sq_norms, dense = positional

@@ -396,7 +396,7 @@ def _update_gradient_bar(i, scale, q_i, rows, kernel, positions, cache, counters
     counters[_PENDING] += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _gradient_bar_range(rows, kernel, y, pending_at, pending_scale, cover, n_pending,
                         gradient_bar, column, lo, hi):
     """G_bar[t] += s_p Q_{i_p, t} for t in [max(lo, cover[p]), hi), p = 0, 1, ... in order
