@@ -107,9 +107,8 @@ def settings(tmp_path: Path, blob_overrides: dict[str, Any], migrated_sqlite: Pa
     blobs on the `blob_backend`; its database is a copy of `migrated_sqlite`."""
     configured = embedded_settings(tmp_path / "home", **blob_overrides)
     configured.ensure_dirs()
-    database = Path(configured.database_url.removeprefix("sqlite:///"))
-    if configured.database_url.startswith("sqlite:///") and not database.exists():
-        shutil.copyfile(migrated_sqlite, database)
+    if configured.database_url.startswith("sqlite:///"):  # a fresh home: no file yet
+        shutil.copyfile(migrated_sqlite, configured.database_url.removeprefix("sqlite:///"))
     else:
         migrate(configured.database_url)
     return configured

@@ -383,7 +383,6 @@ def test_max_seconds_stops_with_a_usable_model() -> None:
     assert np.all(np.isfinite(result.model.predict(X[:50])[1]))
 
 
-
 @pytest.mark.parametrize(("formulation", "params", "rows"), [
     ("nu_svc", {"nu": 0.3}, 5000), ("epsilon_svr", {"C": 1.0, "epsilon": 0.1}, 1500),
     ("nu_svr", {"C": 1.0, "nu": 0.5}, 1500)])
