@@ -1,7 +1,7 @@
 """Issue 30's scaling table, regenerated on the machine it runs on (meant for 16+ cores).
 
     python bench/many_cores.py [--quick] [--threads 1 2 4 8 16] [--datasets ...]
-                               [--no-linear] [--no-peers] [--timeout 900]
+                               [--no-linear] [--no-peers] [--no-libsvm] [--timeout 900]
 
 Kernel rows (rbf, C = 1, gamma = 1/features, eps / tol 1e-3, cache 200 MB; one-vs-one for
 letter): letter (letter.scale from the shared data when present, else the 15,000-row
@@ -9,7 +9,8 @@ letter): letter (letter.scale from the shared data when present, else the 15,000
 7,000 rows of HIGGS when the shared data has it, else a seeded 7,000 x 28 dense stand-in),
 w8a, ijcnn1, a9a (../shared/data). Hinge's smo at every thread count of --threads (capped
 at the cores), LIBSVM (scikit-learn's SVC: LIBSVM, one thread) and oneDAL (scikit-learn-
-intelex's SVC; daal4py.daalinit(n)) at 1, 8 and 16 threads (those <= the cores).
+intelex's SVC; daal4py.daalinit(n)) at 1, 8 and 16 threads (those <= the cores);
+--no-libsvm leaves LIBSVM out (one thread: the same on any machine, and the longest runs).
 Linear rows: tron (L2 loss, C = 1, eps 0.01) on a generated 400,000 x 100,000 sparse set
 of about 16M non-zeros (testkit.datagen.text_like, 40 per row) at every thread count, and
 dcd (L1 loss, C = 1, eps 0.1; no threads yet: one run) on the same set.
@@ -235,7 +236,7 @@ def _cell(result: dict[str, Any] | None) -> str:
 
 def main(quick: bool = False, threads: list[int] | None = None,
          datasets: list[str] | None = None, linear: bool = True, peers: bool = True,
-         timeout: float = 900.0) -> Path:
+         timeout: float = 900.0, with_libsvm: bool = True) -> Path:
     cores = os.cpu_count() or 1
     counts = [t for t in (threads or ([1, 2] if quick else list(FULL_THREADS))) if t <= cores]
     peer_counts = [t for t in ((1, 2) if quick else PEER_THREADS) if t <= cores]
@@ -257,7 +258,7 @@ def main(quick: bool = False, threads: list[int] | None = None,
               "|" + "---|" * len(header)]
     for name in datasets or KERNEL_SETS:
         ours = {t: run("hinge", name, t, quick, timeout) for t in counts}
-        libsvm = run("libsvm", name, 1, quick, timeout) if peers else None
+        libsvm = run("libsvm", name, 1, quick, timeout) if peers and with_libsvm else None
         dal = {t: run("onedal", name, t, quick, timeout) for t in peer_counts} if peers else {}
         objectives = [r["objective"] for r in ours.values() if "objective" in r]
         same = (len(objectives) == len(ours) and
@@ -304,7 +305,8 @@ if __name__ == "__main__":
     parser.add_argument("--datasets", nargs="+", choices=KERNEL_SETS)
     parser.add_argument("--no-linear", action="store_true")
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--no-libsvm", action="store_true")
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     args = parser.parse_args()
     print(main(args.quick, args.threads, args.datasets, not args.no_linear, not args.no_peers,
-               args.timeout))
+               args.timeout, not args.no_libsvm))
