@@ -19,6 +19,7 @@ from solvers.smo.layout import (
     _RBF,
     _TWINS,
     _U1,
+    _ZERO,
 )
 
 
@@ -492,7 +493,7 @@ def _kernel_row(r, n, kernel, cache, counters, parallel, real_rows):
         _make_room(n, cache, counters)
         row = np.empty(n, dtype=np.float32)
         positional, dense_rows, ones = real_rows
-        _fill_range(positional, dense_rows, kernel, ones, r, 0, n, row, parallel)
+        _fill_range(positional, dense_rows, kernel, ones, r, _ZERO, n, row, parallel)
         columns[h] = row
         col_len[h] = n
         counters[_CACHE_FREE] -= n

@@ -11,6 +11,9 @@ from solvers._kernel_helpers import LINEAR, POLY, RBF, SIGMOID
 _LINEAR, _POLY, _RBF, _SIGMOID = LINEAR, POLY, RBF, SIGMOID
 _LOWER, _UPPER, _FREE = 0, 1, 2
 _U1 = np.uint64(1)
+# 0 typed int64: a literal 0 as an argument has Numba compile the callee (and every callee
+# it passes it on to) a second time, for Literal[int](0)
+_ZERO = np.int64(0)
 _TAU = 1e-12  # LIBSVM's TAU: quadratic coefficient used when K_ii + K_jj - 2 K_ij <= 0
 _SHRINK_EVERY = 1000
 

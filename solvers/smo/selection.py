@@ -33,6 +33,7 @@ from solvers.smo.layout import (
     _TAU,
     _UNSHRINK,
     _UPPER,
+    _ZERO,
 )
 
 
@@ -461,7 +462,7 @@ def _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, paral
                                n_pending, gradient_bar, column, chunks)
     else:
         _gradient_bar_range((positional, rows[2]), kernel, y, pending_at, pending_scale,
-                            cover, n_pending, gradient_bar, column, 0, l)
+                            cover, n_pending, gradient_bar, column, _ZERO, l)
 
 
 @njit(cache=True)
@@ -538,7 +539,7 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
         active = l
         counters[_ACTIVE] = l
     n_swaps = 0
-    t = 0
+    t = _ZERO
     while t < active:
         if _be_shrunk(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
             active -= 1

@@ -49,6 +49,7 @@ from solvers.smo.layout import (
     _TWINS,
     _UPPER,
     _VIOLATION,
+    _ZERO,
 )
 from solvers.smo.selection import (
     _current_gmax,
@@ -596,8 +597,9 @@ def _warm_parallel(rows, kernel, positions, heads, state, columns):
     kind, gamma, coef0, degree = kernel
     chunks, values, best, values2, _, _, _ = parallel
     _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
-                     cptr, bits, table, kind, gamma, coef0, degree, y, 0, 0, n, column, chunks)
-    _twin_fill_parallel(column, y, positions[1], y[0], n, 0, n, column.copy(), chunks)
+                     cptr, bits, table, kind, gamma, coef0, degree, y, _ZERO, _ZERO, n, column,
+                     chunks)
+    _twin_fill_parallel(column, y, positions[1], y[0], n, _ZERO, n, column.copy(), chunks)
     _gmax_parallel(y, status, gradient, n, chunks, values, best)
     _select_pair_parallel(y, status, gradient, diagonal, 1.0, 1.0, 1.0, column, 1.0, 1.0, -1.0,
                           column, n, chunks, values, best, values2)
@@ -611,4 +613,5 @@ def _warm_parallel(rows, kernel, positions, heads, state, columns):
     _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], Xd, dots, scale,
                            cdata, cpos, cptr, bits, table, kind, gamma, coef0, degree, y,
                            pending_at,
-                           pending_scale, cover, 1, positions[8].copy(), column, chunks)
+                           pending_scale, cover, np.int64(1), positions[8].copy(), column,
+                           chunks)
