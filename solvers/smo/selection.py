@@ -553,7 +553,7 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
                 active -= 1
         t += 1
     counters[_ACTIVE] = active
-    _swap_cached_entries(cache, counters, swaps, n_swaps)
+    _swap_cached_entries(cache, counters, swaps, n_swaps, parallel)
     if n_swaps > 0:
         _gather_positional_rows(rows, positions[0])
 

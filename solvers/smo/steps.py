@@ -22,6 +22,7 @@ from solvers.smo.columns import (
     _kernel_row,
     _new_column_list,
     _positional_sources,
+    _swap_entries_parallel,
     _twin_fill_parallel,
     _twin_row,
     bits_pay,
@@ -615,3 +616,5 @@ def _warm_parallel(rows, kernel, positions, heads, state, columns):
                            pending_at,
                            pending_scale, cover, np.int64(1), positions[8].copy(), column,
                            chunks)
+    _swap_entries_parallel(columns, heads[0], np.zeros(1, dtype=np.int64), _ZERO, state[2],
+                           _ZERO, np.ones(1, dtype=np.uint8), chunks)
