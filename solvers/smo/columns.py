@@ -330,29 +330,54 @@ def _fill_range(positional, dense_rows, kernel, y, i, start, stop, out, parallel
 
 
 @njit(cache=True, nogil=True)
-def _gather_positional_rows(rows, perm):
+def _gather_positional_rows(rows, perm, chunks, min_work):
     """Row t of the positional CSR = row perm[t] of X (sequential memory in the kernel
     columns; rebuilt after shrinking permutes the positions), then the positional copies
-    that are kept (`_positional_sources`)."""
+    that are kept (`_positional_sources`). The rows are copied on `chunks` threads when
+    the copy (non-zeros + rows) is at least `min_work`."""
     data, indices, indptr, sq_norms, _ = rows[0]
     x_data, x_indices, x_indptr, x_sq_norms = rows[1]
     Xd = rows[2][0]
-    dense_rows = Xd.shape[0] > 0
-    offset = 0
+    l = perm.shape[0]
     indptr[0] = 0
-    for t in range(perm.shape[0]):
+    for t in range(l):
+        r = perm[t]
+        indptr[t + 1] = indptr[t] + x_indptr[r + 1] - x_indptr[r]
+    if chunks > 1 and indptr[l] + l >= min_work:
+        _gather_rows_parallel(data, indices, indptr, sq_norms, x_data, x_indices, x_indptr,
+                              x_sq_norms, Xd, perm, chunks)
+    else:
+        _gather_rows_range(data, indices, indptr, sq_norms, x_data, x_indices, x_indptr,
+                           x_sq_norms, Xd, perm, _ZERO, l)
+    _positional_sources(rows)
+
+
+@njit(cache=True, nogil=True)
+def _gather_rows_range(data, indices, indptr, sq_norms, x_data, x_indices, x_indptr,
+                       x_sq_norms, Xd, perm, lo, hi):
+    """`_gather_positional_rows` for the positions [lo, hi), indptr already filled."""
+    dense_rows = Xd.shape[0] > 0
+    for t in range(lo, hi):
         r = perm[t]
         if dense_rows:
             Xd[:, t] = 0.0
+        offset = indptr[t]
         for k in range(x_indptr[r], x_indptr[r + 1]):
             data[offset] = x_data[k]
             indices[offset] = x_indices[k]
             if dense_rows:
                 Xd[x_indices[k], t] = x_data[k]
             offset += 1
-        indptr[t + 1] = offset
         sq_norms[t] = x_sq_norms[r]
-    _positional_sources(rows)
+
+
+@njit(cache=True, parallel=True)
+def _gather_rows_parallel(data, indices, indptr, sq_norms, x_data, x_indices, x_indptr,
+                          x_sq_norms, Xd, perm, chunks):
+    l = perm.shape[0]
+    for c in prange(chunks):
+        _gather_rows_range(data, indices, indptr, sq_norms, x_data, x_indices, x_indptr,
+                           x_sq_norms, Xd, perm, c * l // chunks, (c + 1) * l // chunks)
 
 
 @njit(cache=True, nogil=True)

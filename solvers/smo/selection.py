@@ -555,7 +555,7 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
     counters[_ACTIVE] = active
     _swap_cached_entries(cache, counters, swaps, n_swaps, parallel)
     if n_swaps > 0:
-        _gather_positional_rows(rows, positions[0])
+        _gather_positional_rows(rows, positions[0], parallel[0], parallel[5])
 
 
 # ---- Solver_NU (nu-SVC, nu-SVR): two equality constraints, y'a = const and e'a = const,

@@ -17,6 +17,7 @@ from solvers.smo.columns import (
     _column_if_cached,
     _column_parallel,
     _gather_positional_rows,
+    _gather_rows_parallel,
     _get_column,
     _kernel_diagonal,
     _kernel_row,
@@ -110,7 +111,7 @@ def _rows_in_order(X: CsrArrays, sq_norms: np.ndarray, perm: np.ndarray,
          np.empty(l), np.zeros(X.n_features + 1)),
         (X.data, X.indices, X.indptr, sq_norms),
         (np.empty(dense_shape), np.empty(l), np.empty(l), *no_columns, *no_bits))
-    _gather_positional_rows(rows_arrays, perm)
+    _gather_positional_rows(rows_arrays, perm, 1, 0)
     # Sparse data: a kernel column's dot products from bit sets (0/1 features) or a
     # positional CSC when they cost less than the row gather (see columns.py), built
     # from the positional rows here and by the gather after each shrinking.
@@ -618,3 +619,6 @@ def _warm_parallel(rows, kernel, positions, heads, state, columns):
                            chunks)
     _swap_entries_parallel(columns, heads[0], np.zeros(1, dtype=np.int64), _ZERO, state[2],
                            _ZERO, np.ones(1, dtype=np.uint8), chunks)
+    real = rows[1]
+    _gather_rows_parallel(data.copy(), indices.copy(), indptr, sq_norms.copy(), real[0],
+                          real[1], real[2], real[3], Xd.copy(), positions[0], chunks)
