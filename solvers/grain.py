@@ -15,8 +15,12 @@ as soon as it has taken CLOSE times longer than its steps took in the current mo
 lost probe costs about one probe's time, however slow the other mode is (a fine step
 that waits a time slice for a descheduled thread is a hundred times slower than a
 sequential one). Both parts run back to back, so the load hits both alike; their cost
-per unit of work is compared. The other mode takes over after it has won CONFIRM probes
-in a row by MARGIN (one lucky time slice does not switch a fit); each lost probe doubles
+per unit of work is compared. A call of fewer than PROBE_SHARE steps (tron's on large
+data: one conjugate-gradient step, a Hessian-vector product, is a whole call) cannot be
+split: such a call probes whole, against the current mode's cost in its last call (the
+only way a fit of such calls can ever leave the sequential mode). The other mode takes
+over after it has won CONFIRM probes in a row by MARGIN (one lucky time slice does not
+switch a fit); each lost probe doubles
 the calls until the next (from 4 up to PROBE_MAX), except a close loss (within CLOSE),
 which keeps the gap: a step's cost varies along a fit, and a near tie must not put the
 next probe off. A fit probes first after PROBE_AFTER seconds (a shorter one never does:
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
 PROBE_SHARE = 8  # a probe runs up to this fraction (1 / PROBE_SHARE) of a call's steps
 PROBE_FIRST = 3  # calls between probes after a switch
@@ -64,6 +69,10 @@ class GrainMeter:
         self.switches = 0
         self.elapsed = 0.0  # seconds of the fit's calls so far
         self.probe_seconds = 0.0  # what the probes cost beyond the current mode
+        # the current mode's seconds per unit of work and per step in its last call (None
+        # before one in this mode): what a call too short to split probes against
+        self.rate: float | None = None
+        self.step_seconds = 0.0
 
     def call(self, steps: int, run_part: RunPart, running: int) -> int:
         """Up to `steps` steps through `run_part`; `running` is the status of a call that
@@ -76,24 +85,34 @@ class GrainMeter:
             self.steps[fine] += done
             return status
         probe = steps // PROBE_SHARE
+        whole = probe < 1  # too short to split: the whole call probes
         started = self.clock()
-        if (self.every > 0 or probe < 1 or self.elapsed < PROBE_AFTER
+        if (self.every > 0 or (whole and self.rate is None) or self.elapsed < PROBE_AFTER
                 or self.probe_seconds > PROBE_BUDGET * self.elapsed):
             self.every -= 1
-            status, done, _ = run_part(self.fine, steps)
+            status, done, work = run_part(self.fine, steps)
+            seconds = self.clock() - started
             self.steps[self.fine] += done
-            self.elapsed += self.clock() - started
-            return status
-        status, done, work = run_part(self.fine, steps - probe)
-        seconds = self.clock() - started
-        self.steps[self.fine] += done
-        if status != running or done <= 0 or work <= 0:
             self.elapsed += seconds
-            return status  # finished (or nothing measurable): probe at the next call
-        status, probe_seconds, probe_work, measured = self._probe(
-            probe, seconds * probe / done, run_part, running)
+            self._measured(seconds, done, work)
+            return status
+        if whole:
+            seconds, rate = 0.0, cast(float, self.rate)
+            status, probe_seconds, probe_work, measured = self._probe(
+                steps, self.step_seconds * steps, run_part, running)
+        else:
+            status, done, work = run_part(self.fine, steps - probe)
+            seconds = self.clock() - started
+            self.steps[self.fine] += done
+            if status != running or done <= 0 or work <= 0:
+                self.elapsed += seconds
+                return status  # finished (or nothing measurable): probe at the next call
+            self._measured(seconds, done, work)
+            rate = seconds / work
+            status, probe_seconds, probe_work, measured = self._probe(
+                probe, seconds * probe / done, run_part, running)
         self.elapsed += seconds + probe_seconds
-        ratio = (measured / probe_work) / (seconds / work) if probe_work > 0 else 0.0
+        ratio = (measured / probe_work) / rate if probe_work > 0 and rate > 0 else 0.0
         # what the probe cost beyond the current mode's time for its work (all of it when
         # given up): a close loss costs a few per cent of its time, not all of it
         self.probe_seconds += (max(probe_seconds * (1.0 - 1.0 / ratio), 0.0)
@@ -104,6 +123,7 @@ class GrainMeter:
             if self.wins >= CONFIRM:
                 self.fine, self.wins, self.switches = not self.fine, 0, self.switches + 1
                 self.gap = self.every = PROBE_FIRST
+                self.rate = None  # the old mode's: the next call measures the new one
             else:
                 self.every = 0  # confirm at the next call
         elif probe_work > 0 and ratio < CLOSE:
@@ -116,6 +136,12 @@ class GrainMeter:
             self.gap = min(2 * self.gap, PROBE_MAX)
             self.every = self.gap
         return status
+
+    def _measured(self, seconds: float, done: int, work: float) -> None:
+        """Keep the current mode's cost from a call of it (what a whole-call probe is
+        compared with)."""
+        if done > 0 and work > 0:
+            self.rate, self.step_seconds = seconds / work, seconds / done
 
     def _probe(self, steps: int, allowed: float, run_part: RunPart,
                running: int) -> tuple[int, float, float, float]:

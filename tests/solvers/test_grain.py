@@ -147,6 +147,32 @@ def test_the_meter_follows_a_change_of_load() -> None:
     assert not meter.fine and meter.switches == 2
 
 
+def test_calls_too_short_to_split_probe_whole_and_switch() -> None:
+    """Calls of one step (tron's conjugate-gradient steps on large data: each a call of its
+    own): the first call measures the current mode, a whole call then probes the other
+    against it, and two wins in a row switch; before, such a fit never probed and stayed
+    on one thread (tron 400,000 x 100,000 at two threads: 1.89 s, forced fine 1.28)."""
+    solver = FakeSolver(1e-3, 4e-3)  # parallel 4x faster
+    meter = GrainMeter(2, solver.clock)
+    for _ in range(3):
+        meter.call(1, solver.run_part, RUNNING)
+    assert solver.parts == [(False, 1), (True, 1), (True, 1)]
+    assert meter.fine and meter.switches == 1 and meter.probes == 2
+    for _ in range(10):
+        meter.call(1, solver.run_part, RUNNING)
+    assert meter.fine and meter.switches == 1  # the sequential probes lose
+
+
+def test_whole_call_probes_that_lose_thin_out() -> None:
+    solver = FakeSolver(8e-3, 1e-3)  # parallel 8x slower (a crowded machine)
+    meter = GrainMeter(2, solver.clock)
+    for _ in range(100):
+        meter.call(1, solver.run_part, RUNNING)
+    assert not meter.fine and meter.switches == 0
+    probed = [k for k, (fine, _) in enumerate(solver.parts) if fine]
+    assert probed == [1, 6, 15, 32, 65]  # the gap doubles: 4, 8, 16, 32 calls
+
+
 def test_a_fit_that_ends_inside_a_call_stops_there() -> None:
     solver = FakeSolver(1e-6, 1e-6, total=750)
     meter = GrainMeter(2, solver.clock)
