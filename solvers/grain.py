@@ -35,6 +35,7 @@ probes then thin out to keep their cost a few per cent.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import cast
@@ -112,7 +113,10 @@ class GrainMeter:
             status, probe_seconds, probe_work, measured = self._probe(
                 probe, seconds * probe / done, run_part, running)
         self.elapsed += seconds + probe_seconds
-        ratio = (measured / probe_work) / rate if probe_work > 0 and rate > 0 else 0.0
+        # 0: given up or finished, not compared; inf: the current mode took no measurable
+        # time, it cannot be beaten
+        ratio = (0.0 if probe_work <= 0 else math.inf if rate <= 0
+                 else (measured / probe_work) / rate)
         # what the probe cost beyond the current mode's time for its work (all of it when
         # given up): a close loss costs a few per cent of its time, not all of it
         self.probe_seconds += (max(probe_seconds * (1.0 - 1.0 / ratio), 0.0)

@@ -173,6 +173,14 @@ def test_whole_call_probes_that_lose_thin_out() -> None:
     assert probed == [1, 6, 15, 32, 65]  # the gap doubles: 4, 8, 16, 32 calls
 
 
+def test_a_current_mode_that_took_no_measurable_time_is_not_beaten() -> None:
+    solver = FakeSolver(1e-3, 0.0)  # a clock too coarse for the sequential calls
+    meter = GrainMeter(2, solver.clock)
+    for _ in range(20):
+        meter.call(1, solver.run_part, RUNNING)
+    assert not meter.fine and meter.switches == 0 and meter.probes >= 2
+
+
 def test_a_fit_that_ends_inside_a_call_stops_there() -> None:
     solver = FakeSolver(1e-6, 1e-6, total=750)
     meter = GrainMeter(2, solver.clock)
