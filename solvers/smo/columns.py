@@ -428,17 +428,16 @@ def _lru_insert(lru_prev, lru_next, h):
     lru_prev[head] = h
 
 
-@njit(cache=True, inline="always")
-def _column_if_cached(i, length, cache, counters):
-    """Q_{i, 0:length} if the cache holds it (a hit, as in `_get_column`), else an empty
-    array: then `_get_column` computes it. The hot path: it touches only the cache."""
-    columns, col_len, lru_prev, lru_next, empty = cache
+@njit(cache=True, _nrt=False)
+def _cached(i, length, col_len, lru_prev, lru_next, counters):
+    """True (a hit, as in `_column`) when the cache holds Q_{i, 0:length}, else False:
+    then `_column` computes it. The step loop's hot path: it touches only the cache."""
     if col_len[i] < length or length == 0:
-        return empty
+        return False
     _lru_delete(lru_prev, lru_next, i)
     _lru_insert(lru_prev, lru_next, i)
     counters[_HITS] += 1
-    return columns[i]
+    return True
 
 
 @njit(cache=True)

@@ -8,7 +8,6 @@ import numpy as np
 from numba import njit, prange
 
 from solvers.smo.columns import (
-    _column_if_cached,
     _column_range,
     _gather_positional_rows,
     _get_column,
@@ -19,12 +18,6 @@ from solvers.smo.layout import (
     _ACTIVE,
     _EVALS,
     _FREE,
-    _GMAX,
-    _GMAX_IDX,
-    _GMAX_NEG,
-    _GMAX_NEG_IDX,
-    _GMAX_POS,
-    _GMAX_VALID,
     _LOWER,
     _NU,
     _PENDING,
@@ -162,15 +155,20 @@ def _select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos,
         values2[chunks + c] = gmax2_neg
 
 
+@njit(cache=True, _nrt=False)
+def _select_pair_seq(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                     gmax_neg, diagonal_neg, y_neg, q_neg, n):
+    """`_select_pair_range` on [0, n): the step loop's sequential choice."""
+    return _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos,
+                              q_pos, gmax_neg, diagonal_neg, y_neg, q_neg, _ZERO, n)
+
+
 @njit(cache=True)
 def _select_pair(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
                  gmax_neg, diagonal_neg, y_neg, q_neg, n, parallel):
-    """`_select_pair_range` on [0, n), in parallel when large: the same answer (the chunks
-    reduced in order, ties to the later one, as one scan finds them)."""
+    """`_select_pair_range` on [0, n) in parallel: the same answer (the chunks reduced in
+    order, ties to the later one, as one scan finds them)."""
     chunks, decreases, indices, gmax2s, _, _, _ = parallel
-    if chunks <= 1 or n < parallel[4]:
-        return _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos,
-                                  q_pos, gmax_neg, diagonal_neg, y_neg, q_neg, 0, n)
     _select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
                           gmax_neg, diagonal_neg, y_neg, q_neg, n, chunks, decreases, indices,
                           gmax2s)
@@ -224,46 +222,19 @@ def _gmax(positions, n, parallel):
     return _gmax_range(y, status, gradient, 0, n)
 
 
-# The hot path of a step touches only the arrays it needs: a compiled function that uses
-# an argument takes a reference to each array in it (an atomic increment and decrement
-# per array and call). `_smo_steps` holds every array; what it calls once per step gets a
-# few of them (`_column_if_cached`, `_select_j`, `_take_step`), and only the rare paths (a
-# cache miss, a G_bar update, shrinking) get the whole state.
+# The step loop (steps._smo_steps) holds every array, taken out of its tuple once. What it
+# calls once per step takes the few arrays it reads and does nothing else that counts
+# references (no parallel region, no tuple of arrays): a compiled function that uses an
+# array argument takes a reference to it (an atomic increment and decrement per call),
+# unless LLVM's reference-count pruning sees no other reference operation in between -
+# which only a leaf like these gives it. The parallel variants and the rare paths (a
+# cache miss, a flush, shrinking) get the whole state.
 
 
-@njit(cache=True)
-def _select_j(y, status, gradient, diagonal, q_i, i, gmax, active, parallel):
-    """LIBSVM's choice of j for i (Q_i = q_i) on the active set: (j or -1, Gmax2)."""
-    diagonal_i = diagonal[i]
-    y_i = np.float64(y[i])  # as Solver_NU's +-1.0: one compiled variant
-    _, j, gmax2_pos, gmax2_neg = _select_pair(y, status, gradient, diagonal, gmax, diagonal_i,
-                                              y_i, q_i, gmax, diagonal_i, y_i, q_i, active,
-                                              parallel)
-    return j, max(gmax2_pos, gmax2_neg)
-
-
-@njit(cache=True, inline="always")
-def _current_gmax(positions, active, counters, values, parallel):
-    """(Gmax, i) on the active set: the pair kept by the last step while still valid."""
-    if counters[_GMAX_VALID] == 1:
-        return values[_GMAX], counters[_GMAX_IDX]
-    return _gmax(positions, active, parallel)
-
-
-@njit(cache=True)
-def _select_working_set(rows, kernel, positions, cache, counters, values, parallel):
-    """LIBSVM's select_working_set: (i, j, Gmax, Gmax2, Q_i); i or j = -1 if there is
-    none (Q_i is then empty). Q_i serves the step too (LIBSVM fetches it again from the
-    cache: the same values and the same LRU order once Q_j is fetched). `_smo_steps` runs
-    the same code inline on its hot path."""
-    active = counters[_ACTIVE]
-    gmax, i = _current_gmax(positions, active, counters, values, parallel)
-    if i < 0:
-        return -1, -1, gmax, -np.inf, cache[4]
-    q_i = _get_column(i, active, rows, kernel, positions, cache, counters, parallel)
-    j, gmax2 = _select_j(positions[2], positions[6], positions[7], positions[4], q_i, i, gmax,
-                         active, parallel)
-    return i, j, gmax, gmax2, q_i
+@njit(cache=True, _nrt=False)
+def _gmax_sides_seq(y, status, gradient, n):
+    """`_gmax_sides` on [0, n)."""
+    return _gmax_sides(y, status, gradient, _ZERO, n)
 
 
 @njit(cache=True, inline="always")
@@ -276,14 +247,11 @@ def _update_status(alpha, cost, status, t):
         status[t] = _FREE
 
 
-@njit(cache=True, error_model="numpy")
-def _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient, counters,
-               values, parallel):
-    """LIBSVM's two-variable update of a_i, a_j (q_i, q_j = Q_{i, :active}, Q_{j, :active}),
-    then G (fused with the next selection of i). Returns 0 if the step is not finite, else
-    1 + 2 (a_i entered or left its upper bound) + 4 (a_j did): the caller updates G_bar."""
-    active = counters[_ACTIVE]
-    chunks = parallel[0]
+@njit(cache=True, error_model="numpy", _nrt=False)
+def _pair_step(i, j, q_i, y, cost, diagonal, alpha, status, gradient):
+    """LIBSVM's two-variable update of a_i, a_j (q_i = Q_{i, :active}) and their status:
+    (delta_i, delta_j, crossed), crossed = 0 if the step is not finite (nothing changed),
+    else 1 + 2 (a_i entered or left its upper bound) + 4 (a_j did): G_bar changes then."""
     c_i = cost[i]
     c_j = cost[j]
     old_i = alpha[i]
@@ -327,74 +295,53 @@ def _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient, count
     delta_i = a_i - old_i
     delta_j = a_j - old_j
     if not (np.isfinite(delta_i) and np.isfinite(delta_j)):
-        return 0
+        return delta_i, delta_j, 0
     alpha[i] = a_i
     alpha[j] = a_j
     was_upper_i = status[i] == _UPPER
     was_upper_j = status[j] == _UPPER
     _update_status(alpha, cost, status, i)
     _update_status(alpha, cost, status, j)
-
-    # G[:active] += Q_i d_i + Q_j d_j, and the next step's i
-    if chunks > 1 and active >= parallel[4]:
-        _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, active, chunks,
-                         parallel[1], parallel[2])
-        best_pos, best_pos_t = _reduce_max(parallel)
-        best_neg, best_neg_t = _reduce_max(parallel, chunks)
-    else:
-        best_pos, best_pos_t, best_neg, best_neg_t = _update_range(
-            gradient, q_i, q_j, delta_i, delta_j, y, status, 0, active)
-    gmax, gmax_t = _later_max(best_pos, best_pos_t, best_neg, best_neg_t)
-    values[_GMAX_POS] = best_pos
-    values[_GMAX_NEG] = best_neg
-    counters[_GMAX_NEG_IDX] = best_neg_t
-    counters[_GMAX_VALID] = 1
-    if counters[_NU] == 1:
-        gmax_t = best_pos_t
-    values[_GMAX] = gmax
-    counters[_GMAX_IDX] = gmax_t
-
     crossed = 1
     if was_upper_i != (status[i] == _UPPER):
         crossed += 2
     if was_upper_j != (status[j] == _UPPER):
         crossed += 4
-    return crossed
+    return delta_i, delta_j, crossed
+
+
+@njit(cache=True, _nrt=False)
+def _update_seq(gradient, q_i, q_j, delta_i, delta_j, y, status, n):
+    """`_update_range` on [0, n): G += Q_i d_i + Q_j d_j, and each side's next Gmax."""
+    return _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, _ZERO, n)
 
 
 @njit(cache=True)
-def _step_gradient_bar(i, j, crossed, q_i, q_j, rows, kernel, positions, cache, counters,
-                       pending, parallel):
-    """G_bar += +-C Q_:i when a_i entered / left its upper bound (likewise j): now on the
-    active set (Q_i is at hand), deferred on the inactive one (one pass at the next
-    flush)."""
-    status, cost = positions[6], positions[3]
-    if crossed & 2:
-        c_i = cost[i]
-        _update_gradient_bar(i, c_i if status[i] == _UPPER else -c_i, q_i, rows, kernel,
-                             positions, cache, counters, pending, parallel)
-    if crossed & 4:
-        c_j = cost[j]
-        _update_gradient_bar(j, c_j if status[j] == _UPPER else -c_j, q_j, rows, kernel,
-                             positions, cache, counters, pending, parallel)
+def _update_in_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, parallel):
+    """`_update_seq` in chunks on the fit's threads: the same values and maxima."""
+    chunks = parallel[0]
+    _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, parallel[1],
+                     parallel[2])
+    best_pos, best_pos_t = _reduce_max(parallel)
+    best_neg, best_neg_t = _reduce_max(parallel, chunks)
+    return best_pos, best_pos_t, best_neg, best_neg_t
 
 
-@njit(cache=True)
-def _update_gradient_bar(i, scale, q_i, rows, kernel, positions, cache, counters, pending,
-                         parallel):
-    gradient_bar = positions[8]
-    active = counters[_ACTIVE]
+@njit(cache=True, _nrt=False)
+def _bar_update(i, scale, q_i, gradient_bar, active, counters, pending_at, pending_scale,
+                cover):
+    """G_bar += s Q_:i when a_i entered (s = C_i) or left (s = -C_i) its upper bound: now
+    on the active set (Q_i is at hand), deferred on the inactive one (one pass at the next
+    flush; the caller makes room)."""
     for t in range(active):
-        # G_bar[:active] += s Q_i[:active]
         gradient_bar[t] += scale * q_i[t]
     if active == gradient_bar.shape[0]:
         return
-    if counters[_PENDING] == pending[0].shape[0]:
-        _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
-    pending[0][counters[_PENDING]] = i
-    pending[1][counters[_PENDING]] = scale
-    pending[2][counters[_PENDING]] = active
-    counters[_PENDING] += 1
+    n = counters[_PENDING]
+    pending_at[n] = i
+    pending_scale[n] = scale
+    cover[n] = active
+    counters[_PENDING] = n + 1
 
 
 @njit(cache=True)
@@ -560,44 +507,6 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
 
 # ---- Solver_NU (nu-SVC, nu-SVR): two equality constraints, y'a = const and e'a = const,
 # so a pair is always taken within one side (y_i = y_j) -------------------------------
-
-
-@njit(cache=True, inline="always")
-def _select_working_set_nu(rows, kernel, positions, cache, counters, values, parallel):
-    """Solver_NU::select_working_set on the active set: (i, j, violation, Q_i, Q_j);
-    i = j = -1 when there is no pair. violation = max(Gmaxp + Gmaxp2, Gmaxn + Gmaxn2)."""
-    y, diagonal, status, gradient = positions[2], positions[4], positions[6], positions[7]
-    active = counters[_ACTIVE]
-    if counters[_GMAX_VALID] == 1:  # both sides, found by the last step's G update
-        gmaxp, gmaxp_idx = values[_GMAX_POS], counters[_GMAX_IDX]
-        gmaxn, gmaxn_idx = values[_GMAX_NEG], counters[_GMAX_NEG_IDX]
-    else:
-        gmaxp, gmaxp_idx, gmaxn, gmaxn_idx = _gmax_sides(y, status, gradient, 0, active)
-    empty = cache[4]
-    q_ip = empty
-    q_in = empty
-    # (inlined in the step loop: the whole state is passed on a cache miss only)
-    if gmaxp_idx >= 0:
-        q_ip = _column_if_cached(gmaxp_idx, active, cache, counters)
-        if q_ip.shape[0] == 0:
-            q_ip = _get_column(gmaxp_idx, active, rows, kernel, positions, cache, counters,
-                               parallel)
-    if gmaxn_idx >= 0:
-        q_in = _column_if_cached(gmaxn_idx, active, cache, counters)
-        if q_in.shape[0] == 0:
-            q_in = _get_column(gmaxn_idx, active, rows, kernel, positions, cache, counters,
-                               parallel)
-    # each side pairs with its own i (y_i = y_t): a_it = K_ii + K_tt - 2 Q_it; a side with
-    # no i has Gmax = -inf, so its t never pair (its K_ii and Q_i are never used)
-    _, j, gmaxp2, gmaxn2 = _select_pair(
-        y, status, gradient, diagonal, gmaxp, diagonal[gmaxp_idx], 1.0, q_ip, gmaxn,
-        diagonal[gmaxn_idx], -1.0, q_in, active, parallel)
-    violation = max(gmaxp + gmaxp2, gmaxn + gmaxn2)
-    if j < 0:
-        return -1, -1, violation, empty
-    if y[j] > 0:
-        return gmaxp_idx, j, violation, q_ip
-    return gmaxn_idx, j, violation, q_in
 
 
 @njit(cache=True, inline="always")

@@ -13,8 +13,8 @@ from numba import njit
 from solvers.backbone import CsrArrays
 from solvers.grain import GrainMeter
 from solvers.smo.columns import (
+    _cached,
     _column,
-    _column_if_cached,
     _column_parallel,
     _gather_positional_rows,
     _gather_rows_parallel,
@@ -37,6 +37,11 @@ from solvers.smo.layout import (
     _COUNTER,
     _EVALS,
     _FREE,
+    _GMAX,
+    _GMAX_IDX,
+    _GMAX_NEG,
+    _GMAX_NEG_IDX,
+    _GMAX_POS,
     _GMAX_VALID,
     _ITER,
     _LOWER,
@@ -45,6 +50,7 @@ from solvers.smo.layout import (
     _NON_FINITE,
     _NU,
     _PAUSED,
+    _PENDING,
     _PENDING_CAPACITY,
     _RBF,
     _SHRINK_EVERY,
@@ -54,20 +60,23 @@ from solvers.smo.layout import (
     _ZERO,
 )
 from solvers.smo.selection import (
-    _current_gmax,
+    _bar_update,
     _do_shrinking,
     _flush_gradient_bar,
+    _gmax,
     _gmax_parallel,
+    _gmax_sides_seq,
     _gradient_bar_parallel,
+    _later_max,
+    _pair_step,
     _reconstruct_gradient,
     _reduce_max,
-    _select_j,
+    _select_pair,
     _select_pair_parallel,
-    _select_working_set,
-    _select_working_set_nu,
-    _step_gradient_bar,
-    _take_step,
+    _select_pair_seq,
+    _update_in_parallel,
     _update_parallel,
+    _update_seq,
     _update_status,
 )
 
@@ -327,18 +336,25 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
     rows = ((data, indices, indptr, ||x||^2 of the rows in position order, a dense scatter
     buffer), (the same four arrays of X: source of the positional rows), (the rows in
     position order as a dense matrix - 0 rows when the data are sparse -, two float64
-    scratch columns)); kernel = (kind,
-    gamma, coef0, degree); positions = (perm, local, y, C, K_tt, alpha, status, G, G_bar),
-    permuted together by shrinking; heads = (lengths, lru_prev, lru_next, empty) and
+    scratch columns, ...), (the regressions' rows in problem order)); kernel = (kind,
+    gamma, coef0, degree); positions = (perm, local, y, C, K_tt, alpha, status, G, G_bar,
+    p), permuted together by shrinking; heads = (lengths, lru_prev, lru_next, empty) and
     columns (the typed list of cached columns) make the cache; state = (counters, values,
-    swap buffer, parallel scratch); settings = (eps, max_iter, step_budget). Returns a
-    status code; everything else is kept in the arrays.
+    swap buffer, pending G_bar updates, parallel scratch); settings = (eps, max_iter,
+    step_budget). Returns a status code; everything else is kept in the arrays.
+
+    Every array is taken out of its tuple once, here: a step calls only functions that
+    take the arrays they read (see selection.py), and the whole state goes only to the
+    rare paths (a cache miss, shrinking, the unshrink that checks convergence).
     """
     cache = _with_columns(heads, columns)
     counters, values, swaps, pending, parallel = state
     eps, max_iter, budget = settings
-    _, _, y, cost, diagonal, alpha, status, gradient, _, _ = positions
-    positional, dense_rows = rows[0], rows[2]
+    _, local, y, cost, diagonal, alpha, status, gradient, gradient_bar, _ = positions
+    col_len, lru_prev, lru_next, empty = heads
+    pending_at, pending_scale, cover = pending
+    positional, dense_rows, real_rows = rows[0], rows[2], rows[3]
+    chunks, min_pass = parallel[0], parallel[4]
     nu = counters[_NU] == 1
     l = y.shape[0]
     steps = 0
@@ -352,55 +368,127 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
             counters[_COUNTER] = min(l, _SHRINK_EVERY)
             _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel)
             counters[_GMAX_VALID] = 0
-        # _select_working_set, inline: only a cache miss passes the whole state
         active = counters[_ACTIVE]
-        if nu:
-            i, j, violation, q_i = _select_working_set_nu(rows, kernel, positions, cache,
-                                                          counters, values, parallel)
-            gmax, gmax2 = violation, 0.0
-        else:
-            gmax, i = _current_gmax(positions, active, counters, values, parallel)
+        unshrunk = False
+        while True:
+            # LIBSVM's select_working_set (Solver_NU's: an i on each side) on the active
+            # set: the pair (i, j), Q_i, and the violation m - M
+            q_i = empty
+            i = -1
             j = -1
-            gmax2 = -np.inf
-        if i >= 0 and not nu:
-            q_i = _column_if_cached(i, active, cache, counters)
-            if q_i.shape[0] == 0:
-                q_i = _column(i, active, positional, dense_rows, kernel, y, cache, counters,
-                              parallel, rows[3], positions[1])
-            j, gmax2 = _select_j(y, status, gradient, diagonal, q_i, i, gmax, active,
-                                 parallel)
-        values[_VIOLATION] = gmax + gmax2
-        if gmax + gmax2 < eps or j < 0:
+            if nu:
+                if counters[_GMAX_VALID] == 1:  # both sides, from the last step's G update
+                    gmaxp, gmaxp_idx = values[_GMAX_POS], counters[_GMAX_IDX]
+                    gmaxn, gmaxn_idx = values[_GMAX_NEG], counters[_GMAX_NEG_IDX]
+                else:
+                    gmaxp, gmaxp_idx, gmaxn, gmaxn_idx = _gmax_sides_seq(y, status, gradient,
+                                                                         active)
+                q_ip = empty
+                q_in = empty
+                if gmaxp_idx >= 0:
+                    if _cached(gmaxp_idx, active, col_len, lru_prev, lru_next, counters):
+                        q_ip = columns[gmaxp_idx]
+                    else:
+                        q_ip = _column(gmaxp_idx, active, positional, dense_rows, kernel, y,
+                                       cache, counters, parallel, real_rows, local)
+                if gmaxn_idx >= 0:
+                    if _cached(gmaxn_idx, active, col_len, lru_prev, lru_next, counters):
+                        q_in = columns[gmaxn_idx]
+                    else:
+                        q_in = _column(gmaxn_idx, active, positional, dense_rows, kernel, y,
+                                       cache, counters, parallel, real_rows, local)
+                # each side pairs with its own i (y_i = y_t); a side with no i has Gmax =
+                # -inf, so its t never pair (its K_ii and Q_i are never read)
+                if chunks > 1 and active >= min_pass:
+                    _, j, gmaxp2, gmaxn2 = _select_pair(
+                        y, status, gradient, diagonal, gmaxp, diagonal[gmaxp_idx], 1.0, q_ip,
+                        gmaxn, diagonal[gmaxn_idx], -1.0, q_in, active, parallel)
+                else:
+                    _, j, gmaxp2, gmaxn2 = _select_pair_seq(
+                        y, status, gradient, diagonal, gmaxp, diagonal[gmaxp_idx], 1.0, q_ip,
+                        gmaxn, diagonal[gmaxn_idx], -1.0, q_in, active)
+                violation = max(gmaxp + gmaxp2, gmaxn + gmaxn2)
+                if j >= 0:
+                    if y[j] > 0:
+                        i, q_i = gmaxp_idx, q_ip
+                    else:
+                        i, q_i = gmaxn_idx, q_in
+            else:
+                if counters[_GMAX_VALID] == 1:  # the pair kept by the last step
+                    gmax, i = values[_GMAX], counters[_GMAX_IDX]
+                else:
+                    gmax, i = _gmax(positions, active, parallel)
+                gmax2 = -np.inf
+                if i >= 0:
+                    if _cached(i, active, col_len, lru_prev, lru_next, counters):
+                        q_i = columns[i]
+                    else:
+                        q_i = _column(i, active, positional, dense_rows, kernel, y, cache,
+                                      counters, parallel, rows[3], local)
+                    # LIBSVM's choice of j for i: one i for both sides
+                    diagonal_i = diagonal[i]
+                    y_i = np.float64(y[i])  # as Solver_NU's +-1.0: one compiled variant
+                    if chunks > 1 and active >= min_pass:
+                        _, j, gmax2_pos, gmax2_neg = _select_pair(
+                            y, status, gradient, diagonal, gmax, diagonal_i, y_i, q_i, gmax,
+                            diagonal_i, y_i, q_i, active, parallel)
+                    else:
+                        _, j, gmax2_pos, gmax2_neg = _select_pair_seq(
+                            y, status, gradient, diagonal, gmax, diagonal_i, y_i, q_i, gmax,
+                            diagonal_i, y_i, q_i, active)
+                    gmax2 = max(gmax2_pos, gmax2_neg)
+                violation = gmax + gmax2
+            values[_VIOLATION] = violation
+            if not (violation < eps or j < 0):
+                break
+            if unshrunk:
+                return _CONVERGED
             # converged on the active set: reconstruct the whole gradient and check again
             _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
             counters[_ACTIVE] = l
             counters[_GMAX_VALID] = 0
-            if nu:
-                i, j, violation, q_i = _select_working_set_nu(rows, kernel, positions, cache,
-                                                              counters, values,
-                                                              parallel)
-                gmax, gmax2 = violation, 0.0
-            else:
-                i, j, gmax, gmax2, q_i = _select_working_set(rows, kernel, positions, cache,
-                                                             counters, values, parallel)
-            values[_VIOLATION] = gmax + gmax2
-            if gmax + gmax2 < eps or j < 0:
-                return _CONVERGED
-            counters[_COUNTER] = 1  # shrink at the next step
             active = l
+            unshrunk = True
+        if unshrunk:
+            counters[_COUNTER] = 1  # shrink at the next step
         counters[_ITER] += 1
         steps += 1
-        q_j = _column_if_cached(j, active, cache, counters)
-        if q_j.shape[0] == 0:
+        if _cached(j, active, col_len, lru_prev, lru_next, counters):
+            q_j = columns[j]
+        else:
             q_j = _column(j, active, positional, dense_rows, kernel, y, cache, counters,
-                          parallel, rows[3], positions[1])
-        crossed = _take_step(i, j, q_i, q_j, y, cost, diagonal, alpha, status, gradient,
-                             counters, values, parallel)
+                          parallel, real_rows, local)
+        delta_i, delta_j, crossed = _pair_step(i, j, q_i, y, cost, diagonal, alpha, status,
+                                               gradient)
         if crossed == 0:
             return _NON_FINITE
+        # G[:active] += Q_i d_i + Q_j d_j, and the next step's i (each side's Gmax)
+        if chunks > 1 and active >= min_pass:
+            best_pos, best_pos_t, best_neg, best_neg_t = _update_in_parallel(
+                gradient, q_i, q_j, delta_i, delta_j, y, status, active, parallel)
+        else:
+            best_pos, best_pos_t, best_neg, best_neg_t = _update_seq(
+                gradient, q_i, q_j, delta_i, delta_j, y, status, active)
+        gmax_next, gmax_next_t = _later_max(best_pos, best_pos_t, best_neg, best_neg_t)
+        values[_GMAX_POS] = best_pos
+        values[_GMAX_NEG] = best_neg
+        counters[_GMAX_NEG_IDX] = best_neg_t
+        counters[_GMAX_VALID] = 1
+        values[_GMAX] = gmax_next
+        counters[_GMAX_IDX] = best_pos_t if nu else gmax_next_t
         if crossed > 1:
-            _step_gradient_bar(i, j, crossed, q_i, q_j, rows, kernel, positions, cache,
-                               counters, pending, parallel)
+            # G_bar += +-C Q_:i when a_i entered / left its upper bound (likewise j)
+            if counters[_PENDING] + 2 > pending_at.shape[0]:
+                _flush_gradient_bar(rows, kernel, positions, cache, counters, pending,
+                                    parallel)
+            if crossed & 2:
+                c_i = cost[i]
+                _bar_update(i, c_i if status[i] == _UPPER else -c_i, q_i, gradient_bar,
+                            active, counters, pending_at, pending_scale, cover)
+            if crossed & 4:
+                c_j = cost[j]
+                _bar_update(j, c_j if status[j] == _UPPER else -c_j, q_j, gradient_bar,
+                            active, counters, pending_at, pending_scale, cover)
 
 
 @njit(cache=True, nogil=True)
