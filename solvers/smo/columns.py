@@ -20,6 +20,7 @@ from solvers.smo.layout import (
     _TWINS,
     _U1,
     _ZERO,
+    leaf,
 )
 
 
@@ -428,7 +429,7 @@ def _lru_insert(lru_prev, lru_next, h):
     lru_prev[head] = h
 
 
-@njit(cache=True, _nrt=False)
+@leaf()
 def _cached(i, length, col_len, lru_prev, lru_next, counters):
     """True (a hit, as in `_column`) when the cache holds Q_{i, 0:length}, else False:
     then `_column` computes it. The step loop's hot path: it touches only the cache."""

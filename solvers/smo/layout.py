@@ -3,7 +3,11 @@ codes, the slots of the state arrays (see solvers/backbone.py about the cache)."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import numpy as np
+from numba import njit
 
 from solvers._kernel_helpers import LINEAR, POLY, RBF, SIGMOID
 
@@ -32,3 +36,15 @@ _PENDING_CAPACITY = 2 * _SHRINK_EVERY + 8  # deferred G_bar updates between flus
 # side's max { -y_t G_t : t in I_up } after the last step (Solver_NU's next i, per side)
 _GMAX, _VIOLATION, _GMAX_POS, _GMAX_NEG = 0, 1, 2, 3
 _N_VALUES = 4
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def leaf(**options: Any) -> Callable[[_F], _F]:
+    """`njit(cache=True)` without Numba's reference counting (its `_nrt` option), for the
+    functions a step calls: they read and write the arrays they are given, allocate
+    nothing and return no array. A compiled function otherwise takes a reference to each
+    array argument (an atomic increment and decrement per call) that LLVM's pruning keeps
+    whenever the function branches; see steps._smo_steps."""
+    return njit(cache=True, _nrt=False, **options)  # type: ignore[call-overload]

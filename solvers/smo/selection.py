@@ -27,6 +27,7 @@ from solvers.smo.layout import (
     _UNSHRINK,
     _UPPER,
     _ZERO,
+    leaf,
 )
 
 
@@ -155,7 +156,7 @@ def _select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos,
         values2[chunks + c] = gmax2_neg
 
 
-@njit(cache=True, _nrt=False)
+@leaf()
 def _select_pair_seq(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
                      gmax_neg, diagonal_neg, y_neg, q_neg, n):
     """`_select_pair_range` on [0, n): the step loop's sequential choice."""
@@ -231,7 +232,7 @@ def _gmax(positions, n, parallel):
 # cache miss, a flush, shrinking) get the whole state.
 
 
-@njit(cache=True, _nrt=False)
+@leaf()
 def _gmax_sides_seq(y, status, gradient, n):
     """`_gmax_sides` on [0, n)."""
     return _gmax_sides(y, status, gradient, _ZERO, n)
@@ -247,7 +248,7 @@ def _update_status(alpha, cost, status, t):
         status[t] = _FREE
 
 
-@njit(cache=True, error_model="numpy", _nrt=False)
+@leaf(error_model="numpy")
 def _pair_step(i, j, q_i, y, cost, diagonal, alpha, status, gradient):
     """LIBSVM's two-variable update of a_i, a_j (q_i = Q_{i, :active}) and their status:
     (delta_i, delta_j, crossed), crossed = 0 if the step is not finite (nothing changed),
@@ -310,7 +311,7 @@ def _pair_step(i, j, q_i, y, cost, diagonal, alpha, status, gradient):
     return delta_i, delta_j, crossed
 
 
-@njit(cache=True, _nrt=False)
+@leaf()
 def _update_seq(gradient, q_i, q_j, delta_i, delta_j, y, status, n):
     """`_update_range` on [0, n): G += Q_i d_i + Q_j d_j, and each side's next Gmax."""
     return _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, _ZERO, n)
@@ -327,7 +328,7 @@ def _update_in_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, para
     return best_pos, best_pos_t, best_neg, best_neg_t
 
 
-@njit(cache=True, _nrt=False)
+@leaf()
 def _bar_update(i, scale, q_i, gradient_bar, active, counters, pending_at, pending_scale,
                 cover):
     """G_bar += s Q_:i when a_i entered (s = C_i) or left (s = -C_i) its upper bound: now
