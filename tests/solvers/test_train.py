@@ -375,8 +375,9 @@ for name, module in sorted(sys.modules.items()):
     if module is None or not (name == "solvers" or name.startswith("solvers.")):
         continue
     tree = ast.parse(inspect.getsource(module))
-    jitted = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and any(
-        "njit" in ast.unparse(d) or "intrinsic" in ast.unparse(d) for d in n.decorator_list)}
+    jitted = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and (any(
+        "njit" in ast.unparse(d) or "intrinsic" in ast.unparse(d) for d in n.decorator_list)
+        or isinstance(getattr(module, n.name, None), Dispatcher))}
     called = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name not in jitted:

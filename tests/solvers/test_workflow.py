@@ -301,13 +301,16 @@ def test_the_api_density_rule_is_the_scalers() -> None:
     check_scale_for_data({"scale": "maxabs"}, rows=10, features=10, nnz=1)
 
 
-def test_feature_ranges_by_chunks_equal_the_dense_ranges(monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
+def test_feature_ranges_equal_the_dense_ranges() -> None:
     from solvers import workflow
+    from solvers.inputs import as_csr_arrays
 
     rng = np.random.default_rng(3)
     dense = rng.normal(size=(40, 9)) * (rng.random((40, 9)) < 0.3)
     dense[:, 4] = 0.0  # a feature never stored
-    monkeypatch.setattr(workflow, "_RANGE_CHUNK", 7)  # many chunks, rows split across them
-    ranges = workflow.feature_ranges(sp.csr_matrix(dense))
+    dense[:, 6] = rng.uniform(1.0, 2.0, 40)  # stored in every row: no implicit zero
+    ranges = workflow.feature_ranges(as_csr_arrays(sp.csr_matrix(dense)))
     np.testing.assert_array_equal(ranges, dense.max(axis=0) - dense.min(axis=0))
+    assert ranges[6] < 1.0
+    no_rows = workflow._feature_ranges(np.zeros(0), np.zeros(0, dtype=np.int32), 0, 3)
+    np.testing.assert_array_equal(no_rows, np.zeros(3))
