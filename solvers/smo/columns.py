@@ -249,7 +249,7 @@ def _csc_cheaper(indices, indptr, cptr, i, lo, hi, l):
     return CSC_FACTOR * entries * (hi - lo) < (indptr[hi] - indptr[lo]) * l
 
 
-@njit(cache=True)
+@leaf()
 def _column_range(rows, kernel, y, i, lo, hi, out):
     """out[t] = y_i y_t K(x_i, x_t) for positions t in [lo, hi), with x_i scattered in the
     dense buffer. rows = (the positional CSR (row t = the example at position t) + buffer,
@@ -444,8 +444,18 @@ def _cached(i, length, col_len, lru_prev, lru_next, counters):
 @njit(cache=True)
 def _get_column(i, length, rows, kernel, positions, cache, counters, parallel):
     """Q_{i, 0:length} (float32; the array may be longer): cached, extended or computed."""
-    return _column(i, length, rows[0], rows[2], kernel, positions[2], cache, counters,
-                   parallel, rows[3], positions[1])
+    y = positions[2]
+    return _column(i, length, _source(rows, y, counters), kernel, y, cache, counters,
+                   parallel, positions[1])
+
+
+@njit(cache=True, inline="always")
+def _source(rows, y, counters):
+    """What `_column` computes a missing column from: the positional rows and y, or with
+    twins (the regressions) the training rows in problem order and +1 (`_kernel_row`)."""
+    if counters[_TWINS] > 0:
+        return rows[3]
+    return (rows[0], rows[2], y)
 
 
 @njit(cache=True, inline="always")
@@ -464,11 +474,10 @@ def _make_room(more, cache, counters):
 
 
 @njit(cache=True)
-def _column(i, length, positional, dense_rows, kernel, y, cache, counters, parallel,
-            real_rows, local):
-    """`_get_column` from the arrays it reads (the hot path's cache misses: each array of
-    the arguments costs a reference per call). With twins (the regressions), the entries
-    are read from the kernel row of x_i (`_kernel_row`)."""
+def _column(i, length, source, kernel, y, cache, counters, parallel, local):
+    """`_get_column` from the arrays it reads (`_source`: the step loop's cache misses,
+    where each array of the arguments costs a reference per call). With twins (the
+    regressions), the entries are read from the kernel row of x_i (`_kernel_row`)."""
     columns, col_len, lru_prev, lru_next, _ = cache
     old_len = col_len[i]
     if old_len > 0:
@@ -483,10 +492,23 @@ def _column(i, length, positional, dense_rows, kernel, y, cache, counters, paral
         col_len[i] = length
         n = counters[_TWINS]
         if n > 0:
-            _fill_from_row(i, old_len, length, column, n, kernel, y, local, cache, counters,
-                           parallel, real_rows)
+            # Q_it = y_i y_t K(x_i, x_t) for t in [old_len, length), from x_i's kernel row
+            # (variable t is row `_twin_row(local[t])`); the row's lookup as `_kernel_row`'s
+            r = _twin_row(local[i], n)
+            h = col_len.shape[0] - n + r
+            if col_len[h] > 0:
+                _lru_delete(lru_prev, lru_next, h)
+                _lru_insert(lru_prev, lru_next, h)
+                row = columns[h]
+            else:
+                row = _kernel_row(r, n, kernel, cache, counters, parallel, source)
+            if parallel[0] > 1 and more >= parallel[4]:
+                _twin_fill_parallel(row, y, local, y[i], n, old_len, length, column,
+                                    parallel[0])
+            else:
+                _twin_fill_seq(row, y, local, y[i], n, old_len, length, column)
         else:
-            _fill_range(positional, dense_rows, kernel, y, i, old_len, length, column,
+            _fill_range(source[0], source[1], kernel, y, i, old_len, length, column,
                         parallel)
             counters[_EVALS] += more
         columns[i] = column
@@ -527,26 +549,17 @@ def _kernel_row(r, n, kernel, cache, counters, parallel, real_rows):
     return row
 
 
-@njit(cache=True)
-def _fill_from_row(i, start, stop, out, n, kernel, y, local, cache, counters, parallel,
-                   real_rows):
-    """out[t] = Q_it = y_i y_t K(x_i, x_t) for positions t in [start, stop), read from the
-    kernel row of x_i (twins: variable t is row `_twin_row(local[t])`)."""
-    row = _kernel_row(_twin_row(local[i], n), n, kernel, cache, counters, parallel,
-                      real_rows)
-    chunks = parallel[0]
-    if chunks > 1 and stop - start >= parallel[4]:
-        _twin_fill_parallel(row, y, local, y[i], n, start, stop, out, chunks)
-    else:
-        _twin_fill_range(row, y, local, y[i], n, start, stop, out)
-
-
 @njit(cache=True, inline="always")
 def _twin_fill_range(row, y, local, y_i, n, lo, hi, out):
     """out[t] = y_i y_t row[twin row of t] for t in [lo, hi)."""
     for t in range(np.uint64(lo), np.uint64(hi)):
         value = row[_twin_row(local[t], n)]
         out[t] = value if y[t] == y_i else -value
+
+
+@leaf()
+def _twin_fill_seq(row, y, local, y_i, n, lo, hi, out):
+    _twin_fill_range(row, y, local, y_i, n, lo, hi, out)
 
 
 @njit(cache=True, parallel=True)

@@ -23,6 +23,7 @@ from solvers.smo.columns import (
     _kernel_row,
     _new_column_list,
     _positional_sources,
+    _source,
     _swap_entries_parallel,
     _twin_fill_parallel,
     _twin_row,
@@ -353,7 +354,7 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
     _, local, y, cost, diagonal, alpha, status, gradient, gradient_bar, _ = positions
     col_len, lru_prev, lru_next, empty = heads
     pending_at, pending_scale, cover = pending
-    positional, dense_rows, real_rows = rows[0], rows[2], rows[3]
+    source = _source(rows, y, counters)  # of the columns a cache miss computes
     chunks, min_pass = parallel[0], parallel[4]
     nu = counters[_NU] == 1
     l = y.shape[0]
@@ -389,14 +390,14 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
                     if _cached(gmaxp_idx, active, col_len, lru_prev, lru_next, counters):
                         q_ip = columns[gmaxp_idx]
                     else:
-                        q_ip = _column(gmaxp_idx, active, positional, dense_rows, kernel, y,
-                                       cache, counters, parallel, real_rows, local)
+                        q_ip = _column(gmaxp_idx, active, source, kernel, y, cache,
+                                       counters, parallel, local)
                 if gmaxn_idx >= 0:
                     if _cached(gmaxn_idx, active, col_len, lru_prev, lru_next, counters):
                         q_in = columns[gmaxn_idx]
                     else:
-                        q_in = _column(gmaxn_idx, active, positional, dense_rows, kernel, y,
-                                       cache, counters, parallel, real_rows, local)
+                        q_in = _column(gmaxn_idx, active, source, kernel, y, cache,
+                                       counters, parallel, local)
                 # each side pairs with its own i (y_i = y_t); a side with no i has Gmax =
                 # -inf, so its t never pair (its K_ii and Q_i are never read)
                 if chunks > 1 and active >= min_pass:
@@ -423,8 +424,8 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
                     if _cached(i, active, col_len, lru_prev, lru_next, counters):
                         q_i = columns[i]
                     else:
-                        q_i = _column(i, active, positional, dense_rows, kernel, y, cache,
-                                      counters, parallel, rows[3], local)
+                        q_i = _column(i, active, source, kernel, y, cache, counters,
+                                      parallel, local)
                     # LIBSVM's choice of j for i: one i for both sides
                     diagonal_i = diagonal[i]
                     y_i = np.float64(y[i])  # as Solver_NU's +-1.0: one compiled variant
@@ -456,8 +457,8 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
         if _cached(j, active, col_len, lru_prev, lru_next, counters):
             q_j = columns[j]
         else:
-            q_j = _column(j, active, positional, dense_rows, kernel, y, cache, counters,
-                          parallel, real_rows, local)
+            q_j = _column(j, active, source, kernel, y, cache, counters, parallel,
+                          local)
         delta_i, delta_j, crossed = _pair_step(i, j, q_i, y, cost, diagonal, alpha, status,
                                                gradient)
         if crossed == 0:
