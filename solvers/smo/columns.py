@@ -312,20 +312,46 @@ def _fill_column(rows, kernel, positions, i, start, stop, out, parallel):
 
 @njit(cache=True)
 def _fill_range(positional, dense_rows, kernel, y, i, start, stop, out, parallel):
-    """`_fill_column` from the arrays it reads (rows[0], rows[2], y)."""
+    """`_fill_column` from the arrays it reads (rows[0], rows[2], y). It only passes its
+    tuples on (a function that takes an array out of one takes a reference to it)."""
+    chunks = parallel[0]
+    if chunks > 1 and _fill_work(positional, dense_rows, start, stop) >= parallel[5]:
+        _fill_parallel(positional, dense_rows, kernel, y, i, start, stop, out, chunks)
+    else:
+        _fill_seq(positional, dense_rows, kernel, y, i, start, stop, out)
+
+
+@leaf()
+def _fill_work(positional, dense_rows, start, stop):
+    """The work of a column on [start, stop): rows x (features read per row + 8)."""
+    indptr = positional[2]
+    d = dense_rows[0].shape[0]
+    per_row = d if d > 0 else indptr[-1] // max(indptr.shape[0] - 1, 1)
+    return (stop - start) * (8 + per_row)
+
+
+@leaf()
+def _fill_seq(positional, dense_rows, kernel, y, i, start, stop, out):
+    """`_fill_range` on one thread: x_i scattered into the dense buffer, the column, the
+    buffer cleared."""
+    data, indices, indptr, _, dense = positional
+    for k in range(indptr[i], indptr[i + 1]):
+        dense[indices[k]] = data[k]
+    _column_range((positional, dense_rows), kernel, y, i, start, stop, out)
+    for k in range(indptr[i], indptr[i + 1]):
+        dense[indices[k]] = 0.0
+
+
+@njit(cache=True)
+def _fill_parallel(positional, dense_rows, kernel, y, i, start, stop, out, chunks):
+    """`_fill_seq` with the column computed in chunks on `chunks` threads."""
     data, indices, indptr, sq_norms, dense = positional
     Xd, dots, scale, cdata, cpos, cptr, bits, table = dense_rows
     for k in range(indptr[i], indptr[i + 1]):
         dense[indices[k]] = data[k]
-    chunks = parallel[0]
-    per_row = Xd.shape[0] if Xd.shape[0] > 0 else indptr[-1] // max(indptr.shape[0] - 1, 1)
-    work = (stop - start) * (8 + per_row)
-    if chunks > 1 and work >= parallel[5]:
-        _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
-                         cptr, bits, table, kernel[0], kernel[1], kernel[2], kernel[3], y, i,
-                         start, stop, out, chunks)
-    else:
-        _column_range((positional, dense_rows), kernel, y, i, start, stop, out)
+    _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
+                     cptr, bits, table, kernel[0], kernel[1], kernel[2], kernel[3], y, i,
+                     start, stop, out, chunks)
     for k in range(indptr[i], indptr[i + 1]):
         dense[indices[k]] = 0.0
 
