@@ -346,7 +346,9 @@ def _smo_steps(rows, kernel, positions, heads, state, columns, settings):
 
     Every array is taken out of its tuple once, here: a step calls only functions that
     take the arrays they read (see selection.py), and the whole state goes only to the
-    rare paths (a cache miss, shrinking, the unshrink that checks convergence).
+    rare paths (a cache miss, shrinking, the unshrink that checks convergence). So a
+    column's fetch is spelled out where it is used (`_cached`, then the list's item or
+    `_column` on a miss): one function doing both would take the whole state per fetch.
     """
     cache = _with_columns(heads, columns)
     counters, values, swaps, pending, parallel = state
