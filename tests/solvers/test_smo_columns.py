@@ -116,6 +116,47 @@ def test_the_positional_csc_gives_the_fit_of_the_row_gather(
     assert_same_fit(gathered, from_columns, X)
 
 
+@pytest.mark.parametrize("features", [3, 4, 11, 23])
+def test_dense_dots_sum_the_features_in_order(features: int) -> None:
+    """Each x_t . x_i of the dense rows is LIBSVM's sum, feature by feature in order, to the
+    bit (products of very different magnitudes: any other order rounds differently)."""
+    rng = np.random.default_rng(features)
+    n = 700
+    Xd = rng.normal(size=(features, n)) * 10.0 ** rng.uniform(-6, 6, size=(features, n))
+    dots = np.full(n, np.nan)
+    lo, hi, i = 3, n - 5, 17  # [lo, hi) spans blocks of DOTS_BLOCK
+    columns._dense_dots(Xd, i, lo, hi, dots)
+    expected = []
+    for t in range(lo, hi):
+        total = 0.0
+        for k in range(features):
+            total += float(Xd[k, t]) * float(Xd[k, i])
+        expected.append(total)
+    np.testing.assert_array_equal(dots[lo:hi], np.array(expected))
+    assert np.isnan(dots[:lo]).all() and np.isnan(dots[hi:]).all()
+
+
+@pytest.mark.parametrize("formulation", ["c_svc", "epsilon_svr"])
+def test_dense_rows_give_the_fit_of_the_row_gather(monkeypatch: pytest.MonkeyPatch,
+                                                   formulation: str) -> None:
+    """A fit from the dense rows (four features a pass, 11 features: two passes and three
+    single ones) is the fit from the row gather, with the regressions' kernel rows too."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1200, 11))
+    y = (np.sin(X[:, 0] * 2) + X[:, 1] * X[:, 2] > 0).astype(float)
+    if formulation == "epsilon_svr":
+        y = np.sin(X[:, 0] * 2) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=1200)
+    params: dict[str, Any] = {"formulation": formulation, "C": 4.0, "gamma": 0.2}
+    dense = fit(X, y, solver="smo", **params)
+    with monkeypatch.context() as patch:
+        patch.setattr(steps, "use_dense_rows", lambda *args: False)
+        gathered = fit(X, y, solver="smo", **params)
+    assert dense.per_output[0]["kernel_values"] == "dense"
+    assert gathered.per_output[0]["kernel_values"] == "rows"
+    assert dense.per_output[0]["shrinkings"] > 0
+    assert_same_fit(dense, gathered, X)
+
+
 @pytest.mark.parametrize("source", ["columns", "bits"])
 def test_two_threads_give_the_fit_of_one_for_every_source(
         monkeypatch: pytest.MonkeyPatch, source: str) -> None:
