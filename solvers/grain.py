@@ -20,11 +20,17 @@ data: one conjugate-gradient step, a Hessian-vector product, is a whole call) ca
 split: such a call probes whole, against the current mode's cost in its last call (the
 only way a fit of such calls can ever leave the sequential mode). The other mode takes
 over after it has won CONFIRM probes in a row by MARGIN (one lucky time slice does not
-switch a fit); each lost probe doubles
+switch a fit), the fine loops after one probe of a split call won by DECISIVE (a lucky
+slice favours the mode that waits for no other thread, the sequential one; and a fit's
+first calls, which fill the kernel cache, are its slowest: nu-SVR on pendigits at two
+threads took 0.65-0.76 s with two wins needed, 0.53-0.56 s with one, 0.52 forced fine);
+each lost probe doubles
 the calls until the next (from 4 up to PROBE_MAX), except a close loss (within CLOSE),
 which keeps the gap: a step's cost varies along a fit, and a near tie must not put the
-next probe off. A fit probes first after PROBE_AFTER seconds (a shorter one never does:
-it has little to gain), and a probe starts only while the probes so far cost at most
+next probe off. A call probes once the fit, its own first part included, has run
+PROBE_AFTER seconds: a fit whose first call is that long probes in it, a shorter fit never
+probes (it has little to gain; its call runs the probe's share in the current mode), and a
+probe starts only while the probes so far cost at most
 PROBE_BUDGET of the fit's time beyond what the current mode would have taken: on a
 crowded machine even one parallel step can wait tens of milliseconds for a CPU, and the
 probes then thin out to keep their cost a few per cent.
@@ -46,6 +52,7 @@ PROBE_MAX = 64  # at most this many calls between probes
 PROBE_AFTER = 0.05  # seconds of the fit before the first probe (a shorter fit never probes)
 PROBE_BUDGET = 0.03  # a probe starts only while the probes took <= this share of the fit
 MARGIN = 0.92  # the other mode must cost less than MARGIN x the current one
+DECISIVE = 0.8  # ... or, for the fine loops, less than DECISIVE x in one split-call probe
 CLOSE = 1.25  # a probe that lost by less (cost ratio < CLOSE) does not back off
 CONFIRM = 2  # ... in this many probes in a row
 FORCE: str | None = None
@@ -88,7 +95,8 @@ class GrainMeter:
         probe = steps // PROBE_SHARE
         whole = probe < 1  # too short to split: the whole call probes
         started = self.clock()
-        if (self.every > 0 or (whole and self.rate is None) or self.elapsed < PROBE_AFTER
+        if (self.every > 0 or (whole and self.rate is None)
+                or (whole and self.elapsed < PROBE_AFTER)
                 or self.probe_seconds > PROBE_BUDGET * self.elapsed):
             self.every -= 1
             status, done, work = run_part(self.fine, steps)
@@ -109,6 +117,12 @@ class GrainMeter:
                 self.elapsed += seconds
                 return status  # finished (or nothing measurable): probe at the next call
             self._measured(seconds, done, work)
+            if self.elapsed + seconds < PROBE_AFTER:
+                # a fit this short so far: the rest of the call in the same mode, no probe
+                status, more, _ = run_part(self.fine, probe)
+                self.steps[self.fine] += more
+                self.elapsed += self.clock() - started
+                return status
             rate = seconds / work
             status, probe_seconds, probe_work, measured = self._probe(
                 probe, seconds * probe / done, run_part, running)
@@ -124,7 +138,7 @@ class GrainMeter:
         self.probes += 1
         if probe_work > 0 and ratio < MARGIN:
             self.wins += 1
-            if self.wins >= CONFIRM:
+            if self.wins >= CONFIRM or (not self.fine and not whole and ratio < DECISIVE):
                 self.fine, self.wins, self.switches = not self.fine, 0, self.switches + 1
                 self.gap = self.every = PROBE_FIRST
                 self.rate = None  # the old mode's: the next call measures the new one

@@ -51,8 +51,8 @@ def test_one_thread_never_runs_the_parallel_loops() -> None:
 
 
 def test_a_faster_mode_must_win_twice_before_it_runs() -> None:
-    solver = FakeSolver(2e-6, 2e-5)
-    meter = GrainMeter(2, solver.clock)  # parallel 10x faster
+    solver = FakeSolver(1.7e-6, 2e-6)
+    meter = GrainMeter(2, solver.clock)  # parallel 15% faster (ratio 0.85)
     meter.call(800, solver.run_part, RUNNING)
     # the call runs in the current (sequential) mode, then probes 1/8 in pieces 1, 2, 4..
     assert solver.parts[0] == (False, 700)
@@ -65,6 +65,41 @@ def test_a_faster_mode_must_win_twice_before_it_runs() -> None:
     for _ in range(grain.PROBE_FIRST):
         meter.call(800, solver.run_part, RUNNING)
     assert solver.parts == [(True, 800)] * grain.PROBE_FIRST
+
+
+def test_a_decisive_win_of_the_fine_loops_switches_at_once() -> None:
+    """Parallel 10x faster: one probe won by more than DECISIVE switches (a lucky time
+    slice helps the sequential mode, which waits for no thread, not the fine one)."""
+    solver = FakeSolver(2e-6, 2e-5)
+    meter = GrainMeter(2, solver.clock)
+    meter.call(800, solver.run_part, RUNNING)
+    assert meter.fine and meter.switches == 1 and meter.probes == 1
+    solver.parts.clear()
+    for _ in range(grain.PROBE_FIRST):
+        meter.call(800, solver.run_part, RUNNING)
+    assert solver.parts == [(True, 800)] * grain.PROBE_FIRST
+    # back to sequential (now 10x faster) still takes two won probes
+    solver.cost = {True: 2e-5, False: 2e-6}
+    meter.call(800, solver.run_part, RUNNING)
+    assert meter.fine and meter.wins == 1
+    meter.call(800, solver.run_part, RUNNING)
+    assert not meter.fine and meter.switches == 2
+
+
+def test_a_long_first_call_probes_and_a_short_one_does_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fit probes once it has run PROBE_AFTER seconds, counting the first part of the
+    call it is in: a long first call (a large fit filling its kernel cache) probes at once;
+    a short one runs its probe's share in the current mode."""
+    monkeypatch.setattr(grain, "PROBE_AFTER", 0.05)
+    slow = FakeSolver(2e-5, 1e-4)  # 700 sequential steps: 70 ms
+    meter = GrainMeter(2, slow.clock)
+    meter.call(800, slow.run_part, RUNNING)
+    assert meter.probes == 1 and meter.fine
+    fast = FakeSolver(2e-7, 1e-6)  # 700 steps: 0.7 ms
+    meter = GrainMeter(2, fast.clock)
+    meter.call(800, fast.run_part, RUNNING)
+    assert fast.parts == [(False, 700), (False, 100)] and meter.probes == 0
 
 
 def test_a_slow_probe_is_given_up_and_backs_off() -> None:
