@@ -49,7 +49,7 @@ from typing import cast
 PROBE_SHARE = 8  # a probe runs up to this fraction (1 / PROBE_SHARE) of a call's steps
 PROBE_FIRST = 3  # calls between probes after a switch
 PROBE_MAX = 64  # at most this many calls between probes
-PROBE_AFTER = 0.05  # seconds of the fit before the first probe (a shorter fit never probes)
+PROBE_AFTER = 0.05  # seconds of the fit (the current call's first part included) before a probe
 PROBE_BUDGET = 0.03  # a probe starts only while the probes took <= this share of the fit
 MARGIN = 0.92  # the other mode must cost less than MARGIN x the current one
 DECISIVE = 0.8  # ... or, for the fine loops, less than DECISIVE x in one split-call probe
