@@ -347,12 +347,9 @@ def _fill_work(positional, dense_rows, start, stop):
 def _fill_seq(positional, dense_rows, kernel, y, i, start, stop, out):
     """`_fill_range` on one thread: x_i scattered into the dense buffer, the column, the
     buffer cleared."""
-    data, indices, indptr, _, dense = positional
-    for k in range(indptr[i], indptr[i + 1]):
-        dense[indices[k]] = data[k]
+    _scatter(positional, i, False)
     _column_range((positional, dense_rows), kernel, y, i, start, stop, out)
-    for k in range(indptr[i], indptr[i + 1]):
-        dense[indices[k]] = 0.0
+    _scatter(positional, i, True)
 
 
 @njit(cache=True)
@@ -360,13 +357,20 @@ def _fill_parallel(positional, dense_rows, kernel, y, i, start, stop, out, chunk
     """`_fill_seq` with the column computed in chunks on `chunks` threads."""
     data, indices, indptr, sq_norms, dense = positional
     Xd, dots, scale, cdata, cpos, cptr, bits, table = dense_rows
-    for k in range(indptr[i], indptr[i + 1]):
-        dense[indices[k]] = data[k]
+    _scatter(positional, i, False)
     _column_parallel(data, indices, indptr, sq_norms, dense, Xd, dots, scale, cdata, cpos,
                      cptr, bits, table, kernel[0], kernel[1], kernel[2], kernel[3], y, i,
                      start, stop, out, chunks)
+    _scatter(positional, i, True)
+
+
+@leaf()
+def _scatter(positional, i, clear):
+    """Positional row i into the dense buffer (its entries; `clear`: back to zeros): the
+    x_i a kernel column's row gather and CSC pass read."""
+    data, indices, indptr, _, dense = positional
     for k in range(indptr[i], indptr[i + 1]):
-        dense[indices[k]] = 0.0
+        dense[indices[k]] = 0.0 if clear else data[k]
 
 
 @njit(cache=True, nogil=True)

@@ -11,6 +11,7 @@ from solvers.smo.columns import (
     _column_range,
     _gather_positional_rows,
     _get_column,
+    _scatter,
     _swap_cached_entries,
     _swap_positions,
 )
@@ -350,20 +351,17 @@ def _gradient_bar_range(rows, kernel, y, pending_at, pending_scale, cover, n_pen
                         gradient_bar, column, lo, hi):
     """G_bar[t] += s_p Q_{i_p, t} for t in [max(lo, cover[p]), hi), p = 0, 1, ... in order
     (fresh kernel values computed as every kernel column, float32; `column` is scratch)."""
-    data, indices, indptr, _, dense = rows[0]
     for p in range(n_pending):
         i = pending_at[p]
         start = max(lo, cover[p])
         if start >= hi:
             continue
-        for k in range(indptr[i], indptr[i + 1]):
-            dense[indices[k]] = data[k]
+        _scatter(rows[0], i, False)
         _column_range(rows, kernel, y, i, start, hi, column)
         scale = pending_scale[p]
         for t in range(start, hi):
             gradient_bar[t] += scale * column[t]
-        for k in range(indptr[i], indptr[i + 1]):
-            dense[indices[k]] = 0.0
+        _scatter(rows[0], i, True)
 
 
 @njit(cache=True, parallel=True)
