@@ -168,6 +168,11 @@ class Dataset(Base):
     # instance weights (app.domain.weights: `w` in the blob): min, max, mean, sum, zeros;
     # None: the dataset has none
     weight_stats: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Row shards (solvers/shards.py): [{"blob_path", "rows", "nnz", "nbytes"}, ...] in row
+    # order; None: one shard, `blob_path`. `value_dtype`: float64, or float32 (compact).
+    shards: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    value_dtype: Mapped[str] = mapped_column(String(8), default="float64",
+                                             server_default="float64")
 
 
 class WorkItemColumns:

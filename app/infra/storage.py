@@ -50,18 +50,19 @@ from app.infra.blobs import (
     model_key,
     write_synced,
 )
-from app.infra.mapped_arrays import read_npz, write_npz
+from app.infra.mapped_arrays import read_npz, release, write_npz
+from solvers.shards import Shard, ShardInfo, info_of, shard_from_arrays
 
 if TYPE_CHECKING:
     from app.settings import Settings
 
 log = logging.getLogger("hinge.storage")
 
-__all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobStore",
-           "LocalBlobStore", "StoredBlob", "blob_store", "csr_from_arrays", "dataset_arrays",
-           "dataset_key", "load_dataset",
-           "model_arrays", "model_key", "remove_orphan_blobs", "remove_temporary_blobs",
-           "save_dataset_arrays", "store_model_arrays"]
+__all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobShards",
+           "BlobStore", "LocalBlobStore", "StoredBlob", "blob_store", "csr_from_arrays",
+           "dataset_arrays", "dataset_key", "dataset_shards", "load_dataset", "model_arrays",
+           "model_key", "remove_orphan_blobs", "remove_temporary_blobs", "save_dataset_arrays",
+           "store_model_arrays"]
 
 _stores: OrderedDict[tuple[object, ...], BlobStore] = OrderedDict()
 _stores_lock = threading.Lock()
@@ -119,6 +120,48 @@ def csr_from_arrays(arrays: dict[str, np.ndarray], n_features: int) -> sp.csr_ma
     first copies all the indices to int64."""
     return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
                          shape=(len(arrays["indptr"]) - 1, n_features))
+
+
+class BlobShards:
+    """A dataset's row shards (solvers.shards.ShardSource) over the blob store: one blob a
+    shard, each mapped when it is loaded (`dataset_arrays`). A dataset stored before shards
+    is one shard, its `blob_path`. `release` hands a loaded shard's mapped pages back."""
+
+    def __init__(self, store: BlobStore, blob_paths: Iterable[str], n_features: int,
+                 infos: Iterable[ShardInfo] | None = None) -> None:
+        self.store = store
+        self.blob_paths = list(blob_paths)
+        self.n_features = n_features
+        self._infos = list(infos) if infos is not None else None
+        self._loaded: dict[int, dict[str, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return len(self.blob_paths)
+
+    def info(self, index: int) -> ShardInfo:
+        if self._infos is not None:
+            return self._infos[index]
+        return info_of(self.load(index))
+
+    def load(self, index: int) -> Shard:
+        arrays = dataset_arrays(self.store, self.blob_paths[index])
+        self._loaded[index] = arrays
+        return shard_from_arrays(arrays, self.n_features)
+
+    def prefetch(self, index: int) -> None:
+        return None
+
+    def release(self, index: int) -> None:
+        arrays = self._loaded.pop(index, None)
+        for values in (arrays or {}).values():
+            release(values, 0, len(values))
+
+
+def dataset_shards(store: BlobStore, blob_paths: Iterable[str], n_features: int,
+                   infos: Iterable[ShardInfo] | None = None) -> BlobShards:
+    """The ShardSource of a dataset whose shards are the blobs `blob_paths` (a dataset
+    without shards: `[dataset.blob_path]`)."""
+    return BlobShards(store, blob_paths, n_features, infos)
 
 
 def load_dataset(store: BlobStore, blob_path: str, n_features: int

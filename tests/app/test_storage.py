@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from fastapi.testclient import TestClient
 
 from app.api.main import create_app
@@ -22,7 +23,9 @@ from app.infra.blob_cache import BlobCache, BlobIntegrityError
 from app.infra.storage import (
     MODEL_BLOB_MARKER,
     BlobRef,
+    LocalBlobStore,
     blob_store,
+    dataset_shards,
     load_dataset,
     model_arrays,
     save_dataset_arrays,
@@ -230,3 +233,21 @@ def test_a_large_model_predicts_from_its_blob_and_deleting_it_removes_the_blob(
         assert client.get(f"/v1/models/{model}/export").status_code == 200
         assert client.delete(f"/v1/models/{model}").status_code == 204
         assert not blob_exists(settings, f"models/{model}.npz")
+
+
+def test_a_dataset_of_blob_shards_reads_back_row_for_row(tmp_path: Path) -> None:
+    """storage.dataset_shards: each shard a dataset blob, mapped when loaded, released."""
+    from solvers.shards import concatenate, shard_arrays, split_rows
+
+    rng = np.random.default_rng(7)
+    X = sp.random(40, 9, density=0.3, format="csr", random_state=rng)
+    y = rng.choice([-1.0, 1.0], 40)
+    store = LocalBlobStore(tmp_path)
+    paths = [str(save_dataset_arrays(store, f"{i:032d}", shard_arrays(s)).ref)
+             for i, s in enumerate(split_rows(X, y, None, 15))]
+    source = dataset_shards(store, paths, 9)
+    assert len(source) == 3 and source.info(2).rows == 10
+    whole = concatenate(source)
+    assert (whole.X != X).nnz == 0
+    np.testing.assert_array_equal(whole.y, y)
+    source.release(0)
