@@ -445,7 +445,7 @@ SOLVERS: dict[str, SolverSpec] = {
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
         "squared hinge (l2)",
-        params=_common(0.1, _loss()),
+        params=(*_common(0.1, _loss()), _threads()),
     ),
     "tron": SolverSpec(
         name="tron",
