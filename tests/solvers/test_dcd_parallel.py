@@ -114,3 +114,37 @@ def test_threads_is_a_dcd_parameter_with_bounds() -> None:
     assert validate_params("dcd", {})["threads"] == 1
     with pytest.raises(ParamError):
         validate_params("dcd", {"threads": 0})
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_logistic_threads_reach_the_sequential_certified_optimum(text: Any,
+                                                                 threads: int) -> None:
+    X, y = text
+    fits = {t: fit(X, y, solver="logistic_dcd", C=1.0, threads=t, tol=1e-11, eps=1e-7)
+            for t in (1, threads)}
+    for result in fits.values():
+        assert result.converged and result.relative_gap <= 1e-11
+        assert [step["solver"] for step in result.path] == ["logistic_dcd"]
+    one, many = fits[1].primal_objective, fits[threads].primal_objective
+    assert abs(one - many) <= 1e-9 * one
+
+
+def test_logistic_rounds_keep_w_of_alpha_and_the_open_box(
+        text: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from solvers import logistic_dual
+
+    X, y = text
+    problem = problem_of(X, y, 3.0)
+    results = {}
+    for mode in ("fine", "sequential", "alternate"):
+        monkeypatch.setattr(grain, "FORCE", mode)
+        params = validate_params("logistic_dcd", {"C": 3.0, "threads": 2, "eps": 0.01})
+        results[mode] = logistic_dual.solve(problem, params, ProgressMonitor(None, None))
+    first = results["fine"]
+    for other in results.values():  # the same arithmetic whichever threads run the parts
+        assert np.array_equal(other.w, first.w) and other.iterations == first.iterations
+    alpha = first.alpha
+    assert np.all(alpha > 0.0) and np.all(alpha < 3.0)
+    w = w_of_alpha(np.hstack([X.toarray(), np.ones((X.shape[0], 1))]), y, alpha)
+    assert np.allclose(first.w, w, rtol=0, atol=1e-10 * max(1.0, np.abs(w).max()))
+    assert first.gap >= -1e-9 * first.primal and first.details["parts"] == 2
