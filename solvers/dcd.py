@@ -40,6 +40,7 @@ into calls does not change a single bit of the result.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numba
@@ -94,8 +95,10 @@ class _DcdState(dual_cd.DualState):
 
 
 # Work per part and round: ROUND_FACTOR x n_weights nonzeros (the merge costs about
-# 2 (parts + 1) n_weights memory operations), at least MIN_PART_WORK.
-ROUND_FACTOR, MIN_PART_WORK = 4, 1 << 14
+# 2 (parts + 1) n_weights memory operations), at least MIN_PART_WORK: each round costs
+# half a dozen Python-level calls (with 2^14 a 2-thread fit of the 20,000 x 20,000 text
+# set spent 71% of its wall time outside the rounds, on a loaded machine).
+ROUND_FACTOR, MIN_PART_WORK = 4, 1 << 18
 MERGE_CHUNKS = 64  # feature chunks of the merge
 
 
@@ -125,6 +128,7 @@ class _ParallelDcdState(dual_cd.DualState):
         self.chunk_lin, self.chunk_quad = np.zeros(chunks), np.zeros(chunks)
         self.part_work = max(ROUND_FACTOR * size, MIN_PART_WORK)
         self.grain = GrainMeter(self.used)
+        self.parallel_seconds = 0.0  # in the calls with the parallel loops (rounds, merges)
         self.rows = (problem.X.data, problem.X.indices, problem.X.indptr)
         self.labels = (problem.y, self.upper, self.diag, self.qbar_diag)
 
@@ -145,11 +149,13 @@ class _ParallelDcdState(dual_cd.DualState):
                 par.start_sweep(self.index, counters, self.rng, self.part_lo, self.part_hi,
                                 self.part_end, self.pos, self.pg_max, self.pg_min)
             self.seg[:] = self.pos
+            started = time.perf_counter()
             par.run_round(self.rows, self.labels, self.alpha, self.views, self.index,
                           self.delta, self.part_hi, self.pos, self.pg_max, self.pg_min,
                           self.lin, self.quad, self.work_done, self.status,
                           (bias_scale, float(bounds[par.PG_MAX_OLD]),
                            float(bounds[par.PG_MIN_OLD]), self.part_work))
+            self.parallel_seconds += time.perf_counter() - started
             work += int(self.work_done.sum())
             counters[par.ROUNDS] += 1
             if np.any(self.status == dual_cd.NON_FINITE):
@@ -166,6 +172,7 @@ class _ParallelDcdState(dual_cd.DualState):
 
     def _merge(self) -> None:
         """w and alpha += step x the parts' steps, step by exact line search on [0, 1]."""
+        started = time.perf_counter()
         par.merge_terms(self.w, self.views, self.feature_bounds, self.chunk_lin,
                         self.chunk_quad)
         linear = float(self.lin.sum()) + float(self.chunk_lin.sum())
@@ -177,6 +184,7 @@ class _ParallelDcdState(dual_cd.DualState):
                            self.pos, step)
             self.bounds[par.SMALLEST_STEP] = min(self.bounds[par.SMALLEST_STEP], step)
         par.apply_merge(self.w, self.views, self.feature_bounds, step)
+        self.parallel_seconds += time.perf_counter() - started
 
     def progress(self) -> dict[str, Any]:
         return {"violation": float(self.bounds[par.LAST_VIOLATION]),
@@ -186,7 +194,8 @@ class _ParallelDcdState(dual_cd.DualState):
         return {**super().details(), "threads": self.used, "parts": self.parts,
                 "rounds": int(self.counters[par.ROUNDS]),
                 "smallest_merge_step": float(self.bounds[par.SMALLEST_STEP]),
-                "fine_grained_share": self.grain.share_fine()}
+                "fine_grained_share": self.grain.share_fine(),
+                "parallel_s": self.parallel_seconds}
 
 
 @njit(cache=True, error_model="numpy")

@@ -209,7 +209,7 @@ def _sweep(rows, y, cost, row_norms, alpha, w, index, rng, settings):
 
 
 # Work per part and round, as dcd's (solvers/dcd.py)
-ROUND_FACTOR, MIN_PART_WORK = 4, 1 << 14
+ROUND_FACTOR, MIN_PART_WORK = 4, 1 << 18
 MERGE_CHUNKS = 64
 
 
@@ -237,6 +237,7 @@ class _ParallelSweeps:
         self.grain = GrainMeter(self.used)
         self.inner_eps = INNER_EPS_START
         self.rounds, self.smallest_step = 0, 1.0
+        self.parallel_seconds = 0.0  # in the calls with the parallel loops (rounds, merges)
 
     def sweep(self, inner_eps: float) -> tuple[float, int]:
         """One sweep (LIBLINEAR's violation and Newton steps of it)."""
@@ -265,15 +266,19 @@ class _ParallelSweeps:
             if np.array_equal(self.pos, self.part_hi):
                 return 1, done, float(work)
             self.seg[:] = self.pos
+            started = time.perf_counter()
             kernels.run_round(self.rows, problem.y, problem.cost, self.row_norms, self.alpha,
                               self.old, self.views, self.index, self.part_hi, self.pos,
                               self.largest, self.steps, self.entropy, self.work_done, settings)
+            round_seconds = time.perf_counter() - started
             work += int(self.work_done.sum())
             self.rounds += 1
             if not np.all(np.isfinite(self.largest)):
                 return 1, done + 1, float(work)
+            started = time.perf_counter()
             merge.merge_terms(self.w, self.views, self.feature_bounds, self.chunk_lin,
                               self.chunk_quad)
+            round_seconds += time.perf_counter() - started
             linear, quadratic = float(self.chunk_lin.sum()), float(self.chunk_quad.sum())
             step, entropy = 1.0, float(self.entropy.sum())
             while linear * step + 0.5 * quadratic * step * step + entropy > 0.0:
@@ -286,10 +291,13 @@ class _ParallelSweeps:
             if step < 1.0:
                 kernels.scale_back(self.alpha, self.old, self.index, self.seg, self.pos, step)
                 self.smallest_step = min(self.smallest_step, step)
+            started = time.perf_counter()
             merge.apply_merge(self.w, self.views, self.feature_bounds, step)
+            self.parallel_seconds += round_seconds + time.perf_counter() - started
         return (1 if np.array_equal(self.pos, self.part_hi) else 0), rounds, float(work)
 
     def details(self) -> dict[str, Any]:
         return {"threads": self.used, "parts": self.parts, "rounds": self.rounds,
                 "smallest_merge_step": self.smallest_step,
-                "fine_grained_share": self.grain.share_fine()}
+                "fine_grained_share": self.grain.share_fine(),
+                "parallel_s": self.parallel_seconds}
