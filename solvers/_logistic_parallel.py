@@ -21,7 +21,10 @@ import numpy as np
 from numba import njit, prange
 
 from solvers._kernel_helpers import row_axpy, row_dot
-from solvers.logistic_dual import ETA, MAX_INNER_ITER
+
+# LIBLINEAR's inner Newton iteration (solvers/logistic_dual.py, which takes them from here)
+MAX_INNER_ITER = 100
+ETA = 0.1  # z <- ETA z when a Newton step leaves (0, C)
 
 
 @njit(cache=True, inline="always")

@@ -38,6 +38,8 @@ import numba
 import numpy as np
 from numba import njit
 
+from solvers import _dcd_parallel as merge
+from solvers import _logistic_parallel as kernels
 from solvers import parallel
 from solvers._kernel_helpers import row_axpy, row_dot, shuffle_prefix
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, seed_state
@@ -47,8 +49,7 @@ from solvers.objectives import margins, qbar_diagonal
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"})
 
 INNER_EPS_START = 1e-2
-MAX_INNER_ITER = 100
-ETA = 0.1  # z <- ETA z when a Newton step leaves (0, C)
+MAX_INNER_ITER, ETA = kernels.MAX_INNER_ITER, kernels.ETA
 
 
 def solve(
@@ -256,9 +257,6 @@ class _ParallelSweeps:
     def _rounds(self, fine: bool, rounds: int) -> tuple[int, int, float]:
         """Up to `rounds` rounds, ending with the sweep: (status 0 going on / 1 done,
         rounds, work)."""
-        from solvers import _dcd_parallel as merge
-        from solvers import _logistic_parallel as kernels
-
         numba.set_num_threads(self.used if fine else 1)
         problem, work = self.problem, 0
         settings = (float(problem.bias_scale), float(self.inner_eps), float(self.part_work))
