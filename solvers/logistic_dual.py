@@ -29,22 +29,27 @@ Each compiled call runs one sweep; the monitor acts between sweeps.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any
 
+import numba
 import numpy as np
 from numba import njit
 
+from solvers import _dcd_parallel as merge
+from solvers import _logistic_parallel as kernels
+from solvers import parallel
 from solvers._kernel_helpers import row_axpy, row_dot, shuffle_prefix
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, seed_state
+from solvers.grain import GrainMeter
 from solvers.objectives import margins, qbar_diagonal
 
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"})
 
 INNER_EPS_START = 1e-2
-MAX_INNER_ITER = 100
-ETA = 0.1  # z <- ETA z when a Newton step leaves (0, C)
+MAX_INNER_ITER, ETA = kernels.MAX_INNER_ITER, kernels.ETA
 
 
 def solve(
@@ -63,6 +68,12 @@ def solve(
     rng = np.array([seed_state(params["seed"])], dtype=np.uint64)
     inner_eps, inner_eps_min = INNER_EPS_START, min(1e-8, eps)
     iteration, exit_reason, violation = 0, "max_iter", math.inf
+    threads = int(params.get("threads", 1))
+    rounds: _ParallelSweeps | None = None
+    context = contextlib.ExitStack()
+    if threads > 1 and X.n_rows >= 2 * threads:
+        context.enter_context(parallel.numba_threads(threads))
+        rounds = _ParallelSweeps(problem, threads, alpha, w, row_norms, index, rng)
 
     def event() -> dict[str, Any]:  # the objectives at w(a): one pass over the data
         weights = w[: problem.n_weights]
@@ -76,31 +87,27 @@ def solve(
             "gap": primal - dual,
         }
 
-    while True:
-        stop = monitor.stop_reason(iteration, max_iter, event)
-        if stop is not None:
-            exit_reason = stop
-            break
-        violation, newton_steps = _sweep(
-            (X.data, X.indices, X.indptr),
-            problem.y,
-            cost,
-            row_norms,
-            alpha,
-            w,
-            index,
-            rng,
-            (problem.bias_scale, inner_eps),
-        )
-        iteration += 1
-        if not math.isfinite(violation):
-            exit_reason = "numerical_error"
-            break
-        if violation < eps:
-            exit_reason = "converged"
-            break
-        if newton_steps <= X.n_rows // 10:
-            inner_eps = max(inner_eps_min, 0.1 * inner_eps)
+    with context:
+        while True:
+            stop = monitor.stop_reason(iteration, max_iter, event)
+            if stop is not None:
+                exit_reason = stop
+                break
+            if rounds is not None:
+                violation, newton_steps = rounds.sweep(inner_eps)
+            else:
+                violation, newton_steps = _sweep(
+                    (X.data, X.indices, X.indptr), problem.y, cost, row_norms, alpha, w,
+                    index, rng, (problem.bias_scale, inner_eps))
+            iteration += 1
+            if not math.isfinite(violation):
+                exit_reason = "numerical_error"
+                break
+            if violation < eps:
+                exit_reason = "converged"
+                break
+            if newton_steps <= X.n_rows // 10:
+                inner_eps = max(inner_eps_min, 0.1 * inner_eps)
     weights = w[: problem.n_weights].copy()
     primal = primal_value(problem, weights)
     dual = dual_value(weights, alpha, cost)
@@ -113,7 +120,7 @@ def solve(
         gap=primal - dual,
         violation=violation,
         alpha=alpha[:, 0].copy(),
-        details={"active_size": X.n_rows},
+        details={"active_size": X.n_rows, **(rounds.details() if rounds else {})},
         timings={"iterate_s": time.perf_counter() - started},
     )
 
@@ -200,3 +207,95 @@ def _sweep(rows, y, cost, row_norms, alpha, w, index, rng, settings):
             row_axpy(step, data, indices, start, end, w)
             w[bias_slot] += step * bias_scale
     return largest, newton_steps
+
+
+# Work per part and round, as dcd's (solvers/dcd.py)
+ROUND_FACTOR, MIN_PART_WORK = 4, 1 << 18
+MERGE_CHUNKS = 64
+
+
+class _ParallelSweeps:
+    """threads > 1: each sweep in rounds of P = threads parts (solvers/_logistic_parallel.py),
+    run on the fit's Numba threads or one as the grain meter says (the same arithmetic)."""
+
+    def __init__(self, problem: LinearProblem, parts: int, alpha: np.ndarray, w: np.ndarray,
+                 row_norms: np.ndarray, index: np.ndarray, rng: np.ndarray) -> None:
+        X = problem.X
+        self.problem, self.parts, self.used = problem, parts, numba.get_num_threads()
+        numba.set_num_threads(1)  # sequential until the grain meter measures otherwise
+        self.rows = (X.data, X.indices, X.indptr)
+        self.alpha, self.w, self.row_norms, self.index, self.rng = alpha, w, row_norms, index, rng
+        self.old = np.empty_like(alpha)
+        self.views = np.ascontiguousarray(np.tile(w, (parts, 1)))
+        self.part_hi, self.pos, self.seg = (np.zeros(parts, dtype=np.int64) for _ in range(3))
+        self.largest, self.entropy = np.zeros(parts), np.zeros(parts)
+        self.steps, self.work_done = (np.zeros(parts, dtype=np.int64) for _ in range(2))
+        size = w.shape[0]
+        chunks = max(1, min(MERGE_CHUNKS, size // 1024))
+        self.feature_bounds = np.linspace(0, size, chunks + 1).astype(np.int64)
+        self.chunk_lin, self.chunk_quad = np.zeros(chunks), np.zeros(chunks)
+        self.part_work = max(ROUND_FACTOR * size, MIN_PART_WORK)
+        self.grain = GrainMeter(self.used)
+        self.inner_eps = INNER_EPS_START
+        self.rounds, self.smallest_step = 0, 1.0
+        self.parallel_seconds = 0.0  # in the calls with the parallel loops (rounds, merges)
+
+    def sweep(self, inner_eps: float) -> tuple[float, int]:
+        """One sweep (LIBLINEAR's violation and Newton steps of it)."""
+        n = self.problem.X.n_rows
+        shuffle_prefix(self.index, n, self.rng)
+        for p in range(self.parts):
+            self.pos[p], self.part_hi[p] = p * n // self.parts, (p + 1) * n // self.parts
+        self.largest[:], self.steps[:] = 0.0, 0
+        self.inner_eps = inner_eps
+        total = float(self.problem.X.indptr[-1] + n)
+        rounds = max(1, int(total // (self.parts * self.part_work)) + 1)  # the sweep's, about
+        while self.grain.call(rounds, self._rounds, 0) == 0:
+            pass
+        return float(self.largest.max()), int(self.steps.sum())
+
+    def _rounds(self, fine: bool, rounds: int) -> tuple[int, int, float]:
+        """Up to `rounds` rounds, ending with the sweep: (status 0 going on / 1 done,
+        rounds, work)."""
+        numba.set_num_threads(self.used if fine else 1)
+        problem, work = self.problem, 0
+        settings = (float(problem.bias_scale), float(self.inner_eps), float(self.part_work))
+        for done in range(rounds):
+            if np.array_equal(self.pos, self.part_hi):
+                return 1, done, float(work)
+            self.seg[:] = self.pos
+            started = time.perf_counter()
+            kernels.run_round(self.rows, problem.y, problem.cost, self.row_norms, self.alpha,
+                              self.old, self.views, self.index, self.part_hi, self.pos,
+                              self.largest, self.steps, self.entropy, self.work_done, settings)
+            round_seconds = time.perf_counter() - started
+            work += int(self.work_done.sum())
+            self.rounds += 1
+            if not np.all(np.isfinite(self.largest)):
+                return 1, done + 1, float(work)
+            started = time.perf_counter()
+            merge.merge_terms(self.w, self.views, self.feature_bounds, self.chunk_lin,
+                              self.chunk_quad)
+            round_seconds += time.perf_counter() - started
+            linear, quadratic = float(self.chunk_lin.sum()), float(self.chunk_quad.sum())
+            step, entropy = 1.0, float(self.entropy.sum())
+            while linear * step + 0.5 * quadratic * step * step + entropy > 0.0:
+                step *= 0.5
+                if step < 1e-6:
+                    step = 0.0  # no decrease found (rounding): the round is undone
+                    break
+                entropy = float(kernels.entropy_at(self.alpha, self.old, self.index, self.seg,
+                                                   self.pos, step))
+            if step < 1.0:
+                kernels.scale_back(self.alpha, self.old, self.index, self.seg, self.pos, step)
+                self.smallest_step = min(self.smallest_step, step)
+            started = time.perf_counter()
+            merge.apply_merge(self.w, self.views, self.feature_bounds, step)
+            self.parallel_seconds += round_seconds + time.perf_counter() - started
+        return (1 if np.array_equal(self.pos, self.part_hi) else 0), rounds, float(work)
+
+    def details(self) -> dict[str, Any]:
+        return {"threads": self.used, "parts": self.parts, "rounds": self.rounds,
+                "smallest_merge_step": self.smallest_step,
+                "fine_grained_share": self.grain.share_fine(),
+                "parallel_s": self.parallel_seconds}

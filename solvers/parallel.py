@@ -1,7 +1,9 @@
 """Helpers of the data-parallel solvers (OCAS, ALM): thread count and row chunks.
 
 The parallel loops run over a fixed number of row chunks determined by the data, not by
-the thread count, so results are bit-identical whatever `threads` is.
+the thread count, so results are bit-identical whatever `threads` is (tron: for `threads`
+up to MAX_CHUNKS; above it its chunks are as many as the threads asked for, see
+solvers/tron.py).
 """
 
 from __future__ import annotations
@@ -46,12 +48,14 @@ def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
-def chunk_bounds(indptr: np.ndarray, n_weights: int, accumulators: int = 1) -> np.ndarray:
-    """Row boundaries of up to MAX_CHUNKS chunks of about equal nnz (+1 per row), fewer when
-    `accumulators` per-chunk vectors of n_weights would exceed CHUNK_MEMORY entries."""
+def chunk_bounds(indptr: np.ndarray, n_weights: int, accumulators: int = 1,
+                 max_chunks: int = MAX_CHUNKS) -> np.ndarray:
+    """Row boundaries of up to `max_chunks` (MAX_CHUNKS) chunks of about equal nnz (+1 per
+    row), fewer when `accumulators` per-chunk vectors of n_weights would exceed
+    CHUNK_MEMORY entries."""
     n_rows = indptr.shape[0] - 1
     per_chunk = accumulators * max(n_weights, 1)
-    n_chunks = max(1, min(MAX_CHUNKS, n_rows, CHUNK_MEMORY // per_chunk))
+    n_chunks = max(1, min(max_chunks, n_rows, CHUNK_MEMORY // per_chunk))
     work = indptr + np.arange(n_rows + 1)  # nnz + rows before each row
     targets = np.linspace(0, work[-1], n_chunks + 1)
     bounds = np.searchsorted(work, targets, side="left").astype(np.int64)

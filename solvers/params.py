@@ -445,7 +445,7 @@ SOLVERS: dict[str, SolverSpec] = {
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
         "squared hinge (l2)",
-        params=_common(0.1, _loss()),
+        params=(*_common(0.1, _loss()), _threads()),
     ),
     "tron": SolverSpec(
         name="tron",
@@ -629,11 +629,11 @@ SOLVERS: dict[str, SolverSpec] = {
         "LIBLINEAR does. Probabilities come with the model (sigma of the decision value).",
         problem="min_w 1/2||w||^2 + sum_i C_i log(1 + exp(-y_i w.x_i)); dual min_a "
         "1/2||w(a)||^2 + sum_i a_i log a_i + (C_i - a_i) log(C_i - a_i), 0 < a_i < C_i",
-        params=_common(0.1, Param("loss", "choice", "logistic", "'logistic' (the only "
-                                  "loss of this solver).", choices=("logistic",)),
-                       "Inner stop rule (LIBLINEAR's): the largest derivative of a sweep's "
-                       "one-variable sub-problems < eps; whether the model is converged is "
-                       "decided by tol."),
+        params=(*_common(0.1, Param("loss", "choice", "logistic", "'logistic' (the only "
+                                    "loss of this solver).", choices=("logistic",)),
+                         "Inner stop rule (LIBLINEAR's): the largest derivative of a "
+                         "sweep's one-variable sub-problems < eps; whether the model is "
+                         "converged is decided by tol."), _threads()),
     ),
     "l1_cd": SolverSpec(
         name="l1_cd",

@@ -100,15 +100,20 @@ summed in chunk order. The CG vector updates are serial. Whether these loops run
 `threads` or on one is measured as the fit runs (solvers/grain.py: the CG calls probe the
 other mode; the other passes follow the choice): on a busy machine a parallel region
 waits for a descheduled thread, and the result is the same either way.
-Scaling past 8 threads (issue 30; not measurable on 2 cores): the X_A' products have at
-most parallel.MAX_CHUNKS = 8 groups, so at most 8 threads share a Hessian-vector product,
-and the CG vector updates (about six O(n_weights) passes per CG step) are serial: on the
-400k x 100k set about a tenth of a one-thread CG step by our estimate, so Amdahl caps 16
-threads near 5x even before the 8 groups do. More groups cost n_weights each to clear and
-reduce on every product whatever the thread count (the groups must not depend on it:
-bit-identical results), so the next step is a column-major pass for X_A' (no
-accumulators, any number of threads) and chunked parallel CG updates, both to be measured
-on a 16-core machine (bench/many_cores.py).
+Scaling past 8 threads (issues 30, 46): the row chunks, and with them the accumulator
+groups of the X_A' products, are max(parallel.MAX_CHUNKS, threads) (threads as asked, not
+as the machine has), fewer where rows or accumulator memory (parallel.CHUNK_MEMORY) run
+out, so up to `threads` threads share a Hessian-vector product. Summation order: every
+product and loss sum adds its per-chunk (per-group) partial sums in chunk order, so a fit
+is bit-identical for every `threads` <= MAX_CHUNKS (8 chunks, as before), and above it
+differs from a one-thread fit only by the rounding of its chunk boundaries: each sum
+changes by a few ulps of the sum of magnitudes, and the iterates of the Newton method stay
+within that (tests/solvers/test_tron.py: 12 threads against one, both to a gradient
+certificate of 1e-12: primal values within 1e-9 relative, w within 1e-6). The CG vector
+updates (about six O(n_weights) passes per CG step) are still serial: on the 400k x 100k
+set about a tenth of a one-thread CG step by our estimate, so Amdahl caps 16 threads near
+5x; chunked parallel CG updates are the next step, to be measured on a 16-core machine
+(bench/many_cores.py).
 
 The CG inner loop runs in bounded calls (adaptive number of steps), so max_seconds,
 progress events and cancellation act within a long CG solve too; the returned w is always
@@ -285,7 +290,7 @@ def tron(
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     with parallel.numba_threads(threads) as used:
         state = _TronState(X, y, cost, bias_scale, kernels.L2 if loss == "l2" else
-                           kernels.LOGISTIC)
+                           kernels.LOGISTIC, chunks=max(parallel.MAX_CHUNKS, int(threads)))
         state.threads, state.grain = used, GrainMeter(used)
         numba.set_num_threads(1)  # sequential until the grain meter measures otherwise
         outcome = _iterate(state, (eps, tol), max_iter, supervisor, w0,
@@ -299,14 +304,14 @@ class _TronState:
     """Arrays of the iteration: w, margins, gradient, preconditioner, CG vectors, chunks."""
 
     def __init__(self, X: CsrRows, y: np.ndarray, cost: np.ndarray, bias_scale: float,
-                 loss_kind: int) -> None:
+                 loss_kind: int, chunks: int = parallel.MAX_CHUNKS) -> None:
         n, size = X.n_rows, X.n_features + 1
         self.rows = (X.data, X.indices, X.indptr)
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         self.cost = np.ascontiguousarray(cost, dtype=np.float64)
         self.bias_scale = float(bias_scale)
         self.loss_kind = loss_kind
-        self.bounds = parallel.chunk_bounds(X.indptr, size, accumulators=2)
+        self.bounds = parallel.chunk_bounds(X.indptr, size, accumulators=2, max_chunks=chunks)
         n_chunks = self.bounds.shape[0] - 1
         self.chunk_acc = np.zeros((2, n_chunks, size))
         self.chunk_sums = np.zeros(n_chunks)

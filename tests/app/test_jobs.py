@@ -317,3 +317,20 @@ def test_tron_method_is_a_job_param(client: TestClient, settings: Settings, canc
                                              "params": {"method": "dogleg"}})
     assert response.status_code == 422 and response.json()["error"]["detail"]["field"] == (
         "params.method"), response.text
+
+
+def test_dcd_threads_is_a_job_param(client: TestClient, settings: Settings,
+                                    cancer_id: str) -> None:
+    """A dcd job with threads runs the parallel rounds and is certified like one thread."""
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "dcd",
+                                           "params": {"loss": "l1", "threads": 2}}).json()["id"]
+    assert run_job(settings, job_id, "test-worker") == "succeeded"
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["params"]["threads"] == 2
+    result = job["result"]
+    assert result["converged"] is True and result["relative_gap"] <= result["tol"]
+    assert result["path"][0]["solver"] == "dcd"
+    response = client.post("/v1/jobs", json={"dataset_id": cancer_id, "solver": "dcd",
+                                             "params": {"threads": 0}})
+    assert response.status_code == 422 and response.json()["error"]["detail"]["field"] == (
+        "params.threads"), response.text

@@ -1,0 +1,150 @@
+"""`dcd` with `threads` > 1: the parallel rounds of solvers/_dcd_parallel.py reach the
+sequential solver's certified optimum, keep w = w(alpha) and the box, and give the same
+arithmetic whichever threads (or one) run the parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from solvers import dcd, grain
+from solvers.backbone import ProgressMonitor
+from solvers.inputs import as_csr_arrays
+from solvers.objectives import LinearProblem
+from solvers.params import ParamError, validate_params
+from solvers.train import fit
+from testkit.datagen import text_like
+from tests.solvers.naive import dual_value, primal, w_of_alpha
+
+LOSSES = ("l1", "l2")
+
+
+@pytest.fixture(scope="module")
+def text() -> tuple[Any, np.ndarray]:
+    return text_like(3_000, 2_000, seed=3)
+
+
+def problem_of(X: Any, y: np.ndarray, C: float = 1.0, bias_scale: float = 1.0) -> LinearProblem:
+    return LinearProblem(as_csr_arrays(X), np.asarray(y, dtype=np.float64),
+                         np.full(X.shape[0], C), bias_scale)
+
+
+def solve(problem: LinearProblem, alpha0: Any = None, **params: Any) -> Any:
+    applied = {**validate_params("dcd", params), "alpha0": alpha0}
+    return dcd.solve(problem, applied, ProgressMonitor(None, None))
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_reach_the_sequential_certified_optimum(text: Any, loss: str,
+                                                        threads: int) -> None:
+    """Both run to a relative gap of 1e-11: primal values within 1e-9 relative, and each
+    certified by its own dual value."""
+    X, y = text
+    fits = {t: fit(X, y, solver="dcd", C=1.0, loss=loss, threads=t, tol=1e-11, eps=1e-6)
+            for t in (1, threads)}
+    for result in fits.values():
+        assert result.converged and result.relative_gap <= 1e-11
+    one, many = fits[1].primal_objective, fits[threads].primal_objective
+    assert abs(one - many) <= 1e-9 * one
+    assert np.allclose(fits[1].coef, fits[threads].coef, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_rounds_keep_w_of_alpha_the_box_and_an_honest_gap(text: Any, loss: str) -> None:
+    X, y = text
+    C = 2.0
+    problem = problem_of(X, y, C)
+    solution = solve(problem, C=C, loss=loss, threads=2, eps=0.01)
+    alpha = solution.alpha
+    assert np.all(alpha >= 0.0)
+    if loss == "l1":
+        assert np.all(alpha <= C)
+    Xa, cost = np.hstack([X.toarray(), np.ones((X.shape[0], 1))]), np.full(X.shape[0], C)
+    w = w_of_alpha(Xa, y, alpha)
+    assert np.allclose(solution.w, w, rtol=0, atol=1e-10 * max(1.0, np.abs(w).max()))
+    assert solution.primal == pytest.approx(primal(Xa, y, cost, solution.w, loss), rel=1e-12)
+    assert solution.dual == pytest.approx(dual_value(Xa, y, cost, alpha, loss), rel=1e-10)
+    assert solution.gap >= -1e-9 * solution.primal
+    assert solution.details["parts"] == 2 and solution.details["rounds"] > 0
+    assert 0.0 <= solution.details["smallest_merge_step"] <= 1.0
+
+
+def test_the_result_does_not_depend_on_which_threads_run_the_parts(
+        text: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fine, sequential and alternating modes (the grain meter's choices) are the same
+    arithmetic: bit-identical weights and iterations."""
+    X, y = text
+    problem = problem_of(X, y)
+    results = {}
+    for mode in ("fine", "sequential", "alternate"):
+        monkeypatch.setattr(grain, "FORCE", mode)
+        results[mode] = solve(problem, C=1.0, loss="l1", threads=2, eps=0.01)
+    first = results["fine"]
+    for other in results.values():
+        assert np.array_equal(other.w, first.w) and other.iterations == first.iterations
+        assert np.array_equal(other.alpha, first.alpha)
+
+
+def test_one_thread_is_the_sequential_kernel(text: Any) -> None:
+    """threads: 1 (the default) runs the sequential kernel: no parts, and the same bits
+    as a fit that never names threads."""
+    X, y = text
+    problem = problem_of(X, y)
+    default = solve(problem, C=1.0, loss="l1", eps=0.01)
+    one = solve(problem, C=1.0, loss="l1", eps=0.01, threads=1)
+    assert "parts" not in one.details
+    assert np.array_equal(one.w, default.w) and one.iterations == default.iterations
+
+
+def test_a_warm_start_and_few_rows_work(text: Any) -> None:
+    X, y = text
+    problem = problem_of(X, y, 4.0)
+    cold = solve(problem_of(X, y, 1.0), C=1.0, loss="l2", eps=0.01)
+    warm = solve(problem, C=4.0, loss="l2", eps=0.01, threads=2, alpha0=cold.alpha)
+    assert warm.exit_reason == "converged" and warm.gap <= 1e-2 * warm.primal
+    tiny = solve(problem_of(X[:3], y[:3]), C=1.0, loss="l1", threads=2)  # < 2 rows a part
+    assert tiny.exit_reason == "converged" and "parts" not in tiny.details
+
+
+def test_threads_is_a_dcd_parameter_with_bounds() -> None:
+    assert validate_params("dcd", {"threads": 4})["threads"] == 4
+    assert validate_params("dcd", {})["threads"] == 1
+    with pytest.raises(ParamError):
+        validate_params("dcd", {"threads": 0})
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_logistic_threads_reach_the_sequential_certified_optimum(text: Any,
+                                                                 threads: int) -> None:
+    X, y = text
+    fits = {t: fit(X, y, solver="logistic_dcd", C=1.0, threads=t, tol=1e-11, eps=1e-7)
+            for t in (1, threads)}
+    for result in fits.values():
+        assert result.converged and result.relative_gap <= 1e-11
+        assert [step["solver"] for step in result.path] == ["logistic_dcd"]
+    one, many = fits[1].primal_objective, fits[threads].primal_objective
+    assert abs(one - many) <= 1e-9 * one
+
+
+def test_logistic_rounds_keep_w_of_alpha_and_the_open_box(
+        text: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from solvers import logistic_dual
+
+    X, y = text
+    problem = problem_of(X, y, 3.0)
+    results = {}
+    for mode in ("fine", "sequential", "alternate"):
+        monkeypatch.setattr(grain, "FORCE", mode)
+        params = validate_params("logistic_dcd", {"C": 3.0, "threads": 2, "eps": 0.01})
+        results[mode] = logistic_dual.solve(problem, params, ProgressMonitor(None, None))
+    first = results["fine"]
+    for other in results.values():  # the same arithmetic whichever threads run the parts
+        assert np.array_equal(other.w, first.w) and other.iterations == first.iterations
+    alpha = first.alpha
+    assert np.all(alpha > 0.0) and np.all(alpha < 3.0)
+    w = w_of_alpha(np.hstack([X.toarray(), np.ones((X.shape[0], 1))]), y, alpha)
+    assert np.allclose(first.w, w, rtol=0, atol=1e-10 * max(1.0, np.abs(w).max()))
+    assert first.gap >= -1e-9 * first.primal and first.details["parts"] == 2
