@@ -24,8 +24,9 @@ hinge[sklearn]`); the Hinge server never imports this package (import-linter con
 in pyproject.toml).
 """
 
+from hinge.sklearn._liblinear import HingeLinearSVC, HingeLinearSVR, HingeLogisticRegression
 from hinge.sklearn._libsvm import HingeNuSVC, HingeNuSVR, HingeOneClassSVM, HingeSVC, HingeSVR
 from hinge.sklearn._service import svmlight_bytes
 
-__all__ = ["HingeNuSVC", "HingeNuSVR", "HingeOneClassSVM", "HingeSVC", "HingeSVR",
+__all__ = ["HingeLinearSVC", "HingeLinearSVR", "HingeLogisticRegression", "HingeNuSVC", "HingeNuSVR", "HingeOneClassSVM", "HingeSVC", "HingeSVR",
            "svmlight_bytes"]
