@@ -233,7 +233,7 @@ class HingeLinearSVC(_RemoteLinear, LinearSVC):
         return self
 
 
-class HingeLinearSVR(_RemoteLinear, LinearSVR):
+class HingeLinearSVR(LinearSVR):
     __doc__ = "Linear Support Vector Regression on Hinge's solvers (LinearSVR).\n" + \
         _HINGE_DOC
     _parameter_constraints: ClassVar[dict[str, Any]] = {
@@ -253,9 +253,6 @@ class HingeLinearSVR(_RemoteLinear, LinearSVR):
         self.tol_rule, self.n_jobs, self.server, self.api_key = tol_rule, n_jobs, server, \
             api_key
         self.remote_predict, self.timeout = remote_predict, timeout
-
-    def decision_function(self, X: Any) -> Any:  # a regressor has none
-        raise AttributeError("'HingeLinearSVR' object has no attribute 'decision_function'")
 
     def predict(self, X: Any) -> Any:
         if _service.uses_service(self):
@@ -331,6 +328,11 @@ class HingeLogisticRegression(_RemoteLinear, LogisticRegression):
             self.class_weight, self.penalty, self.dual, self.verbose, self.max_iter,
             self.tol, self.random_state, sample_weight=sample_weight)
         return self
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True  # one-vs-rest
+        return tags
 
     def predict_proba(self, X: Any) -> np.ndarray:
         if len(getattr(self, "classes_", ())) > 2:

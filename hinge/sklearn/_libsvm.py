@@ -118,10 +118,20 @@ class _HingeLibSVM:
         est: Any = self
         classification = self._impl in ("c_svc", "nu_svc")
         weights = np.asarray(sample_weight, dtype=np.float64) if len(sample_weight) else None
+        if weights is not None:
+            if weights.ndim != 1:
+                raise ValueError("Sample weights must be 1D array or scalar")
+            if not np.any(weights > 0):
+                raise ValueError("Invalid input - all samples have zero or negative weights.")
+            weights = np.maximum(weights, 0.0)  # LIBSVM leaves rows of weight <= 0 out
+            if classification and np.unique(y[weights > 0]).shape[0] < 2:
+                raise ValueError("Invalid input - all samples with positive weights belong "
+                                 "to the same class.")
         class_weight = np.asarray(getattr(est, "class_weight_", np.empty(0)))
         params = self._hinge_params("linear" if not self._native(kernel) else kernel,
                                     random_seed)
-        if classification and class_weight.size and not np.all(class_weight == 1.0):
+        # scikit-learn's LIBSVM ignores class weights in nu-SVC (it reads the row weights)
+        if self._impl == "c_svc" and class_weight.size and not np.all(class_weight == 1.0):
             if np.all(class_weight > 0) and np.all(np.isfinite(class_weight)):
                 params["class_weight"] = {str(k): float(w) for k, w in enumerate(class_weight)}
             else:  # C_i = C class_weight[y_i] w_i: a zero class weight as zero row weights
