@@ -24,9 +24,34 @@ hinge[sklearn]`); the Hinge server never imports this package (import-linter con
 in pyproject.toml).
 """
 
-from hinge.sklearn._liblinear import HingeLinearSVC, HingeLinearSVR, HingeLogisticRegression
-from hinge.sklearn._libsvm import HingeNuSVC, HingeNuSVR, HingeOneClassSVM, HingeSVC, HingeSVR
+from hinge.sklearn._liblinear import (
+    HingeLinearSVC,
+    HingeLinearSVR,
+    HingeLogisticRegression,
+    LinearSVC,
+    LinearSVR,
+    LogisticRegression,
+)
+from hinge.sklearn._libsvm import (
+    SVC,
+    SVR,
+    HingeNuSVC,
+    HingeNuSVR,
+    HingeOneClassSVM,
+    HingeSVC,
+    HingeSVR,
+    NuSVC,
+    NuSVR,
+    OneClassSVM,
+)
 from hinge.sklearn._service import svmlight_bytes
 
-__all__ = ["HingeLinearSVC", "HingeLinearSVR", "HingeLogisticRegression", "HingeNuSVC", "HingeNuSVR", "HingeOneClassSVM", "HingeSVC", "HingeSVR",
+# The classes carry scikit-learn's names (SVC, ..., so that a script's
+# `from sklearn.svm import SVC, SVR` becomes `from hinge.sklearn import SVC, SVR` and
+# nothing else changes: make_pipeline's step names, reprs, messages); HingeSVC, ... are
+# the same classes under Hinge's names.
+
+__all__ = ["SVC", "SVR", "HingeLinearSVC", "HingeLinearSVR", "HingeLogisticRegression",
+           "HingeNuSVC", "HingeNuSVR", "HingeOneClassSVM", "HingeSVC", "HingeSVR",
+           "LinearSVC", "LinearSVR", "LogisticRegression", "NuSVC", "NuSVR", "OneClassSVM",
            "svmlight_bytes"]

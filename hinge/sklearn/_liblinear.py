@@ -17,11 +17,13 @@ types mapped onto Hinge's solvers:
 | 7            | L2-regularised logistic regression, dual | logistic_dcd            |
 | 11, 12, 13   | L2-loss SVR primal / dual, L1-loss SVR   | linear_svr              |
 
-`tol_rule` says what `tol` means: "liblinear" (the default, scikit-learn's meaning) the
-solver's own LIBLINEAR stop rule at tol, no Hinge fallback after a dual solver, so
-`max_iter` is a hard cap; "gap" Hinge's certificate: the relative duality gap
-(P(w) - L) / P(w) <= tol at the returned model, the solver's fallback rule continuing
-until it holds (ConvergenceWarning when it does not).
+`tol_rule` says what `tol` means. Both check Hinge's certificate at tol, the relative
+duality gap (P(w) - L) / P(w) <= tol at the returned model (`converged_`,
+`relative_gap_`). "liblinear" (the default, scikit-learn's meaning) also runs the
+solver's own LIBLINEAR stop rule at tol (eps = tol) and no Hinge fallback after a dual
+solver, so `max_iter` caps the fit as LIBLINEAR's does (ConvergenceWarning when it
+stops there); "gap" lets the fallback rule continue until the certificate holds
+(ConvergenceWarning when it does not).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
+from sklearn import linear_model as _sklm
+from sklearn import svm as _sk
 from sklearn.preprocessing import LabelEncoder
-from sklearn.svm import LinearSVC, LinearSVR
 from sklearn.svm._base import _get_liblinear_solver_type
 from sklearn.svm._classes import _validate_dual_parameter
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -130,13 +132,15 @@ def fit_liblinear(estimator: Any, X: Any, y: Any, C: float, fit_intercept: bool,
         params["bias_scale"] = float(intercept_scaling)
     params["max_iter"] = int(max_iter)
     rule = getattr(estimator, "tol_rule", "liblinear")
+    # Hinge's certificate at tol: a fit as close to the optimum as tol says, whichever
+    # rule; "liblinear" adds LIBLINEAR's own stop rule at tol and no fallback after a
+    # dual solver, so that max_iter caps the fit as LIBLINEAR's
+    params["tol"] = min(max(float(tol), 1e-12), 1.0)
     if rule == "liblinear":
         if "eps" in names:
             params["eps"] = float(tol)
         if "fallback" in names:
-            params["fallback"] = False  # LIBLINEAR's stop rule alone: max_iter caps
-    else:
-        params["tol"] = float(tol)
+            params["fallback"] = False
     if class_weight_.size and not np.all(class_weight_ == 1.0):
         params["class_weight"] = {str(k): float(w) for k, w in enumerate(class_weight_)}
     if spec.randomized or solver == "auto":
@@ -191,11 +195,11 @@ class _RemoteLinear:
         return super().decision_function(X)  # type: ignore[misc]
 
 
-class HingeLinearSVC(_RemoteLinear, LinearSVC):
+class LinearSVC(_RemoteLinear, _sk.LinearSVC):
     __doc__ = "Linear Support Vector Classification on Hinge's solvers (LinearSVC).\n" + \
         _HINGE_DOC
     _parameter_constraints: ClassVar[dict[str, Any]] = {
-        **LinearSVC._parameter_constraints, **_EXTRA_CONSTRAINTS}
+        **_sk.LinearSVC._parameter_constraints, **_EXTRA_CONSTRAINTS}
 
     def __init__(self, penalty: str = "l2", loss: str = "squared_hinge", *,
                  dual: Any = "auto", tol: float = 1e-4, C: float = 1.0,
@@ -214,7 +218,7 @@ class HingeLinearSVC(_RemoteLinear, LinearSVC):
         self.remote_predict, self.timeout = remote_predict, timeout
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> HingeLinearSVC:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> LinearSVC:
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              accept_large_sparse=False)
         check_classification_targets(y)
@@ -233,11 +237,11 @@ class HingeLinearSVC(_RemoteLinear, LinearSVC):
         return self
 
 
-class HingeLinearSVR(LinearSVR):
+class LinearSVR(_sk.LinearSVR):
     __doc__ = "Linear Support Vector Regression on Hinge's solvers (LinearSVR).\n" + \
         _HINGE_DOC
     _parameter_constraints: ClassVar[dict[str, Any]] = {
-        **LinearSVR._parameter_constraints, **_EXTRA_CONSTRAINTS}
+        **_sk.LinearSVR._parameter_constraints, **_EXTRA_CONSTRAINTS}
 
     def __init__(self, *, epsilon: float = 0.0, tol: float = 1e-4, C: float = 1.0,
                  loss: str = "epsilon_insensitive", fit_intercept: bool = True,
@@ -261,7 +265,7 @@ class HingeLinearSVR(LinearSVR):
         return super().predict(X)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> HingeLinearSVR:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> LinearSVR:
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              accept_large_sparse=False)
         _dual = _validate_dual_parameter(self.dual, self.loss, "l2", "ovr", X)
@@ -274,13 +278,14 @@ class HingeLinearSVR(LinearSVR):
         return self
 
 
-class HingeLogisticRegression(_RemoteLinear, LogisticRegression):
+class LogisticRegression(_RemoteLinear, _sklm.LogisticRegression):
     __doc__ = ("Logistic regression with LIBLINEAR's parameters (LogisticRegression("
                "solver='liblinear')) on Hinge's solvers. More than two classes: one-vs-rest "
                "(scikit-learn's liblinear refuses them), probabilities normalised over "
                "the classes.\n" + _HINGE_DOC)
     _parameter_constraints: ClassVar[dict[str, Any]] = {
-        "penalty": [StrOptions({"l1", "l2"})],
+        "penalty": [StrOptions({"l1", "l2", "deprecated"})],
+        "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both"), None],
         "dual": ["boolean"],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "C": [Interval(numbers.Real, 0, None, closed="right")],
@@ -294,14 +299,16 @@ class HingeLogisticRegression(_RemoteLinear, LogisticRegression):
         **_EXTRA_CONSTRAINTS,
     }
 
-    def __init__(self, penalty: str = "l2", *, dual: bool = False, tol: float = 1e-4,
-                 C: float = 1.0, fit_intercept: bool = True, intercept_scaling: float = 1,
+    def __init__(self, penalty: str = "deprecated", *, C: float = 1.0,
+                 l1_ratio: float | None = 0.0, dual: bool = False, tol: float = 1e-4,
+                 fit_intercept: bool = True, intercept_scaling: float = 1,
                  class_weight: Any = None, random_state: Any = None,
                  solver: str = "liblinear", max_iter: int = 100, verbose: int = 0,
                  tol_rule: str = "liblinear", n_jobs: int | None = None,
                  server: str | None = None, api_key: str | None = None,
                  remote_predict: bool = False, timeout: float | None = 600.0) -> None:
-        self.penalty, self.dual, self.tol, self.C = penalty, dual, tol, C
+        self.penalty, self.l1_ratio, self.dual, self.tol, self.C = penalty, l1_ratio, dual, \
+            tol, C
         self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
         self.class_weight, self.random_state, self.solver = class_weight, random_state, \
             solver
@@ -310,7 +317,7 @@ class HingeLogisticRegression(_RemoteLinear, LogisticRegression):
         self.remote_predict, self.timeout = remote_predict, timeout
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> HingeLogisticRegression:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> LogisticRegression:
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              accept_large_sparse=False)
         check_classification_targets(y)
@@ -320,14 +327,26 @@ class HingeLogisticRegression(_RemoteLinear, LogisticRegression):
             raise ValueError("Using the 'liblinear' solver while X contains a maximum value "
                              "> 1e30 results in a frozen fit. Please choose another solver "
                              "or rescale the input X.")
-        if self.penalty == "l1" and self.dual:
+        penalty = self._penalty()
+        if penalty == "l1" and self.dual:
             raise ValueError("Solver liblinear supports only dual=False with penalty='l1', "
                              "got dual=True")
         self.coef_, self.intercept_, self.n_iter_ = fit_liblinear(
             self, X, y, self.C, self.fit_intercept, self.intercept_scaling,
-            self.class_weight, self.penalty, self.dual, self.verbose, self.max_iter,
+            self.class_weight, penalty, self.dual, self.verbose, self.max_iter,
             self.tol, self.random_state, sample_weight=sample_weight)
         return self
+
+    def _penalty(self) -> str:
+        """LIBLINEAR's penalty: `penalty` when given, else l1_ratio 0 (l2) or 1 (l1)."""
+        if self.penalty != "deprecated":
+            return str(self.penalty)
+        if self.l1_ratio in (0, 0.0, None):
+            return "l2"
+        if self.l1_ratio == 1:
+            return "l1"
+        raise ValueError("The 'liblinear' solver supports l1_ratio 0 (penalty 'l2') or 1 "
+                         f"(penalty 'l1') only, got l1_ratio={self.l1_ratio!r}")
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -341,3 +360,8 @@ class HingeLogisticRegression(_RemoteLinear, LogisticRegression):
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         return np.log(self.predict_proba(X))
+
+
+# Hinge's names of the same classes (see hinge/sklearn/_libsvm.py)
+HingeLinearSVC, HingeLinearSVR, HingeLogisticRegression = LinearSVC, LinearSVR, \
+    LogisticRegression

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 from sklearn.metrics.pairwise import pairwise_kernels
-from sklearn.svm import SVC, SVR, NuSVC, NuSVR, OneClassSVM
+from sklearn import svm as _sk
 
 from hinge.sklearn import _service
 from hinge.sklearn._service import HINGE_CONSTRAINTS
@@ -258,10 +258,10 @@ _HINGE_DOC = """
 """
 
 
-class HingeSVC(_HingeLibSVM, SVC):
+class SVC(_HingeLibSVM, _sk.SVC):
     __doc__ = "C-Support Vector Classification on Hinge's SMO (sklearn.svm.SVC).\n" + _HINGE_DOC
     _parameter_constraints: ClassVar[dict[str, Any]] = {
-        **SVC._parameter_constraints, **HINGE_CONSTRAINTS}
+        **_sk.SVC._parameter_constraints, **HINGE_CONSTRAINTS}
 
     def __init__(self, *, C: float = 1.0, kernel: Any = "rbf", degree: int = 3,
                  gamma: Any = "scale", coef0: float = 0.0, shrinking: bool = True,
@@ -281,11 +281,11 @@ class HingeSVC(_HingeLibSVM, SVC):
         self.remote_predict, self.timeout = remote_predict, timeout
 
 
-class HingeNuSVC(_HingeLibSVM, NuSVC):
+class NuSVC(_HingeLibSVM, _sk.NuSVC):
     __doc__ = "Nu-Support Vector Classification on Hinge's SMO (sklearn.svm.NuSVC).\n" + \
         _HINGE_DOC
     _parameter_constraints: ClassVar[dict[str, Any]] = {
-        **NuSVC._parameter_constraints, **HINGE_CONSTRAINTS}
+        **_sk.NuSVC._parameter_constraints, **HINGE_CONSTRAINTS}
 
     def __init__(self, *, nu: float = 0.5, kernel: Any = "rbf", degree: int = 3,
                  gamma: Any = "scale", coef0: float = 0.0, shrinking: bool = True,
@@ -305,11 +305,11 @@ class HingeNuSVC(_HingeLibSVM, NuSVC):
         self.remote_predict, self.timeout = remote_predict, timeout
 
 
-class HingeSVR(_HingeLibSVM, SVR):
+class SVR(_HingeLibSVM, _sk.SVR):
     __doc__ = "Epsilon-Support Vector Regression on Hinge's SMO (sklearn.svm.SVR).\n" + \
         _HINGE_DOC
     _parameter_constraints: ClassVar[dict[str, Any]] = {
-        **SVR._parameter_constraints, **HINGE_CONSTRAINTS}
+        **_sk.SVR._parameter_constraints, **HINGE_CONSTRAINTS}
 
     def __init__(self, *, kernel: Any = "rbf", degree: int = 3, gamma: Any = "scale",
                  coef0: float = 0.0, tol: float = 1e-3, C: float = 1.0,
@@ -324,11 +324,11 @@ class HingeSVR(_HingeLibSVM, SVR):
         self.remote_predict, self.timeout = remote_predict, timeout
 
 
-class HingeNuSVR(_HingeLibSVM, NuSVR):
+class NuSVR(_HingeLibSVM, _sk.NuSVR):
     __doc__ = "Nu-Support Vector Regression on Hinge's SMO (sklearn.svm.NuSVR).\n" + \
         _HINGE_DOC
     _parameter_constraints: ClassVar[dict[str, Any]] = {
-        **NuSVR._parameter_constraints, **HINGE_CONSTRAINTS}
+        **_sk.NuSVR._parameter_constraints, **HINGE_CONSTRAINTS}
 
     def __init__(self, *, nu: float = 0.5, C: float = 1.0, kernel: Any = "rbf",
                  degree: int = 3, gamma: Any = "scale", coef0: float = 0.0,
@@ -343,11 +343,11 @@ class HingeNuSVR(_HingeLibSVM, NuSVR):
         self.remote_predict, self.timeout = remote_predict, timeout
 
 
-class HingeOneClassSVM(_HingeLibSVM, OneClassSVM):
+class OneClassSVM(_HingeLibSVM, _sk.OneClassSVM):
     __doc__ = "Unsupervised outlier detection on Hinge's SMO (sklearn.svm.OneClassSVM).\n" \
         + _HINGE_DOC
     _parameter_constraints: ClassVar[dict[str, Any]] = {
-        **OneClassSVM._parameter_constraints, **HINGE_CONSTRAINTS}
+        **_sk.OneClassSVM._parameter_constraints, **HINGE_CONSTRAINTS}
 
     def __init__(self, *, kernel: Any = "rbf", degree: int = 3, gamma: Any = "scale",
                  coef0: float = 0.0, tol: float = 1e-3, nu: float = 0.5,
@@ -360,3 +360,9 @@ class HingeOneClassSVM(_HingeLibSVM, OneClassSVM):
                          max_iter=max_iter)
         self.n_jobs, self.server, self.api_key = n_jobs, server, api_key
         self.remote_predict, self.timeout = remote_predict, timeout
+
+
+# Hinge's names of the same classes (the classes carry scikit-learn's names, so that
+# make_pipeline's step names, reprs and error messages are scikit-learn's)
+HingeSVC, HingeNuSVC, HingeSVR, HingeNuSVR, HingeOneClassSVM = SVC, NuSVC, SVR, NuSVR, \
+    OneClassSVM

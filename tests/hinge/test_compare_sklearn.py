@@ -162,8 +162,8 @@ def test_errors_and_ties_are_sklearn_s() -> None:
     with pytest.raises(NotFittedError):
         HingeSVC().predict(X)
     dense = HingeSVC().fit(X, y)
-    with pytest.raises(ValueError, match="cannot use sparse input in 'HingeSVC' trained on "
-                                         "dense data"):
+    with pytest.raises(ValueError, match="cannot use sparse input in 'SVC' trained on dense "
+                                         "data"):
         dense.predict(sp.csr_matrix(X))
     with pytest.raises(ValueError, match="break_ties must be False"):
         HingeSVC(break_ties=True, decision_function_shape="ovo").fit(X, y).predict(X)

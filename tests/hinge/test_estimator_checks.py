@@ -66,7 +66,7 @@ _PASSING = {"check_classifiers_one_label_sample_weights",
 
 def _expected_failed_checks(estimator: Any) -> dict[str, str]:
     if isinstance(estimator, HingeLogisticRegression) and not (
-            estimator.dual or estimator.penalty == "l1"):
+            estimator.dual or estimator._penalty() == "l1"):
         return {}  # the primal Newton solver (tron): deterministic, weights equivalent
     expected = PER_ESTIMATOR_XFAIL_CHECKS.get(_PARENTS[type(estimator)], {})
     return {name: why for name, why in expected.items() if name not in _PASSING}
