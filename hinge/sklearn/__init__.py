@@ -1,27 +1,21 @@
 """scikit-learn estimators on Hinge's solvers: every estimator of `sklearn.svm` and
 LIBLINEAR's logistic regression, with scikit-learn's parameters, attributes and errors.
 
-    from hinge.sklearn import HingeSVC, HingeSVR, HingeLinearSVC   # ... (see __all__)
+    from hinge.sklearn import SVC, SVR, LinearSVC   # or HingeSVC, HingeSVR, ...
 
-    clf = HingeSVC(C=10, gamma="scale").fit(X, y)              # in this process
-    clf = HingeLinearSVC(server="http://hinge:8000", api_key=key).fit(X, y)   # remote
+    clf = SVC(C=10, gamma="scale").fit(X, y)              # in this process
+    clf = LinearSVC(server="http://hinge:8000", api_key=key).fit(X, y)   # remote
 
-| Hinge                      | scikit-learn                                  | Hinge's solver |
-| -------------------------- | --------------------------------------------- | -------------- |
-| HingeSVC                   | sklearn.svm.SVC                               | smo c_svc      |
-| HingeNuSVC                 | sklearn.svm.NuSVC                             | smo nu_svc     |
-| HingeSVR                   | sklearn.svm.SVR                               | smo epsilon_svr|
-| HingeNuSVR                 | sklearn.svm.NuSVR                             | smo nu_svr     |
-| HingeOneClassSVM           | sklearn.svm.OneClassSVM                       | smo one_class  |
-| HingeLinearSVC             | sklearn.svm.LinearSVC                         | dcd, tron, l1_cd, crammer_singer |
-| HingeLinearSVR             | sklearn.svm.LinearSVR                         | linear_svr     |
-| HingeLogisticRegression    | LogisticRegression(solver="liblinear")        | tron, logistic_dcd, l1_cd |
+Every scikit-learn SVM: SVC, NuSVC, SVR, NuSVR, OneClassSVM (Hinge's SMO, formulations
+c_svc, nu_svc, epsilon_svr, nu_svr, one_class), LinearSVC (dcd, tron, l1_cd,
+crammer_singer), LinearSVR (linear_svr) and LogisticRegression with the liblinear
+solver's parameters (tron, logistic_dcd, l1_cd); HingeSVC, ... are the same classes.
 
 Each is a subclass of scikit-learn's estimator whose training step runs Hinge's solvers
-(solvers.fit) or a job of a running Hinge service (`server=`, `api_key=`); docs/
-from-sklearn.md says what differs. scikit-learn is an optional extra (`pip install
-hinge[sklearn]`); the Hinge server never imports this package (import-linter contracts
-in pyproject.toml).
+(solvers.fit) or a job of a running Hinge service (`server=`, `api_key=`);
+docs/from-sklearn.md says what differs. scikit-learn is an optional extra (`pip install
+hinge[sklearn]`); the Hinge server never imports this package (import-linter contracts in
+pyproject.toml).
 """
 
 from hinge.sklearn._liblinear import (

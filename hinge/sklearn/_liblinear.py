@@ -34,10 +34,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import _fit_context
-from sklearn.exceptions import ConvergenceWarning
 from sklearn import linear_model as _sklm
 from sklearn import svm as _sk
+from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import LabelEncoder
 from sklearn.svm._base import _get_liblinear_solver_type
 from sklearn.svm._classes import _validate_dual_parameter
@@ -189,7 +189,7 @@ class _RemoteLinear:
 
     def decision_function(self, X: Any) -> Any:
         if _service.uses_service(self):
-            rows = validate_data(self, X, accept_sparse="csr", reset=False)  # type: ignore[arg-type]
+            rows = validate_data(self, X, accept_sparse="csr", reset=False)
             values = _service.remote_predict(self, rows)[1]
             return values[:, 0] if values.ndim == 2 and values.shape[1] == 1 else values
         return super().decision_function(X)  # type: ignore[misc]
@@ -322,7 +322,7 @@ class LogisticRegression(_RemoteLinear, _sklm.LogisticRegression):
                              accept_large_sparse=False)
         check_classification_targets(y)
         self.classes_ = np.unique(y)
-        if sp.issparse(X) and X.nnz and np.max(np.abs(X.data)) > 1e30 or (
+        if (sp.issparse(X) and X.nnz and np.max(np.abs(X.data)) > 1e30) or (
                 not sp.issparse(X) and X.size and np.max(X) > 1e30):
             raise ValueError("Using the 'liblinear' solver while X contains a maximum value "
                              "> 1e30 results in a frozen fit. Please choose another solver "

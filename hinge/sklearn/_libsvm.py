@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn import svm as _sk
+from sklearn.metrics.pairwise import pairwise_kernels
 
 from hinge.sklearn import _service
 from hinge.sklearn._service import HINGE_CONSTRAINTS
@@ -163,7 +163,7 @@ class _HingeLibSVM:
         from solvers.models import estimator_of
 
         est: Any = self
-        model = estimator_of(trained.model)
+        model: Any = estimator_of(trained.model)
         classification = self._impl in ("c_svc", "nu_svc")
         n_sv = np.asarray(model.n_sv, dtype=np.int64)
         vectors = model.support_vectors()

@@ -130,14 +130,37 @@ def _remote_train(estimator: Any, X: Any, y: Any, solver: str, params: dict[str,
 
 
 def _liblinear_model(text: str, n_features: int) -> Any:
-    from solvers.formats import read_liblinear_model_text
-    from solvers.models import LinearModel
+    """A LIBLINEAR file's model (classification, regression, one-class), widened to the
+    training set's features (the file ends at the last non-zero weight)."""
+    import dataclasses
 
-    model = read_liblinear_model_text(text)
+    from solvers.model_import import read_model_file
+    from solvers.models import estimator_of
+
+    if "_SVR" in text.split("\n", 1)[0]:  # served by solvers.models, not imported yet
+        return _liblinear_regression(text, n_features)
+    model: Any = estimator_of(read_model_file(text).model)
     coef = np.zeros((model.coef.shape[0], n_features))
     coef[:, :model.coef.shape[1]] = model.coef  # trailing all-zero features
-    return LinearModel(classes=model.classes, coef=coef, intercept=model.intercept,
-                       task=model.task)
+    return dataclasses.replace(model, coef=coef)
+
+
+def _liblinear_regression(text: str, n_features: int) -> Any:
+    """A LIBLINEAR SVR file (solver_type L2R_*_SVR*: nr_feature, bias, then one weight per
+    line, the bias feature's last) as a regression LinearModel."""
+    from solvers.models import LinearModel
+
+    lines = text.splitlines()
+    marker = [line.strip() for line in lines].index("w")
+    header = {parts[0]: parts[1:] for parts in (line.split() for line in lines[:marker])
+              if parts}
+    width, bias = int(header["nr_feature"][0]), float(header["bias"][0])
+    weights = np.array([float(line.split()[0]) for line in lines[marker + 1:] if line.split()])
+    coef = np.zeros((1, n_features))
+    coef[0, :width] = weights[:width]
+    intercept = np.array([weights[width] * bias if bias > 0 else 0.0])
+    return LinearModel(classes=np.empty(0), coef=coef, intercept=intercept,
+                       task="regression")
 
 
 def remote_predict(estimator: Any, X: Any) -> tuple[np.ndarray, np.ndarray,

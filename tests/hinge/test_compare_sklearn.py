@@ -114,10 +114,11 @@ def test_kernel_estimator_is_libsvm_s(name: str, params: dict[str, Any], data: s
 
 def test_sample_weights_are_libsvm_s() -> None:
     X, y = _data("wine")
-    weights = np.random.RandomState(0).uniform(0.0, 3.0, y.shape[0])
+    weights = np.asarray(np.random.RandomState(0).uniform(0.0, 3.0, y.shape[0]))
     weights[:5] = 0.0  # left out, as LIBSVM leaves them out
-    for ours, theirs in [(HingeSVC(C=2.0), svm.SVC(C=2.0)),
-                         (HingeSVR(C=10.0), svm.SVR(C=10.0))]:
+    pairs: list[tuple[Any, Any]] = [(HingeSVC(C=2.0), svm.SVC(C=2.0)),
+                                    (HingeSVR(C=10.0), svm.SVR(C=10.0))]
+    for ours, theirs in pairs:
         ours.fit(X, y, sample_weight=weights)
         theirs.fit(X, y, sample_weight=weights)
         # scikit-learn's support_ counts the rows of positive weight only (its LIBSVM

@@ -7,6 +7,7 @@ svmlight bytes that remote fits upload."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -97,6 +98,31 @@ def test_a_users_script_runs_unchanged_with_hinge_s_import() -> None:
     assert outputs[1] == outputs[0]
 
 
+def _readme_example() -> tuple[str, list[str]]:
+    """The README's "From scikit-learn to Hinge" block and the output its comments show."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("\n## From scikit-learn to Hinge\n")
+    end = text.find("\n## ", start + 1)
+    match = re.search(r"```python\n(.*?)\n```", text[start:end], re.S)
+    assert match
+    lines = match.group(1).splitlines()
+    shown: list[str] = []
+    while lines and lines[-1].startswith("# "):
+        shown.insert(0, lines.pop()[2:])
+    return "\n".join(lines) + "\n", shown
+
+
+def test_the_readme_example_prints_the_same_with_either_import() -> None:
+    code, shown = _readme_example()
+    swapped = code.replace("from sklearn.svm import", "from hinge.sklearn import")
+    assert swapped != code and shown
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    for text in (code, swapped):
+        out = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
+                             env=env, cwd=ROOT, timeout=300, check=True).stdout
+        assert out.splitlines() == shown
+
+
 def test_hinge_s_attributes_report_the_certificate() -> None:
     X, y = bundled.load("cancer")
     clf = HingeLinearSVC(tol=1e-6, tol_rule="gap").fit(X, y)
@@ -109,7 +135,8 @@ def test_hinge_s_attributes_report_the_certificate() -> None:
 def test_labels_may_be_strings() -> None:
     X, y = bundled.load("iris")
     names = np.array(["setosa", "versicolor", "virginica"])[y.astype(int) - 1]
-    for ours, theirs in [(HingeSVC(), svm.SVC()), (hs.NuSVC(), svm.NuSVC())]:
+    pairs: list[tuple[Any, Any]] = [(HingeSVC(), svm.SVC()), (hs.NuSVC(), svm.NuSVC())]
+    for ours, theirs in pairs:
         np.testing.assert_array_equal(ours.fit(X, names).predict(X),
                                       theirs.fit(X, names).predict(X))
         np.testing.assert_array_equal(ours.classes_, ["setosa", "versicolor", "virginica"])
