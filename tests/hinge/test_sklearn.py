@@ -150,3 +150,22 @@ def test_svmlight_bytes_round_trip_exactly() -> None:
     parsed = parse_stream([svmlight_bytes(X, y)])
     np.testing.assert_array_equal(parsed.y, y)
     np.testing.assert_array_equal(parsed.to_csr(X.shape[1]).toarray(), X.toarray())
+
+
+def test_sample_weight_is_routed_as_for_sklearn_s_estimator() -> None:
+    """Metadata routing: cross_validate passes sample_weight to a Hinge estimator that
+    requests it, and the fold scores are the ones scikit-learn's SVC gets."""
+    import sklearn
+    from sklearn.model_selection import cross_validate
+
+    X, y = datasets.load_wine(return_X_y=True)
+    weights = np.random.RandomState(1).uniform(0.5, 2.0, y.shape[0])
+    folds = KFold(3, shuffle=True, random_state=0)
+    with sklearn.config_context(enable_metadata_routing=True):
+        scores = [cross_validate(model.set_fit_request(sample_weight=True)
+                                 .set_score_request(sample_weight=False), X, y, cv=folds,
+                                 params={"sample_weight": weights})["test_score"]
+                  for model in (HingeSVC(C=2.0), svm.SVC(C=2.0))]
+        unweighted = cross_validate(HingeSVC(C=2.0, gamma=1e-4), X, y, cv=folds)
+    np.testing.assert_array_equal(scores[0], scores[1])
+    assert unweighted["test_score"].shape == (3,)
