@@ -108,9 +108,6 @@ class _HingeLibSVM:
             params["epsilon"] = float(est.epsilon)
         if int(est.max_iter) > 0:
             params["max_iter"] = int(est.max_iter)
-        if getattr(est, "_effective_probability", False) is True:
-            params["probability"] = True
-            params["seed"] = int(random_seed)
         return params
 
     def _hinge_fit(self, X: Any, y: np.ndarray, sample_weight: np.ndarray, kernel: str,
@@ -154,6 +151,36 @@ class _HingeLibSVM:
         trained = _service.train(self, rows, target, "smo", params, weights, _NAMES, task)
         _service.record(self, trained)
         self._set_libsvm_attributes(X, rows, y, trained, kernel, sparse)
+        if classification and getattr(est, "_effective_probability", False) is True:
+            self._probA, self._probB = self._platt(rows, y, weights, params, random_seed)
+
+    def _platt(self, rows: Any, y: np.ndarray, weights: np.ndarray | None,
+               params: dict[str, Any], seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """scikit-learn's LIBSVM's Platt sigmoids: its folds, Hinge's fits (in process)."""
+        from solvers import fit
+
+        est: Any = self
+        class_weight = np.asarray(getattr(est, "class_weight_", np.empty(0)))
+        k = int(y.max()) + 1
+        costs = np.ones(k)  # nu-SVC: no C, no class weights
+        if self._impl == "c_svc":
+            costs = float(est.C) * (class_weight if class_weight.size else costs)
+        fold_params = {key: value for key, value in params.items()
+                       if key not in ("class_weight", "C")}
+
+        def fit_values(train: Any, labels: np.ndarray, w: np.ndarray | None, cp: float,
+                       cn: float, held: Any) -> np.ndarray:
+            extra: dict[str, Any] = {}
+            if self._impl == "c_svc":
+                extra = {"C": 1.0, "class_weight": {"1": min(cp, _HINGE_C_MAX),
+                                                    "0": min(cn, _HINGE_C_MAX)}}
+            result = fit(train, labels, solver="smo", sample_weight=w, **fold_params,
+                         **extra)
+            return np.asarray(result.model.decision_function(held), dtype=np.float64).ravel()
+
+        from hinge.sklearn._platt import pairwise_sigmoids
+
+        return pairwise_sigmoids(rows, y, weights, costs, seed, fit_values)
 
     def _set_libsvm_attributes(self, X: Any, rows: Any, y: np.ndarray,
                                trained: _service.Trained, kernel: str, sparse: bool) -> None:

@@ -294,3 +294,25 @@ def test_linear_svc_sparse_fit_and_sparsify() -> None:
     np.testing.assert_array_equal(ours.predict(X), ours.densify().predict(X))
     with pytest.raises(ValueError, match="Unsupported set of arguments"):
         HingeLinearSVC(penalty="l1", loss="hinge").fit(X, y)
+
+
+@pytest.mark.parametrize(("name", "params", "data"), [
+    ("SVC", {"C": 1.0}, "iris"),
+    ("SVC", {"C": 2.0, "class_weight": "balanced"}, "wine"),
+    ("SVC", {"C": 1.0}, "cancer_scaled"),
+    ("SVC", {"kernel": "linear", "C": 0.5}, "iris_sparse"),
+])
+def test_probabilities_are_sklearn_s_at_the_same_random_state(name: str,
+                                                              params: dict[str, Any],
+                                                              data: str) -> None:
+    """scikit-learn's Platt folds (its generator, its shuffle), Hinge's fits. (NuSVC's
+    differ: docs/from-sklearn.md.)"""
+    X, y = _data(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # scikit-learn 1.9 deprecates it
+        ours = HINGE[name](**params, probability=True, random_state=3).fit(X, y)
+        theirs = getattr(svm, name)(**params, probability=True, random_state=3).fit(X, y)
+        np.testing.assert_allclose(ours.probA_, theirs.probA_, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(ours.probB_, theirs.probB_, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), rtol=0,
+                               atol=1e-9)
