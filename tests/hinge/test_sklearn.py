@@ -1,277 +1,171 @@
-"""hinge.sklearn in this process: HingeSVC against scikit-learn's SVC (LIBSVM) on the same
-problem, HingeLinearSVC against the certified optimum of its problem, scikit-learn's
-attribute conventions, Pipeline and GridSearchCV, and the errors of fit.
-
-SVC and HingeSVC solve the same dual with the same stop rule (tol is LIBSVM's eps on the
-maximal violating pair); at tol 1e-3 both stop near, not at, the optimum, so decision
-values are compared by correlation (>= 0.99999) and labels exactly, and at tol 1e-8 the
-dual coefficients and intercepts to 1e-5.
-"""
+"""hinge.sklearn in scikit-learn's machinery: a Pipeline + GridSearchCV over each Hinge
+estimator ranks the grid as the same search over scikit-learn's estimator; a user's
+script runs unchanged with the import swapped (tests/hinge/scripts/user_script.py, the
+README's example); Hinge's own attributes (the certificate); labels of any type; the
+svmlight bytes that remote fits upload."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
+from sklearn import datasets, svm
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, KFold
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import MaxAbsScaler, StandardScaler
-from sklearn.svm import SVC
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 
+import hinge.sklearn as hs
 from hinge.sklearn import HingeLinearSVC, HingeSVC, svmlight_bytes
 from solvers.svmlight import parse_stream
 from testkit import bundled
-from testkit.certified import certified_optimum, primal_value
 
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).parent / "scripts" / "user_script.py"
 
-def _data(name: str) -> tuple[sp.csr_matrix, np.ndarray]:
-    return bundled.load(name)
-
-
-def _dense(X: Any) -> np.ndarray:
-    return X.toarray() if sp.issparse(X) else np.asarray(X)
-
-
-# ---- HingeSVC against scikit-learn's SVC ------------------------------------------------
-
-SVC_CASES = [
-    ("cancer", {"kernel": "rbf", "C": 10.0, "gamma": "scale"}),
-    ("cancer", {"kernel": "linear", "C": 1.0}),
-    ("cancer", {"kernel": "poly", "C": 1.0, "degree": 3, "gamma": "auto", "coef0": 1.0}),
-    ("cancer", {"kernel": "sigmoid", "C": 1.0, "gamma": 0.01, "coef0": 0.0}),
-    ("wine", {"kernel": "rbf", "C": 3.0, "gamma": "scale"}),
-    ("iris", {"kernel": "rbf", "C": 1.0, "gamma": 0.5, "decision_function_shape": "ovo"}),
-    ("iris", {"kernel": "linear", "C": 0.5, "class_weight": "balanced"}),
-    ("wine", {"kernel": "rbf", "C": 2.0, "class_weight": {1: 3.0, 3: 0.5}}),
+# estimator name, scikit-learn's estimator, grid, data set, scoring
+GRIDS: list[tuple[str, Any, dict[str, list[Any]], str]] = [
+    ("SVC", svm.SVC(), {"C": [0.1, 1.0, 10.0], "gamma": ["scale", 0.02]}, "wine"),
+    ("NuSVC", svm.NuSVC(), {"nu": [0.1, 0.3, 0.5], "gamma": ["scale", 0.02]}, "wine"),
+    ("SVR", svm.SVR(), {"C": [1.0, 100.0], "epsilon": [0.1, 10.0]}, "diabetes"),
+    ("NuSVR", svm.NuSVR(), {"C": [1.0, 100.0], "nu": [0.2, 0.6]}, "diabetes"),
+    ("LinearSVC", svm.LinearSVC(tol=1e-8, max_iter=100_000),
+     {"C": [0.001, 0.1, 10.0], "loss": ["hinge", "squared_hinge"]}, "cancer"),
+    ("LinearSVR", svm.LinearSVR(tol=1e-8, max_iter=100_000, epsilon=0.1,
+                                loss="squared_epsilon_insensitive"),
+     {"C": [0.0001, 0.001, 0.01, 1.0]}, "diabetes_scaled"),
+    ("LogisticRegression", LogisticRegression(solver="liblinear", tol=1e-8),
+     {"C": [0.001, 0.1, 10.0]}, "cancer"),
 ]
 
 
-@pytest.mark.parametrize(("name", "params"), SVC_CASES,
-                         ids=[f"{n}-{p['kernel']}-{i}" for i, (n, p) in enumerate(SVC_CASES)])
-def test_svc_decision_values_and_labels_are_libsvm_s(name: str, params: dict[str, Any]) -> None:
-    X, y = _data(name)
-    ours = HingeSVC(**params).fit(X, y)
-    theirs = SVC(**params).fit(X, y)
-    assert ours._gamma == pytest.approx(theirs._gamma, rel=1e-12)
-    mine, ref = ours.decision_function(X), theirs.decision_function(X)
-    assert mine.shape == ref.shape
-    correlation = np.corrcoef(mine.ravel(), ref.ravel())[0, 1]
-    assert correlation >= 0.99999, correlation
-    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
-    np.testing.assert_array_equal(ours.classes_, theirs.classes_)
-    # the same support vectors, in the same order (by class, then by row)
-    np.testing.assert_array_equal(ours.n_support_, theirs.n_support_)
-    np.testing.assert_array_equal(ours.support_, theirs.support_)
-    assert ours.dual_coef_.shape == theirs.dual_coef_.shape
-    assert ours.intercept_.shape == theirs.intercept_.shape
-    assert ours.converged_ and ours.fit_status_ == 0
-    assert ours.n_iter_.shape == theirs.n_iter_.shape
+def _grid_data(name: str) -> tuple[np.ndarray, np.ndarray]:
+    if name == "diabetes_scaled":
+        X, y = datasets.load_diabetes(return_X_y=True)
+        return X, (y - y.mean()) / y.std()
+    loader = {"wine": datasets.load_wine, "diabetes": datasets.load_diabetes,
+              "cancer": datasets.load_breast_cancer}[name]
+    return loader(return_X_y=True)
 
 
-@pytest.mark.parametrize("name", ["cancer", "iris"])
-def test_svc_dual_coef_and_intercept_signs_at_a_tight_tol(name: str) -> None:
-    X, y = _data(name)
-    params = {"kernel": "rbf", "C": 2.0, "gamma": 0.2, "tol": 1e-8}
-    ours = HingeSVC(**params).fit(X, y)
-    theirs = SVC(**params).fit(X, y)
-    np.testing.assert_array_equal(ours.support_, theirs.support_)
-    np.testing.assert_allclose(_dense(ours.dual_coef_), _dense(theirs.dual_coef_), atol=1e-5)
-    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, atol=1e-5)
-    np.testing.assert_allclose(_dense(ours.support_vectors_), _dense(theirs.support_vectors_))
-    np.testing.assert_allclose(ours.decision_function(X), theirs.decision_function(X),
-                               atol=1e-5)
-
-
-@pytest.mark.parametrize(("name", "rows"), [("wine", 3), ("cancer", 1)])
-def test_svc_linear_kernel_coef_is_sklearn_s(name: str, rows: int) -> None:
-    X, y = _data(name)
-    ours = HingeSVC(kernel="linear", C=1.0, tol=1e-8).fit(X, y)
-    theirs = SVC(kernel="linear", C=1.0, tol=1e-8).fit(X, y)
-    assert ours.coef_.shape == theirs.coef_.shape == (rows, X.shape[1])  # one per pair
-    np.testing.assert_allclose(ours.coef_, _dense(theirs.coef_), atol=1e-5)
-    if rows == 1:
-        np.testing.assert_allclose(X @ ours.coef_[0] + ours.intercept_[0],
-                                   ours.decision_function(X), atol=1e-9)
-    with pytest.raises(AttributeError, match="linear kernel"):
-        _ = HingeSVC(kernel="rbf").fit(X, y).coef_
-
-
-def test_svc_dense_input_gives_dense_attributes_sparse_gives_sparse() -> None:
-    X, y = _data("iris")
-    dense = HingeSVC(C=1.0).fit(X.toarray(), y)
-    sparse = HingeSVC(C=1.0).fit(X, y)
-    assert isinstance(dense.support_vectors_, np.ndarray)
-    assert isinstance(dense.dual_coef_, np.ndarray)
-    assert sp.issparse(sparse.support_vectors_) and sp.issparse(sparse.dual_coef_)
-    np.testing.assert_array_equal(dense.support_vectors_, sparse.support_vectors_.toarray())
-    np.testing.assert_allclose(dense.decision_function(X), sparse.decision_function(X))
-
-
-def test_svc_break_ties_predicts_the_argmax_of_the_ovr_values() -> None:
-    X, y = _data("wine")
-    clf = HingeSVC(C=1.0, break_ties=True).fit(X, y)
-    np.testing.assert_array_equal(clf.predict(X),
-                                  clf.classes_[np.argmax(clf.decision_function(X), axis=1)])
-    np.testing.assert_array_equal(clf.predict(X), SVC(C=1.0, break_ties=True).fit(X, y)
-                                  .predict(X))
-
-
-def test_svc_probabilities_sum_to_one_and_follow_the_decision_value() -> None:
-    X, y = _data("cancer")
-    clf = HingeSVC(C=1.0, probability=True, random_state=3).fit(X, y)
-    probabilities = clf.predict_proba(X)
-    assert probabilities.shape == (y.size, 2)
-    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-12)
-    order = np.argsort(clf.decision_function(X))
-    assert np.all(np.diff(probabilities[order, 1]) >= -1e-12)
-    assert clf.probA_.shape == clf.probB_.shape == (1,) and clf.probA_[0] < 0
-    np.testing.assert_allclose(clf.predict_log_proba(X), np.log(probabilities))
-    assert not hasattr(HingeSVC().fit(X, y), "predict_proba")
-
-
-# ---- HingeLinearSVC against the certified optimum ---------------------------------------
-
-LINEAR_CASES = [
-    ("auto", "squared_hinge", True),
-    ("tron", "squared_hinge", True),
-    ("dcd", "hinge", True),
-    ("acf", "squared_hinge", False),
-    ("ocas", "hinge", True),
-]
-
-
-@pytest.mark.parametrize(("solver", "loss", "fit_intercept"), LINEAR_CASES)
-def test_linear_svc_reaches_the_certified_optimum(solver: str, loss: str,
-                                                  fit_intercept: bool) -> None:
-    """Every one-vs-rest output is within tol of its problem's certified optimum (clarabel
-    to 1e-9), and the estimator says converged with a gap <= tol."""
-    X, y = _data("wine")
-    C, tol = 0.5, 1e-4
-    clf = HingeLinearSVC(solver=solver, loss=loss, C=C, tol=tol,
-                         fit_intercept=fit_intercept).fit(X, y)
-    assert clf.coef_.shape == (3, X.shape[1])
-    assert clf.converged_ and clf.relative_gap_ is not None and clf.relative_gap_ <= tol
-    short = "l1" if loss == "hinge" else "l2"
-    bias = "augment" if fit_intercept else None
-    intercepts = np.broadcast_to(np.asarray(clf.intercept_, dtype=np.float64), (3,))
-    for k, label in enumerate(clf.classes_):
-        signs = np.where(y == label, 1.0, -1.0)
-        reference = certified_optimum(X, signs, C=C, loss=short, bias=bias)  # type: ignore[arg-type]
-        primal = primal_value(X, signs, clf.coef_[k], float(intercepts[k]), C=C, loss=short,
-                              bias=bias)
-        assert reference.relative_suboptimality(primal) <= tol
-    if not fit_intercept:
-        assert clf.intercept_ == 0.0
-
-
-def test_linear_svc_binary_shapes_and_signs_are_linear_svc_s() -> None:
-    X, y = _data("cancer")
-    clf = HingeLinearSVC(C=1.0, tol=1e-6).fit(X, y)
-    assert clf.coef_.shape == (1, X.shape[1]) and clf.intercept_.shape == (1,)
-    values = clf.decision_function(X)
-    assert values.shape == (y.size,)
-    np.testing.assert_allclose(values, X @ clf.coef_[0] + clf.intercept_[0])
-    np.testing.assert_array_equal(clf.predict(X), clf.classes_[(values > 0).astype(int)])
-    assert isinstance(clf.n_iter_, int) and clf.n_iter_ >= 1
-    # the optimum of the problem LinearSVC solves (LIBLINEAR -s 1 -B 1)
-    signs = np.where(y == clf.classes_[1], 1.0, -1.0)
-    reference = certified_optimum(X, signs, C=1.0, loss="l2", bias="augment",
-                                  method="liblinear")
-    primal = primal_value(X, signs, clf.coef_[0], clf.intercept_[0], C=1.0, loss="l2",
-                          bias="augment")
-    assert reference.relative_suboptimality(primal) <= 1e-6
-
-
-def test_linear_svc_class_weight_is_a_cost_per_class() -> None:
-    X, y = _data("cancer")
-    weights = {-1.0: 2.0, 1.0: 0.5}
-    clf = HingeLinearSVC(C=1.0, tol=1e-6, class_weight=weights).fit(X, y)
-    signs = np.where(y == 1.0, 1.0, -1.0)
-    reference = certified_optimum(X, signs, C=1.0, loss="l2", bias="augment",
-                                  class_weight=weights)
-    primal = primal_value(X, signs, clf.coef_[0], clf.intercept_[0], C=1.0, loss="l2",
-                          bias="augment", class_weight=weights)
-    assert reference.relative_suboptimality(primal) <= 1e-6
-
-
-def test_labels_may_be_strings_and_sparse_equals_dense() -> None:
-    X, y = _data("iris")
-    names = np.array(["setosa", "versicolor", "virginica"])[y.astype(int) - 1]
-    sparse = HingeLinearSVC(solver="tron").fit(X, names)
-    dense = HingeLinearSVC(solver="tron").fit(X.toarray(), names)
-    np.testing.assert_array_equal(sparse.classes_, ["setosa", "versicolor", "virginica"])
-    np.testing.assert_allclose(sparse.coef_, dense.coef_)
-    assert set(sparse.predict(X)) <= set(names)
-    svc = HingeSVC().fit(X, names)
-    np.testing.assert_array_equal(svc.predict(X), SVC().fit(X, names).predict(X))
-
-
-# ---- in scikit-learn's machinery --------------------------------------------------------
-
-
-def test_grid_search_over_a_pipeline_scores_as_sklearn_svc() -> None:
-    """The same grid over the same folds: identical predictions, so identical CV scores."""
-    X, y = _data("wine")
-    grid = {"svc__C": [0.5, 5.0], "svc__gamma": ["scale", 0.05]}
+@pytest.mark.parametrize(("name", "theirs", "grid", "data"), GRIDS,
+                         ids=[g[0] for g in GRIDS])
+def test_grid_search_ranks_as_sklearn_s(name: str, theirs: Any, grid: dict[str, list[Any]],
+                                        data: str) -> None:
+    X, y = _grid_data(data)
+    given = {k: v for k, v in theirs.get_params().items()
+             if k not in ("warm_start", "n_jobs")}  # LogisticRegression's, not liblinear's
+    ours = getattr(hs, name)(**given)
     folds = KFold(3, shuffle=True, random_state=0)
-    ours = GridSearchCV(Pipeline([("scale", MaxAbsScaler()), ("svc", HingeSVC())]), grid,
-                        cv=folds).fit(X, y)
-    theirs = GridSearchCV(Pipeline([("scale", MaxAbsScaler()), ("svc", SVC())]), grid,
-                          cv=folds).fit(X, y)
-    np.testing.assert_array_equal(ours.cv_results_["mean_test_score"],
-                                  theirs.cv_results_["mean_test_score"])
-    assert ours.best_params_ == theirs.best_params_
-    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+    params = {f"model__{key}": values for key, values in grid.items()}
+    results = []
+    for model in (ours, theirs):
+        search = GridSearchCV(Pipeline([("scale", StandardScaler()), ("model", model)]),
+                              params, cv=folds)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results.append(search.fit(X, y))
+    mine, ref = results
+    np.testing.assert_array_equal(mine.cv_results_["rank_test_score"],
+                                  ref.cv_results_["rank_test_score"])
+    exact = name in ("SVC", "SVR", "NuSVR")
+    np.testing.assert_allclose(mine.cv_results_["mean_test_score"],
+                               ref.cv_results_["mean_test_score"],
+                               rtol=0, atol=1e-9 if exact else 1e-3)
+    assert mine.best_params_ == ref.best_params_
 
 
-def test_linear_svc_in_a_pipeline_and_a_grid_search() -> None:
-    X, y = _data("iris")
-    pipe = make_pipeline(StandardScaler(with_mean=False),
-                         HingeLinearSVC(solver="dcd", tol=1e-4))
-    search = GridSearchCV(pipe, {"hingelinearsvc__C": [0.01, 1.0],
-                                 "hingelinearsvc__loss": ["hinge", "squared_hinge"]}, cv=3)
-    search.fit(X, y)
-    assert search.best_score_ > 0.9
-    best = search.best_estimator_[-1]
-    assert best.converged_ and best.coef_.shape == (3, 4)
+def test_a_users_script_runs_unchanged_with_hinge_s_import() -> None:
+    """The script as written (scikit-learn) and with its imports of sklearn.svm and
+    LogisticRegression swapped for hinge.sklearn's: the same output."""
+    source = SCRIPT.read_text()
+    swapped = source.replace("from sklearn.svm import", "from hinge.sklearn import").replace(
+        "from sklearn.linear_model import LogisticRegression",
+        "from hinge.sklearn import LogisticRegression")
+    assert swapped != source
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    outputs = [subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
+                              env=env, cwd=ROOT, timeout=300, check=True).stdout
+               for text in (source, swapped)]
+    assert outputs[0].count("\n") >= 10
+    assert outputs[1] == outputs[0]
 
 
-# ---- errors of fit ----------------------------------------------------------------------
+def _readme_example() -> tuple[str, list[str]]:
+    """The README's "From scikit-learn to Hinge" block and the output its comments show."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("\n## From scikit-learn to Hinge\n")
+    end = text.find("\n## ", start + 1)
+    match = re.search(r"```python\n(.*?)\n```", text[start:end], re.S)
+    assert match
+    lines = match.group(1).splitlines()
+    shown: list[str] = []
+    while lines and lines[-1].startswith("# "):
+        shown.insert(0, lines.pop()[2:])
+    return "\n".join(lines) + "\n", shown
 
 
-@pytest.mark.parametrize(("estimator", "message"), [
-    (HingeSVC(kernel="precomputed"), "kernel must be one of"),
-    (HingeSVC(gamma="bogus"), "gamma must be 'scale', 'auto' or a number"),
-    (HingeSVC(gamma=0.0), "gamma must be > 0"),
-    (HingeSVC(tol=-1.0), "tol must be > 0"),
-    (HingeSVC(cache_size=0.0), "cache_size must be >= 1"),
-    (HingeSVC(decision_function_shape="ovo", break_ties=True), "break_ties"),
-    (HingeSVC(class_weight="heavy"), "class_weight must be None, 'balanced'"),
-    (HingeLinearSVC(solver="smo"), "solver must be one of"),
-    (HingeLinearSVC(loss="log"), "loss must be 'hinge' or 'squared_hinge'"),
-    (HingeLinearSVC(solver="ocas", loss="squared_hinge"), "does not fit loss"),
-    (HingeLinearSVC(solver="tron", loss="hinge"), "does not fit loss"),
-    (HingeLinearSVC(C=0.0), "C must be > 0"),
-    (HingeLinearSVC(intercept_scaling=-1.0), "intercept_scaling must be > 0"),
-    (HingeLinearSVC(n_jobs=0), "n_jobs must be None, -1 or a positive integer"),
-])
-def test_fit_refuses_bad_parameters_in_sklearn_s_names(estimator: Any, message: str) -> None:
-    X, y = _data("iris")
-    with pytest.raises(ValueError, match=message):
-        estimator.fit(X, y)
+def test_the_readme_example_prints_the_same_with_either_import() -> None:
+    code, shown = _readme_example()
+    swapped = code.replace("from sklearn.svm import", "from hinge.sklearn import")
+    assert swapped != code and shown
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    for text in (code, swapped):
+        out = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
+                             env=env, cwd=ROOT, timeout=300, check=True).stdout
+        assert out.splitlines() == shown
 
 
-def test_one_class_is_refused() -> None:
-    X, _ = _data("iris")
-    with pytest.raises(ValueError, match="at least 2 classes"):
-        HingeSVC().fit(X[:10], np.ones(10))
+def test_hinge_s_attributes_report_the_certificate() -> None:
+    X, y = bundled.load("cancer")
+    clf = HingeLinearSVC(tol=1e-6, tol_rule="gap").fit(X, y)
+    assert clf.converged_ and clf.relative_gap_ <= 1e-6 and clf.solver_ == "tron"
+    assert clf.primal_objective_ > 0 and not hasattr(clf, "model_id_")
+    svc = HingeSVC().fit(X, y)
+    assert svc.converged_ and svc.solver_ == "smo" and svc.dual_objective_ < 0
+
+
+def test_labels_may_be_strings() -> None:
+    X, y = bundled.load("iris")
+    names = np.array(["setosa", "versicolor", "virginica"])[y.astype(int) - 1]
+    pairs: list[tuple[Any, Any]] = [(HingeSVC(), svm.SVC()), (hs.NuSVC(), svm.NuSVC())]
+    for ours, theirs in pairs:
+        np.testing.assert_array_equal(ours.fit(X, names).predict(X),
+                                      theirs.fit(X, names).predict(X))
+        np.testing.assert_array_equal(ours.classes_, ["setosa", "versicolor", "virginica"])
+    lin = HingeLinearSVC().fit(X, names)
+    assert set(lin.predict(X)) <= set(names)
 
 
 def test_svmlight_bytes_round_trip_exactly() -> None:
-    X, y = _data("cancer")
+    X, y = bundled.load("cancer")
     X = X.multiply(np.pi).tocsr()
     parsed = parse_stream([svmlight_bytes(X, y)])
     np.testing.assert_array_equal(parsed.y, y)
     np.testing.assert_array_equal(parsed.to_csr(X.shape[1]).toarray(), X.toarray())
+
+
+def test_sample_weight_is_routed_as_for_sklearn_s_estimator() -> None:
+    """Metadata routing: cross_validate passes sample_weight to a Hinge estimator that
+    requests it, and the fold scores are the ones scikit-learn's SVC gets."""
+    import sklearn
+    from sklearn.model_selection import cross_validate
+
+    X, y = datasets.load_wine(return_X_y=True)
+    weights = np.random.RandomState(1).uniform(0.5, 2.0, y.shape[0])
+    folds = KFold(3, shuffle=True, random_state=0)
+    with sklearn.config_context(enable_metadata_routing=True):
+        scores = [cross_validate(model.set_fit_request(sample_weight=True)
+                                 .set_score_request(sample_weight=False), X, y, cv=folds,
+                                 params={"sample_weight": weights})["test_score"]
+                  for model in (HingeSVC(C=2.0), svm.SVC(C=2.0))]
+        unweighted = cross_validate(HingeSVC(C=2.0, gamma=1e-4), X, y, cv=folds)
+    np.testing.assert_array_equal(scores[0], scores[1])
+    assert unweighted["test_score"].shape == (3,)

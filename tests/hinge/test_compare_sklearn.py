@@ -1,0 +1,318 @@
+"""Every Hinge estimator against scikit-learn's own on scikit-learn's bundled data sets.
+
+Kernel estimators (Hinge's SMO against scikit-learn's LIBSVM, the same dual and the same
+stop rule): the same support vectors in the same order, dual coefficients, intercepts and
+decision values within 1e-10, the same predictions and iteration counts. NuSVC and
+OneClassSVM are the exception that docs/from-sklearn.md describes: scikit-learn's LIBSVM
+sums nu * w_i row by row where LIBSVM (and Hinge) take nu * l, so the initial alpha can
+differ in its last bit and SMO can take another path to the same optimum; there the
+models are compared at tol=1e-12, within 1e-8.
+
+Linear estimators (Hinge's certified solvers against LIBLINEAR): with tol_rule="gap" the
+relative duality gap Hinge certifies is <= tol, so P(w_hinge) is within tol of the
+optimum; scikit-learn's w (LIBLINEAR at a tight tol) cannot be better than that, and the
+two agree on the predictions.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn import datasets, svm
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+
+from hinge.sklearn import (
+    HingeLinearSVC,
+    HingeLinearSVR,
+    HingeLogisticRegression,
+    HingeNuSVC,
+    HingeNuSVR,
+    HingeOneClassSVM,
+    HingeSVC,
+    HingeSVR,
+)
+
+
+def _dense(a: Any) -> np.ndarray:
+    return a.toarray() if sp.issparse(a) else np.asarray(a)
+
+
+def _data(name: str) -> tuple[Any, np.ndarray]:
+    if name == "cancer_scaled":
+        X, y = datasets.load_breast_cancer(return_X_y=True)
+        return StandardScaler().fit_transform(X), y
+    if name == "iris_sparse":
+        X, y = datasets.load_iris(return_X_y=True)
+        return sp.csr_matrix(X), y
+    loader = {"iris": datasets.load_iris, "wine": datasets.load_wine,
+              "digits": datasets.load_digits, "diabetes": datasets.load_diabetes,
+              "cancer": datasets.load_breast_cancer}[name]
+    return loader(return_X_y=True)
+
+
+HINGE = {"SVC": HingeSVC, "NuSVC": HingeNuSVC, "SVR": HingeSVR, "NuSVR": HingeNuSVR,
+         "OneClassSVM": HingeOneClassSVM}
+
+KERNEL_CASES = [
+    ("SVC", {"C": 10.0}, "cancer_scaled", 1e-10),
+    ("SVC", {"kernel": "poly", "degree": 2, "C": 0.5}, "iris", 1e-10),
+    ("SVC", {"kernel": "linear", "C": 0.5}, "iris_sparse", 1e-10),
+    ("SVC", {"kernel": "sigmoid", "gamma": 0.01}, "cancer_scaled", 1e-10),
+    ("SVC", {"C": 3.0, "class_weight": "balanced"}, "wine", 1e-10),
+    ("SVC", {"gamma": 0.001, "C": 5.0}, "digits", 1e-10),
+    ("SVC", {"kernel": "precomputed"}, "iris", 1e-10),
+    ("SVC", {"kernel": "linear", "C": np.inf}, "iris", 1e-10),
+    ("SVC", {"gamma": 0.0}, "iris", 1e-10),
+    ("NuSVC", {"nu": 0.3}, "iris", 1e-10),
+    ("NuSVC", {"nu": 0.2, "tol": 1e-12}, "digits", 1e-8),
+    ("SVR", {"C": 50.0, "epsilon": 5.0}, "diabetes", 1e-10),
+    ("NuSVR", {"C": 50.0, "nu": 0.4}, "diabetes", 1e-10),
+    ("OneClassSVM", {"nu": 0.1, "gamma": 0.1, "tol": 1e-12}, "iris", 1e-8),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "data", "atol"), KERNEL_CASES,
+                         ids=[f"{n}-{d}-{i}" for i, (n, _, d, _) in enumerate(KERNEL_CASES)])
+def test_kernel_estimator_is_libsvm_s(name: str, params: dict[str, Any], data: str,
+                                      atol: float) -> None:
+    X, y = _data(data)
+    if params.get("kernel") == "precomputed":
+        X = X @ X.T
+    if np.isinf(params.get("C", 1.0)):  # a separable pair: the hard margin
+        X, y = X[:100], y[:100]
+    target = None if name == "OneClassSVM" else y
+    ours = HINGE[name](**params).fit(X, target)
+    theirs = getattr(svm, name)(**params).fit(X, target)
+    np.testing.assert_array_equal(ours.support_, theirs.support_)
+    assert ours.support_.dtype == theirs.support_.dtype
+    np.testing.assert_array_equal(ours.n_support_, theirs.n_support_)
+    assert type(ours.dual_coef_) is type(theirs.dual_coef_)
+    assert type(ours.support_vectors_) is type(theirs.support_vectors_)
+    assert ours.support_vectors_.shape == theirs.support_vectors_.shape
+    np.testing.assert_allclose(_dense(ours.support_vectors_), _dense(theirs.support_vectors_))
+    np.testing.assert_allclose(_dense(ours.dual_coef_), _dense(theirs.dual_coef_), rtol=0,
+                               atol=atol)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=0, atol=atol)
+    values = "predict" if name in ("SVR", "NuSVR") else "decision_function"
+    np.testing.assert_allclose(getattr(ours, values)(X), getattr(theirs, values)(X), rtol=0,
+                               atol=atol * 10)
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+    assert ours.fit_status_ == theirs.fit_status_ == 0
+    if name not in ("NuSVC", "OneClassSVM"):  # the same SMO path
+        np.testing.assert_array_equal(ours.n_iter_, theirs.n_iter_)
+    if params.get("kernel") == "linear":
+        assert type(ours.coef_) is type(theirs.coef_)
+        np.testing.assert_allclose(_dense(ours.coef_), _dense(theirs.coef_), atol=1e-9)
+        coef = ours.coef_
+        assert not (coef.data if sp.issparse(coef) else coef).flags.writeable
+
+
+def test_sample_weights_are_libsvm_s() -> None:
+    X, y = _data("wine")
+    weights = np.asarray(np.random.RandomState(0).uniform(0.0, 3.0, y.shape[0]))
+    weights[:5] = 0.0  # left out, as LIBSVM leaves them out
+    pairs: list[tuple[Any, Any]] = [(HingeSVC(C=2.0), svm.SVC(C=2.0)),
+                                    (HingeSVR(C=10.0), svm.SVR(C=10.0))]
+    for ours, theirs in pairs:
+        ours.fit(X, y, sample_weight=weights)
+        theirs.fit(X, y, sample_weight=weights)
+        # scikit-learn's support_ counts the rows of positive weight only (its LIBSVM
+        # drops the others first); Hinge's are rows of X, as the attribute says
+        kept = np.flatnonzero(weights > 0)
+        np.testing.assert_array_equal(ours.support_, kept[theirs.support_])
+        np.testing.assert_array_equal(ours.support_vectors_, theirs.support_vectors_)
+        np.testing.assert_allclose(ours.dual_coef_, theirs.dual_coef_, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=0, atol=1e-10)
+
+
+def test_callable_kernel_is_the_precomputed_one() -> None:
+    X, y = _data("iris")
+
+    def kernel(a: Any, b: Any) -> Any:
+        return a @ b.T
+
+    ours = HingeSVC(kernel=kernel).fit(X, y)
+    theirs = svm.SVC(kernel=kernel).fit(X, y)
+    np.testing.assert_array_equal(ours.support_, theirs.support_)
+    np.testing.assert_allclose(ours.decision_function(X), theirs.decision_function(X),
+                               atol=1e-9)
+
+
+def test_max_iter_stops_the_fit_with_libsvm_s_warning() -> None:
+    X, y = _data("iris")
+    with pytest.warns(Warning, match=r"Solver terminated early \(max_iter=3\)") as caught:
+        ours = HingeSVC(max_iter=3).fit(X, y)
+    assert caught[0].category.__name__ == "ConvergenceWarning"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = svm.SVC(max_iter=3).fit(X, y)
+    assert ours.fit_status_ == theirs.fit_status_ == 1
+    np.testing.assert_array_equal(ours.n_iter_, theirs.n_iter_)
+    np.testing.assert_array_equal(ours.n_iter_, [3, 3, 3])
+
+
+def test_errors_and_ties_are_sklearn_s() -> None:
+    from sklearn.exceptions import NotFittedError
+
+    X, y = _data("iris")
+    with pytest.raises(NotFittedError):
+        HingeSVC().predict(X)
+    dense = HingeSVC().fit(X, y)
+    with pytest.raises(ValueError, match="cannot use sparse input in 'SVC' trained on dense "
+                                         "data"):
+        dense.predict(sp.csr_matrix(X))
+    with pytest.raises(ValueError, match="break_ties must be False"):
+        HingeSVC(break_ties=True, decision_function_shape="ovo").fit(X, y).predict(X)
+    with pytest.raises(TypeError, match="Sparse precomputed"):
+        HingeSVC(kernel="precomputed").fit(sp.csr_matrix(X @ X.T), y)
+    # ties of the one-vs-one votes: duplicated rows of three classes
+    tied = np.repeat(np.eye(3), 4, axis=0)
+    labels = np.repeat([0, 1, 2], 4)
+    rows = np.full((6, 3), 1.0 / 3.0)
+    ours = HingeSVC(kernel="linear").fit(tied, labels)
+    theirs = svm.SVC(kernel="linear").fit(tied, labels)
+    np.testing.assert_array_equal(ours.predict(rows), theirs.predict(rows))
+    np.testing.assert_allclose(ours.decision_function(rows), theirs.decision_function(rows),
+                               atol=1e-12)
+
+
+# ---- the linear estimators: at the certified tolerance ---------------------------------
+
+
+def _primal_svc(X: Any, y: np.ndarray, coef: np.ndarray, b: float, C: float, loss: str,
+                scaling: float = 1.0) -> float:
+    margins = 1.0 - y * (X @ coef + b)
+    hinge = np.maximum(margins, 0.0)
+    return float(0.5 * (coef @ coef + (b / scaling) ** 2)
+                 + C * np.sum(hinge if loss == "hinge" else hinge ** 2))
+
+
+def _primal_logistic(X: Any, y: np.ndarray, coef: np.ndarray, b: float, C: float,
+                     penalty: str) -> float:
+    reg = np.abs(coef).sum() + abs(b) if penalty == "l1" else 0.5 * (coef @ coef + b * b)
+    return float(reg + C * np.sum(np.logaddexp(0.0, -y * (X @ coef + b))))
+
+
+def _primal_svr(X: Any, y: np.ndarray, coef: np.ndarray, b: float, C: float, loss: str,
+                epsilon: float) -> float:
+    excess = np.maximum(np.abs(X @ coef + b - y) - epsilon, 0.0)
+    return float(0.5 * (coef @ coef + b * b)
+                 + C * np.sum(excess if loss == "epsilon_insensitive" else excess ** 2))
+
+
+LINEAR_SVC_CASES = [
+    ({"loss": "squared_hinge", "dual": False}, "cancer_scaled"),
+    ({"loss": "squared_hinge", "dual": True}, "cancer_scaled"),
+    ({"loss": "hinge", "dual": True}, "cancer_scaled"),
+    ({"loss": "squared_hinge", "dual": False, "C": 0.1}, "iris"),
+]
+
+
+@pytest.mark.parametrize(("params", "data"), LINEAR_SVC_CASES)
+def test_linear_svc_is_at_the_certified_optimum(params: dict[str, Any], data: str) -> None:
+    X, y = _data(data)
+    tol = 1e-8
+    ours = HingeLinearSVC(**params, tol=tol, tol_rule="gap", max_iter=100_000).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = svm.LinearSVC(**params, tol=1e-10, max_iter=100_000).fit(X, y)
+    assert ours.converged_ and ours.relative_gap_ <= tol
+    assert ours.coef_.shape == theirs.coef_.shape and ours.intercept_.shape == \
+        theirs.intercept_.shape
+    C = params.get("C", 1.0)
+    for k, label in enumerate(ours.classes_ if len(ours.classes_) > 2 else ours.classes_[1:]):
+        signs = np.where(y == label, 1.0, -1.0)
+        mine = _primal_svc(X, signs, ours.coef_[k], ours.intercept_[k], C, params["loss"])
+        ref = _primal_svc(X, signs, theirs.coef_[k], theirs.intercept_[k], C, params["loss"])
+        assert mine <= ref * (1 + tol), (mine, ref)
+    assert np.mean(ours.predict(X) == theirs.predict(X)) >= 0.99
+
+
+@pytest.mark.parametrize(("penalty", "dual"), [("l2", False), ("l2", True), ("l1", False)])
+def test_logistic_regression_is_at_the_certified_optimum(penalty: str, dual: bool) -> None:
+    X, y = _data("cancer_scaled")
+    tol = 1e-8
+    ours = HingeLogisticRegression(penalty=penalty, dual=dual, tol=tol, tol_rule="gap",
+                                   max_iter=10_000).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = LogisticRegression(solver="liblinear", l1_ratio=1.0 if penalty == "l1"
+                                    else 0.0, dual=dual, tol=1e-10, max_iter=10_000).fit(X, y)
+    assert ours.converged_ and ours.relative_gap_ <= tol
+    signs = np.where(y == ours.classes_[1], 1.0, -1.0)
+    mine = _primal_logistic(X, signs, ours.coef_[0], ours.intercept_[0], 1.0, penalty)
+    ref = _primal_logistic(X, signs, theirs.coef_[0], theirs.intercept_[0], 1.0, penalty)
+    assert mine <= ref * (1 + tol), (mine, ref)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-3)
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+
+
+@pytest.mark.parametrize(("loss", "dual"), [("epsilon_insensitive", True),
+                                            ("squared_epsilon_insensitive", True),
+                                            ("squared_epsilon_insensitive", False)])
+def test_linear_svr_is_at_the_certified_optimum(loss: str, dual: bool) -> None:
+    X, y = _data("diabetes")
+    X = StandardScaler().fit_transform(X)
+    y = (y - y.mean()) / y.std()
+    tol, C, epsilon = 1e-8, 1.0, 0.1
+    ours = HingeLinearSVR(loss=loss, dual=dual, C=C, epsilon=epsilon, tol=tol,
+                          tol_rule="gap", max_iter=100_000).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = svm.LinearSVR(loss=loss, dual=dual, C=C, epsilon=epsilon, tol=1e-10,
+                               max_iter=100_000).fit(X, y)
+    assert ours.converged_ and ours.relative_gap_ <= tol
+    assert ours.coef_.shape == theirs.coef_.shape == (X.shape[1],)
+    mine = _primal_svr(X, y, ours.coef_, ours.intercept_[0], C, loss, epsilon)
+    ref = _primal_svr(X, y, theirs.coef_, theirs.intercept_[0], C, loss, epsilon)
+    assert mine <= ref * (1 + tol), (mine, ref)
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(X), atol=1e-2)
+
+
+def test_linear_max_iter_is_a_hard_cap_with_liblinear_s_warning() -> None:
+    X, y = _data("iris")
+    with pytest.warns(Warning, match="Liblinear failed to converge"):
+        ours = HingeLinearSVC(dual=True, max_iter=1).fit(X, y)
+    assert ours.n_iter_ == 1
+    with pytest.warns(Warning, match="Liblinear failed to converge"):
+        crammer = HingeLinearSVC(multi_class="crammer_singer", max_iter=2).fit(X, y)
+    assert crammer.n_iter_ <= 2
+
+
+def test_linear_svc_sparse_fit_and_sparsify() -> None:
+    X, y = _data("iris_sparse")
+    ours = HingeLinearSVC(penalty="l1", dual=False, C=0.05).fit(X, y)
+    theirs = svm.LinearSVC(penalty="l1", dual=False, C=0.05).fit(X, y)
+    assert type(ours.coef_) is type(theirs.coef_)
+    ours.sparsify()
+    assert sp.issparse(ours.coef_)
+    np.testing.assert_array_equal(ours.predict(X), ours.densify().predict(X))
+    with pytest.raises(ValueError, match="Unsupported set of arguments"):
+        HingeLinearSVC(penalty="l1", loss="hinge").fit(X, y)
+
+
+@pytest.mark.parametrize(("name", "params", "data"), [
+    ("SVC", {"C": 1.0}, "iris"),
+    ("SVC", {"C": 2.0, "class_weight": "balanced"}, "wine"),
+    ("SVC", {"C": 1.0}, "cancer_scaled"),
+    ("SVC", {"kernel": "linear", "C": 0.5}, "iris_sparse"),
+])
+def test_probabilities_are_sklearn_s_at_the_same_random_state(name: str,
+                                                              params: dict[str, Any],
+                                                              data: str) -> None:
+    """scikit-learn's Platt folds (its generator, its shuffle), Hinge's fits. (NuSVC's
+    differ: docs/from-sklearn.md.)"""
+    X, y = _data(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # scikit-learn 1.9 deprecates it
+        ours = HINGE[name](**params, probability=True, random_state=3).fit(X, y)
+        theirs = getattr(svm, name)(**params, probability=True, random_state=3).fit(X, y)
+        np.testing.assert_allclose(ours.probA_, theirs.probA_, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(ours.probB_, theirs.probB_, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), rtol=0,
+                               atol=1e-9)
