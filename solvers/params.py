@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from solvers.auto import FORMULATION_LOSSES
-from solvers.auto import FORMULATIONS as AUTO_FORMULATIONS
 from solvers.auto import RULE as AUTO_RULE
 
 Kind = Literal["float", "int", "choice", "class_weight", "str"]
@@ -181,6 +180,8 @@ FORMULATIONS: dict[str, Formulation] = {
         "jointly)", ("C", "class_weight"), None),
 }
 LIBSVM_FORMULATIONS = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
+# the formulations auto trains, by LIBLINEAR's linear solvers (its rule: solvers.auto)
+AUTO_FORMULATIONS = tuple(FORMULATION_LOSSES)
 
 
 def task_of(solver: str, applied: Mapping[str, Any]) -> TaskName:
@@ -255,6 +256,15 @@ class SolverSpec:
     sample_weights: bool = False
     # holds the rows x rows Gram matrix in memory (a job's memory estimate, app.domain.memory)
     dense_gram: bool = False
+    # the warm-up group that compiles its kernels (solvers.train.WARMUP_GROUPS): "linear"
+    # (auto's path, warmed first), "smo" (its own groups) or "other"
+    warmup_group: Literal["linear", "smo", "other"] = "other"
+    # one of the solvers `auto` chooses among (solvers.auto.choose): auto's formulations,
+    # tasks and per-formulation losses are those of its candidates
+    auto_candidate: bool = False
+    # (loss, LIBLINEAR solver_type) its model files name where that is not the usual type
+    # of the formulation, penalty and loss (solvers.formats.liblinear_solver_type)
+    liblinear_types: tuple[tuple[str, str], ...] = ()
 
     @property
     def continues_fits(self) -> bool:
@@ -397,43 +407,15 @@ _SVR_EPSILON = Param("epsilon", "float", 0.1, "Width of the insensitive tube (LI
                      minimum=0.0, maximum=1e12)
 _SEED = Param("seed", "int", 0, "Seed of the random order of the rows; runs with the same "
               "seed are reproducible.", minimum=0, maximum=2**63 - 1)
-# name, formulation, losses, tasks, randomized, description, problem, params, max_iter,
-# unit of max_iter (solvers/linear_tasks.py; certificate: the duality gap at the model)
-_LINEAR_TASK_SOLVERS: tuple[tuple[Any, ...], ...] = (
-    ("crammer_singer", "crammer_singer", ("l1",), ("binary", "multiclass_joint"), True,
-     "Crammer-Singer multi-class SVM by the sequential dual method (Keerthi et al. 2008; "
-     "LIBLINEAR -s 4): one weight vector per class (also for two classes), predicts the "
-     "class of the largest score.", "",
-     (_c_param(), _eps_param(0.1, "Inner rule: the largest sub-problem violation of a "
-                             "sweep <= eps, then the certificate is checked (tightened "
-                             "by 10 while it fails); converged is decided by tol."),
-      *_bias_params(("augment", "none"), "augment"), _class_weight(), _SEED),
-     100_000, "sweeps"),
-    ("linear_svr", "epsilon_svr", ("l1", "l2"), ("single_output",), True,
-     "Linear epsilon-SVR (Ho & Lin 2012): dual coordinate descent with shrinking "
-     "(LIBLINEAR -s 13 l1, -s 12 l2) or, method 'primal' (l2), Newton steps with "
-     "conjugate gradient (-s 11). Predicts the value.",
-     "min_w 1/2||w||^2 + sum_i C_i max(0, |w.x_i - y_i| - epsilon)^p, p = 1 (l1) or 2 (l2)",
-     (_c_param(), _SVR_EPSILON, _loss(("l1", "l2"), "l2"),
-      Param("method", "choice", "dual", "'dual' coordinate descent (l1, l2) or 'primal' "
-            "Newton (l2 only).", choices=("dual", "primal")),
-      _eps_param(0.1, "Inner rule of the dual CD: the sum of the projected-gradient "
-                 "violations of a sweep <= eps times the first sweep's; converged is "
-                 "decided by tol."),
-      *_bias_params(("augment", "none"), "augment"), _SEED),
-     1000, "sweeps (dual) or Newton steps (primal)"),
-    ("linear_one_class", "one_class", ("l1",), ("single_output",), False,
-     "Linear one-class SVM (LIBLINEAR -s 21, 2.42+): pair updates of the most violating "
-     "pairs; +1 inlier, -1 outlier.",
-     "min_{w,rho} 1/2||w||^2 - rho nu sum_i U_i + sum_i U_i max(0, rho - w.x_i), U_i the "
-     "sample weight",
-     (Param("nu", "float", 0.5, "Upper bound on the fraction of outliers, lower bound on "
-            "the fraction of support vectors (LIBLINEAR -n).", minimum=0.0,
-            exclusive_minimum=True, maximum=1.0),
-      _eps_param(0.01, "Inner rule: max -G over I_up minus min -G over I_low < eps; "
-                 "converged is decided by tol.")),
-     1000, "outer iterations"),
-)
+
+
+def _task_params(formulation: str, params: tuple[Param, ...], max_iter: int, unit: str
+                 ) -> tuple[Param, ...]:
+    """The parameters of a solver of solvers/linear_tasks.py (one formulation each;
+    certificate: the duality gap at the model)."""
+    return (Param("formulation", "choice", formulation, f"The problem: {formulation}.",
+                  choices=(formulation,)), *params, _tol_param(), *_limits(max_iter, unit))
+
 
 SOLVERS: dict[str, SolverSpec] = {
     "dcd": SolverSpec(
@@ -441,6 +423,7 @@ SOLVERS: dict[str, SolverSpec] = {
         module="solvers.dcd",
         kind="linear",
         warm_start="dual", fallback=_DUAL_CD_FALLBACK, randomized=True, scale_sensitive=True,
+        warmup_group="linear", auto_candidate=True,
         description="Dual coordinate descent with random permutation and shrinking "
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
@@ -452,6 +435,7 @@ SOLVERS: dict[str, SolverSpec] = {
         module="solvers.tron",
         kind="linear",
         losses=("l2", "logistic"), warm_start="primal", sample_weights=True,
+        warmup_group="linear", auto_candidate=True,
         fallback=(Step(on=("max_iter", "stalled"), target="newton", losses=("l2", "logistic"),
                        size="few_weights", note="; few weights: exact Newton steps"),
                   Step(on=("converged",))),
@@ -488,6 +472,7 @@ SOLVERS: dict[str, SolverSpec] = {
         module="solvers.dense_newton",
         kind="linear",
         losses=("l2", "logistic"), warm_start="primal", sample_weights=True,
+        warmup_group="linear", auto_candidate=True,
         description="Newton's method on the primal with the Newton system solved exactly "
         "(dense Cholesky; Keerthi & DeCoste 2005): for at most 2000 weights (features + "
         "bias). Indifferent to feature scaling where TRON's conjugate gradient stalls "
@@ -508,7 +493,7 @@ SOLVERS: dict[str, SolverSpec] = {
         name="gram",
         module="solvers.gram",
         kind="linear",
-        dense_gram=True,
+        dense_gram=True, warmup_group="linear", auto_candidate=True,
         description="Primal-dual interior-point method (Mehrotra predictor-corrector) on "
         "the SVM dual with the full Gram matrix in memory: for at most 5000 examples (n^2 "
         "doubles, 200 MB at 5000, plus one copy per Cholesky). Each iteration solves one "
@@ -549,7 +534,7 @@ SOLVERS: dict[str, SolverSpec] = {
         name="ocas",
         module="solvers.ocas",
         kind="linear",
-        losses=("l1",), warm_start="primal",
+        losses=("l1",), warm_start="primal", warmup_group="linear", auto_candidate=True,
         fallback=(Step(on=("max_iter", "stalled"), target="gram", size="few_rows",
                        note="; few examples: interior point on the dual's Gram matrix"),
                   Step(on=("converged", "stalled"))),
@@ -620,7 +605,8 @@ SOLVERS: dict[str, SolverSpec] = {
         module="solvers.logistic_dual",
         kind="linear",
         losses=("logistic",), warm_start="dual", randomized=True, scale_sensitive=True,
-        sample_weights=True,
+        sample_weights=True, auto_candidate=True,
+        liblinear_types=(("logistic", "L2R_LR_DUAL"),),  # LIBLINEAR -s 7
         fallback=(Step(on=("converged",)),
                   Step(target="tron", losses=("logistic",), note=_GAP_NOTE)),
         description="Dual coordinate descent for L2-regularised logistic regression (Yu, "
@@ -641,6 +627,7 @@ SOLVERS: dict[str, SolverSpec] = {
         kind="linear",
         losses=(L1R_PREFIX + "l2", L1R_PREFIX + "logistic"), warm_start="primal",
         randomized=True, sample_weights=True, fallback=(Step(on=("converged",)),),
+        auto_candidate=True,
         description="L1-regularised linear classification for sparse models: coordinate "
         "descent with a line search for the L2-loss SVM (Chang, Hsieh & Lin 2008; LIBLINEAR "
         "-s 5) and newGLMNET for logistic regression (Yuan, Ho & Lin 2012; LIBLINEAR -s "
@@ -671,8 +658,9 @@ SOLVERS: dict[str, SolverSpec] = {
         kind="linear",
         # its choice continues from an earlier fit's dual point when it is a dual CD
         warm_start="dual", randomized=True, chooses=True, sample_weights=True,
-        formulations=AUTO_FORMULATIONS,
-        tasks=(*LINEAR_TASKS, "multiclass_joint", "single_output"),
+        warmup_group="linear",
+        formulations=AUTO_FORMULATIONS,  # its candidates' (a test ties them)
+        tasks=(),  # its candidates' (below)
         description="The default for linear jobs: " + AUTO_RULE,
         problem="min_w R(w) + sum_i C_i loss(y_i w.x_i), R = 1/2||w||^2 (penalty l2) or "
         "||w||_1 (l1), loss = hinge (l1), squared hinge (l2) or logistic (formulation "
@@ -711,7 +699,7 @@ SOLVERS: dict[str, SolverSpec] = {
         kind="kernel",
         losses=("l1",), tasks=("binary", "multiclass_ovo", "multiclass_ovr"),
         certificate="kkt", warm_start="state", scale_sensitive=True,
-        formulations=LIBSVM_FORMULATIONS, sample_weights=True,
+        formulations=LIBSVM_FORMULATIONS, sample_weights=True, warmup_group="smo",
         description="Sequential minimal optimization for kernel SVMs (Platt 1998) with "
         "second-order working-set selection, shrinking and a kernel cache; LIBSVM's C-SVC, "
         "nu-SVC, one-class SVM, epsilon-SVR and nu-SVR (Solver_NU for the nu variants).",
@@ -749,17 +737,67 @@ SOLVERS: dict[str, SolverSpec] = {
             _threads(),
         ),
     ),
-    **{name: SolverSpec(
-        name=name, module="solvers.linear_tasks", kind="linear", losses=losses,
-        tasks=tasks, formulations=(formulation,), sample_weights=True, randomized=randomized,
-        description=description, problem=FORMULATIONS[formulation].problem if formulation
-        == "crammer_singer" else problem, params=(
-            Param("formulation", "choice", formulation, f"The problem: {formulation}.",
-                  choices=(formulation,)), *params,
-            _tol_param(), *_limits(max_iter, unit)))
-       for name, formulation, losses, tasks, randomized, description, problem, params,
-       max_iter, unit in _LINEAR_TASK_SOLVERS},
+    "crammer_singer": SolverSpec(
+        name="crammer_singer",
+        module="solvers.linear_tasks",
+        kind="linear",
+        losses=("l1",), tasks=("binary", "multiclass_joint"), randomized=True,
+        formulations=("crammer_singer",), sample_weights=True, auto_candidate=True,
+        description="Crammer-Singer multi-class SVM by the sequential dual method (Keerthi "
+        "et al. 2008; LIBLINEAR -s 4): one weight vector per class (also for two classes), "
+        "predicts the class of the largest score.",
+        problem=FORMULATIONS["crammer_singer"].problem,
+        params=_task_params("crammer_singer", (
+            _c_param(),
+            _eps_param(0.1, "Inner rule: the largest sub-problem violation of a sweep <= "
+                       "eps, then the certificate is checked (tightened by 10 while it "
+                       "fails); converged is decided by tol."),
+            *_bias_params(("augment", "none"), "augment"), _class_weight(), _SEED),
+            100_000, "sweeps"),
+    ),
+    "linear_svr": SolverSpec(
+        name="linear_svr",
+        module="solvers.linear_tasks",
+        kind="linear",
+        losses=("l1", "l2"), tasks=("single_output",), randomized=True,
+        formulations=("epsilon_svr",), sample_weights=True, auto_candidate=True,
+        description="Linear epsilon-SVR (Ho & Lin 2012): dual coordinate descent with "
+        "shrinking (LIBLINEAR -s 13 l1, -s 12 l2) or, method 'primal' (l2), Newton steps "
+        "with conjugate gradient (-s 11). Predicts the value.",
+        problem="min_w 1/2||w||^2 + sum_i C_i max(0, |w.x_i - y_i| - epsilon)^p, p = 1 (l1) "
+        "or 2 (l2)",
+        params=_task_params("epsilon_svr", (
+            _c_param(), _SVR_EPSILON, _loss(("l1", "l2"), "l2"),
+            Param("method", "choice", "dual", "'dual' coordinate descent (l1, l2) or "
+                  "'primal' Newton (l2 only).", choices=("dual", "primal")),
+            _eps_param(0.1, "Inner rule of the dual CD: the sum of the projected-gradient "
+                       "violations of a sweep <= eps times the first sweep's; converged is "
+                       "decided by tol."),
+            *_bias_params(("augment", "none"), "augment"), _SEED),
+            1000, "sweeps (dual) or Newton steps (primal)"),
+    ),
+    "linear_one_class": SolverSpec(
+        name="linear_one_class",
+        module="solvers.linear_tasks",
+        kind="linear",
+        losses=("l1",), tasks=("single_output",),
+        formulations=("one_class",), sample_weights=True, auto_candidate=True,
+        description="Linear one-class SVM (LIBLINEAR -s 21, 2.42+): pair updates of the "
+        "most violating pairs; +1 inlier, -1 outlier.",
+        problem="min_{w,rho} 1/2||w||^2 - rho nu sum_i U_i + sum_i U_i max(0, rho - w.x_i), "
+        "U_i the sample weight",
+        params=_task_params("one_class", (
+            Param("nu", "float", 0.5, "Upper bound on the fraction of outliers, lower bound "
+                  "on the fraction of support vectors (LIBLINEAR -n).", minimum=0.0,
+                  exclusive_minimum=True, maximum=1.0),
+            _eps_param(0.01, "Inner rule: max -G over I_up minus min -G over I_low < eps; "
+                       "converged is decided by tol.")),
+            1000, "outer iterations"),
+    ),
 }
+# auto trains the tasks of the solvers it chooses among
+SOLVERS["auto"] = replace(SOLVERS["auto"], tasks=tuple(dict.fromkeys(
+    task for spec in SOLVERS.values() if spec.auto_candidate for task in spec.tasks)))
 
 # -- the workflow: scaling and probabilities, valid for every solver ---------------------
 # (applied around the solver's fit by solvers/workflow.py)

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from solvers import workflow
-from solvers.auto import DataShape, choose, settings
+from solvers.auto import DataShape, choose
 from solvers.backbone import (
     PROGRESS_INTERVAL_S,
     BinarySolution,
@@ -251,17 +251,17 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
     X = data.X
     shape = DataShape(X.n_rows, X.n_features, int(X.data.shape[0]),
                       float(np.max(np.abs(X.data))) if X.data.shape[0] else 0.0)
-    chosen, reason = choose(shape, applied["loss"], float(applied["C"]), applied["bias"],
-                            applied.get("penalty", "l2"), applied.get("formulation", "c_svc"))
+    chosen, reason, chosen_settings = choose(
+        shape, applied["loss"], float(applied["C"]), applied["bias"],
+        applied.get("penalty", "l2"), applied.get("formulation", "c_svc"))
     accepted = {p.name for p in SOLVERS[chosen].params}
     given = {key: value for key, value in applied.items()
              if key in accepted and not (key == "max_iter" and value is None)
              and not (key == "seed" and not SOLVERS[chosen].randomized)}
-    chosen_settings = settings(shape, chosen, applied["loss"], float(applied["C"]))
     given = {**chosen_settings, **given}
     record: dict[str, Any] = {"chosen": chosen, "reason": reason}
     if chosen_settings:
-        record["settings"] = chosen_settings
+        record["settings"] = dict(chosen_settings)
     return chosen, validate_params(chosen, given), record
 
 
@@ -403,14 +403,18 @@ def _intercept(solution: BinarySolution, w: np.ndarray, bias_scale: float,
 # Entry points to warm: a solver's fits, "<solver>:<part>" its warm_<part>_kernels, "workflow"
 # (scaling, calibration), "parser" (the svmlight parser: the API's first upload, which a
 # helper compiles first, so that the API loads it from the cache rather than compiling it).
+# A solver's group is its registry entry's warmup_group; SMO's parts have groups of their own.
+def _solvers_of(group: str) -> tuple[str, ...]:
+    return tuple(name for name, spec in SOLVERS.items() if spec.warmup_group == group)
+
+
 WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
-    "linear": ("margins", "dcd", "tron", "ocas", "newton", "gram", "auto"),
+    "linear": ("margins", *_solvers_of("linear")),
     "parser": ("parser",),
-    "smo": ("smo",),
+    "smo": _solvers_of("smo"),
     "smo-parallel": ("smo:rare",),
     "smo-formulations": ("smo:formulation",),
-    "other": ("acf", "alm", "pegasos", "logistic_dcd", "l1_cd", "crammer_singer", "linear_svr",
-              "linear_one_class", "workflow"),
+    "other": (*_solvers_of("other"), "workflow"),
 }
 # What `auto` (the job default) and `smo` use: a worker reports ready once these are loaded.
 PRIORITY_GROUPS: tuple[str, ...] = ("linear", "smo", "smo-parallel")
