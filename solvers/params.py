@@ -803,7 +803,7 @@ SOLVERS["auto"] = replace(SOLVERS["auto"], tasks=tuple(dict.fromkeys(
 # (applied around the solver's fit by solvers/workflow.py)
 
 SCALE_METHODS = ("none", "minmax", "maxabs", "standard")
-STANDARD_MIN_DENSITY = 0.5  # solvers.scaling refuses `standard` below it (a test ties them)
+STANDARD_MIN_DENSITY = 0.5  # solvers.scaling refuses `standard` below it (imports it)
 WORKFLOW_PARAMS: tuple[Param, ...] = (
     Param("scale", "choice", "none",
           "Feature scaling fitted on the training rows and stored with the model (applied "

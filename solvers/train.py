@@ -493,15 +493,15 @@ def _warm_entry(entry: str) -> None:
 
 
 def cache_fingerprint() -> str:
-    """What the kernels in the cache were compiled from: Numba's and Python's versions and
-    every solvers source file's size and mtime (what Numba's own cache checks)."""
+    """What the kernels in the cache were compiled from: Numba's and Python's versions,
+    the machine and the solvers' sources (`solvers.sources_digest`, the digest that also
+    names the cache's folder: one fingerprint of the sources)."""
     import numba
 
-    root = Path(__file__).parent
-    parts = [numba.__version__, platform.python_version(), platform.machine()]
-    for path in sorted(root.rglob("*.py")):
-        stat = path.stat()
-        parts.append(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}")
+    from solvers import sources_digest
+
+    parts = [numba.__version__, platform.python_version(), platform.machine(),
+             sources_digest()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

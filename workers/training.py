@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.domain.job_result import JobResult
 from app.domain.lifecycle import Failed
 from app.domain.memory import estimate_fit_bytes, refusal
 from app.domain.orm import Model, new_id
@@ -460,4 +461,5 @@ def _summary(result: FitResult, train_accuracy: float | None,
             summary["violation"] = _plain(result.per_output[0]["violation"])
     if result.warnings:  # e.g. unscaled features for a scale-sensitive solver
         summary["warnings"] = list(result.warnings)
-    return summary
+    # through the API's type: what is stored is what GET /v1/jobs/{id} answers
+    return JobResult.model_validate(summary).model_dump(exclude_unset=True)

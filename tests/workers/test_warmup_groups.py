@@ -81,3 +81,16 @@ def test_helpers_share_the_cores_of_a_worker_process() -> None:
     assert compiler_count(Settings(worker_concurrency=2), cores=2) == 1  # at least one
     assert compiler_count(Settings(worker_concurrency=1), cores=4) == 3
     assert compiler_count(Settings(worker_concurrency=1), cores=64) == groups - 1
+
+
+def test_the_complete_marker_follows_the_digest_that_names_the_cache(
+        warmed: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One fingerprint of the sources: the contents' digest (solvers.sources_digest),
+    which also names the cache's folder; a change of contents outdates the marker."""
+    import solvers
+
+    monkeypatch.setattr(solvers, "sources_digest", lambda: "contents-a")
+    train.warmup()
+    assert train.cache_is_complete()
+    monkeypatch.setattr(solvers, "sources_digest", lambda: "contents-b")
+    assert not train.cache_is_complete()
