@@ -14,12 +14,10 @@ VERSIONS = REPO / "migrations" / "versions"
 
 def revision_of(source: str) -> str:
     for node in ast.parse(source).body:
-        if isinstance(node, ast.AnnAssign):
-            target, value = node.target, node.value
-        elif isinstance(node, ast.Assign):
-            target, value = node.targets[0], node.value
-        else:
+        if not isinstance(node, ast.AnnAssign | ast.Assign):
             continue
+        value = node.value
+        target: ast.expr = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
         if isinstance(target, ast.Name) and target.id == "revision":
             assert isinstance(value, ast.Constant)
             return str(value.value)
