@@ -72,16 +72,15 @@ from app.domain.search_space import (
     points_count,
 )
 from app.domain.services.jobs import (
-    _check_dataset,
-    _check_queue_caps,
-    add_event,
-    history_entry,
+    check_dataset,
+    check_queue_caps,
+    queue,
     validated_params,
 )
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
 from app.domain.services.owned import get_owned
 from app.domain.tasks import REGRESSION_METRICS
-from app.infra.queue import SEARCH_TASK, TRAIN_TASK
+from app.infra.queue import SEARCH_TASK
 from app.settings import Settings
 from solvers.params import label_key, task_of
 
@@ -241,13 +240,13 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
     folds = 1 if holdout else spec.cv.folds  # type: ignore[union-attr]
     points = _points(spec, settings, folds)
     lock_submissions(session)
-    _check_queue_caps(session, settings, tenant_id)
+    check_queue_caps(session, settings, tenant_id)
     _check_active_searches(session, settings, tenant_id)
     dataset = lock_dataset(session, tenant_id, spec.dataset_id)
     job = JobCreate(dataset_id=spec.dataset_id, solver=spec.solver, params={})
     for point in points:
-        _check_dataset(job, point["params"], dataset)
-    assert dataset is not None  # _check_dataset refused a missing one
+        check_dataset(job, point["params"], dataset)
+    assert dataset is not None  # check_dataset refused a missing one
     _check_metric(spec, points, dataset)
     holdout_dataset = _check_holdout(session, tenant_id, spec, dataset)
     if not holdout and min(dataset.class_counts.values(), default=1) < 1:
@@ -533,11 +532,9 @@ def record(session: Session, settings: Settings, claim: TaskClaim,
     if search.done < search.total:
         result = Recorded(True, None, tuple(_next_round(session, search)))
     else:
-        result = Recorded(True, _complete(session, search, claim.task_id))
+        result = Recorded(True, _complete(session, settings, search, claim.task_id))
     for task_id in result.task_ids:
         outbox.post(session, settings, SEARCH_TASK, task_id)
-    if result.refit_job_id is not None:
-        outbox.post(session, settings, TRAIN_TASK, result.refit_job_id)
     return result
 
 
@@ -593,9 +590,10 @@ def _next_round(session: Session, search: Search) -> list[str]:
     return [task.id for task in tasks]
 
 
-def _complete(session: Session, search: Search, task_id: str) -> str | None:
+def _complete(session: Session, settings: Settings, search: Search, task_id: str
+              ) -> str | None:
     """Every fit is in: the best point, the search succeeded, and the refit job queued in
-    the same transaction (its id returned)."""
+    the same transaction (its id returned; jobs.queue posts its message)."""
     final = _final_round(search)
     best = best_point([p for p in point_table(session, search) if p["round"] == final],
                       search.spec["metric"], search.spec.get("select", "best"))
@@ -605,17 +603,8 @@ def _complete(session: Session, search: Search, task_id: str) -> str | None:
         return None
     refit_job_id = None
     if search.spec.get("refit", True) and search.dataset_id is not None:
-        now = utcnow()
-        job = Job(id=new_id(), tenant_id=search.tenant_id, dataset_id=search.dataset_id,
-                  solver=search.solver, params=best["params"],
-                  task=task_of(search.solver, best["params"]), status=QUEUED, attempt=0,
-                  cancel_requested=False, created_at=now, queued_at=now,
-                  status_history=[history_entry(QUEUED, now, search_id=search.id)])
-        session.add(job)
-        session.flush()
-        add_event(session, job.id, "status", {"status": QUEUED.value, "at": now.isoformat(),
-                                              "search_id": search.id})
-        refit_job_id = job.id
+        refit_job_id = queue(session, settings, search.tenant_id, search.dataset_id,
+                             search.solver, best["params"], search_id=search.id).id
     _end_search(session, search.id, SUCCEEDED, except_task=task_id, best=best,
                 refit_job_id=refit_job_id)
     return refit_job_id
