@@ -77,7 +77,7 @@ from app.domain.services.jobs import (
     validated_params,
 )
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
-from app.domain.services.search_results import (  # reading a search (re-exported)
+from app.domain.services.search_results import (
     LOWER_IS_BETTER,
     _rounds,
     _simplicity,
@@ -85,6 +85,12 @@ from app.domain.services.search_results import (  # reading a search (re-exporte
     get_search,
     point_table,
 )
+
+# reading a search lives in search_results; the routes find it here too
+from app.domain.services.search_results import count_searches as count_searches
+from app.domain.services.search_results import list_searches as list_searches
+from app.domain.services.search_results import refit_model_id as refit_model_id
+from app.domain.services.search_results import round_table as round_table
 from app.domain.tasks import REGRESSION_METRICS
 from app.infra.queue import SEARCH_TASK
 from app.settings import Settings
