@@ -15,7 +15,7 @@ COPY migrations ./migrations
 # install (testkit/runtime_venv.py: `pip install .` of the files copied above, no extras,
 # then this warm-up) and run it on every documented deployment: keep the two in step.
 RUN pip install . && useradd --create-home --uid 1000 hinge && mkdir -p /data \
-    && python -c "from solvers.train import warmup; print(f'kernels compiled in {warmup():.0f} s')" \
+    && python -c "from solvers.warmup import warmup; print(f'kernels compiled in {warmup():.0f} s')" \
     && chown -R hinge /data "$NUMBA_CACHE_DIR"
 USER hinge
 EXPOSE 8000

@@ -207,7 +207,7 @@ def write_report(results: list[dict[str, Any]], quick: bool, busy: bool,
 
 def main(quick: bool = False, reps: int | None = None, busy: bool = True,
          only: list[str] | None = None) -> list[dict[str, Any]]:
-    from solvers.train import PRIORITY_GROUPS, warmup
+    from solvers.warmup import PRIORITY_GROUPS, warmup
 
     warmup(PRIORITY_GROUPS)  # smo, its parallel loops, tron
     reps = reps or (smaller(5, 1) if quick else 7)

@@ -103,7 +103,7 @@ def worker(spec_path: str) -> None:
     result: dict[str, Any] = {}
     if engine.startswith("hinge"):
         from solvers import fit
-        from solvers.train import warmup
+        from solvers.warmup import warmup
 
         warmup()
         started = time.perf_counter()

@@ -131,7 +131,7 @@ def worker(spec_path: str) -> None:
         X, y = linear_data(quick)
         result["data"] = f"generated {X.shape[0]:,} x {X.shape[1]:,}, {X.nnz:,} nnz"
         from solvers import fit
-        from solvers.train import warmup
+        from solvers.warmup import warmup
 
         warmup(("linear",))
         # dcd has no threads (issue 30: its parallel version is still to come)
@@ -151,7 +151,7 @@ def worker(spec_path: str) -> None:
     gamma = 1.0 / X.shape[1]
     if engine == "hinge":
         from solvers import fit
-        from solvers.train import warmup
+        from solvers.warmup import warmup
 
         warmup(("smo", "smo-parallel"))
         started = time.perf_counter()

@@ -53,7 +53,8 @@ from solvers.backbone import ProgressMonitor
 from solvers.inputs import as_csr_arrays
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import validate_params
-from solvers.train import solver_module, warmup
+from solvers.train import solver_module
+from solvers.warmup import warmup
 
 RESULTS = results_dir()
 TARGETS = (1e-2, 1e-3)

@@ -123,11 +123,11 @@ def prime_numba_cache() -> float:
     measured worker starts. Returns the seconds it took.
     """
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", "from solvers.train import warmup; warmup()"],
+    done = subprocess.run([sys.executable, "-c", "from solvers.warmup import warmup; warmup()"],
                           cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
                           capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
-        raise RuntimeError(f"solvers.train.warmup() failed: {done.stderr.strip()[-1500:]}")
+        raise RuntimeError(f"solvers.warmup.warmup() failed: {done.stderr.strip()[-1500:]}")
     return time.perf_counter() - started
 
 

@@ -176,7 +176,7 @@ def compile_times() -> dict[str, float]:
     """Cold compile (empty Numba cache) and cache load of every SMO/prediction kernel, each
     in a fresh interpreter."""
     code = ("import time; t = time.perf_counter(); import solvers.smo; "
-            "i = time.perf_counter() - t; from solvers.train import warmup; w = warmup(); "
+            "i = time.perf_counter() - t; from solvers.warmup import warmup; w = warmup(); "
             "print(i, w)")
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as cache:
@@ -361,7 +361,7 @@ def write_markdown(results: list[dict[str, Any]], rows: list[dict[str, Any]], re
             f"{t['scatter 1t'] / r['libsvm_throughput']:.1f} |")
     if compile_s:
         lines += ["", f"Compilation (excluded above): importing solvers.smo takes "
-                  f"{compile_s['import_cold']:.2f} s; `solvers.train.warmup()` (every "
+                  f"{compile_s['import_cold']:.2f} s; `solvers.warmup.warmup()` (every "
                   f"solver and prediction kernel, SMO's parallel variants included) takes "
                   f"{compile_s['warmup_cold']:.1f} s with an empty Numba cache and "
                   f"{compile_s['warmup_cached']:.2f} s loading the cache."]
@@ -401,7 +401,7 @@ def _versions() -> str:
 
 def main(quick: bool = False, reps: int = 2, datasets: tuple[str, ...] | None = None,
          output: Path = RESULTS) -> list[dict[str, Any]]:
-    from solvers.train import warmup
+    from solvers.warmup import warmup
 
     load_start = os.getloadavg()[0]
     compile_s = None if quick else compile_times()

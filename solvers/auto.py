@@ -8,6 +8,8 @@ solvers/continuation.py, and records {"chosen", "reason"} in the result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 # thresholds of the rule (checked against the benchmark: bench/auto_bench.py)
@@ -50,9 +52,9 @@ RULE = (
     f"unscaled, or low-dimensional (d <= {LOW_DIMENSIONAL}) with n >= d, else by its dual "
     "CD (-s 12). The choice and its reason are recorded in the result's 'auto'."
 )
-# the formulations auto trains (solvers.params.FORMULATIONS), by LIBLINEAR's linear solvers
-FORMULATIONS = ("c_svc", "crammer_singer", "epsilon_svr", "one_class")
-# the losses a formulation of auto takes; None: its own loss, no choice
+# the formulations auto trains (solvers.params.FORMULATIONS), by LIBLINEAR's linear
+# solvers, and the losses each takes; None: its own loss, no choice. The registry's
+# candidates of auto (SolverSpec.auto_candidate) train exactly these (a test ties them).
 FORMULATION_LOSSES: dict[str, tuple[str, ...] | None] = {
     "c_svc": ("l1", "l2", "logistic"), "crammer_singer": None,
     "epsilon_svr": ("l1", "l2"), "one_class": None}
@@ -89,87 +91,92 @@ def svr_primal(shape: DataShape, C: float) -> bool:
             or (shape.d <= LOW_DIMENSIONAL and shape.n >= shape.d))
 
 
+class Choice(NamedTuple):
+    """auto's choice for one linear fit: the solver, why, and the parameters auto sets for
+    it unless the fit gives them (the SVR's method, a sweep limit of the dual CD)."""
+
+    solver: str
+    reason: str
+    settings: Mapping[str, int | str] = MappingProxyType({})
+
+
 def choose(shape: DataShape, loss: str, C: float, bias: str | None,
-           penalty: str = "l2", formulation: str = "c_svc") -> tuple[str, str]:
-    """(solver, reason) for one linear fit; `bias` does not change the choice today."""
+           penalty: str = "l2", formulation: str = "c_svc") -> Choice:
+    """auto's Choice for one linear fit; `bias` does not change the choice today.
+
+    The settings: the dual CD on unscaled data gets a sweep limit. Not sparse and
+    high-dimensional: DUAL_CD_SWEEPS (its w only warm-starts ocas there; 1000 sweeps cost
+    more than they save). Sparse and high-dimensional (news20), where a sweep is cheap and
+    the dual CD certifies most outputs by itself: l2 keeps dcd's 1000 sweeps before tron
+    (LIBLINEAR's -s 1 limit; after 300, tron from its w still ended two outputs at
+    max_iter); l1 gets SPARSE_L1_SWEEPS (news20, 20 outputs: at 300 sweeps at least five
+    went to ocas, 34-75 s CPU each; at 1000 at least four; at 5000 two, 33 and 37 s, the
+    other 18 certified by the dual CD itself within 2449 sweeps, 14 s CPU for all 18).
+    linear_svr: its method, 'primal' (-s 11) or 'dual' (-s 12, 13)."""
     facts = (f"n={shape.n}, d={shape.d}, density={shape.density:.3g}, "
              f"max|x|={shape.max_abs:.3g}, loss={loss}, C={C:g}")
     if formulation == "crammer_singer":
-        return "crammer_singer", ("formulation crammer_singer: one weight vector per class "
-                                  "trained jointly (LIBLINEAR -s 4)")
+        return Choice("crammer_singer", "formulation crammer_singer: one weight vector per "
+                      "class trained jointly (LIBLINEAR -s 4)")
     if formulation == "one_class":
-        return "linear_one_class", ("formulation one_class: the linear one-class SVM "
-                                    "(LIBLINEAR -s 21)")
+        return Choice("linear_one_class", "formulation one_class: the linear one-class SVM "
+                      "(LIBLINEAR -s 21)")
     if formulation == "epsilon_svr":
         if loss == "l1":
-            return "linear_svr", (f"epsilon_svr, loss l1 ({facts}): dual coordinate "
-                                  "descent (LIBLINEAR -s 13)")
+            return Choice("linear_svr", f"epsilon_svr, loss l1 ({facts}): dual coordinate "
+                          "descent (LIBLINEAR -s 13)", {"method": "dual"})
         if svr_primal(shape, C):
-            return "linear_svr", (f"epsilon_svr, loss l2, large C, unscaled or few features "
-                                  f"({facts}): Newton on the primal (LIBLINEAR -s 11)")
-        return "linear_svr", (f"epsilon_svr, loss l2, high-dimensional and scaled ({facts}): "
-                              "dual coordinate descent (LIBLINEAR -s 12)")
+            return Choice("linear_svr", f"epsilon_svr, loss l2, large C, unscaled or few "
+                          f"features ({facts}): Newton on the primal (LIBLINEAR -s 11)",
+                          {"method": "primal"})
+        return Choice("linear_svr", f"epsilon_svr, loss l2, high-dimensional and scaled "
+                      f"({facts}): dual coordinate descent (LIBLINEAR -s 12)",
+                      {"method": "dual"})
     if penalty == "l1":
-        return "l1_cd", (f"penalty l1 ({facts}): coordinate descent for the sparse model "
-                         f"(LIBLINEAR -s {5 if loss == 'l2' else 6})")
+        return Choice("l1_cd", f"penalty l1 ({facts}): coordinate descent for the sparse "
+                      f"model (LIBLINEAR -s {5 if loss == 'l2' else 6})")
     if loss == "logistic":
         return _choose_logistic(shape, C, facts)
     if shape.max_abs > UNSCALED:
         if gram_suits(shape.n, shape.d):
-            return "gram", (f"unscaled features, few examples and wide ({facts}): gram, an "
-                            "interior-point method on the dual, indifferent to scaling")
+            return Choice("gram", f"unscaled features, few examples and wide ({facts}): "
+                          "gram, an interior-point method on the dual, indifferent to "
+                          "scaling")
         if loss == "l2" and shape.d + 1 <= NEWTON_MAX_WEIGHTS:
-            return "newton", (f"unscaled features, few weights ({facts}): exact Newton "
-                              "steps, indifferent to scaling")
+            return Choice("newton", f"unscaled features, few weights ({facts}): exact "
+                          "Newton steps, indifferent to scaling")
         if loss in ("l1", "l2") and sparse_high_dimensional(shape):
             follow = "tron" if loss == "l2" else "ocas"
-            return "dcd", (f"unscaled features, high-dimensional and sparse ({facts}): dcd, "
-                           f"then {follow} from its w if not certified")
+            return Choice("dcd", f"unscaled features, high-dimensional and sparse ({facts}): "
+                          f"dcd, then {follow} from its w if not certified",
+                          {"max_iter": SPARSE_L1_SWEEPS} if loss == "l1" else {})
         if loss == "l2":
-            return "tron", f"unscaled features ({facts}): the dual CD stalls, tron does not"
+            return Choice("tron", f"unscaled features ({facts}): the dual CD stalls, tron "
+                          "does not")
         if shape.n <= GRAM_MAX_ROWS:
-            return "ocas", f"unscaled features, few examples ({facts}): cutting planes"
-        return "dcd", (f"unscaled features ({facts}): dcd for at most {DUAL_CD_SWEEPS} "
-                       "sweeps, then ocas from its w")
+            return Choice("ocas", f"unscaled features, few examples ({facts}): cutting "
+                          "planes")
+        return Choice("dcd", f"unscaled features ({facts}): dcd for at most "
+                      f"{DUAL_CD_SWEEPS} sweeps, then ocas from its w",
+                      {"max_iter": DUAL_CD_SWEEPS})
     primal = "tron" if loss == "l2" else "ocas"
     if C >= LARGE_C:
-        return primal, f"large C ({facts}): the dual CD needs many sweeps"
+        return Choice(primal, f"large C ({facts}): the dual CD needs many sweeps")
     if shape.d <= LOW_DIMENSIONAL and shape.n >= shape.d:
-        return primal, f"low-dimensional, more examples than features ({facts})"
-    return "dcd", f"high-dimensional, scaled ({facts})"
+        return Choice(primal, f"low-dimensional, more examples than features ({facts})")
+    return Choice("dcd", f"high-dimensional, scaled ({facts})")
 
 
-def _choose_logistic(shape: DataShape, C: float, facts: str) -> tuple[str, str]:
+def _choose_logistic(shape: DataShape, C: float, facts: str) -> Choice:
     """L2-regularised logistic regression: Newton on the primal, or the dual CD on
     scaled text-like data (Yu, Huang & Lin 2011: the dual CD is fastest there)."""
     if shape.max_abs > UNSCALED:
         if shape.d + 1 <= NEWTON_MAX_WEIGHTS:
-            return "newton", (f"logistic, unscaled features, few weights ({facts}): exact "
-                              "Newton steps")
-        return "tron", f"logistic, unscaled features ({facts}): Newton on the primal"
+            return Choice("newton", f"logistic, unscaled features, few weights ({facts}): "
+                          "exact Newton steps")
+        return Choice("tron", f"logistic, unscaled features ({facts}): Newton on the primal")
     if sparse_high_dimensional(shape) and C < LARGE_C:
-        return "logistic_dcd", (f"logistic, high-dimensional and sparse, scaled ({facts}): "
-                                "dual coordinate descent, then tron from its w if not "
-                                "certified")
-    return "tron", f"logistic ({facts}): Newton on the primal (LIBLINEAR -s 0)"
-
-
-def settings(shape: DataShape, chosen: str, loss: str, C: float = 1.0
-             ) -> dict[str, int | str]:
-    """Parameters auto sets for its choice unless the fit gives them: the sweep limit of
-    dcd on unscaled data. Not sparse and high-dimensional: DUAL_CD_SWEEPS (its w only
-    warm-starts ocas there; 1000 sweeps cost more than they save). Sparse and
-    high-dimensional (news20), where a sweep is cheap and the dual CD certifies most
-    outputs by itself: l2 keeps dcd's 1000 sweeps before tron (LIBLINEAR's -s 1 limit;
-    after 300, tron from its w still ended two outputs at max_iter); l1 gets
-    SPARSE_L1_SWEEPS (news20, 20 outputs: at 300 sweeps at least five went to ocas,
-    34-75 s CPU each; at 1000 at least four; at 5000 two, 33 and 37 s, the other 18
-    certified by the dual CD itself within 2449 sweeps, 14 s CPU for all 18). linear_svr:
-    its method, 'primal' (-s 11) or 'dual' (-s 12, 13), as `choose` said."""
-    if chosen == "linear_svr":
-        return {"method": "primal" if loss == "l2" and svr_primal(shape, C) else "dual"}
-    if chosen != "dcd" or shape.max_abs <= UNSCALED:
-        return {}
-    if not sparse_high_dimensional(shape):
-        return {"max_iter": DUAL_CD_SWEEPS}
-    return {"max_iter": SPARSE_L1_SWEEPS} if loss == "l1" else {}
+        return Choice("logistic_dcd", f"logistic, high-dimensional and sparse, scaled "
+                      f"({facts}): dual coordinate descent, then tron from its w if not "
+                      "certified")
+    return Choice("tron", f"logistic ({facts}): Newton on the primal (LIBLINEAR -s 0)")

@@ -47,13 +47,12 @@ import numpy as np
 
 from solvers.kernels import SINGLE_OUTPUT_TYPES, SVM_TYPE_CODES, KernelModel, pair_classes
 from solvers.models import LinearModel
+from solvers.params import SOLVERS
 
 LIBLINEAR_SOLVER_TYPES = {"l1": "L2R_L1LOSS_SVC_DUAL", "l2": "L2R_L2LOSS_SVC_DUAL",
                           "logistic": "L2R_LR"}
 # penalty "l1" (solvers/l1_linear.py): LIBLINEAR -s 5, -s 6
 LIBLINEAR_L1R_SOLVER_TYPES = {"l2": "L1R_L2LOSS_SVC", "logistic": "L1R_LR"}
-# the solvers whose logistic model is LIBLINEAR's dual one (-s 7)
-LIBLINEAR_DUAL_SOLVER_TYPES = {"logistic_dcd": "L2R_LR_DUAL"}
 # the formulations of solvers/linear_tasks.py: (formulation, loss, method) -> solver_type
 LIBLINEAR_TASK_TYPES = {
     ("crammer_singer", "l1", None): "MCSVM_CS",
@@ -114,8 +113,9 @@ def liblinear_solver_type(params: dict[str, Any]) -> str:
         return task_type
     if params.get("penalty") == "l1":
         return LIBLINEAR_L1R_SOLVER_TYPES[loss]
-    fallback = LIBLINEAR_SOLVER_TYPES.get(loss, "L2R_L1LOSS_SVC_DUAL")
-    return LIBLINEAR_DUAL_SOLVER_TYPES.get(str(params.get("solver")), fallback)
+    spec = SOLVERS.get(str(params.get("solver")))
+    own = dict(spec.liblinear_types) if spec is not None else {}  # logistic_dcd: -s 7
+    return own.get(loss) or LIBLINEAR_SOLVER_TYPES.get(loss, "L2R_L1LOSS_SVC_DUAL")
 
 
 def read_liblinear_model_text(text: str) -> LinearModel:

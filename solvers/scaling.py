@@ -54,9 +54,10 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from solvers.params import STANDARD_MIN_DENSITY  # one limit: the API checks it too
+
 ScalingMethod = Literal["minmax", "maxabs", "standard"]
 METHODS: tuple[str, ...] = ("minmax", "maxabs", "standard")
-STANDARD_MIN_DENSITY = 0.5
 ARRAYS_FORMAT_VERSION = 1
 
 _RULE_MINMAX = 0

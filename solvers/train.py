@@ -15,25 +15,19 @@ ProgressMonitor per fit), and the summed result.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import hashlib
 import importlib
 import math
-import os
-import platform
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from solvers import workflow
-from solvers.auto import DataShape, choose, settings
+from solvers.auto import DataShape, choose
 from solvers.backbone import (
     PROGRESS_INTERVAL_S,
     BinarySolution,
@@ -47,8 +41,8 @@ from solvers.backbone import (
 from solvers.certificate import Certificate, problem_loss, warning_text
 from solvers.continuation import solve_certified
 from solvers.inputs import TrainingSet, as_csr_arrays, training_set
-from solvers.models import Calibration, KernelModel, LinearModel, Pipeline
-from solvers.objectives import margins, primal_objective
+from solvers.models import Calibration, LinearModel, Pipeline
+from solvers.objectives import primal_objective
 from solvers.params import (
     FORMULATIONS,
     L1R_PREFIX,
@@ -96,7 +90,7 @@ def fit(
     X: Any, y: Any, solver: str = "dcd", progress: ProgressCallback | None = None,
     warm_start: FitResult | None = None, keep_solver_state: bool = False,
     progress_interval: float = PROGRESS_INTERVAL_S, sample_weight: Any = None,
-    **params: Any,
+    applied: Mapping[str, Any] | None = None, **params: Any,
 ) -> FitResult:
     """Train an SVM with `solver`; binary, or several binary problems for more classes.
 
@@ -133,12 +127,23 @@ def fit(
     `progress_interval`: the least number of seconds between two `progress` events (an
     event is sent between two compiled calls of a solver, once that long has passed since
     the last one; 0: between every two calls).
+
+    `applied`: the parameters as `validate_params(solver, ...)` returned them (a job's
+    stored spec, validated once at the API; the workflow's inner fits), taken as they
+    are (a parameter the solver has gained since takes its default), instead of
+    `params`, which are validated here.
     """
     t0 = time.perf_counter()
     if not 0.0 <= progress_interval < math.inf:
         raise ValueError(f"progress_interval must be a number of seconds >= 0, not "
                          f"{progress_interval!r}")
-    applied = validate_params(solver, params)
+    if applied is None:
+        applied = validate_params(solver, params)
+    elif params:
+        raise TypeError("fit takes validated `applied` parameters or `params`, not both")
+    else:  # validated where the spec entered (the API's edge); a parameter added since
+        # it was stored takes its default
+        applied = {**{p.name: p.default for p in SOLVERS[solver].params}, **applied}
     if sample_weight is not None and not SOLVERS[solver].sample_weights:
         weighted = ", ".join(n for n, s in SOLVERS.items() if s.sample_weights)
         raise ParamError(f"solver {solver!r} takes no sample_weight; these do: {weighted}",
@@ -251,17 +256,17 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
     X = data.X
     shape = DataShape(X.n_rows, X.n_features, int(X.data.shape[0]),
                       float(np.max(np.abs(X.data))) if X.data.shape[0] else 0.0)
-    chosen, reason = choose(shape, applied["loss"], float(applied["C"]), applied["bias"],
-                            applied.get("penalty", "l2"), applied.get("formulation", "c_svc"))
-    accepted = {p.name for p in SOLVERS[chosen].params}
+    chosen, reason, chosen_settings = choose(
+        shape, applied["loss"], float(applied["C"]), applied["bias"],
+        applied.get("penalty", "l2"), applied.get("formulation", "c_svc"))
+    accepted = {p.name for p in SOLVERS[chosen].params if p.from_auto}
     given = {key: value for key, value in applied.items()
              if key in accepted and not (key == "max_iter" and value is None)
              and not (key == "seed" and not SOLVERS[chosen].randomized)}
-    chosen_settings = settings(shape, chosen, applied["loss"], float(applied["C"]))
     given = {**chosen_settings, **given}
     record: dict[str, Any] = {"chosen": chosen, "reason": reason}
     if chosen_settings:
-        record["settings"] = chosen_settings
+        record["settings"] = dict(chosen_settings)
     return chosen, validate_params(chosen, given), record
 
 
@@ -385,178 +390,3 @@ def _intercept(solution: BinarySolution, w: np.ndarray, bias_scale: float,
     if bias_scale > 0:
         return float(w[n_features] * bias_scale)
     return 0.0
-
-
-# --------------------------------------------------------------------------------------
-# Warm-up
-#
-# Compiling every kernel from an empty Numba cache costs about two minutes of CPU (SMO alone
-# over half of it), loading them from the on-disk cache seconds. The kernels are warmed in
-# groups, in this order: those of `auto`'s linear path (the default of a job: dcd, tron,
-# ocas, newton, gram, with the certificate), the svmlight parser, SMO's, then the rest.
-# Numba's cache is a set of files, so several processes can fill it at once, each compiling
-# other groups (`compile_groups`): a group is compiled under a file lock beside the cache,
-# and a process that finds a group's lock taken goes on to the next one, coming back to it
-# (now a load from the cache) once the holder is done. The worker does this with helper
-# processes (workers.training.warm_up); `warmup()` does it all in the calling process.
-
-# Entry points to warm: a solver's fits, "<solver>:<part>" its warm_<part>_kernels, "workflow"
-# (scaling, calibration), "parser" (the svmlight parser: the API's first upload, which a
-# helper compiles first, so that the API loads it from the cache rather than compiling it).
-WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
-    "linear": ("margins", "dcd", "tron", "ocas", "newton", "gram", "auto"),
-    "parser": ("parser",),
-    "smo": ("smo",),
-    "smo-parallel": ("smo:rare",),
-    "smo-formulations": ("smo:formulation",),
-    "other": ("acf", "alm", "pegasos", "logistic_dcd", "l1_cd", "crammer_singer", "linear_svr",
-              "linear_one_class", "workflow"),
-}
-# What `auto` (the job default) and `smo` use: a worker reports ready once these are loaded.
-PRIORITY_GROUPS: tuple[str, ...] = ("linear", "smo", "smo-parallel")
-
-
-def warmup(groups: tuple[str, ...] | None = None) -> float:
-    """Compile (or load from the on-disk cache) every solver kernel and every prediction
-    kernel (or those of `groups`, names of WARMUP_GROUPS) in this process; returns seconds
-    taken. Another process compiling a group meanwhile is waited for, then its kernels are
-    loaded from the cache instead of being compiled twice."""
-    started = time.perf_counter()
-    groups = tuple(WARMUP_GROUPS) if groups is None else groups
-    compile_groups(groups)
-    if set(groups) == set(WARMUP_GROUPS):
-        mark_cache_complete()
-    return time.perf_counter() - started
-
-
-def compile_groups(groups: tuple[str, ...], wait: bool = True) -> list[str]:
-    """Warm each group of `groups` in this process, in order; a group whose lock another
-    process holds is skipped at first and, with `wait`, warmed after that process is done
-    (then from the cache). Returns the groups warmed here, in the order they were."""
-    unknown = set(groups) - set(WARMUP_GROUPS)
-    if unknown:
-        raise ValueError(f"unknown warm-up groups: {sorted(unknown)}")
-    pending = list(groups)
-    done: list[str] = []
-    for blocking in (False, True) if wait else (False,):
-        for group in list(pending):
-            with _group_lock(group, blocking) as held:
-                if held:
-                    _warm_group(group)
-                    pending.remove(group)
-                    done.append(group)
-    return done
-
-
-def _warm_group(group: str) -> None:
-    entries = WARMUP_GROUPS[group]
-    if group == "other":  # and any registered solver that no group names
-        named = {entry for entries in WARMUP_GROUPS.values() for entry in entries}
-        entries += tuple(name for name in SOLVERS if name not in named)
-    for entry in entries:
-        _warm_entry(entry)
-
-
-def _warm_entry(entry: str) -> None:
-    X = sp.csr_matrix(np.round(np.random.default_rng(0).normal(size=(12, 3)), 2))
-    y = np.array([1.0, 2.0, 3.0] * 4)
-    if entry == "margins":
-        problem = LinearProblem(as_csr_arrays(X), np.where(y == 1.0, 1.0, -1.0), np.ones(12),
-                                1.0)
-        margins(problem, np.zeros(problem.n_weights))
-        return
-    if entry == "workflow":
-        workflow.warmup()
-        return
-    if entry == "parser":
-        from solvers.svmlight import parse_stream
-
-        parse_stream([b"+1 1:0.5 3:1 # a comment\n-1 qid:2 2:1e-3 4:-2\n"])
-        return
-    name, _, part = entry.partition(":")
-    module = solver_module(name)
-    if part:
-        getattr(module, f"warm_{part}_kernels")()
-        return
-    variants: tuple[dict[str, Any], ...] = getattr(module, "WARMUP_VARIANTS", ({},))
-    for variant in variants:
-        for labels in (y, np.where(y == 1.0, 1.0, -1.0)):  # multi-class, binary
-            result = fit(X, labels, solver=name, progress=lambda event: None, **variant)
-            _check_warm_fit(name, result, X)
-    if getattr(module, "warm_rare_kernels", None) is not None and f"{name}:rare" not in {
-            e for entries in WARMUP_GROUPS.values() for e in entries}:
-        cast(Any, module).warm_rare_kernels()
-
-
-def cache_fingerprint() -> str:
-    """What the kernels in the cache were compiled from: Numba's and Python's versions and
-    every solvers source file's size and mtime (what Numba's own cache checks)."""
-    import numba
-
-    root = Path(__file__).parent
-    parts = [numba.__version__, platform.python_version(), platform.machine()]
-    for path in sorted(root.rglob("*.py")):
-        stat = path.stat()
-        parts.append(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def cache_is_complete() -> bool:
-    """True when a warm-up of every group has finished since the solvers last changed (a
-    marker beside the locks; deleting the cache deletes it too)."""
-    try:
-        return (_lock_dir() / _COMPLETE).read_text().strip() == cache_fingerprint()
-    except OSError:
-        return False
-
-
-def mark_cache_complete() -> None:
-    with contextlib.suppress(OSError):
-        (_lock_dir() / _COMPLETE).write_text(cache_fingerprint() + "\n")
-
-
-_COMPLETE = "hinge-kernels-complete"
-
-
-def _lock_dir() -> Path:
-    """Where the group locks live: beside Numba's cache (NUMBA_CACHE_DIR, else this
-    package's __pycache__), or a temporary folder if that one is not writable."""
-    from numba.core import config
-
-    chosen = str(getattr(config, "CACHE_DIR", "") or "")  # NUMBA_CACHE_DIR
-    base = Path(chosen) if chosen else Path(__file__).parent / "__pycache__"
-    with contextlib.suppress(OSError):
-        base.mkdir(parents=True, exist_ok=True)
-        if os.access(base, os.W_OK):
-            return base
-    digest = hashlib.sha256(str(base).encode()).hexdigest()[:12]
-    fallback = Path(tempfile.gettempdir()) / f"hinge-kernels-{digest}"
-    fallback.mkdir(parents=True, exist_ok=True)
-    return fallback
-
-
-@contextlib.contextmanager
-def _group_lock(group: str, blocking: bool) -> Iterator[bool]:
-    """An exclusive lock on a warm-up group (fcntl.flock: released when the process ends,
-    however it ends); yields False when not blocking and another process holds it."""
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): every process warms every group itself
-        yield True
-        return
-    with open(_lock_dir() / f"hinge-warm-{group}.lock", "a+b") as file:
-        try:
-            fcntl.flock(file, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True  # closing the file releases the lock
-
-
-def _check_warm_fit(name: str, result: FitResult, X: Any) -> None:
-    model = result.model
-    if isinstance(model, KernelModel):
-        model.predict(X, threads=1)
-    _, values = model.predict(X)
-    if not np.all(np.isfinite(values)):
-        raise RuntimeError(f"warm-up fit of solver {name!r} gave non-finite decision values")

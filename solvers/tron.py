@@ -145,13 +145,6 @@ WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
 )
 
 LOSSES = ("l2", "logistic")
-DESCRIPTION = (
-    "Trust-region Newton method with preconditioned conjugate gradient on the primal "
-    "(Lin, Weng & Keerthi 2008; Hsia, Chiang & Lin 2018), CG stopped by the quadratic-model "
-    "rule of LIBLINEAR 2.40+ (Galli & Lin 2021); LIBLINEAR -s 2 (l2) and, with "
-    "loss='logistic', L2-regularised logistic regression (LIBLINEAR -s 0). Stops on the "
-    "relative gradient norm; warm start w0."
-)
 DEFAULTS: dict[str, Any] = {"eps": 0.01, "max_iter": 1000, "loss": "l2", "threads": 1,
                             "method": "line_search"}
 METHODS = ("line_search", "trust_region")

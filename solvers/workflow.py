@@ -88,7 +88,7 @@ def fit_workflow(X: Any, y: Any, solver: str, progress: ProgressCallback | None,
     scaled = matrix if scaler is None else scaler.transform(matrix)
     scale_s = time.perf_counter() - started
     fit_started = time.perf_counter()
-    result = fit(scaled, labels, solver=solver, progress=progress, **inner)
+    result = fit(scaled, labels, solver=solver, progress=progress, applied=inner)
     calibration = None
     calibration_s = 0.0
     exit_reason = result.exit_reason
@@ -328,7 +328,7 @@ class _FoldRunner:
             params["max_seconds"] = left
         if self._progress({}):
             raise _Stopped("cancelled during the cross-validation", "cancelled")
-        result = self.fit(X, y, solver=self.solver, progress=self._progress, **params)
+        result = self.fit(X, y, solver=self.solver, progress=self._progress, applied=params)
         self.done += 1
         if result.exit_reason in ("cancelled", "max_seconds"):
             raise _Stopped(f"a cross-validation fit ended with {result.exit_reason}",

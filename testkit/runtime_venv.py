@@ -175,7 +175,7 @@ def _warm_up(python: Path) -> str:
     empty folder; returns its line."""
     with tempfile.TemporaryDirectory(prefix="hinge-warmup-") as scratch:
         done = subprocess.run(
-            [str(python), "-I", "-c", "from solvers.train import warmup; "
+            [str(python), "-I", "-c", "from solvers.warmup import warmup; "
              "print(f'solver kernels compiled or loaded in {warmup():.1f} s')"],
             cwd=scratch, env=_clean_env(), check=True, stdout=subprocess.PIPE, text=True,
             timeout=STEP_SECONDS)

@@ -43,13 +43,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def kernels_compiled_once_across_workers() -> None:
     """Under pytest-xdist (`make test`), each worker process first warms every solver
-    kernel (solvers.train.warmup): on a fresh clone the processes share the compiling out
+    kernel (solvers.warmup.warmup): on a fresh clone the processes share the compiling out
     by warm-up group (a file lock per group) and then load from Numba's on-disk cache, where
     otherwise each would compile, at once, whatever its first tests call (three processes
     compiling SMO's kernels side by side on two cores took minutes). A single-process run
     compiles lazily, as a developer running one file expects."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        from solvers.train import warmup
+        from solvers.warmup import warmup
 
         warmup()
 

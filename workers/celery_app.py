@@ -121,9 +121,9 @@ def _forget_node(**_kwargs: Any) -> None:
 def _warm_solvers(sender: Any = None, **_kwargs: Any) -> None:
     """Report `warming`, compile (or load from the on-disk cache) the kernels of `auto`
     and `smo` before the first job (helper processes compile the others meanwhile:
-    workers.training.warm_up), then report `ready` (GET /v1/status, a job's waiting_for)."""
+    workers.warmup.warm_up), then report `ready` (GET /v1/status, a job's waiting_for)."""
     from workers.presence import Presence
-    from workers.training import warm_up
+    from workers.warmup import warm_up
 
     settings = get_settings()
     hostname = str(sender or _NODE["hostname"] or socket.gethostname())
@@ -135,7 +135,7 @@ def _warm_solvers(sender: Any = None, **_kwargs: Any) -> None:
 
 @worker_process_shutdown.connect
 def _leave(**_kwargs: Any) -> None:
-    from workers.training import stop_kernel_compilers
+    from workers.warmup import stop_kernel_compilers
 
     stop_kernel_compilers()
     while _PRESENCE:

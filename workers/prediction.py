@@ -37,12 +37,12 @@ def _run(settings: Settings, claim: PredictionClaim, heartbeat: Heartbeat) -> Ou
 
     def go_on(rows_done: int) -> bool:
         with session_scope(settings.database_url) as session:
-            held = predictions.progress(session, claim, rows_done)
-        if held is None:
+            answer = predictions.progress(session, claim, rows_done)
+        if answer == "lost":
             heartbeat.lose()
             raise Lost(claim.prediction_id)
         notify(settings, claim.prediction_id)
-        return held
+        return answer == "go"
 
     try:
         parts = scratch.parent / f".{claim.prediction_id}.parts"

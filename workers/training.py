@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import subprocess
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.domain.job_result import JobResult
 from app.domain.lifecycle import Failed
 from app.domain.memory import estimate_fit_bytes, refusal
 from app.domain.orm import Model, new_id
@@ -35,101 +32,22 @@ from app.infra.storage import (
     model_key,
     store_model_arrays,
 )
-from app.settings import Settings, available_cores
+from app.settings import Settings
 from solvers.models import model_to_bytes
 from workers import runner
 from workers.runner import Heartbeat, Lost, Work
+from workers.warmup import (  # re-exported: the warm-up moved to workers/warmup.py
+    compiler_count as compiler_count,
+)
+from workers.warmup import kernel_compiler as kernel_compiler
+from workers.warmup import start_kernel_compilers as start_kernel_compilers
+from workers.warmup import stop_kernel_compilers as stop_kernel_compilers
+from workers.warmup import warm_up as warm_up
 
 if TYPE_CHECKING:
     from solvers.result import FitResult
 
 log = logging.getLogger("hinge.worker")
-
-
-_COMPILERS: list[subprocess.Popen[bytes]] = []  # this process's kernel-compiling helpers
-
-
-def warm_up(settings: Settings) -> float:
-    """Load the kernels that `auto` and `smo` use before the first job; returns seconds.
-
-    When the on-disk cache lacks kernels (a new install; solvers changed), helper
-    processes compile the other warm-up groups into it meanwhile (solvers.train:
-    compile_groups, one group per process at a time under a file lock), and go on with
-    the rest (acf, alm, pegasos, scaling, probability) after this process is ready; a job
-    that needs one of those before they are done loads it from the cache, or compiles it."""
-    import numba
-
-    from solvers.train import PRIORITY_GROUPS, cache_is_complete, warmup
-
-    budget = settings.solver_thread_budget()
-    numba.set_num_threads(min(budget, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
-    started = time.perf_counter()
-    helpers = 0 if cache_is_complete() else start_kernel_compilers(settings)
-    warmup(PRIORITY_GROUPS)
-    seconds = time.perf_counter() - started
-    # "solver kernels ready in X s": bench/service_bench.py reads it
-    log.info("solver kernels ready in %.2f s (those of auto and smo%s)", seconds,
-             f"; {helpers} helper process(es) compile the rest into the cache" if helpers
-             else "")
-    return seconds
-
-
-def compiler_count(settings: Settings, cores: int | None = None) -> int:
-    """Helper processes per worker process: this process's share of the cores, less the
-    one it compiles on itself; at least one, at most one per other warm-up group."""
-    from solvers.train import WARMUP_GROUPS
-
-    share = (cores or available_cores()) // settings.worker_concurrency
-    return max(1, min(len(WARMUP_GROUPS) - 1, share - 1))
-
-
-def start_kernel_compilers(settings: Settings) -> int:
-    """Start the helpers: helper k warms every group, starting from group k + 1 (the
-    calling process starts from the first), so that each compiles another group first;
-    the last helper to finish marks the cache complete. Returns how many started."""
-    from solvers.train import WARMUP_GROUPS
-
-    groups = list(WARMUP_GROUPS)
-    count = compiler_count(settings)
-    for k in range(count):
-        order = groups[k + 1:] + groups[:k + 1]
-        helper = subprocess.Popen(
-            [sys.executable, "-c", "from workers.training import kernel_compiler; "
-             "kernel_compiler()", str(os.getpid()), *order])
-        _COMPILERS.append(helper)
-        threading.Thread(target=helper.wait, name="kernel-compiler-wait", daemon=True).start()
-    return count
-
-
-def kernel_compiler() -> None:
-    """A helper's main: `<parent pid> <group>...` on the command line. Ctrl-C and SIGTERM
-    end it (a Celery pool process, its parent, ignores SIGINT, and an ignored signal stays
-    ignored across exec), and so does its parent's end."""
-    import signal
-
-    from solvers.train import warmup
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    parent = int(sys.argv[1])
-
-    def watch_parent() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)  # the worker process is gone: nobody needs these kernels now
-
-    threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
-    groups = tuple(sys.argv[2:])
-    print(f"kernel groups {', '.join(groups)} warm in {warmup(groups):.1f} s", flush=True)
-
-
-def stop_kernel_compilers() -> None:
-    """End the helpers still compiling (this worker process stops); the kernels they
-    finished stay in the cache, the next start compiles the rest."""
-    while _COMPILERS:
-        helper = _COMPILERS.pop()
-        if helper.poll() is None:
-            helper.terminate()
 
 
 class ProgressRecorder:
@@ -226,9 +144,9 @@ class ProgressRecorder:
         keep = now - self.last_kept >= max(self.settings.progress_interval_seconds,
                                            elapsed / 100.0)
         with session_scope(self.settings.database_url) as session:
-            cancel = jobs.record_progress(session, self.job_id, self.attempt, payload,
+            answer = jobs.record_progress(session, self.job_id, self.attempt, payload,
                                           keep=keep)
-        if cancel is None:  # the lease is lost: stop, another attempt owns the job
+        if answer == "lost":  # stop: another attempt owns the job
             self.lease_lost = True
             if self.heartbeat is not None:
                 self.heartbeat.lose()
@@ -238,7 +156,7 @@ class ProgressRecorder:
         if keep:
             self.last_kept = now
         notify(self.settings, self.job_id)
-        return cancel
+        return answer == "stop"
 
 
 def _plain(value: Any) -> Any:
@@ -303,10 +221,11 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
                                 params.get("eps"), heartbeat=heartbeat,
                                 calibrated=bool(params.get("probability")))
+    # the stored spec, validated once at the API (POST /v1/jobs): not validated again
     result = fit(X, y, solver=claimed.solver, progress=recorder,
                  progress_interval=settings.progress_interval_seconds,
                  sample_weight=None if weights is None else np.asarray(weights, np.float64),
-                 **params)
+                 applied=params)
     if recorder.lease_lost:
         raise Lost
     return Fitted(result, X, y)
@@ -460,4 +379,5 @@ def _summary(result: FitResult, train_accuracy: float | None,
             summary["violation"] = _plain(result.per_output[0]["violation"])
     if result.warnings:  # e.g. unscaled features for a scale-sensitive solver
         summary["warnings"] = list(result.warnings)
-    return summary
+    # through the API's type: what is stored is what GET /v1/jobs/{id} answers
+    return JobResult.model_validate(summary).model_dump(exclude_unset=True)

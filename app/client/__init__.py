@@ -93,6 +93,11 @@ class JobResult(TypedDict, total=False):
     path: list[dict[str, Any]]
     auto: dict[str, Any] | None
     nonzero_weights: list[int] | None  # L1-regularised models, per output
+    violation: float | None  # kernel jobs with one binary problem
+    problems: list[dict[str, Any]] | None  # kernel jobs with several problems
+    threads: int | None
+    code_version: str | None
+    data_plan: dict[str, Any] | None
 
 
 class Job(TypedDict, total=False):

@@ -546,15 +546,21 @@ def _interrupted(client: HingeClient, job_id: str) -> int:
     return EXIT_INTERRUPTED
 
 
+# the registered solvers (solvers.params.SOLVERS, which the client does not import; a test
+# ties the two), auto first
+SOLVER_NAMES = ("auto", "dcd", "acf", "ocas", "alm", "pegasos", "tron", "newton", "gram",
+                "logistic_dcd", "l1_cd", "crammer_singer", "linear_svr", "linear_one_class",
+                "smo")
+_SOLVER_HELP = (
+    "auto (the default: picks a linear solver from the data, the loss, penalty and "
+    f"formulation), {', '.join(SOLVER_NAMES[1:-1])} or {SOLVER_NAMES[-1]}; e.g. -p "
+    "loss=logistic, -p penalty=l1, -p formulation=epsilon_svr")
+
+
 @app.command()
 def train(ctx: typer.Context,
           dataset: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
-          solver: Annotated[str | None, typer.Option(help="auto (the default: picks a "
-                            "linear solver from the data, the loss, penalty and formulation), "
-                            "dcd, acf, ocas, alm, pegasos, tron, newton, gram, logistic_dcd, "
-                            "l1_cd, crammer_singer, linear_svr, linear_one_class or smo; "
-                            "e.g. -p loss=logistic, -p penalty=l1, -p "
-                            "formulation=epsilon_svr")] = None,
+          solver: Annotated[str | None, typer.Option(help=_SOLVER_HELP)] = None,
           param: Annotated[list[str] | None, typer.Option("--param", "-p", help="A solver "
                            "parameter NAME=VALUE (repeat it); see GET /v1/solvers")] = None,
           watch: Annotated[bool, typer.Option(help="Follow the job live to its end "

@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session
@@ -160,6 +160,27 @@ def renew(session: Session, kind: WorkKind, item_id: str, attempt: int) -> bool:
                              .values(heartbeat_at=utcnow())
                              .execution_options(synchronize_session=False))
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+Answer = Literal["go", "stop", "lost"]
+
+
+def progress(session: Session, kind: WorkKind, item_id: str, attempt: int,
+             **values: Any) -> Answer:
+    """Record `values` (the item's progress columns) and the heartbeat while this attempt
+    holds the item. The same answer for every kind: "go" on, "stop" when it was asked to
+    (its cancel flag), "lost" when this attempt no longer holds it (another attempt or
+    the sweep owns it: nothing was written)."""
+    table = kind.table
+    held = session.execute(update(table).where(*leased(kind, item_id, attempt))
+                           .values(heartbeat_at=utcnow(), **values)
+                           .execution_options(synchronize_session=False)).rowcount  # type: ignore[attr-defined]
+    if not held:
+        return "lost"
+    if kind.cancel_flag is None:
+        return "go"
+    asked = session.scalar(select(getattr(table, kind.cancel_flag)).where(table.id == item_id))
+    return "stop" if asked else "go"
 
 
 def finish(session: Session, kind: WorkKind, item_id: str, attempt: int | None,

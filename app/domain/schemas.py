@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.domain.job_result import JobResult
 from app.domain.job_status import JobStatus
 from solvers.params import TaskName
 
@@ -87,47 +88,6 @@ class JobCreate(BaseModel):
         "dataset", description="Instance weights (C_i = C * w_i * class weight): 'dataset' "
         "(the default) uses the dataset's weights when it has them (weight_stats), 'none' "
         "trains unweighted, a list gives one weight >= 0 per row for this job")
-
-
-class JobResult(BaseModel):
-    primal_objective: float | None = None
-    dual_objective: float | None = None
-    duality_gap: float | None = None
-    iterations: int | None = None
-    train_seconds: float | None = None
-    exit_reason: str | None = None
-    converged: bool | None = Field(
-        None, description="Linear models: true only when the relative duality gap at the "
-        "returned model is <= tol (a certificate); kernel models: SMO's stop rule held")
-    train_accuracy: float | None = Field(None, description="Classification models")
-    train_metrics: dict[str, Any] | None = Field(
-        None, description="Regression and outlier models: an evaluation's figures on the "
-        "training rows (see EvaluationPublic)")
-    n_support: int | None = None
-    relative_gap: float | None = Field(
-        None, description="Certified (P - lower bound) / P; one-vs-rest: the sum of the "
-        "outputs' gaps over the sum of their primal values")
-    tol: float | None = None
-    warnings: list[str] = Field(default_factory=list,
-                                description="Why the model is not converged, if it is not")
-    path: list[dict[str, Any]] = Field(
-        default_factory=list, description="What ran, in order: solver, exit, iterations, "
-        "seconds, relative_gap, reason (and output for one-vs-rest)")
-    auto: dict[str, Any] | None = Field(None, description="solver 'auto': chosen, reason, and "
-                                         "settings (what it set for its choice: the SVR's "
-                                         "method, a sweep limit), when it set any")
-    nonzero_weights: list[int] | None = Field(
-        None, description="L1-regularised models (penalty l1): the number of non-zero "
-        "feature weights of each output")
-    violation: float | None = Field(
-        None, description="Kernel jobs with one binary problem: its final KKT violation "
-        "m - M (SMO's stop rule: converged below eps)")
-    problems: list[dict[str, Any]] | None = Field(
-        None, description="Kernel jobs with several binary problems (one-vs-one pairs, "
-        "one-vs-rest classes; up to 2,000 listed): per problem its pair (negative_class "
-        "null for one-vs-rest), exit_reason, iterations, final KKT violation, "
-        "dual_objective and end_s (seconds since the solver started, the progress "
-        "events' clock)")
 
 
 class JobPublic(BaseModel):

@@ -133,7 +133,7 @@ from solvers.smo.steps import SmoState, _warm_parallel
 __all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelProblem", "SmoState",
            "max_threads", "solve", "solve_all", "warm_formulation_kernels", "warm_rare_kernels"]
 
-# Warm-up fits (solvers.train.warmup): both multi-class layouts and two kernels.
+# Warm-up fits (solvers.warmup.warmup): both multi-class layouts and two kernels.
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = tuple(
     {"kernel": kernel, "multiclass": multiclass, "cache_mb": 1.0}
     for kernel in ("rbf", "linear") for multiclass in ("ovo", "ovr"))
@@ -356,7 +356,7 @@ def _solve_concurrently(problems: list[KernelProblem], params: dict[str, Any],
 def warm_formulation_kernels() -> None:
     """Compile (or load) the kernels of the formulations besides c_svc (their working-set
     and stop rules are kernels of their own): without them a worker's first nu-SVC, one-class
-    or SVR job would wait for the compiler. A group of its own (solvers.train.WARMUP_GROUPS),
+    or SVR job would wait for the compiler. A group of its own (solvers.warmup.WARMUP_GROUPS),
     after the ones a worker needs to report ready."""
     from solvers.train import fit
 

@@ -151,6 +151,7 @@ def test_run_job_succeeds_once_and_reports_result(
                 "train_seconds", "exit_reason", "train_accuracy"):
         assert result[key] is not None, key
     assert result["exit_reason"] == "converged"
+    assert result["code_version"]  # every key the worker writes is answered (issue 42)
     assert 0 <= result["duality_gap"] <= 1e-2 * result["primal_objective"]
     assert result["train_accuracy"] > 0.8
     assert job["progress_fraction"] == 1.0

@@ -165,3 +165,34 @@ def test_a_search_task_whose_worker_is_lost_is_requeued_then_fails_its_search(
     assert counts["failed"] == 1
     body = client.get(f"/v1/searches/{search['id']}").json()
     assert body["status"] == "failed" and "the worker was lost 2 times" in body["error"]
+
+
+def test_progress_answers_go_stop_or_lost_for_every_kind_that_reports_it(
+    client: TestClient, settings: Settings, cancer_id: str
+) -> None:
+    from app.domain import lifecycle
+    from app.domain.services import jobs
+
+    job_id = client.post("/v1/jobs", json={"dataset_id": cancer_id}).json()["id"]
+    _make_running(settings, job_id, attempt=1, beat_age=30)
+    with session_scope(settings.database_url) as session:
+        assert jobs.record_progress(session, job_id, 1, {"iteration": 3}, keep=True) == "go"
+    with session_scope(settings.database_url) as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.progress == {"iteration": 3}
+        assert job.heartbeat_at is not None  # the beat renewed
+        assert (utcnow() - job.heartbeat_at).total_seconds() < 10
+        job.cancel_requested = True
+    with session_scope(settings.database_url) as session:
+        assert jobs.record_progress(session, job_id, 1, {"iteration": 4}, keep=False) == (
+            "stop")
+        assert jobs.record_progress(session, job_id, 2, {"iteration": 5}, keep=False) == (
+            "lost")  # another attempt's: nothing written
+    with session_scope(settings.database_url) as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.progress == {"iteration": 4}
+    # a kind without a cancel flag goes on while it holds the item
+    from app.domain.services.evaluations import EVALUATIONS
+    assert EVALUATIONS.cancel_flag is None
+    with session_scope(settings.database_url) as session:
+        assert lifecycle.progress(session, EVALUATIONS, "ev_none", 1) == "lost"

@@ -13,7 +13,7 @@ def runtime_python() -> str:
     installs, kernels compiled as it compiles them; testkit.runtime_venv), built or
     refreshed here when missing or stale. The checkout's kernels are compiled first (as
     tests/e2e does for its workers), so that the virtualenv can start from that cache."""
-    from solvers.train import warmup
+    from solvers.warmup import warmup
 
     started = time.perf_counter()
     compiled = warmup()

@@ -13,7 +13,7 @@ def compiled_solver_kernels() -> None:
     waits for its job. Compiling here makes every worker start in about a second and keeps
     the tests' timeouts about the service, not the compiler.
     """
-    from solvers.train import warmup
+    from solvers.warmup import warmup
 
     started = time.perf_counter()
     warmup()

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_diabetes
 
-from solvers.auto import DataShape, choose, settings
+from solvers.auto import DataShape, choose
 from solvers.params import ParamError, task_of, validate_params
 from solvers.train import fit
 from testkit import bundled
@@ -18,6 +18,10 @@ from testkit import bundled
 DENSE = DataShape(5000, 50, 250_000, 1.0)
 TEXT = DataShape(5000, 50_000, 100_000, 1.0)
 UNSCALED = DataShape(5000, 50_000, 100_000, 300.0)
+
+
+def _svr(shape: DataShape, C: float = 1.0) -> dict[str, int | str]:
+    return dict(choose(shape, "l2", C, "augment", formulation="epsilon_svr").settings)
 
 
 def test_each_formulation_has_its_solver() -> None:
@@ -29,13 +33,14 @@ def test_each_formulation_has_its_solver() -> None:
         for loss in ("l1", "l2"):
             assert choose(shape, loss, 1.0, "augment", formulation="epsilon_svr")[0] == (
                 "linear_svr")
-        assert settings(shape, "linear_svr", "l1") == {"method": "dual"}  # -s 13
+        assert choose(shape, "l1", 1.0, "augment", formulation="epsilon_svr").settings == {
+            "method": "dual"}  # -s 13
     # l2: Newton on the primal (-s 11) on few features, unscaled ones or a large C; the
     # dual CD (-s 12) on scaled text
-    assert settings(DENSE, "linear_svr", "l2") == {"method": "primal"}
-    assert settings(UNSCALED, "linear_svr", "l2") == {"method": "primal"}
-    assert settings(TEXT, "linear_svr", "l2", 1000.0) == {"method": "primal"}
-    assert settings(TEXT, "linear_svr", "l2") == {"method": "dual"}
+    assert _svr(DENSE) == {"method": "primal"}
+    assert _svr(UNSCALED) == {"method": "primal"}
+    assert _svr(TEXT, 1000.0) == {"method": "primal"}
+    assert _svr(TEXT) == {"method": "dual"}
     assert "-s 12" in choose(TEXT, "l2", 1.0, "augment", formulation="epsilon_svr")[1]
 
 

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from solvers import fit
 from solvers.auto import DUAL_CD_SWEEPS, SPARSE_L1_SWEEPS, DataShape, choose
-from solvers.auto import settings as auto_settings
 from testkit.certified import certified_optimum, primal_value
 from testkit.datagen import text_like
 from testkit.datasets import load_any, load_dataset, load_local
@@ -147,8 +146,9 @@ def test_auto_rule() -> None:
     assert choose(narrow_raw, "l1", 1.0, "augment")[0] == "ocas"
     big_raw = DataShape(n=8124, d=112, nnz=170_000, max_abs=900.0)
     assert choose(big_raw, "l1", 1.0, "augment")[0] == "dcd"
-    assert auto_settings(big_raw, "dcd", "l1") == {"max_iter": DUAL_CD_SWEEPS}
-    assert auto_settings(text, "dcd", "l1") == {}
+    assert choose(big_raw, "l1", 1.0, "augment").settings == {"max_iter": DUAL_CD_SWEEPS}
+    choice = choose(text, "l1", 1.0, "augment")
+    assert (choice.solver, choice.settings) == ("dcd", {})
     # unscaled, high-dimensional and sparse (word counts): dcd, then tron from its w;
     # or ocas; l2 with dcd's own 1000 sweeps, l1 with SPARSE_L1_SWEEPS
     news20 = DataShape(n=15_935, d=62_061, nnz=1_272_569, max_abs=549.0)
@@ -156,8 +156,8 @@ def test_auto_rule() -> None:
     assert "sparse" in choose(news20, "l2", 1.0, "augment")[1]
     assert choose(news20, "l1", 1.0, "augment")[0] == "dcd"
     assert "ocas" in choose(news20, "l1", 1.0, "augment")[1]
-    assert auto_settings(news20, "dcd", "l2") == {}
-    assert auto_settings(news20, "dcd", "l1") == {"max_iter": SPARSE_L1_SWEEPS}
+    assert choose(news20, "l2", 1.0, "augment").settings == {}
+    assert choose(news20, "l1", 1.0, "augment").settings == {"max_iter": SPARSE_L1_SWEEPS}
     wide_raw = DataShape(n=20_000, d=1_000_000, nnz=2_000_000, max_abs=50.0)
     assert choose(wide_raw, "l2", 1.0, "augment")[0] == "dcd"
     dense_wide_raw = DataShape(n=20_000, d=3_000, nnz=30_000_000, max_abs=50.0)  # 50%

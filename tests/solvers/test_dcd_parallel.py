@@ -148,3 +148,14 @@ def test_logistic_rounds_keep_w_of_alpha_and_the_open_box(
     w = w_of_alpha(np.hstack([X.toarray(), np.ones((X.shape[0], 1))]), y, alpha)
     assert np.allclose(first.w, w, rtol=0, atol=1e-10 * max(1.0, np.abs(w).max()))
     assert first.gap >= -1e-9 * first.primal and first.details["parts"] == 2
+
+
+def test_auto_keeps_its_dual_cd_choice_on_one_thread(text: tuple[Any, np.ndarray]) -> None:
+    """A fit's threads reach auto's other choices, never dcd's parallel rounds (they take
+    more sweeps than a second core wins back on 2 cores: Param.from_auto)."""
+    X, y = text
+    chosen = fit(X, y, solver="auto", C=1.0, loss="l1", threads=2)
+    assert chosen.auto is not None and chosen.auto["chosen"] == "dcd"
+    assert chosen.params["threads"] == 1
+    named = fit(X, y, solver="dcd", C=1.0, loss="l1", threads=2)
+    assert named.params["threads"] == 2

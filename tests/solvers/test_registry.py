@@ -12,19 +12,28 @@ import pytest
 import scipy.sparse as sp
 
 from solvers import fit
-from solvers.params import SOLVERS, ParamError, validate_params
+from solvers.params import FORMULATIONS, SOLVERS, ParamError, validate_params
 from tests.support import REPO
 
 # a solver's own module may name it (solvers.auto names its choices)
-OWN = {"solvers/params.py", "solvers/auto.py"} | {
+OWN = {"solvers/params.py", "solvers/registry.py", "solvers/registry_linear.py",
+       "solvers/registry_kernel.py",
+       "solvers/auto.py"} | {
     spec.module.replace(".", "/") + ".py" for spec in SOLVERS.values()}
 
 
 def _named_in_comparisons(tree: ast.AST) -> list[tuple[int, str]]:
     """(line, name) of every registered solver name that a comparison (==, !=, in, not
-    in) tests against, directly or in a tuple, list or set literal."""
+    in) tests against, directly or in a tuple, list or set literal, or that keys a dict
+    literal whose every key names a solver (a table by solver, as {"logistic_dcd": ...};
+    a formulation's name, which crammer_singer also is, may key one)."""
     found = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):  # a table whose every key names a solver
+            keys = [key.value if isinstance(key, ast.Constant) else None for key in node.keys]
+            if keys and all(key in SOLVERS and key not in FORMULATIONS for key in keys):
+                found += [(node.lineno, str(key)) for key in keys]
+            continue
         if not isinstance(node, ast.Compare):
             continue
         for operand in [node.left, *node.comparators]:
@@ -49,8 +58,10 @@ def test_no_solver_name_decides_control_flow() -> None:
 
 
 def test_the_check_finds_a_name_in_a_comparison() -> None:
-    tree = ast.parse("if solver in ('dcd', 'x') or other == \"smo\": pass\nx = ['tron']")
-    assert [name for _, name in _named_in_comparisons(tree)] == ["dcd", "smo"]
+    tree = ast.parse("if solver in ('dcd', 'x') or other == \"smo\": pass\nx = ['tron']\n"
+                     "t = {'logistic_dcd': 1}\nu = {'auto': 1, 'x': 2}")
+    assert sorted(name for _, name in _named_in_comparisons(tree)) == [
+        "dcd", "logistic_dcd", "smo"]
 
 
 def test_capabilities_are_consistent() -> None:

@@ -16,7 +16,8 @@ import scipy.sparse as sp
 from solvers import fit as package_fit
 from solvers.objectives import LinearProblem, primal_objective
 from solvers.params import ParamError
-from solvers.train import as_csr_arrays, fit, warmup
+from solvers.train import as_csr_arrays, fit
+from solvers.warmup import warmup
 from testkit.datasets import LOCAL_NAMES, load_dataset, load_local, split
 from tests.solvers.naive import augment, primal, random_sparse_problem
 
@@ -365,7 +366,7 @@ _WARMUP_PROBE = """
 import ast, importlib, inspect, json, sys
 from numba.core.dispatcher import Dispatcher
 from solvers.params import SOLVERS
-from solvers.train import warmup
+from solvers.warmup import warmup
 
 warmup()
 for spec in SOLVERS.values():  # a registered solver that warmup skipped is checked too

@@ -213,7 +213,7 @@ def run_claimed_evaluation(session: Session, settings: Settings, claim: Evaluati
                            ) -> dict[str, Any]:
     """The report of a claimed evaluation (raises when the model or dataset is gone)."""
     if claim.blob_path is None:
-        raise ValueError("the dataset was deleted before the evaluation started")
+        raise lifecycle.Failed("the dataset was deleted before the evaluation started")
     model = servable_model(session, settings, claim.model_id)
     X, y = load_dataset(blob_store(settings), claim.blob_path, model.n_features)
     return compute_report(model, X, y)

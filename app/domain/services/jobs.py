@@ -155,17 +155,13 @@ def renew_lease(session: Session, job_id: str, attempt: int) -> bool:
 
 
 def record_progress(session: Session, job_id: str, attempt: int, payload: dict[str, Any],
-                    *, keep: bool) -> bool | None:
+                    *, keep: bool) -> lifecycle.Answer:
     """Latest progress and heartbeat (and a history point if `keep`) while this attempt
-    holds the job. Returns whether a cancel was requested, or None if the lease is lost."""
-    job = session.get(Job, job_id)
-    if job is None or job.attempt != attempt or job.status != RUNNING:
-        return None
-    job.progress = payload
-    job.heartbeat_at = utcnow()
-    if keep:
+    holds the job: lifecycle.progress's "go", "stop" (a cancel was requested) or "lost"."""
+    answer = lifecycle.progress(session, JOBS, job_id, attempt, progress=payload)
+    if keep and answer != "lost":
         add_event(session, job_id, "progress", payload)
-    return bool(job.cancel_requested)
+    return answer
 
 
 def fail(session: Session, claim: Claim, error: str) -> bool:
@@ -213,7 +209,7 @@ def validated_params(spec: JobCreate, settings: Settings) -> dict[str, Any]:
     return applied
 
 
-def _check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | None
+def check_dataset(spec: JobCreate, applied: dict[str, Any], dataset: Dataset | None
                    ) -> None:
     """422 for a dataset the job cannot train on (app.domain.tasks.check_task: a task of
     its own; one_class trains on any dataset)."""
@@ -265,7 +261,7 @@ def _check_weights(spec: JobCreate, applied: dict[str, Any], dataset: Dataset) -
     applied["sample_weight"] = weights
 
 
-def _check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
+def check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
     """429 when the service's or the tenant's queue is full (run under the locks)."""
     tenant = lock_tenant(session, tenant_id)
     queued = session.scalar(select(func.count()).select_from(Job)
@@ -292,20 +288,32 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate
     is a 422, never a foreign-key error."""
     applied = validated_params(spec, settings)
     lock_submissions(session)
-    _check_queue_caps(session, settings, tenant_id)
+    check_queue_caps(session, settings, tenant_id)
     dataset = lock_dataset(session, tenant_id, spec.dataset_id)
-    _check_dataset(spec, applied, dataset)
-    assert dataset is not None  # _check_dataset refused a missing one
+    check_dataset(spec, applied, dataset)
+    assert dataset is not None  # check_dataset refused a missing one
     _check_weights(spec, applied, dataset)  # a job's own: searches train unweighted
+    return queue(session, settings, tenant_id, spec.dataset_id, spec.solver, applied)
+
+
+def queue(session: Session, settings: Settings, tenant_id: str, dataset_id: str,
+          solver: str, applied: dict[str, Any], **origin: Any) -> Job:
+    """Add a queued job of validated `applied` parameters, its first status and event and
+    its message in the outbox; the caller commits. Every job enters the queue here (a
+    submitted one, a search's refit), through the service's parameter caps (422 beyond
+    them). `origin`: what the first status entry and event also say (search_id)."""
+    _check_caps(applied, settings)
     now = utcnow()
     job = Job(
-        id=new_id(), tenant_id=tenant_id, dataset_id=spec.dataset_id, solver=spec.solver,
-        params=applied, task=task_of(spec.solver, applied),
+        id=new_id(), tenant_id=tenant_id, dataset_id=dataset_id, solver=solver,
+        params=applied, task=task_of(solver, applied),
         status=QUEUED, attempt=0, cancel_requested=False, created_at=now, queued_at=now,
-        status_history=[history_entry(QUEUED, now)],
+        status_history=[history_entry(QUEUED, now, **origin)],
     )
     session.add(job)
-    add_event(session, job.id, "status", {"status": QUEUED.value, "at": now.isoformat()})
+    session.flush()
+    add_event(session, job.id, "status", {"status": QUEUED.value, "at": now.isoformat(),
+                                          **origin})
     outbox.post(session, settings, TRAIN_TASK, job.id)
     session.flush()
     return job

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import scipy.sparse as sp
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.domain import lifecycle, outbox
@@ -182,17 +182,11 @@ def claim_prediction(session: Session, settings: Settings, prediction_id: str, w
                            dataset.blob_path if dataset else None)
 
 
-def progress(session: Session, claim: PredictionClaim, rows_done: int) -> bool | None:
+def progress(session: Session, claim: PredictionClaim, rows_done: int) -> lifecycle.Answer:
     """Record the rows done (and the heartbeat) while this attempt holds the prediction:
-    True to go on, False when it was asked to stop, None when the lease is lost."""
-    held = session.execute(update(Prediction).where(
-        *lifecycle.leased(PREDICTIONS, claim.prediction_id, claim.attempt))
-        .values(rows_done=rows_done, heartbeat_at=utcnow())
-        .execution_options(synchronize_session=False)).rowcount  # type: ignore[attr-defined]
-    if not held:
-        return None
-    return not session.scalar(select(Prediction.cancel_requested)
-                              .where(Prediction.id == claim.prediction_id))
+    lifecycle.progress's "go", "stop" (asked to) or "lost"."""
+    return lifecycle.progress(session, PREDICTIONS, claim.prediction_id, claim.attempt,
+                              rows_done=rows_done)
 
 
 def _row_block(X: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:

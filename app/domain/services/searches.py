@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
@@ -58,7 +57,7 @@ from sqlalchemy.orm import Session
 from app.domain import lifecycle, outbox
 from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
-from app.domain.orm import Dataset, Job, Search, SearchResult, SearchTask, new_id, utcnow
+from app.domain.orm import Dataset, Search, SearchResult, SearchTask, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.search_schemas import METRICS, CrossValidation, Holdout, SearchCreate
 from app.domain.search_space import (
@@ -72,16 +71,28 @@ from app.domain.search_space import (
     points_count,
 )
 from app.domain.services.jobs import (
-    _check_dataset,
-    _check_queue_caps,
-    add_event,
-    history_entry,
+    check_dataset,
+    check_queue_caps,
+    queue,
     validated_params,
 )
 from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
-from app.domain.services.owned import get_owned
+from app.domain.services.search_results import (
+    LOWER_IS_BETTER,
+    _rounds,
+    _simplicity,
+    best_point,
+    get_search,
+    point_table,
+)
+
+# reading a search lives in search_results; the routes find it here too
+from app.domain.services.search_results import count_searches as count_searches
+from app.domain.services.search_results import list_searches as list_searches
+from app.domain.services.search_results import refit_model_id as refit_model_id
+from app.domain.services.search_results import round_table as round_table
 from app.domain.tasks import REGRESSION_METRICS
-from app.infra.queue import SEARCH_TASK, TRAIN_TASK
+from app.infra.queue import SEARCH_TASK
 from app.settings import Settings
 from solvers.params import label_key, task_of
 
@@ -89,7 +100,6 @@ log = logging.getLogger("hinge.searches")
 
 QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
 SUCCEEDED, FAILED, CANCELLED = JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
-LOWER_IS_BETTER = {"log_loss"}
 
 
 # -- submit ------------------------------------------------------------------------------
@@ -241,13 +251,13 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
     folds = 1 if holdout else spec.cv.folds  # type: ignore[union-attr]
     points = _points(spec, settings, folds)
     lock_submissions(session)
-    _check_queue_caps(session, settings, tenant_id)
+    check_queue_caps(session, settings, tenant_id)
     _check_active_searches(session, settings, tenant_id)
     dataset = lock_dataset(session, tenant_id, spec.dataset_id)
     job = JobCreate(dataset_id=spec.dataset_id, solver=spec.solver, params={})
     for point in points:
-        _check_dataset(job, point["params"], dataset)
-    assert dataset is not None  # _check_dataset refused a missing one
+        check_dataset(job, point["params"], dataset)
+    assert dataset is not None  # check_dataset refused a missing one
     _check_metric(spec, points, dataset)
     holdout_dataset = _check_holdout(session, tenant_id, spec, dataset)
     if not holdout and min(dataset.class_counts.values(), default=1) < 1:
@@ -278,102 +288,6 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
     for task in tasks:  # committed with the rows, sent right after (app.domain.outbox)
         outbox.post(session, settings, SEARCH_TASK, task.id)
     return search
-
-
-# -- reading -----------------------------------------------------------------------------
-
-def get_search(session: Session, tenant_id: str, search_id: str) -> Search:
-    return get_owned(session, Search, "search", tenant_id, search_id)
-
-
-def list_searches(session: Session, tenant_id: str, *, limit: int = 100, offset: int = 0
-                  ) -> list[Search]:
-    """Newest first."""
-    return list(session.scalars(select(Search).where(Search.tenant_id == tenant_id)
-                                .order_by(Search.created_at.desc()).limit(limit)
-                                .offset(offset)))
-
-
-def count_searches(session: Session, tenant_id: str) -> int:
-    return session.scalar(select(func.count()).select_from(Search)
-                          .where(Search.tenant_id == tenant_id)) or 0
-
-
-def refit_model_id(session: Session, search: Search) -> str | None:
-    if search.refit_job_id is None:
-        return None
-    return session.scalar(select(Job.model_id).where(Job.id == search.refit_job_id))
-
-
-def point_table(session: Session, search: Search) -> list[dict[str, Any]]:
-    """Every point with its folds' scores: mean, std (ddof 0), mean fit time, convergence;
-    each with `completed_seq`, the seq of its last fold once every fold is in."""
-    results = session.scalars(select(SearchResult).where(SearchResult.search_id == search.id)
-                              .order_by(SearchResult.point, SearchResult.fold)).all()
-    by_point: dict[int, list[SearchResult]] = {}
-    for result in results:
-        by_point.setdefault(result.point, []).append(result)
-    return [_summary(index, point, by_point.get(index, []), search.folds)
-            for index, point in enumerate(search.point_specs)]
-
-
-def _summary(index: int, point: dict[str, Any], results: list[SearchResult], folds: int
-             ) -> dict[str, Any]:
-    scores = [r.score for r in results]
-    finite = [s for s in scores if s is not None and math.isfinite(s)]
-    complete = len(results) == folds
-    sparse = [r.nonzero_weights for r in results if r.nonzero_weights is not None]
-    mean = std = None
-    if complete and len(finite) == folds:
-        mean = sum(finite) / folds
-        std = math.sqrt(sum((s - mean) ** 2 for s in finite) / folds)
-    return {
-        "index": index, "values": point["values"], "params": point["params"],
-        "folds_done": len(results), "mean": mean, "std": std, "scores": scores,
-        "fit_seconds": sum(r.fit_seconds for r in results) / len(results) if results else 0.0,
-        "converged": all(r.converged for r in results) if results else None,
-        "exit_reasons": sorted({r.exit_reason for r in results}),
-        "warm_started": sum(r.warm_start for r in results),
-        "nonzero_weights": sum(sparse) / len(sparse) if sparse else None,
-        "completed_seq": max(r.seq for r in results) if complete else None,
-        "round": point.get("round", 0), "n_rows": point.get("n_rows"),
-        "candidate": point.get("candidate"),
-    }
-
-
-def round_table(search: Search) -> list[dict[str, Any]] | None:
-    """A halving search's rounds with the indices of their points (None: not halving)."""
-    rounds = _rounds(search)
-    if not rounds:
-        return None
-    members: dict[int, list[int]] = {}
-    for index, point in enumerate(search.point_specs):
-        members.setdefault(point.get("round", 0), []).append(index)
-    return [{**r, "points": members.get(r["round"], [])} for r in rounds]
-
-
-def best_point(table: list[dict[str, Any]], metric: str, select_rule: str
-               ) -> dict[str, Any] | None:
-    """The chosen point (see the module docstring), or None if no point has a mean."""
-    scored = [p for p in table if p["mean"] is not None]
-    if not scored:
-        return None
-    sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
-    top = max(scored, key=lambda p: (sign * p["mean"], -p["index"]))
-    margin = top["std"] if select_rule == "one_std" else 0.0
-    tied = [p for p in scored if sign * p["mean"] >= sign * top["mean"] - margin - 1e-12]
-    chosen = min(tied, key=_simplicity)
-    return {"index": chosen["index"], "values": chosen["values"], "mean": chosen["mean"],
-            "std": chosen["std"], "params": chosen["params"], "metric": metric,
-            "rule": select_rule, "round": chosen["round"], "n_rows": chosen["n_rows"],
-            **({"nonzero_weights": chosen["nonzero_weights"]}
-               if chosen.get("nonzero_weights") is not None else {})}
-
-
-def _simplicity(point: dict[str, Any]) -> tuple[float, float, int]:
-    gamma = point["params"].get("gamma")
-    return (float(point["params"].get("C", 0.0)),
-            float(gamma) if gamma is not None else 0.0, point["index"])
 
 
 # -- cancel ------------------------------------------------------------------------------
@@ -533,18 +447,10 @@ def record(session: Session, settings: Settings, claim: TaskClaim,
     if search.done < search.total:
         result = Recorded(True, None, tuple(_next_round(session, search)))
     else:
-        result = Recorded(True, _complete(session, search, claim.task_id))
+        result = Recorded(True, _complete(session, settings, search, claim.task_id))
     for task_id in result.task_ids:
         outbox.post(session, settings, SEARCH_TASK, task_id)
-    if result.refit_job_id is not None:
-        outbox.post(session, settings, TRAIN_TASK, result.refit_job_id)
     return result
-
-
-def _rounds(search: Search) -> list[dict[str, Any]]:
-    """A halving search's rounds ({"round", "candidates", "n_rows"}); [] otherwise."""
-    halving = search.spec.get("halving")
-    return list(halving["rounds"]) if halving else []
 
 
 def _final_round(search: Search) -> int:
@@ -593,9 +499,10 @@ def _next_round(session: Session, search: Search) -> list[str]:
     return [task.id for task in tasks]
 
 
-def _complete(session: Session, search: Search, task_id: str) -> str | None:
+def _complete(session: Session, settings: Settings, search: Search, task_id: str
+              ) -> str | None:
     """Every fit is in: the best point, the search succeeded, and the refit job queued in
-    the same transaction (its id returned)."""
+    the same transaction (its id returned; jobs.queue posts its message)."""
     final = _final_round(search)
     best = best_point([p for p in point_table(session, search) if p["round"] == final],
                       search.spec["metric"], search.spec.get("select", "best"))
@@ -605,17 +512,8 @@ def _complete(session: Session, search: Search, task_id: str) -> str | None:
         return None
     refit_job_id = None
     if search.spec.get("refit", True) and search.dataset_id is not None:
-        now = utcnow()
-        job = Job(id=new_id(), tenant_id=search.tenant_id, dataset_id=search.dataset_id,
-                  solver=search.solver, params=best["params"],
-                  task=task_of(search.solver, best["params"]), status=QUEUED, attempt=0,
-                  cancel_requested=False, created_at=now, queued_at=now,
-                  status_history=[history_entry(QUEUED, now, search_id=search.id)])
-        session.add(job)
-        session.flush()
-        add_event(session, job.id, "status", {"status": QUEUED.value, "at": now.isoformat(),
-                                              "search_id": search.id})
-        refit_job_id = job.id
+        refit_job_id = queue(session, settings, search.tenant_id, search.dataset_id,
+                             search.solver, best["params"], search_id=search.id).id
     _end_search(session, search.id, SUCCEEDED, except_task=task_id, best=best,
                 refit_job_id=refit_job_id)
     return refit_job_id
