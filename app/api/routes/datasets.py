@@ -19,6 +19,7 @@ from app.domain.services import datasets as service
 from app.domain.services import splits
 from app.domain.tasks import DETECT, UPLOAD_TASKS
 from app.domain.weights import take_weight_column, weight_stats
+from app.infra.storage import ShardWriter
 from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -133,6 +134,22 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
                   weight_column: str | None = None) -> Response:
     remaining = await anyio.to_thread.run_sync(
         service.remaining_stored_bytes, settings, tenant_id)
+    # svmlight streams to disk in shards (a weight column is taken out of the whole set)
+    writer = service.shard_writer(settings) if weight_column is None else None
+    try:
+        return await _receive_and_store(request, settings, write, tenant_id, name, reuse,
+                                        fmt, label_column, task, weight_column, remaining,
+                                        writer)
+    finally:
+        if writer is not None and not writer.owned:
+            await anyio.to_thread.run_sync(writer.abort)  # nothing stored: no shard left
+
+
+async def _receive_and_store(request: Request, settings: Settings,
+                             write: idempotency.Write, tenant_id: str, name: str | None,
+                             reuse: bool, fmt: str | None, label_column: str | None,
+                             task: str, weight_column: str | None, remaining: int,
+                             writer: ShardWriter | None) -> Response:
     gate = upload_gate(request.app.state, settings)
     async with gate.slots:
         parsed, form_name = await receive_dataset(
@@ -140,7 +157,7 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
             request.headers.get("content-type", ""),
             request.headers.get("content-length"),
             settings, threads=gate.threads, max_array_bytes=remaining,
-            fmt=fmt, label_column=label_column, task=task,
+            fmt=fmt, label_column=label_column, task=task, shard_writer=writer,
         )
         final_name = name or form_name or "dataset"
         weights = None
@@ -170,7 +187,9 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
         else:
             dataset = await anyio.to_thread.run_sync(
                 service.create_dataset, write.session, settings, tenant_id, parsed, final_name,
-                task, weights, limiter=gate.threads)
+                task, weights, writer if parsed.shards else None, limiter=gate.threads)
+            if parsed.shards and writer is not None:
+                writer.owned = True  # the row's now; a failed commit removes them
             status, answer = 201, DatasetPublic.model_validate(dataset)
             answer.duplicate_of = [d.id for d in earlier]
     # the dataset and its stored answer commit together: a crash leaves both or neither
