@@ -120,13 +120,14 @@ class ParsedDataset:
     source_format: str = "svmlight"  # or csv, tsv, parquet, npz (solvers.tabular)
     feature_names: list[str] | None = None  # where the file named its columns
     # Written as row shards while parsed (SvmlightParser's `on_shard`): how many, and their
-    # non-zeros; data, indices and indptr are then empty (y holds every row's label)
+    # rows and non-zeros; data, indices, indptr and y are then empty
     shards: int = 0
+    shard_rows: int = 0
     shard_nnz: int = 0
 
     @property
     def n_samples(self) -> int:
-        return int(self.y.shape[0])
+        return self.shard_rows if self.shards else int(self.y.shape[0])
 
     @property
     def nnz(self) -> int:
@@ -254,8 +255,8 @@ class SvmlightParser(_BlockFeed):
     of arrays (at most, plus one block's rows): `on_shard(arrays)` gets the shard's
     `data`, `indices`, `indptr` (from 0) and `y` (views, valid during the call: it writes
     them out) and the arrays are reused for the next shard, so memory stays about one
-    shard (plus every row's label, 8 bytes a row, for `finish`). A dataset smaller than
-    one shard is never handed over: `finish` returns it whole, as without `on_shard`.
+    shard. A dataset smaller than one shard is never handed over: `finish` returns it
+    whole, as without `on_shard`.
     """
 
     def __init__(self, limits: ParseLimits | None = None, *, block_bytes: int = 1 << 20,
@@ -273,7 +274,6 @@ class SvmlightParser(_BlockFeed):
         self._shards = 0
         self._shard_rows = 0
         self._shard_nnz = 0
-        self._labels: list[np.ndarray] = []
 
     @property
     def bytes_read(self) -> int:
@@ -299,7 +299,6 @@ class SvmlightParser(_BlockFeed):
             return
         self._on_shard({"data": out.data[:out.nnz], "indices": out.indices[:out.nnz],
                         "indptr": out.indptr[:out.n_rows + 1], "y": out.y[:out.n_rows]})
-        self._labels.append(out.y[:out.n_rows].copy())
         self._shards += 1
         self._shard_rows += out.n_rows
         self._shard_nnz += out.nnz
@@ -343,13 +342,12 @@ class SvmlightParser(_BlockFeed):
     def _finish_shards(self) -> ParsedDataset:
         self._guarded_flush()
         self._out = _Outputs(0, 0)
-        y = np.concatenate(self._labels)
-        self._labels = []
         return ParsedDataset(
             data=np.empty(0, np.float64), indices=np.empty(0, np.int32),
-            indptr=np.zeros(1, np.int64), y=y, n_features=self._max_index,
-            sha256=self._hash.hexdigest(), bytes_read=self._bytes_read,
-            shards=self._shards, shard_nnz=self._shard_nnz)
+            indptr=np.zeros(1, np.int64), y=np.empty(0, np.float64),
+            n_features=self._max_index, sha256=self._hash.hexdigest(),
+            bytes_read=self._bytes_read, shards=self._shards, shard_rows=self._shard_rows,
+            shard_nnz=self._shard_nnz)
 
     # -- internals
 

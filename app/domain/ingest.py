@@ -36,6 +36,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
 from app.domain.errors import Invalid, Malformed, NoSpace, TooLarge, Unsupported
+from app.domain.label_tally import LabelTally
 from app.domain.metrics import UPLOAD_BYTES
 from app.domain.tasks import parse_max_classes
 from app.infra.storage import ShardWriter
@@ -78,9 +79,12 @@ class UploadSink:
 
     def __init__(self, settings: Settings, max_array_bytes: int | None = None, *,
                  fmt: str | None = None, label_column: str | None = None,
-                 task: str = "auto", shard_writer: ShardWriter | None = None) -> None:
+                 task: str = "auto", shard_writer: ShardWriter | None = None,
+                 labels: LabelTally | None = None) -> None:
         self.max_bytes = settings.max_upload_bytes
         self.shard_writer = shard_writer
+        self.labels = labels if labels is not None else LabelTally(
+            task, settings.max_classes, settings.max_memory_dataset_bytes)
         self.shard_bytes = settings.shard_bytes
         self.max_memory_bytes = settings.max_memory_dataset_bytes
         self.max_rows = settings.max_dataset_rows
@@ -146,6 +150,7 @@ class UploadSink:
 
     def _write_shard(self, arrays: dict[str, np.ndarray]) -> None:
         assert self.shard_writer is not None
+        self.labels.add(arrays["y"])
         try:
             self.shard_writer.write(arrays)
         except OSError as exc:
@@ -411,13 +416,14 @@ async def receive_dataset(
     settings: Settings, *, threads: anyio.CapacityLimiter | None = None,
     max_array_bytes: int | None = None, fmt: str | None = None,
     label_column: str | None = None, task: str = "auto",
-    shard_writer: ShardWriter | None = None,
+    shard_writer: ShardWriter | None = None, labels: LabelTally | None = None,
 ) -> tuple[ParsedDataset, str | None]:
     """Stream a request body into the parser; return the parsed data and a name, if sent.
     `threads`: the limiter the parsing threads come from; `max_array_bytes`: see
     UploadSink; `fmt`, `label_column`: the query parameters (multipart form fields of the
     same names, before the file, say the same; the two may not disagree); `shard_writer`:
-    where an svmlight upload's shards go (the caller aborts it on failure)."""
+    where an svmlight upload's shards go (the caller aborts it on failure); `labels`: what
+    their labels add up to (app.domain.label_tally)."""
     if content_length is not None:
         try:
             declared = int(content_length)
@@ -428,7 +434,7 @@ async def receive_dataset(
                            f"{settings.max_upload_bytes} bytes (HINGE_MAX_UPLOAD_BYTES)",
                            {"limit": settings.max_upload_bytes})
     sink = UploadSink(settings, max_array_bytes, fmt=fmt, label_column=label_column,
-                      task=task, shard_writer=shard_writer)
+                      task=task, shard_writer=shard_writer, labels=labels)
     try:
         return await _receive(sink, body, content_type, settings, threads, fmt,
                               label_column)

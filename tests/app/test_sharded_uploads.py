@@ -91,6 +91,8 @@ def test_a_sharded_upload_is_read_by_every_reader_and_deleted_whole(
     whole = client.post("/v1/datasets?name=whole", content=text).json()
     assert _row(sharded, whole["id"]).shards is None
     assert whole["duplicate_of"] == [dataset["id"]]
+    summary = ("task", "labels", "class_counts", "label_stats", "rows", "nnz", "features")
+    assert {k: dataset[k] for k in summary} == {k: whole[k] for k in summary}
     models = []
     for dataset_id in (dataset["id"], whole["id"]):
         job = client.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd",
@@ -122,6 +124,25 @@ def test_a_sharded_upload_is_read_by_every_reader_and_deleted_whole(
 
     assert client.delete(f"/v1/datasets/{dataset['id']}").status_code == 204
     assert not [k for k in _blob_keys(sharded) if dataset["id"] in k]
+
+
+@pytest.mark.parametrize("task", ["auto", "regression"])
+def test_a_sharded_regression_set_has_the_summary_of_a_whole_one(
+        client: TestClient, sharded: Settings, task: str) -> None:
+    X, _y = text_like(1500, 300, seed=5, nnz_per_row=12.0)
+    targets = np.random.default_rng(5).normal(size=1500).round(3)
+    buffer = io.BytesIO()
+    dump_svmlight(X, targets, buffer)
+    first = client.post(f"/v1/datasets?task={task}", content=buffer.getvalue()).json()
+    assert _row(sharded, first["id"]).shards
+    sharded.shard_bytes = 64 << 20
+    whole = client.post(f"/v1/datasets?task={task}", content=buffer.getvalue()).json()
+    assert first["task"] == "regression" and first["label_stats"] == whole["label_stats"]
+    sharded.shard_bytes = SHARD_BYTES
+    sharded.max_memory_dataset_bytes = 8 * 1000  # the targets of 1000 rows
+    refused = client.post(f"/v1/datasets?task={task}", content=buffer.getvalue())
+    assert refused.status_code == 413, refused.text
+    assert "HINGE_MAX_MEMORY_DATASET_BYTES" in refused.json()["error"]["message"]
 
 
 def test_a_bad_line_after_some_shards_leaves_nothing(client: TestClient,

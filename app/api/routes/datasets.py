@@ -13,6 +13,7 @@ from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.domain.ingest import FORMATS, check_name, receive_dataset, upload_gate
+from app.domain.label_tally import LabelTally
 from app.domain.orm import Dataset
 from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.domain.services import datasets as service
@@ -139,7 +140,8 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
     try:
         return await _receive_and_store(request, settings, write, tenant_id, name, reuse,
                                         fmt, label_column, task, weight_column, remaining,
-                                        writer)
+                                        writer, LabelTally(task, settings.max_classes,
+                                                           settings.max_memory_dataset_bytes))
     finally:
         if writer is not None and not writer.owned:
             await anyio.to_thread.run_sync(writer.abort)  # nothing stored: no shard left
@@ -149,7 +151,7 @@ async def _receive_and_store(request: Request, settings: Settings,
                              write: idempotency.Write, tenant_id: str, name: str | None,
                              reuse: bool, fmt: str | None, label_column: str | None,
                              task: str, weight_column: str | None, remaining: int,
-                             writer: ShardWriter | None) -> Response:
+                             writer: ShardWriter | None, labels: LabelTally) -> Response:
     gate = upload_gate(request.app.state, settings)
     async with gate.slots:
         parsed, form_name = await receive_dataset(
@@ -158,6 +160,7 @@ async def _receive_and_store(request: Request, settings: Settings,
             request.headers.get("content-length"),
             settings, threads=gate.threads, max_array_bytes=remaining,
             fmt=fmt, label_column=label_column, task=task, shard_writer=writer,
+            labels=labels,
         )
         final_name = name or form_name or "dataset"
         weights = None
@@ -187,7 +190,8 @@ async def _receive_and_store(request: Request, settings: Settings,
         else:
             dataset = await anyio.to_thread.run_sync(
                 service.create_dataset, write.session, settings, tenant_id, parsed, final_name,
-                task, weights, writer if parsed.shards else None, limiter=gate.threads)
+                task, weights, writer if parsed.shards else None, labels,
+                limiter=gate.threads)
             if parsed.shards and writer is not None:
                 writer.owned = True  # the row's now; a failed commit removes them
             status, answer = 201, DatasetPublic.model_validate(dataset)

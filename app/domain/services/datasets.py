@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.domain.errors import Conflict, TooLarge, not_found
 from app.domain.job_status import ACTIVE_STATUSES
+from app.domain.label_tally import LabelTally
 from app.domain.orm import Dataset, Job, Tenant, new_id
 from app.domain.services.limits import lock_dataset, lock_tenant, tenant_limit
 from app.domain.tasks import dataset_task, label_summary
@@ -88,18 +89,24 @@ def shard_writer(settings: Settings) -> ShardWriter:
 def create_dataset(session: Session, settings: Settings, tenant_id: str,
                    parsed: ParsedDataset, name: str, task: str = "auto",
                    weights: np.ndarray | None = None,
-                   shard_writer: ShardWriter | None = None) -> Dataset:
+                   shard_writer: ShardWriter | None = None,
+                   labels: LabelTally | None = None) -> Dataset:
     """Store the arrays as a blob and add the dataset's row (blocking: run it in a thread);
     413 over the tenant's limits. `task`: the upload's (app.domain.tasks: auto reads the
     labels); `weights`: the rows' instance weights (app.domain.weights), stored as `w`.
     A dataset parsed in shards (`parsed.shards`) has them written already by
-    `shard_writer`: the row takes them over (`shards`, its manifest), or they are removed.
+    `shard_writer`: the row takes them over (`shards`, its manifest), or they are removed;
+    `labels` summed their labels up.
 
     The blob is written before the transaction takes any lock (on SQLite a write
     transaction blocks every other writer); the limits are then checked under the tenant's
     lock and the row added; a refused or failed insert removes the blob again."""
-    resolved = dataset_task(parsed.y, task, settings.max_classes)
-    labels, class_counts, label_stats = label_summary(parsed.y, resolved)
+    if parsed.shards:
+        assert labels is not None
+        resolved, labels_seen, class_counts, label_stats = labels.summary()
+    else:
+        resolved = dataset_task(parsed.y, task, settings.max_classes)
+        labels_seen, class_counts, label_stats = label_summary(parsed.y, resolved)
     store = blob_store(settings)
     shards: list[dict[str, object]] | None = None
     if parsed.shards:
@@ -130,10 +137,10 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         id=dataset_id,
         tenant_id=tenant_id,
         name=name[:255],
-        rows=len(parsed.y),
+        rows=parsed.n_samples,
         features=int(parsed.n_features),
         nnz=parsed.nnz,
-        labels=labels, class_counts=class_counts, task=resolved, label_stats=label_stats,
+        labels=labels_seen, class_counts=class_counts, task=resolved, label_stats=label_stats,
         weight_stats=None if weights is None else weight_stats(weights),
         sha256=parsed.sha256,
         size_bytes=int(parsed.bytes_read),
