@@ -6,6 +6,7 @@ Unavailable 503, Unsupported 415, Malformed 400, NoSpace 507, all in the one err
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -86,6 +87,16 @@ class NoSpace(DomainError):
     """The server's disk cannot hold what the request would store (keeping its reserve,
     HINGE_DISK_RESERVE_BYTES): nothing was stored; the same request may succeed once
     space is freed."""
+
+
+def no_space(exc: OSError) -> NoSpace:
+    """A disk that cannot hold a dataset (ENOSPC, EDQUOT) as a 507; other errors as is."""
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        raise exc
+    return NoSpace("the server's disk cannot hold this dataset: "
+                   f"{exc.strerror} (nothing was stored; free disk space, or lower "
+                   "HINGE_DISK_RESERVE_BYTES)",
+                   {"reason": str(exc.strerror), "setting": "HINGE_DISK_RESERVE_BYTES"})
 
 
 class Unsupported(DomainError):

@@ -26,7 +26,6 @@ HINGE_MAX_MEMORY_DATASET_BYTES.
 
 from __future__ import annotations
 
-import errno
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio.to_thread
@@ -35,7 +34,7 @@ from python_multipart import MultipartParser
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
-from app.domain.errors import Invalid, Malformed, NoSpace, TooLarge, Unsupported
+from app.domain.errors import Invalid, Malformed, TooLarge, Unsupported, no_space
 from app.domain.label_tally import LabelTally
 from app.domain.metrics import UPLOAD_BYTES
 from app.domain.tasks import parse_max_classes
@@ -154,13 +153,7 @@ class UploadSink:
         try:
             self.shard_writer.write(arrays)
         except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            raise NoSpace("the server's disk cannot hold this dataset: "
-                          f"{exc.strerror} (nothing was stored; free disk space, or lower "
-                          "HINGE_DISK_RESERVE_BYTES)",
-                          {"reason": str(exc.strerror), "setting": "HINGE_DISK_RESERVE_BYTES"}
-                          ) from None
+            raise no_space(exc) from None
 
     def _too_large(self, what: str) -> TooLarge:
         return TooLarge(f"{what} exceeds the limit of {self.max_bytes} bytes "

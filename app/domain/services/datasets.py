@@ -13,7 +13,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.domain.errors import Conflict, TooLarge, not_found
+from app.domain.errors import Conflict, TooLarge, no_space, not_found
 from app.domain.job_status import ACTIVE_STATUSES
 from app.domain.label_tally import LabelTally
 from app.domain.orm import Dataset, Job, Tenant, new_id
@@ -117,11 +117,14 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         remove = shard_writer.abort
     else:
         dataset_id = new_id()
-        stored = save_dataset_arrays(
-            store, dataset_id,
-            {"data": parsed.data, "indices": parsed.indices, "indptr": parsed.indptr,
-             "y": parsed.y, **({} if weights is None else {"w": weights})},
-        )
+        try:
+            stored = save_dataset_arrays(
+                store, dataset_id,
+                {"data": parsed.data, "indices": parsed.indices, "indptr": parsed.indptr,
+                 "y": parsed.y, **({} if weights is None else {"w": weights})},
+            )
+        except OSError as exc:
+            raise no_space(exc) from None
         blob_path, stored_bytes = str(stored.ref), stored.size
         adding = stored_size(parsed) + (0 if weights is None else weights.nbytes)
 
