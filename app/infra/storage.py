@@ -164,24 +164,62 @@ def delete_dataset_blobs(store: BlobStore, blob_path: str,
         store.remove_folder(str(Path(BlobRef.parse(shards[0]["blob_path"]).key).parent))
 
 
+def compact_values(data: np.ndarray, value_dtype: str) -> np.ndarray | None:
+    """`data` as float32 under the layout asked for (float32: rounded; auto: only when
+    every value is exactly a float32), else None (float64 it stays)."""
+    if value_dtype == "float64" or data.dtype == np.float32:
+        return data if data.dtype == np.float32 else None
+    compact = data.astype(np.float32)
+    if value_dtype == "float32" or np.array_equal(compact, data):
+        return compact
+    return None
+
+
 class ShardWriter:
     """Writes one dataset's row shards to the store as they are parsed (SvmlightParser's
     `on_shard`), each under a temporary name, fsynced and committed, after checking that
     the disk keeps `reserve_bytes` free beside it (else OSError ENOSPC before writing, as
     a disk that fills while writing raises). `abort` removes what was written; after
-    `manifest`, the dataset's row owns the shards."""
+    `manifest`, the dataset's row owns the shards.
+
+    `value_dtype`: the values' layout, float64, float32 (compact: 8 bytes a non-zero,
+    rounded) or auto (float32 while every value is exactly a float32; the first shard
+    that is not turns the shards written before it back to float64). `layout` says the
+    result."""
 
     def __init__(self, store: BlobStore, dataset_id: str, reserve_bytes: int = 0,
-                 part: int = 0) -> None:
+                 part: int = 0, value_dtype: str = "float64") -> None:
         self.store = store
         self.dataset_id = dataset_id
         self.reserve_bytes = reserve_bytes
         self.part = part
+        self.value_dtype = value_dtype
         self.written: list[tuple[StoredBlob, ShardInfo]] = []
         self.owned = False  # a dataset's row took the shards over (then never `abort`)
 
+    @property
+    def layout(self) -> str:
+        """The stored values' dtype: float32 or float64."""
+        return "float64" if self.value_dtype == "float64" else "float32"
+
     def write(self, arrays: dict[str, np.ndarray]) -> None:
-        key = shard_key(self.dataset_id, len(self.written), self.part)
+        if self.value_dtype != "float64":
+            compact = compact_values(arrays["data"], self.value_dtype)
+            if compact is None:
+                self._widen()
+            else:
+                arrays = {**arrays, "data": compact}
+        self._put(len(self.written), arrays)
+
+    def _widen(self) -> None:
+        """An auto layout meets a value that is not a float32: every shard to float64."""
+        self.value_dtype = "float64"
+        for index, (stored, _) in enumerate(list(self.written)):
+            arrays = dataset_arrays(self.store, str(stored.ref))
+            self._put(index, {**arrays, "data": arrays["data"].astype(np.float64)})
+
+    def _put(self, index: int, arrays: dict[str, np.ndarray]) -> None:
+        key = shard_key(self.dataset_id, index, self.part)
         nbytes = sum(int(a.nbytes) for a in arrays.values())
         scratch = self.store.scratch(key)
         free = shutil.disk_usage(scratch.parent).free
@@ -191,8 +229,11 @@ class ShardWriter:
                           str(scratch.parent))
         write_synced(scratch, lambda handle: write_npz(handle, arrays))
         stored = self.store.commit(key, scratch)
-        self.written.append((stored, ShardInfo(len(arrays["y"]), len(arrays["data"]),
-                                               nbytes)))
+        entry = (stored, ShardInfo(len(arrays["y"]), len(arrays["data"]), nbytes))
+        if index < len(self.written):
+            self.written[index] = entry
+        else:
+            self.written.append(entry)
 
     @property
     def stored_bytes(self) -> int:

@@ -197,3 +197,56 @@ def test_the_sweep_removes_orphan_shards_and_keeps_a_datasets(client: TestClient
         assert not Path(sharded.home / "datasets" / "orphan0123456789abcdef").exists()
     rows = client.get(f"/v1/datasets/{kept['id']}").json()["rows"]
     assert rows == 1500
+
+
+def _float32_text(rows: int = 1500, late_double: bool = False) -> bytes:
+    X, y = text_like(rows, 300, seed=9, nnz_per_row=12.0)
+    X.data = X.data.astype(np.float32).astype(np.float64)  # exactly float32 values
+    if late_double:
+        X.data[-1] = 0.1  # not a float32: the last shard turns the layout to float64
+    buffer = io.BytesIO()
+    dump_svmlight(X, y, buffer)
+    return buffer.getvalue()
+
+
+def test_values_that_are_float32_stream_compact_and_fit_alike(client: TestClient,
+                                                              sharded: Settings) -> None:
+    text = _float32_text()
+    compact = client.post("/v1/datasets", content=text).json()
+    wide = client.post("/v1/datasets?dtype=float64", content=text).json()
+    assert (compact["value_dtype"], wide["value_dtype"]) == ("float32", "float64")
+    assert compact["shards"] > 1 and compact["stored_bytes"] < 0.8 * wide["stored_bytes"]
+    row = _row(sharded, compact["id"])
+    arrays = dataset_arrays(blob_store(sharded), row.blob_path, row.shards)
+    assert arrays["data"].dtype == np.float32 and arrays["indices"].dtype == np.int32
+    X, _y = load_svmlight_file(io.BytesIO(text))
+    np.testing.assert_array_equal(arrays["data"], X.data)
+    exports = []
+    for dataset in (compact, wide):
+        job = client.post("/v1/jobs", json={"dataset_id": dataset["id"], "solver": "dcd",
+                                            "params": {"C": 1.0, "loss": "l1"}}).json()
+        assert run_job(sharded, job["id"], "test-worker") == "succeeded"
+        done = client.get(f"/v1/jobs/{job['id']}").json()
+        assert done["result"]["converged"] is True
+        exports.append(client.get(f"/v1/models/{done['model_id']}/export").text)
+    assert exports[0] == exports[1]
+
+
+def test_auto_turns_back_to_float64_at_a_value_that_is_not_float32(
+        client: TestClient, sharded: Settings) -> None:
+    text = _float32_text(late_double=True)
+    dataset = client.post("/v1/datasets", content=text).json()
+    assert dataset["value_dtype"] == "float64" and dataset["shards"] > 1
+    row = _row(sharded, dataset["id"])
+    arrays = dataset_arrays(blob_store(sharded), row.blob_path, row.shards)
+    X, _y = load_svmlight_file(io.BytesIO(text))
+    assert arrays["data"].dtype == np.float64
+    np.testing.assert_array_equal(arrays["data"], X.data)
+    asked = client.post("/v1/datasets?dtype=float32", content=text).json()
+    assert asked["value_dtype"] == "float32"  # asked: rounded
+    # a set held whole is float64 unless asked
+    sharded.shard_bytes = 64 << 20
+    small = client.post("/v1/datasets", content=_float32_text(rows=100)).json()
+    assert (small["value_dtype"], small["shards"]) == ("float64", 1)
+    small32 = client.post("/v1/datasets?dtype=float32", content=_float32_text(rows=100))
+    assert small32.json()["value_dtype"] == "float32"

@@ -81,22 +81,28 @@ def same_content(settings: Settings, tenant_id: str, sha256: str) -> list[Datase
             .order_by(Dataset.created_at, Dataset.id)))
 
 
-def shard_writer(settings: Settings) -> ShardWriter:
-    """Where a streamed upload writes its shards: a new dataset id's folder."""
-    return ShardWriter(blob_store(settings), new_id(), settings.disk_reserve_bytes)
+VALUE_DTYPES = ("auto", "float32", "float64")  # an upload's `dtype`
+
+
+def shard_writer(settings: Settings, value_dtype: str = "auto") -> ShardWriter:
+    """Where a streamed upload writes its shards: a new dataset id's folder; the values
+    float32 where they are exactly float32 (auto) or asked to be (float32)."""
+    return ShardWriter(blob_store(settings), new_id(), settings.disk_reserve_bytes,
+                       value_dtype=value_dtype)
 
 
 def create_dataset(session: Session, settings: Settings, tenant_id: str,
                    parsed: ParsedDataset, name: str, task: str = "auto",
                    weights: np.ndarray | None = None,
                    shard_writer: ShardWriter | None = None,
-                   labels: LabelTally | None = None) -> Dataset:
+                   labels: LabelTally | None = None, value_dtype: str = "auto") -> Dataset:
     """Store the arrays as a blob and add the dataset's row (blocking: run it in a thread);
     413 over the tenant's limits. `task`: the upload's (app.domain.tasks: auto reads the
     labels); `weights`: the rows' instance weights (app.domain.weights), stored as `w`.
     A dataset parsed in shards (`parsed.shards`) has them written already by
     `shard_writer`: the row takes them over (`shards`, its manifest), or they are removed;
-    `labels` summed their labels up.
+    `labels` summed their labels up. `value_dtype` float32 stores a dataset held whole
+    in float32 (auto leaves it float64: only a streamed one is made compact by itself).
 
     The blob is written before the transaction takes any lock (on SQLite a write
     transaction blocks every other writer); the limits are then checked under the tenant's
@@ -113,20 +119,24 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         assert shard_writer is not None and weights is None
         dataset_id, shards = shard_writer.dataset_id, shard_writer.manifest()
         blob_path, stored_bytes = sharded_blob_path(dataset_id), shard_writer.stored_bytes
+        layout = shard_writer.layout
         adding = sum(int(s["nbytes"]) for s in shards)  # type: ignore[call-overload]
         remove = shard_writer.abort
     else:
         dataset_id = new_id()
+        values = parsed.data.astype(np.float32) if value_dtype == "float32" else parsed.data
+        layout = str(values.dtype)
         try:
             stored = save_dataset_arrays(
                 store, dataset_id,
-                {"data": parsed.data, "indices": parsed.indices, "indptr": parsed.indptr,
+                {"data": values, "indices": parsed.indices, "indptr": parsed.indptr,
                  "y": parsed.y, **({} if weights is None else {"w": weights})},
             )
         except OSError as exc:
             raise no_space(exc) from None
         blob_path, stored_bytes = str(stored.ref), stored.size
-        adding = stored_size(parsed) + (0 if weights is None else weights.nbytes)
+        adding = (stored_size(parsed) - parsed.data.nbytes + values.nbytes
+                  + (0 if weights is None else weights.nbytes))
 
         def remove() -> None:
             store.delete(stored.ref.key)
@@ -150,6 +160,7 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         blob_path=blob_path,
         stored_bytes=stored_bytes,
         shards=shards,
+        value_dtype=layout,
         source_format=parsed.source_format,
         feature_names=parsed.feature_names,
     )
