@@ -1,11 +1,13 @@
 """The labels of a dataset streamed in shards, summed up shard by shard (LabelTally), so
 an upload never holds every row's label: class counts as they come (at most
-HINGE_MAX_CLASSES + 1 distinct), and the targets themselves only while a regression
-summary (quantiles, distinct values) may need them and they fit in
-HINGE_MAX_MEMORY_DATASET_BYTES (8 bytes a row; a larger regression upload is a 413)."""
+HINGE_MAX_CLASSES + 1 distinct). A regression summary (quantiles, distinct values) needs
+every target: they are read back from the written shards at the end, so a regression set
+is bounded by HINGE_MAX_MEMORY_DATASET_BYTES (8 bytes a row; a 413 as soon as a set
+known to be regression passes it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,6 @@ class LabelTally:
         self.rows = 0
         self.counts: dict[float, int] | None = {}  # None: more distinct than max_classes
         self.integer = True
-        self.kept: list[np.ndarray] | None = []  # None: too many rows to keep
 
     def _regression(self) -> bool:
         return self.asked == "regression" or (
@@ -41,23 +42,19 @@ class LabelTally:
             if len(self.counts) > self.max_classes:
                 self.counts = None
         self.integer = self.integer and bool(np.all(np.mod(y, 1.0) == 0))
-        if self.kept is not None:
-            if self.rows <= self.max_kept_rows:
-                self.kept.append(np.array(y, dtype=np.float64))
-            else:
-                self.kept = None
-        if self.kept is None and self._regression():
+        if self.rows > self.max_kept_rows and self._regression():
             raise TooLarge(f"a regression dataset streamed to disk keeps its targets in "
                            f"memory for its summary: more than {self.max_kept_rows} rows "
                            "exceed HINGE_MAX_MEMORY_DATASET_BYTES",
                            {"limit": self.max_kept_rows, "setting":
                             "HINGE_MAX_MEMORY_DATASET_BYTES"})
 
-    def summary(self) -> tuple[str, list[float], dict[str, int], dict[str, Any] | None]:
-        """(task, labels, class_counts, label_stats), as of every row added."""
+    def summary(self, targets: Callable[[], np.ndarray]
+                ) -> tuple[str, list[float], dict[str, int], dict[str, Any] | None]:
+        """(task, labels, class_counts, label_stats), as of every row added; `targets`
+        reads every row's label back (a regression set's summary needs them)."""
         if self._regression():
-            assert self.kept is not None
-            y = np.concatenate(self.kept)
+            y = targets()
             task = dataset_task(y, self.asked, self.max_classes)
             return (task, *label_summary(y, task))
         assert self.counts is not None

@@ -164,15 +164,21 @@ def delete_dataset_blobs(store: BlobStore, blob_path: str,
         store.remove_folder(str(Path(BlobRef.parse(shards[0]["blob_path"]).key).parent))
 
 
+_COMPARE_ENTRIES = 1 << 20
+
+
 def compact_values(data: np.ndarray, value_dtype: str) -> np.ndarray | None:
     """`data` as float32 under the layout asked for (float32: rounded; auto: only when
     every value is exactly a float32), else None (float64 it stays)."""
     if value_dtype == "float64" or data.dtype == np.float32:
         return data if data.dtype == np.float32 else None
-    compact = data.astype(np.float32)
-    if value_dtype == "float32" or np.array_equal(compact, data):
-        return compact
-    return None
+    compact = np.empty(len(data), dtype=np.float32)
+    for start in range(0, len(data), _COMPARE_ENTRIES):  # bounded temporaries
+        piece, out = data[start:start + _COMPARE_ENTRIES], compact[start:start + _COMPARE_ENTRIES]
+        np.copyto(out, piece, casting="same_kind")
+        if value_dtype == "auto" and not np.array_equal(out, piece):
+            return None
+    return compact
 
 
 class ShardWriter:
@@ -234,6 +240,11 @@ class ShardWriter:
             self.written[index] = entry
         else:
             self.written.append(entry)
+
+    def targets(self) -> np.ndarray:
+        """Every row's label, read back from the shards written."""
+        return np.concatenate([np.array(dataset_arrays(self.store, str(stored.ref))["y"])
+                               for stored, _ in self.written])
 
     @property
     def stored_bytes(self) -> int:

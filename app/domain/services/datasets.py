@@ -109,7 +109,9 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
     lock and the row added; a refused or failed insert removes the blob again."""
     if parsed.shards:
         assert labels is not None
-        resolved, labels_seen, class_counts, label_stats = labels.summary()
+        assert shard_writer is not None
+        resolved, labels_seen, class_counts, label_stats = labels.summary(
+            shard_writer.targets)
     else:
         resolved = dataset_task(parsed.y, task, settings.max_classes)
         labels_seen, class_counts, label_stats = label_summary(parsed.y, resolved)
