@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     broker_url: str = ""
     queue: str = "hinge.train"
 
-    max_upload_bytes: int = Field(1 << 30, gt=0)  # compressed and decompressed, each
+    max_upload_bytes: int = Field(1 << 40, gt=0)  # compressed and decompressed, each
     max_features: int = Field(10_000_000, gt=0)
     max_classes: int = Field(1000, ge=2)
     max_line_bytes: int = Field(16 << 20, gt=0)
@@ -113,17 +113,23 @@ class Settings(BaseSettings):
     predict_rate_per_second: float = Field(1000.0, ge=0)
     predict_rate_burst: int = Field(2000, ge=1)
     # Per-tenant limits (a tenant row may lower or raise them).
-    tenant_max_stored_bytes: int = Field(20 << 30, gt=0)  # of dataset arrays, all datasets
+    tenant_max_stored_bytes: int = Field(64 << 30, gt=0)  # of dataset arrays, all datasets
     tenant_max_datasets: int = Field(1000, gt=0)
     tenant_max_running_jobs: int = Field(4, gt=0)
     tenant_max_queued_jobs: int = Field(200, gt=0)
     # One dataset, bounded while it is parsed (the arrays take ~12 bytes per non-zero and
     # ~16 per row, so a small file of short lines grows far more than its text).
-    # Parsing takes up to about 1.5x max_dataset_bytes of memory per concurrent upload;
-    # the defaults keep one upload under 300 MB (raise them for larger data sets).
-    max_dataset_rows: int = Field(5_000_000, gt=0)
-    max_dataset_nnz: int = Field(8_000_000, gt=0)
-    max_dataset_bytes: int = Field(128 << 20, gt=0)  # the arrays of one dataset
+    # svmlight uploads stream to disk in row shards of about shard_bytes of arrays (the
+    # API holds one shard and the labels, 8 bytes a row): they are bounded by the tenant's
+    # stored bytes and the free disk, which keeps disk_reserve_bytes free (507 else).
+    # Uploads parsed whole in memory (CSV, TSV, Parquet, .npz, a weight_column) are
+    # bounded by max_memory_dataset_bytes too (about 1.5x that per concurrent upload).
+    max_dataset_rows: int = Field(2_000_000_000, gt=0)
+    max_dataset_nnz: int = Field(2_000_000_000, gt=0)
+    max_dataset_bytes: int = Field(1 << 40, gt=0)  # the arrays of one dataset
+    max_memory_dataset_bytes: int = Field(128 << 20, gt=0)
+    shard_bytes: int = Field(64 << 20, ge=4096)
+    disk_reserve_bytes: int = Field(1 << 30, ge=0)
     max_concurrent_uploads: int = Field(2, ge=1)  # per API process; the rest wait
     idempotency_hours: float = Field(24.0, gt=0)
     # An Idempotency-Key in progress is leased to its request's process, which renews the

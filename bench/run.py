@@ -4,7 +4,8 @@
 
 Experiments run in a fixed order: parser, dcd, acf, ocas_alm, smo, kernel_peers,
 formulations, liblinear_formulations, certified, linear_tasks, auto, service, predict,
-first_run, search, batch_predict, busy_cores. Each is the module bench/<name>_bench.py exposing
+first_run, search, batch_predict, busy_cores, shared_memory, large_uploads. Each is the
+module bench/<name>_bench.py exposing
 `main(quick: bool = False) -> list[dict]`, which writes its own table
 bench/results/<name>.md (bench/results/quick/ with --quick: see bench/paths.py) and
 returns summary rows
@@ -43,7 +44,7 @@ MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
 EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "kernel_peers", "formulations",
                "liblinear_formulations", "certified", "linear_tasks",
                "auto", "service", "predict", "first_run",
-               "search", "batch_predict", "busy_cores", "shared_memory")
+               "search", "batch_predict", "busy_cores", "shared_memory", "large_uploads")
 ROW_KEYS = ("experiment", "metric", "hinge", "reference", "ratio", "target", "met")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "HINGE_SOLVER_THREADS")

@@ -51,11 +51,10 @@ place) and are trimmed in `SvmlightParser.finish`.
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -63,6 +62,7 @@ import numpy as np
 import scipy.sparse
 
 from solvers import _svmlight_kernels as _k
+from solvers.svmlight_outputs import _Outputs
 from solvers.svmlight_stream import (
     SizeLimitError,
     StreamDecompressor,
@@ -70,6 +70,7 @@ from solvers.svmlight_stream import (
     _iter_chunks,
     open_decompressed,
 )
+from solvers.svmlight_write import dump_svmlight
 
 __all__ = [
     "ParseLimits",
@@ -118,14 +119,19 @@ class ParsedDataset:
     bytes_read: int  # decompressed bytes
     source_format: str = "svmlight"  # or csv, tsv, parquet, npz (solvers.tabular)
     feature_names: list[str] | None = None  # where the file named its columns
+    # Written as row shards while parsed (SvmlightParser's `on_shard`): how many, and their
+    # rows and non-zeros; data, indices, indptr and y are then empty
+    shards: int = 0
+    shard_rows: int = 0
+    shard_nnz: int = 0
 
     @property
     def n_samples(self) -> int:
-        return int(self.y.shape[0])
+        return self.shard_rows if self.shards else int(self.y.shape[0])
 
     @property
     def nnz(self) -> int:
-        return int(self.data.shape[0])
+        return self.shard_nnz if self.shards else int(self.data.shape[0])
 
     @property
     def labels(self) -> np.ndarray:
@@ -244,14 +250,30 @@ class SvmlightParser(_BlockFeed):
     `block_bytes` is how much new text is gathered before a compiled parse pass runs.
     Memory: one block of text plus the carried incomplete line, plus the parsed arrays
     (grown by doubling, trimmed in `finish`).
+
+    With `on_shard`, the parsed rows are handed over in row shards of about `shard_bytes`
+    of arrays (at most, plus one block's rows): `on_shard(arrays)` gets the shard's
+    `data`, `indices`, `indptr` (from 0) and `y` (views, valid during the call: it writes
+    them out) and the arrays are reused for the next shard, so memory stays about one
+    shard. A dataset smaller than one shard is never handed over: `finish` returns it
+    whole, as without `on_shard`.
     """
 
-    def __init__(self, limits: ParseLimits | None = None, *, block_bytes: int = 1 << 20) -> None:
+    def __init__(self, limits: ParseLimits | None = None, *, block_bytes: int = 1 << 20,
+                 shard_bytes: int = 64 << 20,
+                 on_shard: Callable[[dict[str, np.ndarray]], None] | None = None) -> None:
+        if on_shard is not None:  # a pass never parses much more text than a shard
+            block_bytes = min(block_bytes, max(1 << 12, shard_bytes))
         super().__init__(limits, block_bytes)
         self._classes: set[float] = set()
         self._max_index = 0
         self._out = _Outputs()
         self._state = "open"
+        self._on_shard = on_shard
+        self._shard_bytes = max(1, int(shard_bytes))
+        self._shards = 0
+        self._shard_rows = 0
+        self._shard_nnz = 0
 
     @property
     def bytes_read(self) -> int:
@@ -263,7 +285,24 @@ class SvmlightParser(_BlockFeed):
         return self._next_line - 1
 
     def _parsed_counts(self) -> tuple[int, int]:
-        return self._out.n_rows, self._out.nnz
+        return self._shard_rows + self._out.n_rows, self._shard_nnz + self._out.nnz
+
+    def _shard_due(self, fraction: int = 1) -> bool:
+        out = self._out
+        return (self._on_shard is not None
+                and out.nnz * 12 + out.n_rows * 16 >= self._shard_bytes // fraction)
+
+    def _flush_shard(self) -> None:
+        """Hand the rows parsed since the last shard to `on_shard`; start the next."""
+        out = self._out
+        if out.n_rows == 0 or self._on_shard is None:
+            return
+        self._on_shard({"data": out.data[:out.nnz], "indices": out.indices[:out.nnz],
+                        "indptr": out.indptr[:out.n_rows + 1], "y": out.y[:out.n_rows]})
+        self._shards += 1
+        self._shard_rows += out.n_rows
+        self._shard_nnz += out.nnz
+        out.nnz = out.n_rows = 0  # indptr[0] stays 0
 
     def feed(self, chunk: bytes) -> None:
         self._check_open()
@@ -283,6 +322,8 @@ class SvmlightParser(_BlockFeed):
         self._check_open()
         self._guarded(final=True)
         self._state = "finished"
+        if self._shards:
+            return self._finish_shards()
         out = self._out
         if out.n_rows == 0:
             raise SvmlightError(None, "no data rows")
@@ -298,7 +339,24 @@ class SvmlightParser(_BlockFeed):
             bytes_read=self._bytes_read,
         )
 
+    def _finish_shards(self) -> ParsedDataset:
+        self._guarded_flush()
+        self._out = _Outputs(0, 0)
+        return ParsedDataset(
+            data=np.empty(0, np.float64), indices=np.empty(0, np.int32),
+            indptr=np.zeros(1, np.int64), y=np.empty(0, np.float64),
+            n_features=self._max_index, sha256=self._hash.hexdigest(),
+            bytes_read=self._bytes_read, shards=self._shards, shard_rows=self._shard_rows,
+            shard_nnz=self._shard_nnz)
+
     # -- internals
+
+    def _guarded_flush(self) -> None:
+        try:
+            self._flush_shard()
+        except BaseException:
+            self._state = "failed"
+            raise
 
     def _check_open(self) -> None:
         if self._state != "open":
@@ -366,8 +424,12 @@ class SvmlightParser(_BlockFeed):
             view = buf[:sub_end]
             while position < sub_end:
                 position, full = self._parse_from(text, view, position)
-                if full != _k.FULL_NONE:
+                if full in (_k.FULL_DATA, _k.FULL_ROWS) and self._shard_due(2):
+                    self._flush_shard()  # rather than grow past a shard
+                elif full != _k.FULL_NONE:
                     self._out.grow(full)
+            if self._shard_due():
+                self._flush_shard()
 
     def _parse_from(self, text: bytes, buf: np.ndarray, position: int) -> tuple[int, int]:
         """One kernel call from `position`; returns where it stopped and what filled up."""
@@ -462,60 +524,6 @@ class SvmlightParser(_BlockFeed):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _Outputs:
-    """The growing CSR arrays the kernel appends to, plus its per-call scratch.
-
-    Growth allocates a fresh array twice as large and copies: NumPy asks for transparent
-    huge pages on allocations of 4 MiB and more, which makes first-touch page faults far
-    cheaper than `ndarray.resize` (a realloc that zero-fills 4 KiB pages). The initial
-    entry capacity (8 MiB of data) is that large for the same reason; it stays virtual
-    memory until used.
-    Shrinking in `trimmed` is a realloc in place.
-    """
-
-    def __init__(self, entries: int = 1 << 20, rows: int = 1 << 13) -> None:
-        self.nnz = 0
-        self.n_rows = 0
-        self.data = np.empty(entries, dtype=np.float64)
-        self.indices = np.empty(entries, dtype=np.int32)
-        self.y = np.empty(rows, dtype=np.float64)
-        self.indptr = np.empty(rows + 1, dtype=np.int64)
-        self.indptr[0] = 0
-        self.row_lines = np.empty(rows, dtype=np.int64)  # per call
-        self.slow = np.empty((1 << 10, 4), dtype=np.int64)  # per call
-
-    def grow(self, full: int) -> None:
-        """Double the arrays that ran out of room (FULL_DATA / FULL_ROWS / FULL_SLOW)."""
-        if full == _k.FULL_DATA:
-            self.data = _doubled(self.data, self.nnz)
-            self.indices = _doubled(self.indices, self.nnz)
-        elif full == _k.FULL_ROWS:
-            self.y = _doubled(self.y, self.n_rows)
-            self.indptr = _doubled(self.indptr, self.n_rows + 1, size=2 * self.y.shape[0] + 1)
-            self.row_lines = np.empty(2 * self.row_lines.shape[0], dtype=np.int64)
-        elif full == _k.FULL_SLOW:
-            self.slow = np.empty((2 * self.slow.shape[0], 4), dtype=np.int64)
-
-    def trimmed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The arrays cut to their used length; the unused capacity is released."""
-        self._trim("data", self.nnz)
-        self._trim("indices", self.nnz)
-        self._trim("indptr", self.n_rows + 1)
-        self._trim("y", self.n_rows)
-        return self.data, self.indices, self.indptr, self.y
-
-    def _trim(self, name: str, used: int) -> None:
-        if getattr(self, name).shape[0] == used:
-            return
-        # ndarray.resize reallocs in place (no copy) but refuses when another reference
-        # exists, so the array is never bound to a local name here; should it still
-        # refuse (a debugger or profiler holds one), copy instead
-        try:
-            getattr(self, name).resize(used, refcheck=True)
-        except ValueError:
-            setattr(self, name, getattr(self, name)[:used].copy())
-
-
 def _hash_in_background(digest: Any, data: bytes) -> threading.Thread | None:
     """Start `digest.update(data)` in a thread (hashlib releases the GIL) if worth it."""
     if len(data) < _THREADED_HASH_BYTES:
@@ -524,13 +532,6 @@ def _hash_in_background(digest: Any, data: bytes) -> threading.Thread | None:
     thread = threading.Thread(target=digest.update, args=(data,), name="svmlight-sha256")
     thread.start()
     return thread
-
-
-def _doubled(array: np.ndarray, used: int, size: int | None = None) -> np.ndarray:
-    """A new array of `size` (default: twice as long) starting with `array[:used]`."""
-    bigger = np.empty(2 * array.shape[0] if size is None else size, dtype=array.dtype)
-    bigger[:used] = array[:used]
-    return bigger
 
 
 def parse_stream(
@@ -548,52 +549,3 @@ def load_svmlight(path: str | os.PathLike[str], limits: ParseLimits | None = Non
     """Parse a (possibly gzip/bz2/xz-compressed) svmlight file, reading it in chunks."""
     with open(path, "rb") as handle:
         return parse_stream(_iter_chunks(handle), limits)
-
-
-# ---- writer ------------------------------------------------------------------------------
-
-
-def dump_svmlight(X_csr: Any, y: Any, fileobj_or_path: Any) -> None:
-    """Write svmlight text: 1-based indices, repr() floats, so parsing round-trips exactly.
-
-    Stored zeros are written (and read back) as entries. Non-finite values are refused.
-    """
-    X = scipy.sparse.csr_matrix(X_csr, dtype=np.float64, copy=True)
-    X.sum_duplicates()
-    X.sort_indices()
-    labels = np.asarray(y, dtype=np.float64).ravel()
-    if labels.shape[0] != X.shape[0]:
-        raise ValueError(f"y has {labels.shape[0]} labels for {X.shape[0]} rows")
-    if not (np.isfinite(labels).all() and np.isfinite(X.data).all()):
-        raise ValueError("svmlight cannot represent NaN or infinite labels or values")
-    if isinstance(fileobj_or_path, (str, os.PathLike)):
-        with open(fileobj_or_path, "wb") as handle:
-            _write_rows(X, labels, handle.write, binary=True)
-    else:
-        binary = not isinstance(fileobj_or_path, io.TextIOBase)
-        _write_rows(X, labels, fileobj_or_path.write, binary=binary)
-
-
-def _write_rows(X: scipy.sparse.csr_matrix, labels: np.ndarray, write: Any, binary: bool) -> None:
-    indptr = X.indptr.tolist()
-    columns = (X.indices.astype(np.int64) + 1).tolist()
-    values = X.data.tolist()
-    lines: list[str] = []
-    buffered = 0
-    for row, label in enumerate(labels.tolist()):
-        start, stop = indptr[row], indptr[row + 1]
-        pairs = " ".join(
-            f"{column}:{value!r}"
-            for column, value in zip(columns[start:stop], values[start:stop], strict=True)
-        )
-        lines.append(f"{label!r} {pairs}\n" if pairs else f"{label!r}\n")
-        buffered += stop - start + 1
-        if buffered >= 65536:
-            _flush(lines, write, binary)
-            lines, buffered = [], 0
-    _flush(lines, write, binary)
-
-
-def _flush(lines: list[str], write: Any, binary: bool) -> None:
-    text = "".join(lines)
-    write(text.encode("ascii") if binary else text)

@@ -85,6 +85,13 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_KEY_CACHE_SECONDS": str(settings.key_cache_seconds),
         "HINGE_PREDICT_BLOCK_ROWS": str(settings.predict_block_rows),
         "HINGE_MODEL_CACHE_CHECK_SECONDS": str(settings.model_cache_check_seconds),
+        "HINGE_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
+        "HINGE_MAX_DATASET_ROWS": str(settings.max_dataset_rows),
+        "HINGE_MAX_DATASET_NNZ": str(settings.max_dataset_nnz),
+        "HINGE_MAX_DATASET_BYTES": str(settings.max_dataset_bytes),
+        "HINGE_MAX_MEMORY_DATASET_BYTES": str(settings.max_memory_dataset_bytes),
+        "HINGE_SHARD_BYTES": str(settings.shard_bytes),
+        "HINGE_DISK_RESERVE_BYTES": str(settings.disk_reserve_bytes),
         "PYTHONUNBUFFERED": "1",
     })
     if settings.secret_key.get_secret_value():

@@ -177,7 +177,7 @@ def _split(settings: Settings, claim: TaskClaim, X: sp.csr_matrix, y: np.ndarray
         if claim.holdout_blob_path is None:
             raise ValueError("the holdout dataset was deleted before the task ran")
         X_test, y_test = load_dataset(blob_store(settings), claim.holdout_blob_path,
-                                      X.shape[1])
+                                      X.shape[1], claim.holdout_shards)
         return X, y, X_test, y_test
     assert rows is not None
     test = rows == fold
@@ -187,7 +187,7 @@ def _split(settings: Settings, claim: TaskClaim, X: sp.csr_matrix, y: np.ndarray
 def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
     if claim.blob_path is None:
         raise ValueError("the dataset was deleted before the task ran")
-    X, y = load_dataset(blob_store(settings), claim.blob_path, claim.features)
+    X, y = load_dataset(blob_store(settings), claim.blob_path, claim.features, claim.shards)
     # the strata of a halving round's subsample: the classes (regression: one stratum)
     strata = np.zeros_like(y) if claim.metric in REGRESSION_METRICS else y
     if claim.n_rows is not None and claim.n_rows < y.shape[0]:  # a halving round

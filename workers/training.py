@@ -199,7 +199,8 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     """Load the data and fit, under the attempt's heartbeat."""
     if claimed.blob_path is None:
         raise Failed("the dataset was deleted before the job started")
-    arrays = dataset_arrays(blob_store(settings), claimed.blob_path)  # mapped, read once
+    arrays = dataset_arrays(blob_store(settings), claimed.blob_path,  # mapped, read once
+                            claimed.shards)
     X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
     params = dict(claimed.params)
     weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list

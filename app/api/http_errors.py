@@ -20,6 +20,7 @@ from app.domain.errors import (
     DomainError,
     Invalid,
     Malformed,
+    NoSpace,
     NotFound,
     OverLimit,
     TooLarge,
@@ -47,6 +48,7 @@ _CODES = {
     429: "too_many_requests",
     500: "internal_error",
     503: "unavailable",
+    507: "insufficient_storage",
 }
 
 
@@ -72,6 +74,7 @@ DOMAIN_STATUS: dict[type[DomainError], int] = {
     AmbiguousId: 422,
     OverLimit: 429,
     Unavailable: 503,
+    NoSpace: 507,
 }
 
 

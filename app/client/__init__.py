@@ -72,6 +72,9 @@ class Dataset(TypedDict, total=False):
     split_part: str | None
     source_format: str  # svmlight, csv, tsv, parquet or npz
     feature_names: list[str] | None
+    value_dtype: str  # the stored values: float64, or float32 (compact)
+    stored_bytes: int  # its stored arrays' bytes (the tenant's limit counts these)
+    shards: int  # row shards it is stored in (1: one blob)
     duplicate_of: list[str]  # earlier datasets of the same content (a new upload's answer)
     reused: bool  # set by this client: upload(reuse=True) answered with an earlier dataset
 

@@ -1,11 +1,12 @@
 """What the domain refuses, in its own words: services, the parsers and the workers raise
 these, and import neither FastAPI nor Starlette. The HTTP edge (app.api.http_errors) turns each
 kind into its answer: NotFound 404, Conflict 409, Invalid 422, TooLarge 413, OverLimit 429,
-Unavailable 503, Unsupported 415, Malformed 400, all in the one error shape
+Unavailable 503, Unsupported 415, Malformed 400, NoSpace 507, all in the one error shape
 {"error": {"code", "message", "detail"}} with `detail` as given here."""
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -80,6 +81,22 @@ class Unavailable(DomainError):
                  ) -> None:
         super().__init__(message, detail)
         self.retry_after = retry_after
+
+
+class NoSpace(DomainError):
+    """The server's disk cannot hold what the request would store (keeping its reserve,
+    HINGE_DISK_RESERVE_BYTES): nothing was stored; the same request may succeed once
+    space is freed."""
+
+
+def no_space(exc: OSError) -> NoSpace:
+    """A disk that cannot hold a dataset (ENOSPC, EDQUOT) as a 507; other errors as is."""
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        raise exc
+    return NoSpace("the server's disk cannot hold this dataset: "
+                   f"{exc.strerror} (nothing was stored; free disk space, or lower "
+                   "HINGE_DISK_RESERVE_BYTES)",
+                   {"reason": str(exc.strerror), "setting": "HINGE_DISK_RESERVE_BYTES"})
 
 
 class Unsupported(DomainError):

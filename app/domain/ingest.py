@@ -14,6 +14,14 @@ as it streams, with a 413 the moment a bound is crossed:
 - at most HINGE_MAX_CONCURRENT_UPLOADS uploads per API process parse at once (the rest
   wait, their bodies unread), on threads of their own, so they never starve the shared
   thread pool that other requests use.
+
+An svmlight upload given a `ShardWriter` streams to disk: the parser hands its rows over
+in shards of about HINGE_SHARD_BYTES of arrays, each written to the blob store as it is
+parsed, so the process holds one shard (and the labels, 8 bytes a row), never the
+dataset; a disk that cannot keep HINGE_DISK_RESERVE_BYTES free beside the next shard (or
+that fills while it is written) is a 507 (`NoSpace`), and the caller aborts the writer.
+The formats parsed whole (CSV, TSV, Parquet, .npz) are also bounded by
+HINGE_MAX_MEMORY_DATASET_BYTES.
 """
 
 from __future__ import annotations
@@ -21,13 +29,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio.to_thread
+import numpy as np
 from python_multipart import MultipartParser
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
-from app.domain.errors import Invalid, Malformed, TooLarge, Unsupported
+from app.domain.errors import Invalid, Malformed, TooLarge, Unsupported, no_space
+from app.domain.label_tally import LabelTally
 from app.domain.metrics import UPLOAD_BYTES
 from app.domain.tasks import parse_max_classes
+from app.infra.storage import ShardWriter
 from app.settings import Settings
 from solvers.svmlight import (
     ParsedDataset,
@@ -67,8 +78,14 @@ class UploadSink:
 
     def __init__(self, settings: Settings, max_array_bytes: int | None = None, *,
                  fmt: str | None = None, label_column: str | None = None,
-                 task: str = "auto") -> None:
+                 task: str = "auto", shard_writer: ShardWriter | None = None,
+                 labels: LabelTally | None = None) -> None:
         self.max_bytes = settings.max_upload_bytes
+        self.shard_writer = shard_writer
+        self.labels = labels if labels is not None else LabelTally(
+            task, settings.max_classes, settings.max_memory_dataset_bytes)
+        self.shard_bytes = settings.shard_bytes
+        self.max_memory_bytes = settings.max_memory_dataset_bytes
         self.max_rows = settings.max_dataset_rows
         self.max_nnz = settings.max_dataset_nnz
         self.max_array_bytes = min(settings.max_dataset_bytes,
@@ -109,7 +126,11 @@ class UploadSink:
                 raise Invalid("label_column is for CSV, TSV and Parquet uploads; this "
                               "upload is svmlight (the label is each line's first token)",
                               field="label_column")
-            self.reader = SvmlightParser(self.limits)
+            if self.shard_writer is not None:
+                self.reader = SvmlightParser(self.limits, shard_bytes=self.shard_bytes,
+                                             on_shard=self._write_shard)
+            else:
+                self.reader = SvmlightParser(self.limits)
         elif fmt in DELIMITERS:
             self.reader = CsvParser(self.limits, delimiter=DELIMITERS[fmt],
                                     label_column=self.label_column)
@@ -120,6 +141,19 @@ class UploadSink:
                 raise Unsupported(f"{exc}; this server cannot read {fmt} uploads until "
                                   "then (CSV and svmlight need nothing more)",
                                   {"format": fmt, "install": f"hinge[{exc.extra}]"}) from None
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the parsed rows go to disk in shards (else they are held whole)."""
+        return self.shard_writer is not None and isinstance(self.reader, SvmlightParser)
+
+    def _write_shard(self, arrays: dict[str, np.ndarray]) -> None:
+        assert self.shard_writer is not None
+        self.labels.add(arrays["y"])
+        try:
+            self.shard_writer.write(arrays)
+        except OSError as exc:
+            raise no_space(exc) from None
 
     def _too_large(self, what: str) -> TooLarge:
         return TooLarge(f"{what} exceeds the limit of {self.max_bytes} bytes "
@@ -140,6 +174,14 @@ class UploadSink:
             raise TooLarge(f"the dataset's arrays would exceed {self.max_array_bytes} "
                            "bytes (HINGE_MAX_DATASET_BYTES, or what is left of the "
                            "tenant's stored bytes)", {"limit": self.max_array_bytes})
+        if (not self.streamed
+                and rows * ROW_BYTES + nnz * ENTRY_BYTES > self.max_memory_bytes):
+            raise TooLarge(f"the dataset's arrays would exceed {self.max_memory_bytes} "
+                           f"bytes, the most a {self.format or 'dataset'} upload"
+                           f"{' with a weight_column' if self.format == 'svmlight' else ''}"
+                           " is parsed in memory (HINGE_MAX_MEMORY_DATASET_BYTES); an "
+                           "svmlight upload streams to disk and is bounded by the tenant's "
+                           "stored bytes", {"limit": self.max_memory_bytes})
 
     def _feed(self, piece: bytes, final: bool = False) -> None:
         if self.reader is None:
@@ -367,11 +409,14 @@ async def receive_dataset(
     settings: Settings, *, threads: anyio.CapacityLimiter | None = None,
     max_array_bytes: int | None = None, fmt: str | None = None,
     label_column: str | None = None, task: str = "auto",
+    shard_writer: ShardWriter | None = None, labels: LabelTally | None = None,
 ) -> tuple[ParsedDataset, str | None]:
     """Stream a request body into the parser; return the parsed data and a name, if sent.
     `threads`: the limiter the parsing threads come from; `max_array_bytes`: see
     UploadSink; `fmt`, `label_column`: the query parameters (multipart form fields of the
-    same names, before the file, say the same; the two may not disagree)."""
+    same names, before the file, say the same; the two may not disagree); `shard_writer`:
+    where an svmlight upload's shards go (the caller aborts it on failure); `labels`: what
+    their labels add up to (app.domain.label_tally)."""
     if content_length is not None:
         try:
             declared = int(content_length)
@@ -382,7 +427,7 @@ async def receive_dataset(
                            f"{settings.max_upload_bytes} bytes (HINGE_MAX_UPLOAD_BYTES)",
                            {"limit": settings.max_upload_bytes})
     sink = UploadSink(settings, max_array_bytes, fmt=fmt, label_column=label_column,
-                      task=task)
+                      task=task, shard_writer=shard_writer, labels=labels)
     try:
         return await _receive(sink, body, content_type, settings, threads, fmt,
                               label_column)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.domain.job_result import JobResult
 from app.domain.job_status import JobStatus
@@ -50,10 +50,25 @@ class DatasetPublic(BaseModel):
         None, description="The feature columns' names, in order (feature 1 first), where "
         "the file had them (CSV, TSV, Parquet, .npz with feature_names); predict accepts "
         "rows keyed by them")
+    value_dtype: Literal["float64", "float32"] = Field(
+        "float64", description="The stored values' layout: float64 (12 bytes a non-zero "
+        "with the int32 indices) or float32 (compact, 8 bytes a non-zero)")
+    stored_bytes: int = Field(0, description="Bytes of its stored arrays (what counts "
+                              "against the tenant's HINGE_TENANT_MAX_STORED_BYTES)")
+    shards: int = Field(1, description="Row shards it is stored in (1: one blob; an "
+                        "upload larger than HINGE_SHARD_BYTES streams to disk in shards)")
     duplicate_of: list[str] = Field(
         default_factory=list, description="In an upload's answer: the tenant's earlier "
         "datasets with the same content (sha256), oldest first; upload with reuse=true to "
         "get the oldest back (200) instead of a new copy")
+
+    @field_validator("shards", mode="before")
+    @classmethod
+    def _shard_count(cls, value: Any) -> int:
+        """The row's manifest (a list, or None for one blob) as a count."""
+        if value is None:
+            return 1
+        return len(value) if isinstance(value, list) else int(value)
 
 
 class SplitCreate(BaseModel):

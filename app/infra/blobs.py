@@ -3,6 +3,7 @@ backend; app/infra/storage.py explains the design, app/infra/s3_store.py is the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -74,6 +75,10 @@ class BlobStore(ABC):
         """Remove temporary files under `prefix` older than `cutoff`; their names."""
         return []
 
+    def remove_folder(self, key: str) -> None:
+        """Remove the folder `key` of a sharded blob once empty (object stores have none)."""
+        return None
+
     def put_bytes(self, key: str, payload: bytes) -> StoredBlob:
         scratch = self.scratch(key)
         write_synced(scratch, lambda handle: handle.write(payload))
@@ -122,21 +127,34 @@ class LocalBlobStore(BlobStore):
     def delete(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
 
+    def remove_folder(self, key: str) -> None:
+        with contextlib.suppress(OSError):  # not empty, or gone
+            self.path(key).rmdir()
+
     def _old_files(self, prefix: str, cutoff: float) -> list[Path]:
+        """Files under `prefix` and in its folders of row shards (`<id>/`)."""
         directory = self.root / prefix
         if not directory.is_dir():
             return []
         old = []
         for path in directory.iterdir():
             try:
-                if path.stat().st_mtime < cutoff:
+                if path.is_dir() and not path.name.startswith("."):
+                    # a folder of shards is old once nothing in it is new (an upload
+                    # still writing shards keeps its first ones)
+                    children = list(path.iterdir())
+                    if max((c.stat().st_mtime for c in children),
+                           default=path.stat().st_mtime) < cutoff:
+                        old.extend(children)
+                elif path.stat().st_mtime < cutoff:
                     old.append(path)
             except FileNotFoundError:
                 continue
         return old
 
     def keys_older_than(self, prefix: str, cutoff: float) -> list[str]:
-        return [f"{prefix}/{path.name}" for path in self._old_files(prefix, cutoff)
+        return [path.relative_to(self.root).as_posix()
+                for path in self._old_files(prefix, cutoff)
                 if path.suffix == ".npz" and not path.name.startswith(".")]
 
     def remove_stale_scratch(self, prefix: str, cutoff: float) -> list[str]:

@@ -53,7 +53,8 @@ class S3BlobStore(BlobStore):
         return f"{self.prefix}{key}"
 
     def scratch(self, key: str) -> Path:
-        return self.cache.scratch(Path(key).stem)
+        # a row shard's `datasets/<id>/p00000-00001.npz`: `<id>-p00000-00001`, unique
+        return self.cache.scratch("-".join(Path(key).with_suffix("").parts[1:]))
 
     def commit(self, key: str, scratch: Path) -> StoredBlob:
         try:

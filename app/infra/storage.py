@@ -26,13 +26,15 @@ any temporary file and any blob whose row was never committed (`remove_orphan_bl
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,10 +61,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("hinge.storage")
 
 __all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobShards",
-           "BlobStore", "LocalBlobStore", "StoredBlob", "blob_store", "csr_from_arrays",
-           "dataset_arrays", "dataset_key", "dataset_shards", "load_dataset", "model_arrays",
-           "model_key", "remove_orphan_blobs", "remove_temporary_blobs", "save_dataset_arrays",
-           "store_model_arrays"]
+           "BlobStore", "LocalBlobStore", "ShardWriter", "StoredBlob", "blob_store",
+           "csr_from_arrays", "dataset_arrays", "dataset_blob_keys", "dataset_key",
+           "dataset_shards", "delete_dataset_blobs", "load_dataset", "model_arrays",
+           "model_key", "remove_orphan_blobs", "remove_temporary_blobs",
+           "save_dataset_arrays", "shard_key", "sharded_blob_path", "store_model_arrays"]
 
 _stores: OrderedDict[tuple[object, ...], BlobStore] = OrderedDict()
 _stores_lock = threading.Lock()
@@ -104,12 +107,160 @@ def save_dataset_arrays(store: BlobStore, dataset_id: str, arrays: dict[str, np.
     return store.commit(key, scratch)
 
 
-def dataset_arrays(store: BlobStore, blob_path: str) -> dict[str, np.ndarray]:
+def dataset_arrays(store: BlobStore, blob_path: str,
+                   shards: list[dict[str, Any]] | None = None) -> dict[str, np.ndarray]:
     """Every array of a dataset's blob (data, indices, indptr, y and any other member),
     memory-mapped from the blob's file where it allows it (app/infra/mapped_arrays.py:
-    the processes of a host share one copy), else read into memory."""
-    with store.open(BlobRef.parse(blob_path)) as handle:
-        return read_npz(handle)
+    the processes of a host share one copy), else read into memory. A dataset stored in
+    row shards (`shards`, the row's manifest) is read shard by shard and concatenated in
+    memory (the out-of-core readers take `dataset_shards` instead)."""
+    if shards is None:
+        with store.open(BlobRef.parse(blob_path)) as handle:
+            return read_npz(handle)
+    return concatenate_arrays([dataset_arrays(store, s["blob_path"]) for s in shards])
+
+
+def concatenate_arrays(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Shards' blob members (data, indices, indptr from 0, y, optional w) as one dataset's."""
+    if len(parts) == 1:
+        return parts[0]
+    out = {name: np.concatenate([p[name] for p in parts])
+           for name in ("data", "indices", "y", *(("w",) if "w" in parts[0] else ()))}
+    indptr = np.empty(sum(len(p["y"]) for p in parts) + 1, dtype=np.int64)
+    indptr[0], row, base = 0, 0, 0
+    for part in parts:
+        rows = len(part["y"])
+        indptr[row + 1:row + rows + 1] = part["indptr"][1:] + base
+        row, base = row + rows, base + int(part["indptr"][-1])
+    out["indptr"] = indptr
+    return out
+
+
+def shard_key(dataset_id: str, index: int, part: int = 0) -> str:
+    """The blob key of a dataset's row shard: `datasets/<id>/p<part>-<index>.npz` (an upload
+    is part 0; an import's part files number the parts), so the keys sort in row order."""
+    return f"{DATASETS}/{dataset_id}/p{part:05d}-{index:05d}.npz"
+
+
+def sharded_blob_path(dataset_id: str) -> str:
+    """The `blob_path` of a dataset stored in shards: their folder, no blob itself (a
+    reader that ignores `shards` fails loudly instead of reading one shard)."""
+    return f"{DATASETS}/{dataset_id}/"
+
+
+def dataset_blob_keys(blob_path: str, shards: list[dict[str, Any]] | None) -> list[str]:
+    """The keys of every blob a dataset's row refers to."""
+    if shards is None:
+        return [BlobRef.parse(blob_path).key]
+    return [BlobRef.parse(s["blob_path"]).key for s in shards]
+
+
+def delete_dataset_blobs(store: BlobStore, blob_path: str,
+                         shards: list[dict[str, Any]] | None) -> None:
+    """Remove a dataset's blob, or all its shards and their folder."""
+    for key in dataset_blob_keys(blob_path, shards):
+        store.delete(key)
+    if shards:
+        store.remove_folder(str(Path(BlobRef.parse(shards[0]["blob_path"]).key).parent))
+
+
+_COMPARE_ENTRIES = 1 << 20
+
+
+def compact_values(data: np.ndarray, value_dtype: str) -> np.ndarray | None:
+    """`data` as float32 under the layout asked for (float32: rounded; auto: only when
+    every value is exactly a float32), else None (float64 it stays)."""
+    if value_dtype == "float64" or data.dtype == np.float32:
+        return data if data.dtype == np.float32 else None
+    compact = np.empty(len(data), dtype=np.float32)
+    for start in range(0, len(data), _COMPARE_ENTRIES):  # bounded temporaries
+        piece, out = data[start:start + _COMPARE_ENTRIES], compact[start:start + _COMPARE_ENTRIES]
+        np.copyto(out, piece, casting="same_kind")
+        if value_dtype == "auto" and not np.array_equal(out, piece):
+            return None
+    return compact
+
+
+class ShardWriter:
+    """Writes one dataset's row shards to the store as they are parsed (SvmlightParser's
+    `on_shard`), each under a temporary name, fsynced and committed, after checking that
+    the disk keeps `reserve_bytes` free beside it (else OSError ENOSPC before writing, as
+    a disk that fills while writing raises). `abort` removes what was written; after
+    `manifest`, the dataset's row owns the shards.
+
+    `value_dtype`: the values' layout, float64, float32 (compact: 8 bytes a non-zero,
+    rounded) or auto (float32 while every value is exactly a float32; the first shard
+    that is not turns the shards written before it back to float64). `layout` says the
+    result."""
+
+    def __init__(self, store: BlobStore, dataset_id: str, reserve_bytes: int = 0,
+                 part: int = 0, value_dtype: str = "float64") -> None:
+        self.store = store
+        self.dataset_id = dataset_id
+        self.reserve_bytes = reserve_bytes
+        self.part = part
+        self.value_dtype = value_dtype
+        self.written: list[tuple[StoredBlob, ShardInfo]] = []
+        self.owned = False  # a dataset's row took the shards over (then never `abort`)
+
+    @property
+    def layout(self) -> str:
+        """The stored values' dtype: float32 or float64."""
+        return "float64" if self.value_dtype == "float64" else "float32"
+
+    def write(self, arrays: dict[str, np.ndarray]) -> None:
+        if self.value_dtype != "float64":
+            compact = compact_values(arrays["data"], self.value_dtype)
+            if compact is None:
+                self._widen()
+            else:
+                arrays = {**arrays, "data": compact}
+        self._put(len(self.written), arrays)
+
+    def _widen(self) -> None:
+        """An auto layout meets a value that is not a float32: every shard to float64."""
+        self.value_dtype = "float64"
+        for index, (stored, _) in enumerate(list(self.written)):
+            arrays = dataset_arrays(self.store, str(stored.ref))
+            self._put(index, {**arrays, "data": arrays["data"].astype(np.float64)})
+
+    def _put(self, index: int, arrays: dict[str, np.ndarray]) -> None:
+        key = shard_key(self.dataset_id, index, self.part)
+        nbytes = sum(int(a.nbytes) for a in arrays.values())
+        scratch = self.store.scratch(key)
+        free = shutil.disk_usage(scratch.parent).free
+        if free - nbytes < self.reserve_bytes:
+            raise OSError(errno.ENOSPC, f"{free} bytes free, {nbytes} to write and "
+                          f"{self.reserve_bytes} to keep free (HINGE_DISK_RESERVE_BYTES)",
+                          str(scratch.parent))
+        write_synced(scratch, lambda handle: write_npz(handle, arrays))
+        stored = self.store.commit(key, scratch)
+        entry = (stored, ShardInfo(len(arrays["y"]), len(arrays["data"]), nbytes))
+        if index < len(self.written):
+            self.written[index] = entry
+        else:
+            self.written.append(entry)
+
+    def targets(self) -> np.ndarray:
+        """Every row's label, read back from the shards written."""
+        return np.concatenate([np.array(dataset_arrays(self.store, str(stored.ref))["y"])
+                               for stored, _ in self.written])
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(stored.size for stored, _ in self.written)
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """The dataset row's `shards`."""
+        return [{"blob_path": str(stored.ref), "rows": info.rows, "nnz": info.nnz,
+                 "nbytes": info.nbytes} for stored, info in self.written]
+
+    def abort(self) -> None:
+        """Remove every shard written (a failed or refused upload)."""
+        for stored, _ in self.written:
+            self.store.delete(stored.ref.key)
+        self.written = []
+        self.store.remove_folder(sharded_blob_path(self.dataset_id).rstrip("/"))
 
 
 def csr_from_arrays(arrays: dict[str, np.ndarray], n_features: int) -> sp.csr_matrix:
@@ -164,10 +315,12 @@ def dataset_shards(store: BlobStore, blob_paths: Iterable[str], n_features: int,
     return BlobShards(store, blob_paths, n_features, infos)
 
 
-def load_dataset(store: BlobStore, blob_path: str, n_features: int
+def load_dataset(store: BlobStore, blob_path: str, n_features: int,
+                 shards: list[dict[str, Any]] | None = None
                  ) -> tuple[sp.csr_matrix, np.ndarray]:
-    """A dataset's X (CSR) and y, mapped from its blob (`dataset_arrays`)."""
-    arrays = dataset_arrays(store, blob_path)
+    """A dataset's X (CSR) and y, mapped from its blob or read from its shards
+    (`dataset_arrays`)."""
+    arrays = dataset_arrays(store, blob_path, shards)
     return csr_from_arrays(arrays, n_features), arrays["y"]
 
 
@@ -201,13 +354,18 @@ def remove_orphan_blobs(store: BlobStore, prefix: str, grace_seconds: float,
     files older than that (any host's); the removed blobs' file names."""
     cutoff = time.time() - grace_seconds
     removed = store.remove_stale_scratch(prefix, cutoff)
-    old = {Path(key).stem: key for key in store.keys_older_than(prefix, cutoff)}
+    old: dict[str, list[str]] = {}
+    for key in store.keys_older_than(prefix, cutoff):
+        # `<prefix>/<id>.npz`, or a row shard `<prefix>/<id>/p00000-00000.npz`
+        old.setdefault(Path(key[len(prefix) + 1:].split("/", 1)[0]).stem, []).append(key)
     if old:
         keep = known(old)
-        for blob_id, key in old.items():
+        for blob_id, keys in old.items():
             if blob_id not in keep:
-                store.delete(key)
-                removed.append(Path(key).name)
+                for key in keys:
+                    store.delete(key)
+                    removed.append(Path(key).name)
+                store.remove_folder(f"{prefix}/{blob_id}")
     if removed:
         log.info("removed %d orphan blob(s) under %s/", len(removed), prefix)
     return removed

@@ -137,7 +137,7 @@ def standins(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # minutes; the rest run in the default suite, and `make test-slow` runs all.
 SLOW_SMOKE = frozenset({"dcd", "search", "certified", "ocas_alm", "smo", "service", "parser",
                         "kernel_peers", "busy_cores", "batch_predict", "shared_memory",
-                        "predict"})
+                        "predict", "large_uploads"})
 
 
 @pytest.mark.parametrize("experiment", [

@@ -65,7 +65,10 @@ def peak_rss(pid: int) -> int:
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[httpx.Client, ServiceProcess]]:
-    settings = embedded_settings(tmp_path / "home")
+    # svmlight streams to disk, bounded by the tenant's stored bytes: these bombs would
+    # be stored (bounded memory, gigabytes of disk); the dataset limits refuse them here
+    settings = embedded_settings(tmp_path / "home", max_dataset_rows=5_000_000,
+                                 max_dataset_nnz=8_000_000, max_dataset_bytes=128 << 20)
     settings.ensure_dirs()
     migrate(settings.database_url)
     server, base = start_api(settings, tmp_path)

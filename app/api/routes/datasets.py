@@ -13,12 +13,14 @@ from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.domain.ingest import FORMATS, check_name, receive_dataset, upload_gate
+from app.domain.label_tally import LabelTally
 from app.domain.orm import Dataset
 from app.domain.schemas import DatasetPublic, DatasetsPublic, SplitCreate, SplitPublic
 from app.domain.services import datasets as service
 from app.domain.services import splits
 from app.domain.tasks import DETECT, UPLOAD_TASKS
 from app.domain.weights import take_weight_column, weight_stats
+from app.infra.storage import ShardWriter
 from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -26,6 +28,13 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 UploadFormat = Annotated[str | None, Query(
     pattern="^(" + "|".join(FORMATS) + ")$",
     description="svmlight, csv, tsv, parquet or npz (default: read from the content)")]
+
+UploadDtype = Annotated[str, Query(
+    pattern="^(auto|float32|float64)$",
+    description="The stored values' layout: float32 (8 bytes a non-zero with the int32 "
+    "indices; values rounded to float32), float64 (12 bytes a non-zero) or auto (the "
+    "default): float32 when every value is exactly a float32 and the set streams to disk "
+    "in shards (larger than HINGE_SHARD_BYTES), else float64")]
 
 UploadTask = Annotated[str, Query(
     pattern="^(" + "|".join(UPLOAD_TASKS) + ")$",
@@ -118,21 +127,41 @@ async def upload_dataset(
         None, max_length=255, description="The column of instance weights (C_i = C * w_i): "
         "a header name (CSV, TSV, Parquet, .npz with feature names) or a 1-based feature "
         "index (svmlight); it leaves the features (see docs/weights.md)"),
+    dtype: UploadDtype = "auto",
 ) -> DatasetPublic | Response:
     if name is not None:
         check_name(name)
     async with idempotency.Write(request, settings, principal.tenant_id,
                                  "POST /v1/datasets", session) as write:
         return await _upload(request, settings, write, principal.tenant_id, name, reuse,
-                             format, label_column, task, weight_column)
+                             format, label_column, task, weight_column, dtype)
 
 
 async def _upload(request: Request, settings: Settings, write: idempotency.Write,
                   tenant_id: str, name: str | None, reuse: bool, fmt: str | None,
                   label_column: str | None, task: str = "auto",
-                  weight_column: str | None = None) -> Response:
+                  weight_column: str | None = None, dtype: str = "auto") -> Response:
     remaining = await anyio.to_thread.run_sync(
         service.remaining_stored_bytes, settings, tenant_id)
+    # svmlight streams to disk in shards (a weight column is taken out of the whole set)
+    writer = service.shard_writer(settings, dtype) if weight_column is None else None
+    try:
+        return await _receive_and_store(request, settings, write, tenant_id, name, reuse,
+                                        fmt, label_column, task, weight_column, remaining,
+                                        writer, LabelTally(task, settings.max_classes,
+                                                           settings.max_memory_dataset_bytes),
+                                        dtype)
+    finally:
+        if writer is not None and not writer.owned:
+            await anyio.to_thread.run_sync(writer.abort)  # nothing stored: no shard left
+
+
+async def _receive_and_store(request: Request, settings: Settings,
+                             write: idempotency.Write, tenant_id: str, name: str | None,
+                             reuse: bool, fmt: str | None, label_column: str | None,
+                             task: str, weight_column: str | None, remaining: int,
+                             writer: ShardWriter | None, labels: LabelTally,
+                             dtype: str) -> Response:
     gate = upload_gate(request.app.state, settings)
     async with gate.slots:
         parsed, form_name = await receive_dataset(
@@ -140,7 +169,8 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
             request.headers.get("content-type", ""),
             request.headers.get("content-length"),
             settings, threads=gate.threads, max_array_bytes=remaining,
-            fmt=fmt, label_column=label_column, task=task,
+            fmt=fmt, label_column=label_column, task=task, shard_writer=writer,
+            labels=labels,
         )
         final_name = name or form_name or "dataset"
         weights = None
@@ -154,6 +184,7 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
                                          *((task,) if task != DETECT else ()),
                                          *(("weights", weight_column)
                                            if weight_column is not None else ()),
+                                         *((f"dtype={dtype}",) if dtype != "auto" else ()),
                                          *(read_as if parsed.source_format != "svmlight"
                                            else ()))
         replayed = write.replay(asked)  # the hash of an upload is known once it is read
@@ -164,13 +195,17 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
             if d.source_format == parsed.source_format
             and d.feature_names == parsed.feature_names
             and task in (DETECT, d.task)
-            and d.weight_stats == (None if weights is None else weight_stats(weights))]
+            and d.weight_stats == (None if weights is None else weight_stats(weights))
+            and dtype in ("auto", d.value_dtype)]
         if reuse and earlier:
             status, answer = 200, DatasetPublic.model_validate(earlier[0])
         else:
             dataset = await anyio.to_thread.run_sync(
                 service.create_dataset, write.session, settings, tenant_id, parsed, final_name,
-                task, weights, limiter=gate.threads)
+                task, weights, writer if parsed.shards else None, labels, dtype,
+                limiter=gate.threads)
+            if parsed.shards and writer is not None:
+                writer.owned = True  # the row's now; a failed commit removes them
             status, answer = 201, DatasetPublic.model_validate(dataset)
             answer.duplicate_of = [d.id for d in earlier]
     # the dataset and its stored answer commit together: a crash leaves both or neither

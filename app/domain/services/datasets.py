@@ -13,14 +13,21 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.domain.errors import Conflict, TooLarge, not_found
+from app.domain.errors import Conflict, TooLarge, no_space, not_found
 from app.domain.job_status import ACTIVE_STATUSES
+from app.domain.label_tally import LabelTally
 from app.domain.orm import Dataset, Job, Tenant, new_id
 from app.domain.services.limits import lock_dataset, lock_tenant, tenant_limit
 from app.domain.tasks import dataset_task, label_summary
 from app.domain.weights import weight_stats
 from app.infra.db import after_commit, after_rollback, read_sessionmaker_for
-from app.infra.storage import BlobRef, blob_store, save_dataset_arrays
+from app.infra.storage import (
+    ShardWriter,
+    blob_store,
+    delete_dataset_blobs,
+    save_dataset_arrays,
+    sharded_blob_path,
+)
 from app.settings import Settings
 from solvers.svmlight import ParsedDataset
 
@@ -74,45 +81,88 @@ def same_content(settings: Settings, tenant_id: str, sha256: str) -> list[Datase
             .order_by(Dataset.created_at, Dataset.id)))
 
 
+VALUE_DTYPES = ("auto", "float32", "float64")  # an upload's `dtype`
+
+
+def shard_writer(settings: Settings, value_dtype: str = "auto") -> ShardWriter:
+    """Where a streamed upload writes its shards: a new dataset id's folder; the values
+    float32 where they are exactly float32 (auto) or asked to be (float32)."""
+    return ShardWriter(blob_store(settings), new_id(), settings.disk_reserve_bytes,
+                       value_dtype=value_dtype)
+
+
 def create_dataset(session: Session, settings: Settings, tenant_id: str,
                    parsed: ParsedDataset, name: str, task: str = "auto",
-                   weights: np.ndarray | None = None) -> Dataset:
+                   weights: np.ndarray | None = None,
+                   shard_writer: ShardWriter | None = None,
+                   labels: LabelTally | None = None, value_dtype: str = "auto") -> Dataset:
     """Store the arrays as a blob and add the dataset's row (blocking: run it in a thread);
     413 over the tenant's limits. `task`: the upload's (app.domain.tasks: auto reads the
     labels); `weights`: the rows' instance weights (app.domain.weights), stored as `w`.
+    A dataset parsed in shards (`parsed.shards`) has them written already by
+    `shard_writer`: the row takes them over (`shards`, its manifest), or they are removed;
+    `labels` summed their labels up. `value_dtype` float32 stores a dataset held whole
+    in float32 (auto leaves it float64: only a streamed one is made compact by itself).
 
     The blob is written before the transaction takes any lock (on SQLite a write
     transaction blocks every other writer); the limits are then checked under the tenant's
     lock and the row added; a refused or failed insert removes the blob again."""
-    resolved = dataset_task(parsed.y, task, settings.max_classes)
-    labels, class_counts, label_stats = label_summary(parsed.y, resolved)
-    dataset_id = new_id()
+    if parsed.shards:
+        assert labels is not None
+        assert shard_writer is not None
+        resolved, labels_seen, class_counts, label_stats = labels.summary(
+            shard_writer.targets)
+    else:
+        resolved = dataset_task(parsed.y, task, settings.max_classes)
+        labels_seen, class_counts, label_stats = label_summary(parsed.y, resolved)
     store = blob_store(settings)
-    stored = save_dataset_arrays(
-        store, dataset_id,
-        {"data": parsed.data, "indices": parsed.indices, "indptr": parsed.indptr,
-         "y": parsed.y, **({} if weights is None else {"w": weights})},
-    )
-    after_rollback(session, lambda: store.delete(stored.ref.key))
+    shards: list[dict[str, object]] | None = None
+    if parsed.shards:
+        assert shard_writer is not None and weights is None
+        dataset_id, shards = shard_writer.dataset_id, shard_writer.manifest()
+        blob_path, stored_bytes = sharded_blob_path(dataset_id), shard_writer.stored_bytes
+        layout = shard_writer.layout
+        adding = sum(int(s["nbytes"]) for s in shards)  # type: ignore[call-overload]
+        remove = shard_writer.abort
+    else:
+        dataset_id = new_id()
+        values = parsed.data.astype(np.float32) if value_dtype == "float32" else parsed.data
+        layout = str(values.dtype)
+        try:
+            stored = save_dataset_arrays(
+                store, dataset_id,
+                {"data": values, "indices": parsed.indices, "indptr": parsed.indptr,
+                 "y": parsed.y, **({} if weights is None else {"w": weights})},
+            )
+        except OSError as exc:
+            raise no_space(exc) from None
+        blob_path, stored_bytes = str(stored.ref), stored.size
+        adding = (stored_size(parsed) - parsed.data.nbytes + values.nbytes
+                  + (0 if weights is None else weights.nbytes))
+
+        def remove() -> None:
+            store.delete(stored.ref.key)
+    after_rollback(session, remove)
     try:
-        check_quota(session, settings, lock_tenant(session, tenant_id),
-                    stored_size(parsed) + (0 if weights is None else weights.nbytes))
+        check_quota(session, settings, lock_tenant(session, tenant_id), adding)
     except BaseException:
-        store.delete(stored.ref.key)
+        remove()
         raise
     dataset = Dataset(
         id=dataset_id,
         tenant_id=tenant_id,
         name=name[:255],
-        rows=len(parsed.y),
+        rows=parsed.n_samples,
         features=int(parsed.n_features),
-        nnz=len(parsed.data),
-        labels=labels, class_counts=class_counts, task=resolved, label_stats=label_stats,
+        nnz=parsed.nnz,
+        labels=labels_seen, class_counts=class_counts, task=resolved, label_stats=label_stats,
         weight_stats=None if weights is None else weight_stats(weights),
         sha256=parsed.sha256,
         size_bytes=int(parsed.bytes_read),
-        blob_path=str(stored.ref),
-        stored_bytes=stored.size,
+        blob_path=blob_path,
+        stored_bytes=stored_bytes,
+        shards=shards,
+        value_dtype=layout,
         source_format=parsed.source_format,
         feature_names=parsed.feature_names,
     )
@@ -120,7 +170,7 @@ def create_dataset(session: Session, settings: Settings, tenant_id: str,
         session.add(dataset)
         session.flush()
     except BaseException:
-        store.delete(stored.ref.key)
+        remove()
         raise
     return dataset
 
@@ -180,8 +230,8 @@ def delete_dataset(session: Session, settings: Settings, tenant_id: str, dataset
     if active:
         raise Conflict(f"dataset {dataset_id!r} has {active} queued or running job(s); "
                        "cancel them or wait for them to finish first")
-    blob = BlobRef.parse(dataset.blob_path)
+    blob_path, shards = dataset.blob_path, dataset.shards
     store = blob_store(settings)
     session.delete(dataset)
     session.flush()
-    after_commit(session, lambda: store.delete(blob.key))
+    after_commit(session, lambda: delete_dataset_blobs(store, blob_path, shards))

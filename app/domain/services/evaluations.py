@@ -108,7 +108,8 @@ def create_evaluation(reader: Session, session: Session, settings: Settings, ten
     if dataset.rows <= settings.evaluate_inline_rows:
         model = servable_model(reader, settings, model_id)
         try:
-            X, y = load_dataset(blob_store(settings), dataset.blob_path, model.n_features)
+            X, y = load_dataset(blob_store(settings), dataset.blob_path, model.n_features,
+                                dataset.shards)
         except FileNotFoundError:  # deleted since it was read
             raise _no_dataset(spec.dataset_id) from None
         try:
@@ -184,6 +185,7 @@ class EvaluationClaim:
     attempt: int
     model_id: str
     blob_path: str | None  # None: the dataset was deleted
+    shards: list[dict[str, Any]] | None = None  # the dataset's row shards (None: one blob)
 
 
 def claim_evaluation(session: Session, evaluation_id: str,
@@ -196,7 +198,8 @@ def claim_evaluation(session: Session, evaluation_id: str,
     assert evaluation is not None
     dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
     return EvaluationClaim(evaluation_id, attempt, evaluation.model_id,
-                           dataset.blob_path if dataset else None)
+                           dataset.blob_path if dataset else None,
+                           dataset.shards if dataset else None)
 
 
 def finish_evaluation(session: Session, claim: EvaluationClaim, *,
@@ -215,5 +218,6 @@ def run_claimed_evaluation(session: Session, settings: Settings, claim: Evaluati
     if claim.blob_path is None:
         raise lifecycle.Failed("the dataset was deleted before the evaluation started")
     model = servable_model(session, settings, claim.model_id)
-    X, y = load_dataset(blob_store(settings), claim.blob_path, model.n_features)
+    X, y = load_dataset(blob_store(settings), claim.blob_path, model.n_features,
+                        claim.shards)
     return compute_report(model, X, y)

@@ -121,6 +121,7 @@ class Claim:
     dataset_name: str | None
     blob_path: str | None  # None: the dataset was deleted before the job started
     features: int
+    shards: list[dict[str, Any]] | None = None  # the dataset's row shards (None: one blob)
 
 
 JOBS = lifecycle.WorkKind(
@@ -146,6 +147,7 @@ def claim_job(session: Session, job_id: str, worker: str,
         dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
         blob_path=dataset.blob_path if dataset else None,
         features=dataset.features if dataset else 0,
+        shards=dataset.shards if dataset else None,
     )
 
 

@@ -164,6 +164,7 @@ class PredictionClaim:
     outputs: tuple[str, ...]
     rows: int
     blob_path: str | None  # None: the dataset was deleted
+    shards: list[dict[str, Any]] | None = None  # the dataset's row shards (None: one blob)
 
 
 def claim_prediction(session: Session, settings: Settings, prediction_id: str, worker: str
@@ -179,7 +180,8 @@ def claim_prediction(session: Session, settings: Settings, prediction_id: str, w
     dataset = session.get(Dataset, prediction.dataset_id) if prediction.dataset_id else None
     return PredictionClaim(prediction_id, attempt, prediction.model_id,
                            tuple(prediction.outputs), prediction.rows,
-                           dataset.blob_path if dataset else None)
+                           dataset.blob_path if dataset else None,
+                           dataset.shards if dataset else None)
 
 
 def progress(session: Session, claim: PredictionClaim, rows_done: int) -> lifecycle.Answer:
@@ -235,7 +237,8 @@ def run_blocks(settings: Settings, session: Session, claim: PredictionClaim,
         raise lifecycle.Failed("the dataset was deleted before the prediction started")
     model = servable_model(session, settings, claim.model_id)
     session.close()
-    X, _y = load_dataset(blob_store(settings), claim.blob_path, model.n_features)
+    X, _y = load_dataset(blob_store(settings), claim.blob_path, model.n_features,
+                         claim.shards)
     return predict_blocks(model, X, claim.outputs, settings.predict_block_rows, writer,
                           go_on)
 

@@ -347,6 +347,8 @@ class TaskClaim:
     done: frozenset[tuple[int, int]]  # (point, fold) already recorded
     n_rows: int | None = None  # halving: the round's stratified subsample of the rows
     subsample_seed: int = 0  # halving: the seed of the subsamples (strategy.seed)
+    shards: list[dict[str, Any]] | None = None  # the dataset's row shards (None: one blob)
+    holdout_shards: list[dict[str, Any]] | None = None
 
 
 def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
@@ -382,6 +384,8 @@ def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
         done=frozenset((p, f) for p, f in done),
         n_rows=search.point_specs[task.point_indices[0]].get("n_rows"),
         subsample_seed=int(search.spec.get("strategy", {}).get("seed", 0)),
+        shards=dataset.shards if dataset else None,
+        holdout_shards=holdout.shards if holdout else None,
     )
 
 

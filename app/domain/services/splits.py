@@ -64,7 +64,7 @@ def split_dataset(reader: Session, session: Session, settings: Settings, tenant_
     foreign-key error. A refused or failed insert removes both blobs."""
     parent = get_dataset(reader, tenant_id, dataset_id)
     try:
-        arrays = dataset_arrays(blob_store(settings), parent.blob_path)
+        arrays = dataset_arrays(blob_store(settings), parent.blob_path, parent.shards)
         X, y, w = csr_from_arrays(arrays, parent.features), arrays["y"], arrays.get("w")
     except FileNotFoundError:  # deleted since it was read
         raise not_found("dataset", dataset_id) from None
