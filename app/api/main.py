@@ -24,6 +24,7 @@ from app.api.routes import (
     datasets,
     evaluations,
     events,
+    imports,
     jobs,
     meta,
     models,
@@ -150,7 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    evaluations.router, meta.router, status.router, admin.router,
                    dashboard.router,
                    signin.router, searches.router, search_pages.router, registry.router,
-                   registry_pages.router, predictions.router):
+                   registry_pages.router, predictions.router, imports.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)

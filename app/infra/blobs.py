@@ -136,8 +136,18 @@ class LocalBlobStore(BlobStore):
         return old
 
     def keys_older_than(self, prefix: str, cutoff: float) -> list[str]:
-        return [f"{prefix}/{path.name}" for path in self._old_files(prefix, cutoff)
+        keys = [f"{prefix}/{path.name}" for path in self._old_files(prefix, cutoff)
                 if path.suffix == ".npz" and not path.name.startswith(".")]
+        for folder in self._folders(prefix):  # a sharded dataset's: <prefix>/<id>/<k>.npz
+            keys += self.keys_older_than(f"{prefix}/{folder}", cutoff)
+        return keys
+
+    def _folders(self, prefix: str) -> list[str]:
+        directory = self.root / prefix
+        if "/" in prefix or not directory.is_dir():
+            return []
+        return [p.name for p in directory.iterdir()
+                if p.is_dir() and not p.name.startswith(".")]
 
     def remove_stale_scratch(self, prefix: str, cutoff: float) -> list[str]:
         removed = []
@@ -145,4 +155,6 @@ class LocalBlobStore(BlobStore):
             if path.name.endswith(PARTIAL):  # any host's: a crashed write
                 path.unlink(missing_ok=True)
                 removed.append(path.name)
+        for folder in self._folders(prefix):
+            removed += self.remove_stale_scratch(f"{prefix}/{folder}", cutoff)
         return removed + remove_stale_parts(self.root / prefix, cutoff)

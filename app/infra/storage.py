@@ -194,6 +194,13 @@ def model_arrays(store: BlobStore, stored: bytes) -> bytes:
 
 # -- clean-up ----------------------------------------------------------------------------
 
+def _blob_id(prefix: str, key: str) -> str:
+    """The row id a blob key belongs to: `<prefix>/<id>.npz`, or the shard
+    `<prefix>/<id>/<shard>.npz` of a sharded dataset."""
+    first = key[len(prefix) + 1:].split("/", 1)[0] if key.startswith(prefix + "/") else key
+    return Path(first).stem
+
+
 def remove_orphan_blobs(store: BlobStore, prefix: str, grace_seconds: float,
                         known: Callable[[Iterable[str]], set[str]]) -> list[str]:
     """Remove blobs under `prefix` older than `grace_seconds` whose id `known` does not
@@ -201,10 +208,10 @@ def remove_orphan_blobs(store: BlobStore, prefix: str, grace_seconds: float,
     files older than that (any host's); the removed blobs' file names."""
     cutoff = time.time() - grace_seconds
     removed = store.remove_stale_scratch(prefix, cutoff)
-    old = {Path(key).stem: key for key in store.keys_older_than(prefix, cutoff)}
+    old = [(_blob_id(prefix, key), key) for key in store.keys_older_than(prefix, cutoff)]
     if old:
-        keep = known(old)
-        for blob_id, key in old.items():
+        keep = known({blob_id for blob_id, _key in old})
+        for blob_id, key in old:
             if blob_id not in keep:
                 store.delete(key)
                 removed.append(Path(key).name)

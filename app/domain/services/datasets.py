@@ -180,8 +180,9 @@ def delete_dataset(session: Session, settings: Settings, tenant_id: str, dataset
     if active:
         raise Conflict(f"dataset {dataset_id!r} has {active} queued or running job(s); "
                        "cancel them or wait for them to finish first")
-    blob = BlobRef.parse(dataset.blob_path)
+    keys = {BlobRef.parse(dataset.blob_path).key,
+            *(BlobRef.parse(s["blob_path"]).key for s in dataset.shards or [])}
     store = blob_store(settings)
     session.delete(dataset)
     session.flush()
-    after_commit(session, lambda: store.delete(blob.key))
+    after_commit(session, lambda: [store.delete(key) for key in sorted(keys)])
