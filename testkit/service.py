@@ -85,6 +85,10 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_KEY_CACHE_SECONDS": str(settings.key_cache_seconds),
         "HINGE_PREDICT_BLOCK_ROWS": str(settings.predict_block_rows),
         "HINGE_MODEL_CACHE_CHECK_SECONDS": str(settings.model_cache_check_seconds),
+        "HINGE_IMPORT_ROOTS": ",".join(settings.import_roots),
+        "HINGE_IMPORT_SHARD_TEXT_BYTES": str(settings.import_shard_text_bytes),
+        "HINGE_IMPORT_HELPERS": str(settings.import_helpers),
+        "HINGE_IMPORT_DISK_RESERVE_BYTES": str(settings.import_disk_reserve_bytes),
         "PYTHONUNBUFFERED": "1",
     })
     if settings.secret_key.get_secret_value():

@@ -249,6 +249,9 @@ def run_part(settings: Settings, taken: PartTaken, dataset_id: str,
     with session_scope(settings.database_url) as session:
         done = imports.part_done(session, taken, result)
     notify(settings, taken.import_id)
+    log.info("import %s part %d: %d rows, %d non-zeros in %d shard(s)%s", taken.import_id,
+             taken.part, result.rows, result.nnz, len(result.shards),
+             "" if done else " (taken over meanwhile: not recorded)")
     return "done" if done else "stopped"
 
 
@@ -322,8 +325,8 @@ def _finish(settings: Settings, claim: ImportClaim, outcome: Outcome,
         with session_scope(settings.database_url) as session:
             imports.record_failure(session, claim, {"status": 413 if isinstance(
                 exc, TooLarge) else 422, "reason": message})
-            done = imports.fail(settings, session, claim, message)
-        return "failed" if done else "lost"
+            failed = imports.fail(settings, session, claim, message)
+        return "failed" if failed else "lost"
     return "succeeded" if dataset is not None else "lost"
 
 

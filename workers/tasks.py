@@ -8,8 +8,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from app.settings import Settings, get_settings
 from app.infra.queue import IMPORT_PART_TASK, IMPORT_TASK
+from app.settings import Settings, get_settings
 from workers.celery_app import EVALUATE_TASK, PREDICT_TASK, SEARCH_TASK, TRAIN_TASK, celery_app
 from workers.evaluation import run_evaluation
 from workers.imports import run_helper, run_import

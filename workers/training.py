@@ -30,6 +30,7 @@ from app.infra.bus import notify
 from app.infra.db import session_scope
 from app.infra.storage import (
     blob_store,
+    concatenated_arrays,
     csr_from_arrays,
     dataset_arrays,
     model_key,
@@ -281,7 +282,10 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     """Load the data and fit, under the attempt's heartbeat."""
     if claimed.blob_path is None:
         raise Failed("the dataset was deleted before the job started")
-    arrays = dataset_arrays(blob_store(settings), claimed.blob_path)  # mapped, read once
+    if claimed.shard_paths:  # a sharded dataset (an import): its shards in one set
+        arrays = concatenated_arrays(blob_store(settings), claimed.shard_paths)
+    else:
+        arrays = dataset_arrays(blob_store(settings), claimed.blob_path)  # mapped, read once
     X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
     params = dict(claimed.params)
     weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list

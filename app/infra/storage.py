@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("hinge.storage")
 
 __all__ = ["DATASETS", "MODELS", "MODEL_BLOB_MARKER", "PARTIAL", "BlobRef", "BlobShards",
-           "BlobStore", "LocalBlobStore", "StoredBlob", "blob_store", "csr_from_arrays",
+           "BlobStore", "LocalBlobStore", "StoredBlob", "blob_store", "concatenated_arrays",
+           "csr_from_arrays",
            "dataset_arrays", "dataset_key", "dataset_shards", "load_dataset", "model_arrays",
            "model_key", "remove_orphan_blobs", "remove_temporary_blobs", "save_dataset_arrays",
            "store_model_arrays"]
@@ -110,6 +111,26 @@ def dataset_arrays(store: BlobStore, blob_path: str) -> dict[str, np.ndarray]:
     the processes of a host share one copy), else read into memory."""
     with store.open(BlobRef.parse(blob_path)) as handle:
         return read_npz(handle)
+
+
+def concatenated_arrays(store: BlobStore, blob_paths: Iterable[str]) -> dict[str, np.ndarray]:
+    """A sharded dataset's arrays in one set (in memory: data, indices, indptr, y and `w`
+    if every shard has it), for the readers that take a whole dataset. (A minimal
+    reader beside the row-block ones: see solvers.shards.)"""
+    parts = [dataset_arrays(store, path) for path in blob_paths]
+    indptr = [np.zeros(1, dtype=np.int64)]
+    offset = 0
+    for part in parts:
+        indptr.append(np.asarray(part["indptr"][1:], dtype=np.int64) + offset)
+        offset += int(part["indptr"][-1])
+    arrays = {"data": np.concatenate([p["data"] for p in parts]),
+              "indices": np.concatenate([p["indices"] for p in parts]).astype(np.int32,
+                                                                              copy=False),
+              "indptr": np.concatenate(indptr),
+              "y": np.concatenate([np.asarray(p["y"]) for p in parts])}
+    if parts and all("w" in p for p in parts):
+        arrays["w"] = np.concatenate([np.asarray(p["w"]) for p in parts])
+    return arrays
 
 
 def csr_from_arrays(arrays: dict[str, np.ndarray], n_features: int) -> sp.csr_matrix:

@@ -30,7 +30,8 @@ from workers.imports import run_import
 
 
 def write_parts(directory: Path, n_parts: int, rows: int = 120, seed: int = 3,
-                compress: bool = False, nnz_per_row: float = 12, n_features: int = 400) -> tuple[list[Path], sp.csr_matrix, np.ndarray]:
+                compress: bool = False, nnz_per_row: float = 12, n_features: int = 400
+                ) -> tuple[list[Path], sp.csr_matrix, np.ndarray]:
     """`n_parts` svmlight part files of a seeded text-like set; the set itself."""
     X, y = datagen.text_like(rows * n_parts, n_features, seed=seed,
                             nnz_per_row=nnz_per_row)
@@ -117,7 +118,7 @@ def test_parts_under_the_roots_import_as_one_sharded_dataset(
     with read_sessionmaker_for(settings.database_url)() as session:
         row = session.get(Dataset, done["dataset_id"])
         assert row is not None
-        stored = {"shards": row.shards, "features": row.features}
+        stored: dict[str, Any] = {"shards": row.shards, "features": row.features}
     # small shard pieces (4 KiB of text): several shards a part, keyed by part and place
     assert len(stored["shards"]) > 3
     keys = [BlobRef.parse(s["blob_path"]).key for s in stored["shards"]]
@@ -262,7 +263,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_disk_that_fills_fails_the_import_with_the_reason_and_leaves_nothing(
         small_disk: Path, roots: Path) -> None:
     # the home (database and shards) on a 6 MiB volume, 4 parts of ~2 MiB of arrays
-    paths, _X, _y = write_parts(roots / "disk", 4, rows=4000, seed=5, nnz_per_row=60,
+    _paths, _X, _y = write_parts(roots / "disk", 4, rows=4000, seed=5, nnz_per_row=60,
                                 n_features=20_000)
     settings = embedded_settings(small_disk / "home", import_roots=[str(roots)],
                                  import_shard_text_bytes=256 << 10,

@@ -13,6 +13,7 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from sqlalchemy.orm import Session
 from sse_starlette import EventSourceResponse
 
 from app.api import idempotency, ids
@@ -26,7 +27,6 @@ from app.domain.orm import Import
 from app.domain.services import imports as service
 from app.domain.services.owned import owned_exists
 from app.infra.db import read_sessionmaker_for
-from sqlalchemy.orm import Session
 
 router = APIRouter(prefix="/v1/imports", tags=["imports"])
 

@@ -185,4 +185,9 @@ def delete_dataset(session: Session, settings: Settings, tenant_id: str, dataset
     store = blob_store(settings)
     session.delete(dataset)
     session.flush()
-    after_commit(session, lambda: [store.delete(key) for key in sorted(keys)])
+
+    def remove() -> None:
+        for key in sorted(keys):
+            store.delete(key)
+
+    after_commit(session, remove)

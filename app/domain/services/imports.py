@@ -28,6 +28,7 @@ orphan pass removes any a crash left behind, app.domain.sweep).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
 from dataclasses import dataclass
@@ -68,10 +69,8 @@ def remove_shards(settings: Settings, dataset_id: str) -> None:
         store.delete(key)
     store.remove_stale_scratch(prefix, forever)
     if isinstance(store, LocalBlobStore):
-        try:
+        with contextlib.suppress(OSError):  # (not empty: another writer's file)
             store.path(prefix).rmdir()
-        except OSError:
-            pass
 
 
 def _on_lost(session: Session, settings: Settings, import_id: str) -> None:

@@ -121,6 +121,8 @@ class Claim:
     dataset_name: str | None
     blob_path: str | None  # None: the dataset was deleted before the job started
     features: int
+    # a sharded dataset's shard blobs in row order (Dataset.shards); None: one, blob_path
+    shard_paths: tuple[str, ...] | None = None
 
 
 JOBS = lifecycle.WorkKind(
@@ -146,6 +148,8 @@ def claim_job(session: Session, job_id: str, worker: str,
         dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
         blob_path=dataset.blob_path if dataset else None,
         features=dataset.features if dataset else 0,
+        shard_paths=tuple(s["blob_path"] for s in dataset.shards)
+        if dataset is not None and dataset.shards else None,
     )
 
 
