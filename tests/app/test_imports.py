@@ -283,3 +283,25 @@ def test_a_disk_that_fills_fails_the_import_with_the_reason_and_leaves_nothing(
         # the service goes on: a small upload still works
         assert client.post("/v1/datasets", content=b"1 1:1\n-1 2:1\n").status_code == 201
     assert os.statvfs(small_disk).f_bavail > 0
+
+
+def test_the_dashboard_shows_an_import_and_its_progress(world: tuple[Settings, TestClient],
+                                                        roots: Path) -> None:
+    settings, client = world
+    write_parts(roots / "d", 2)
+    import_id = _import(client, f"file://{roots}/d/*", name="dash-set").json()["id"]
+    page = client.get("/datasets")
+    assert page.status_code == 200
+    assert f'data-import-id="{import_id}"' in page.text and "dash-set" in page.text
+    assert "0 / 2 parts" in page.text and 'href="/imports"' in page.text
+    listing = client.get("/imports")
+    assert listing.status_code == 200 and f"/imports/{import_id}" in listing.text
+    assert 'http-equiv="refresh"' in listing.text  # reloads while it runs
+    assert run_import(settings, import_id, "test") == "succeeded"
+    dataset_id = client.get(f"/v1/imports/{import_id}").json()["dataset_id"]
+    detail = client.get(f"/imports/{import_id}")
+    assert detail.status_code == 200
+    assert f"/datasets/{dataset_id}" in detail.text and "2 / 2" in detail.text
+    assert 'http-equiv="refresh"' not in detail.text
+    assert f'data-import-id="{import_id}"' not in client.get("/datasets").text
+    assert client.get(f"/imports/{'f' * 32}").status_code == 404

@@ -403,3 +403,12 @@ def reserved_dataset_ids(session: Session, dataset_ids: list[str]) -> set[str]:
 def dataset_of(import_id: str) -> Any:
     """The query of an import's dataset id."""
     return select(Import.dataset_id).where(Import.id == import_id)
+
+
+def active_imports(session: Session, tenant_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The tenant's queued and running imports with their progress (the datasets page)."""
+    rows = list(session.scalars(select(Import).where(
+        Import.tenant_id == tenant_id, Import.status.in_(ACTIVE_STATUSES))
+        .order_by(Import.created_at.desc()).limit(limit)))
+    done = progress(session, [r.id for r in rows])
+    return [public(r, done.get(r.id)) for r in rows]
