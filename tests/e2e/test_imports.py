@@ -18,6 +18,7 @@ from typing import Any
 
 import boto3
 import httpx
+import numpy as np
 import pytest
 
 from solvers.svmlight import dump_svmlight, load_svmlight
@@ -110,7 +111,16 @@ def test_s3_parts_import_side_by_side_and_train(tmp_path: Path, s3_endpoint: str
             time.sleep(0.2)
         assert state["status"] == "succeeded", state
         assert state["result"]["converged"] is True, state["result"]
-        assert state["result"]["n_samples"] == rows, state["result"]
+        # it trained on every row: its training accuracy is its accuracy on all the parts
+        text = b"".join(p.read_bytes() for p in paths)
+        predicted = client.post(f"/v1/models/{state['model_id']}/predict", content=text,
+                                headers={"content-type": "text/plain"})
+        assert predicted.status_code == 200, predicted.text
+        labels = np.asarray(predicted.json()["labels"])
+        truth = np.concatenate([load_svmlight(p).y for p in paths])
+        assert labels.shape == truth.shape == (rows,)
+        assert state["result"]["train_accuracy"] == pytest.approx(
+            float(np.mean(labels == truth)), abs=1e-12)
 
 
 def test_a_worker_sigkilled_mid_import_resumes_at_a_part_boundary(tmp_path: Path) -> None:
