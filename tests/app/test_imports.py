@@ -305,3 +305,63 @@ def test_the_dashboard_shows_an_import_and_its_progress(world: tuple[Settings, T
     assert 'http-equiv="refresh"' not in detail.text
     assert f'data-import-id="{import_id}"' not in client.get("/datasets").text
     assert client.get(f"/imports/{'f' * 32}").status_code == 404
+
+
+def test_parts_are_taken_once_and_a_stale_one_is_taken_again(
+        world: tuple[Settings, TestClient], roots: Path) -> None:
+    """take_part: two takers get different parts; a part whose taker stopped beating is
+    taken again after the lease; a done part never; a taken-over part's old token can
+    record nothing."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from app.domain.orm import ImportPart, utcnow
+    from app.domain.services import imports
+    from app.infra.db import session_scope
+
+    settings, client = world
+    write_parts(roots / "t", 3)
+    import_id = _import(client, f"file://{roots}/t/*").json()["id"]
+    with session_scope(settings.database_url) as session:
+        assert imports.claim_import(session, settings, import_id, "w0") is not None
+    with session_scope(settings.database_url) as session:
+        first = imports.take_part(session, settings, import_id)
+        second = imports.take_part(session, settings, import_id)
+        third = imports.take_part(session, settings, import_id)
+        assert first and second and third
+        assert [first.part, second.part, third.part] == [0, 1, 2]
+        assert imports.take_part(session, settings, import_id) is None
+        result = imports.PartResult(1, 1, 1, 4, "0" * 64, {"1": 1}, [])
+        assert imports.part_done(session, first, result)
+        # part 1's taker went quiet for longer than the lease
+        session.execute(update(ImportPart).where(ImportPart.part == 1).values(
+            heartbeat_at=utcnow() - timedelta(seconds=settings.job_lease_seconds + 1)))
+        again = imports.take_part(session, settings, import_id)
+        assert again is not None and again.part == 1 and again.token != second.token
+        assert not imports.part_progress(session, second, 10, 1, 1)
+        assert not imports.part_done(session, second, result)
+        assert imports.take_part(session, settings, import_id) is None
+        assert imports.parts_state(session, import_id).done == 1
+
+
+def test_the_sweep_keeps_a_running_imports_shards_and_removes_a_failed_ones(
+        world: tuple[Settings, TestClient], roots: Path) -> None:
+    from app.domain.orm import Import
+    from app.domain.sweep import sweep_storage
+    from app.infra.db import session_scope
+
+    settings, client = world
+    write_parts(roots / "s", 1)
+    running = _import(client, f"file://{roots}/s/*").json()["id"]
+    failed = _import(client, f"file://{roots}/s/*").json()["id"]
+    store = blob_store(settings)
+    with session_scope(settings.database_url) as session:
+        ids = {i: session.get(Import, i).dataset_id for i in (running, failed)}  # type: ignore[union-attr]
+        session.get(Import, failed).status = "failed"  # type: ignore[union-attr]
+    for dataset_id in ids.values():
+        store.put_bytes(f"datasets/{dataset_id}/p00000-00000.npz", b"shard")
+    old = settings.model_copy(update={"orphan_blob_grace_seconds": 1e-9})
+    removed = sweep_storage(old)
+    assert removed == ["p00000-00000.npz"]
+    assert shard_files(settings) == [f"{ids[running]}/p00000-00000.npz"]

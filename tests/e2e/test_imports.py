@@ -12,6 +12,8 @@ moto S3 server (parts in a bucket of their own, the blob store on the same serve
 from __future__ import annotations
 
 import gzip
+import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,12 +27,12 @@ from solvers.svmlight import dump_svmlight, load_svmlight
 from testkit import datagen
 from testkit.crashing_worker import SLOW_IMPORT_ON
 from testkit.service import S3_TEST_KEY
+from tests.e2e.hinge_cli import cli_env, hinge_bin_dir
 from tests.support import embedded_settings, read_sse, running_service, s3_overrides
 
 FAST = {"job_lease_seconds": 2.0, "sweep_interval_seconds": 0.5,
         "requeue_after_seconds": 3.0, "max_attempts": 3, "import_shard_text_bytes": 8192,
         "progress_interval_seconds": 0.0}
-pytestmark = pytest.mark.s3
 
 
 def _parts(directory: Path, n_parts: int, rows: int = 150, seed: int = 11) -> list[Path]:
@@ -70,6 +72,7 @@ def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
     return [item["Key"] for item in found]
 
 
+@pytest.mark.s3
 def test_s3_parts_import_side_by_side_and_train(tmp_path: Path, s3_endpoint: str) -> None:
     overrides = s3_overrides(s3_endpoint)
     settings = embedded_settings(tmp_path / "home", **overrides, **FAST)
@@ -169,3 +172,22 @@ def test_a_running_import_is_cancelled_and_leaves_nothing(
         assert client.get("/v1/datasets").json()["count"] == 0
         left = [p for p in (settings.home / "datasets").rglob("*") if p.is_file()]
         assert left == []
+        # the command line: `hinge import` follows another import to its dataset
+        paths = _parts(roots / "cli", 2, seed=14)
+        rows, nnz = _counts(paths)
+        bin_dir = hinge_bin_dir(tmp_path)
+        done = subprocess.run(["hinge", "import", f"file://{roots}/cli/part-*", "--name",
+                               "from-cli", "--json"], capture_output=True, text=True,
+                              timeout=120, env=cli_env(str(client.base_url),
+                                                       client.headers["Authorization"]
+                                                       .removeprefix("Bearer "), bin_dir))
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        assert answer["status"] == "succeeded" and answer["dataset"]["name"] == "from-cli"
+        assert (answer["dataset"]["rows"], answer["dataset"]["nnz"]) == (rows, nnz)
+        outside = subprocess.run(["hinge", "import", "file:///etc/hostname"],
+                                 capture_output=True, text=True, timeout=60,
+                                 env=cli_env(str(client.base_url),
+                                             client.headers["Authorization"]
+                                             .removeprefix("Bearer "), bin_dir))
+        assert outside.returncode == 1 and "HINGE_IMPORT_ROOTS" in outside.stderr
