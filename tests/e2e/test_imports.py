@@ -176,13 +176,13 @@ def test_a_running_import_is_cancelled_and_leaves_nothing(
         paths = _parts(roots / "cli", 2, seed=14)
         rows, nnz = _counts(paths)
         bin_dir = hinge_bin_dir(tmp_path)
-        done = subprocess.run(["hinge", "import", f"file://{roots}/cli/part-*", "--name",
+        ran = subprocess.run(["hinge", "import", f"file://{roots}/cli/part-*", "--name",
                                "from-cli", "--json"], capture_output=True, text=True,
                               timeout=120, env=cli_env(str(client.base_url),
                                                        client.headers["Authorization"]
                                                        .removeprefix("Bearer "), bin_dir))
-        assert done.returncode == 0, done.stderr
-        answer = json.loads(done.stdout)
+        assert ran.returncode == 0, ran.stderr
+        answer = json.loads(ran.stdout)
         assert answer["status"] == "succeeded" and answer["dataset"]["name"] == "from-cli"
         assert (answer["dataset"]["rows"], answer["dataset"]["nnz"]) == (rows, nnz)
         outside = subprocess.run(["hinge", "import", "file:///etc/hostname"],
