@@ -330,22 +330,18 @@ def _finish(settings: Settings, claim: ImportClaim, outcome: Outcome,
     return "succeeded" if dataset is not None else "lost"
 
 
-IMPORT: Work[ImportClaim, Outcome] = Work(
-    kind=imports.IMPORTS,
-    claim=imports.claim_import,
-    run=_run,
-    finish=_finish,
-    fail=lambda session, claim, error: imports.fail(_settings[0], session, claim, error),
-    subject=lambda claim: claim.import_id)
-
-_settings: list[Settings] = []  # the settings of this process's current import (fail)
+def import_work(settings: Settings) -> Work[ImportClaim, Outcome]:
+    """The runner's view of an import (workers.runner)."""
+    return Work(kind=imports.IMPORTS, claim=imports.claim_import, run=_run, finish=_finish,
+                fail=lambda session, claim, error: imports.fail(settings, session, claim,
+                                                                error),
+                subject=lambda claim: claim.import_id)
 
 
 def run_import(settings: Settings, import_id: str, hostname: str) -> str:
     """Run one delivery of an import: succeeded, cancelled, failed, lost, skipped or
     deferred."""
-    _settings[:] = [settings]
-    return runner.run(settings, IMPORT, import_id, hostname)
+    return runner.run(settings, import_work(settings), import_id, hostname)
 
 
 def run_helper(settings: Settings, import_id: str, hostname: str) -> str:
