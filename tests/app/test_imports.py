@@ -365,3 +365,20 @@ def test_the_sweep_keeps_a_running_imports_shards_and_removes_a_failed_ones(
     removed = sweep_storage(old)
     assert removed == ["p00000-00000.npz"]
     assert shard_files(settings) == [f"{ids[running]}/p00000-00000.npz"]
+
+
+def test_a_tenant_with_as_many_imports_as_its_queue_limit_gets_a_429(
+        tmp_path: Path, roots: Path) -> None:
+    write_parts(roots / "q", 1)
+    settings = embedded_settings(tmp_path / "home", import_roots=[str(roots)],
+                                 tenant_max_queued_jobs=2)
+    settings.ensure_dirs()
+    migrate(settings.database_url)
+    with TestClient(create_app(settings), headers=bearer(make_key(settings))) as client:
+        body = {"source": f"file://{roots}/q/*"}
+        first = client.post("/v1/imports", json=body)
+        assert first.status_code == client.post("/v1/imports", json=body).status_code == 202
+        refused = client.post("/v1/imports", json=body)
+        assert refused.status_code == 429, refused.text
+        assert client.delete(f"/v1/imports/{first.json()['id']}").status_code == 202
+        assert client.post("/v1/imports", json=body).status_code == 202

@@ -5,7 +5,8 @@ The API's side (`create_import`): the source is resolved into its parts and thei
 (a listing, HEAD or stat; nothing is read), refused with 422 when it is malformed,
 matches nothing or lies outside the roots (a `..`, a symlink out), and with 413 when the
 tenant's quota cannot hold it (the arrays take about as many bytes as the text: 12 a
-non-zero against the 9 to 20 characters of `index:value `). The import and one row per
+non-zero against the 9 to 20 characters of `index:value `), and with 429 when the tenant
+has HINGE_TENANT_MAX_QUEUED_JOBS imports queued or running. The import and one row per
 part (`ImportPart`) commit `queued` with its message in the outbox, answered 202.
 
 The import is a durable work item on the one lifecycle (app.domain.lifecycle, `IMPORTS`):
@@ -39,7 +40,7 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from app.domain import lifecycle, outbox
-from app.domain.errors import Invalid, TooLarge
+from app.domain.errors import Invalid, OverLimit, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, JobStatus
 from app.domain.orm import Dataset, Import, ImportPart, Tenant, new_id, utcnow
 from app.domain.services.datasets import check_quota
@@ -107,6 +108,13 @@ def create_import(session: Session, settings: Settings, tenant_id: str, sources:
                       field="source") from None
     total = sum(p.size for p in parts)
     tenant = lock_tenant(session, tenant_id)
+    waiting = session.scalar(select(func.count()).select_from(Import).where(
+        Import.tenant_id == tenant_id, Import.status.in_(ACTIVE_STATUSES))) or 0
+    limit = tenant_limit(tenant, settings, "max_queued_jobs")
+    if waiting >= limit:
+        raise OverLimit(f"the tenant has {waiting} imports queued or running, its limit "
+                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
+                        "later", {"limit": limit}, retry_after=10)
     try:
         check_quota(session, settings, tenant, total)
     except TooLarge as exc:
