@@ -131,6 +131,16 @@ class Settings(BaseSettings):
     shard_bytes: int = Field(64 << 20, ge=4096)
     disk_reserve_bytes: int = Field(1 << 30, ge=0)
     max_concurrent_uploads: int = Field(2, ge=1)  # per API process; the rest wait
+    # -- imports (POST /v1/imports; docs/operations.md: "Large datasets") --
+    # Directories whose files (and files below them) a tenant may import as file:///...;
+    # empty (the default): no file import. Comma-separated in the environment.
+    import_roots: HostList = []
+    import_max_parts: int = Field(10_000, gt=0)  # part files of one import
+    # A part's text is parsed this many bytes at a time, each piece one shard blob: what
+    # a worker holds of a part at once (about 2.5x this).
+    import_shard_text_bytes: int = Field(64 << 20, gt=0)
+    # Workers that parse one import's parts side by side: its own and this many helpers.
+    import_helpers: int = Field(8, ge=0)
     idempotency_hours: float = Field(24.0, gt=0)
     # An Idempotency-Key in progress is leased to its request's process, which renews the
     # lease every third of this; a key whose holder died is free again after it (at once
@@ -160,7 +170,7 @@ class Settings(BaseSettings):
     # smaller ones stay in the database row.
     model_blob_min_bytes: int = Field(1 << 20, ge=0)
 
-    @field_validator("allowed_hosts", "cors_origins", mode="before")
+    @field_validator("allowed_hosts", "cors_origins", "import_roots", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):

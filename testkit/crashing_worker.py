@@ -89,3 +89,49 @@ def predict_or_crash(self: Any, prediction_id: str) -> str:
         _slow[0] = bool(row is not None and row.dataset_name
                         == os.environ.get(SLOW_PREDICTION_ON))
     return prediction.run_prediction(settings, prediction_id, hostname)
+
+
+# -- imports: a SIGKILL after the first part of an import named $HINGE_TEST_KILL_WORKER_ON
+# (first attempt only: the sweep's second attempt resumes at the next part), and a sleep
+# before each part of one named $HINGE_TEST_SLOW_IMPORT_ON (so a test can cancel it)
+
+SLOW_IMPORT_ON = "HINGE_TEST_SLOW_IMPORT_ON"
+
+from app.domain.orm import Import  # noqa: E402
+from app.infra.queue import IMPORT_PART_TASK, IMPORT_TASK  # noqa: E402
+from workers import imports as import_worker  # noqa: E402
+
+_run_part = import_worker.run_part
+
+
+def _import_row(import_id: str) -> Any:
+    with read_sessionmaker_for(get_settings().database_url)() as session:
+        return session.get(Import, import_id)
+
+
+def _run_part_with_faults(settings: Any, taken: Any, dataset_id: str, lost: Any) -> str:
+    row = _import_row(taken.import_id)
+    if row is not None and row.name == os.environ.get(SLOW_IMPORT_ON):
+        time.sleep(0.5)
+    outcome = _run_part(settings, taken, dataset_id, lost)
+    if (row is not None and row.name == os.environ.get(KILL_WORKER_ON)
+            and row.attempt == 1 and outcome == "done"):
+        log.error("fault injection: killing this worker process after part %d of import %s",
+                  taken.part, taken.import_id)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return outcome
+
+
+import_worker.run_part = _run_part_with_faults
+
+
+@celery_app.task(name=IMPORT_TASK, bind=True)
+def import_or_crash(self: Any, import_id: str) -> str:
+    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    return import_worker.run_import(get_settings(), import_id, hostname)
+
+
+@celery_app.task(name=IMPORT_PART_TASK, bind=True)
+def import_part_or_crash(self: Any, import_id: str) -> str:
+    hostname = getattr(self.request, "hostname", None) or socket.gethostname()
+    return import_worker.run_helper(get_settings(), import_id, hostname)

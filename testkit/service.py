@@ -92,6 +92,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_MAX_MEMORY_DATASET_BYTES": str(settings.max_memory_dataset_bytes),
         "HINGE_SHARD_BYTES": str(settings.shard_bytes),
         "HINGE_DISK_RESERVE_BYTES": str(settings.disk_reserve_bytes),
+        "HINGE_IMPORT_ROOTS": ",".join(settings.import_roots),
+        "HINGE_IMPORT_SHARD_TEXT_BYTES": str(settings.import_shard_text_bytes),
+        "HINGE_IMPORT_HELPERS": str(settings.import_helpers),
         "PYTHONUNBUFFERED": "1",
     })
     if settings.secret_key.get_secret_value():

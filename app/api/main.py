@@ -24,6 +24,8 @@ from app.api.routes import (
     datasets,
     evaluations,
     events,
+    import_pages,
+    imports,
     jobs,
     meta,
     models,
@@ -150,7 +152,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    evaluations.router, meta.router, status.router, admin.router,
                    dashboard.router,
                    signin.router, searches.router, search_pages.router, registry.router,
-                   registry_pages.router, predictions.router):
+                   registry_pages.router, predictions.router, imports.router,
+                   import_pages.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)

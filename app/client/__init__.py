@@ -35,6 +35,8 @@ from typing import Any, BinaryIO, TypedDict, cast
 import httpx
 from httpx_sse import connect_sse
 
+from app.client.imports import ImportCalls
+
 DEFAULT_PORT = 8000  # HINGE_PORT's default, the port `make run` serves on
 
 
@@ -205,7 +207,7 @@ class HingeError(Exception):
 ProgressCallback = Callable[[int, int | None], None]  # (bytes sent, total bytes or None)
 
 
-class HingeClient:
+class HingeClient(ImportCalls):
     """Hinge's API over one httpx connection pool. `url` defaults to $HINGE_URL (else
     http://127.0.0.1:$HINGE_PORT, port 8000 by default), `api_key` to $HINGE_API_KEY."""
 
@@ -353,11 +355,15 @@ class HingeClient:
         """The job's Server-Sent Events: the stored history (after `last_event_id`), then
         live progress, ending after the terminal status event. `timeout` bounds the wait
         for each piece of the stream (None: wait as long as the job runs)."""
+        return self._events(f"/v1/jobs/{job_id}/events", last_event_id, timeout)
+
+    def _events(self, path: str, last_event_id: int | None = None,
+                timeout: float | None = None) -> Iterator[Event]:
         headers = {"Accept": "text/event-stream"}
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
         try:
-            with connect_sse(self._http, "GET", f"/v1/jobs/{job_id}/events", headers=headers,
+            with connect_sse(self._http, "GET", path, headers=headers,
                              timeout=httpx.Timeout(self._http.timeout.connect,
                                                    read=timeout)) as source:
                 if source.response.is_error:

@@ -381,6 +381,53 @@ def upload(ctx: typer.Context,
                   "earlier one instead", highlight=False)
 
 
+@app.command("import")
+def import_(ctx: typer.Context,
+            source: Annotated[list[str], typer.Argument(
+                help="s3://bucket/key (a glob of part files: 's3://bucket/set/part-*'), "
+                "or file:///path under the server's HINGE_IMPORT_ROOTS; several in order")],
+            name: Annotated[str | None, typer.Option(help="Dataset name (default: the "
+                            "first part's name)")] = None,
+            task: Annotated[str, typer.Option(help="auto, classification or regression"
+                                              )] = "auto",
+            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the "
+                             "dataset's id")] = False,
+            as_json: JsonFlag = False) -> None:
+    """Import a dataset the server reads itself (from S3, or its own disk), following its
+    progress with a bar. Ctrl-C cancels the import."""
+    options = _options(ctx, as_json)
+    columns = (TextColumn("importing {task.description}", markup=False), BarColumn(),
+               TaskProgressColumn(), DownloadColumn(), TransferSpeedColumn(),
+               TimeRemainingColumn())
+    with options.client() as client, _calling_the_api():
+        record = client.start_import(source if len(source) > 1 else source[0], name,
+                                     task=task)
+        with Progress(*columns, console=err, disable=quiet or options.as_json) as bar:
+            shown = bar.add_task(f"{record['name']} ({record['parts_total']} parts)",
+                                 total=record["bytes_total"])
+            try:
+                record = client.wait_import(record["id"], progress=lambda done, _total:
+                                            bar.update(shown, completed=done))
+            except KeyboardInterrupt:
+                client.cancel_import(record["id"])
+                err.print(f"import {record['id']} cancelled", highlight=False)
+                raise typer.Exit(EXIT_INTERRUPTED) from None
+        if record["status"] != "succeeded":
+            if options.as_json:
+                _print_json(record)
+            err.print(Text("error: ", style="bold red") + Text(
+                f"import {record['id']} {record['status']}: {record.get('error') or ''}"),
+                highlight=False)
+            raise typer.Exit(EXIT_API_ERROR)
+        dataset = client.dataset(record["dataset_id"])
+    if options.as_json:
+        _print_json({**record, "dataset": dataset})
+    elif quiet:
+        print(dataset["id"])
+    else:
+        out.print(_dataset_line(dataset), highlight=False)
+
+
 @app.command()
 def sample(
     out_file: Annotated[Path | None, typer.Option(

@@ -470,3 +470,54 @@ class AliasMove(Base):
     to_version: Mapped[int | None] = mapped_column(Integer)
     moved_by: Mapped[str | None] = mapped_column(String(16))
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Import(WorkItemColumns, Base):
+    """An import (POST /v1/imports): a dataset read by workers from part files in S3 or
+    under HINGE_IMPORT_ROOTS (app.domain.services.imports), a durable work item claimed,
+    leased and finished like a job. `dataset_id` is chosen when the import is created (its
+    shards' keys are `datasets/<dataset_id>/p<part>-<k>.npz`); the dataset row exists once
+    the import has succeeded. `error_detail`: a failure's particulars (the part, its
+    line)."""
+
+    __tablename__ = "imports"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()
+    name: Mapped[str] = mapped_column(String(255))
+    format: Mapped[str] = mapped_column(String(16), default="svmlight")
+    task: Mapped[str] = _task_column()
+    source: Mapped[list[str]] = mapped_column(JSON)  # as asked (URLs, globs)
+    dataset_id: Mapped[str] = mapped_column(String(32), index=True)
+    parts_total: Mapped[int] = mapped_column(Integer)
+    bytes_total: Mapped[int] = mapped_column(BigInteger)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    error_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class ImportPart(Base):
+    """One part file of an import: parsed by whichever worker takes it (`token`, held by
+    `heartbeat_at` like a lease); once `done`, its shards (the manifest entries of
+    Dataset.shards) and counts are kept across attempts of the import."""
+
+    __tablename__ = "import_parts"
+
+    import_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("imports.id", ondelete="CASCADE"), primary_key=True)
+    part: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uri: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(BigInteger)  # bytes of the file as stored
+    state: Mapped[str] = mapped_column(String(16), default="pending")  # running, done, failed
+    token: Mapped[str | None] = mapped_column(String(32))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    bytes_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    rows: Mapped[int] = mapped_column(BigInteger, default=0)
+    nnz: Mapped[int] = mapped_column(BigInteger, default=0)
+    features: Mapped[int] = mapped_column(Integer, default=0)
+    text_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # decompressed
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    # {label_key: count} when the part's labels are integral and few, else None
+    class_counts: Mapped[dict[str, int] | None] = mapped_column(JSON)
+    shards: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    error_line: Mapped[int | None] = mapped_column(Integer)

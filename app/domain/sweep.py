@@ -50,6 +50,7 @@ from app.domain.lifecycle import Swept, WorkKind
 from app.domain.orm import Dataset, IdempotencyRecord, Model, Prediction, utcnow
 from app.domain.services import workers
 from app.domain.services.evaluations import EVALUATIONS
+from app.domain.services.imports import IMPORTS, reserved_dataset_ids
 from app.domain.services.jobs import JOBS
 from app.domain.services.predictions import PREDICTIONS, PREDICTIONS_PREFIX
 from app.domain.services.searches import SEARCH_TASKS
@@ -60,7 +61,7 @@ from app.settings import Settings
 
 log = logging.getLogger("hinge.sweep")
 
-KINDS: tuple[WorkKind, ...] = (JOBS, EVALUATIONS, SEARCH_TASKS, PREDICTIONS)
+KINDS: tuple[WorkKind, ...] = (JOBS, EVALUATIONS, SEARCH_TASKS, PREDICTIONS, IMPORTS)
 # the outbox's view of the kinds: the table of each Celery task's rows
 ROWS_OF_TASK = {kind.task: kind.table for kind in KINDS}
 
@@ -145,7 +146,10 @@ def sweep_storage(settings: Settings) -> list[str]:
         def existing(ids: Iterable[str]) -> set[str]:
             wanted = list(ids)
             with read_sessionmaker_for(settings.database_url)() as session:
-                return set(session.scalars(select(table.id).where(table.id.in_(wanted))))
+                found = set(session.scalars(select(table.id).where(table.id.in_(wanted))))
+                if table is Dataset:  # an import not yet finished writes its shards
+                    found |= reserved_dataset_ids(session, wanted)
+                return found
         return existing
 
     store = blob_store(settings)

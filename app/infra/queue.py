@@ -44,6 +44,8 @@ TRAIN_TASK = "hinge.train"
 EVALUATE_TASK = "hinge.evaluate"
 SEARCH_TASK = "hinge.search_task"
 PREDICT_TASK = "hinge.predict_batch"
+IMPORT_TASK = "hinge.import"
+IMPORT_PART_TASK = "hinge.import_part"  # a helper that parses parts of an import
 SQLA_BUSY_TIMEOUT_SECONDS = 30.0
 
 

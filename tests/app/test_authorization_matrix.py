@@ -172,6 +172,14 @@ class World:
             self.prediction_id = prediction.json()["id"]
             assert client.post(f"/v1/predictions/{self.prediction_id}/cancel"
                                ).status_code == 202
+            # a dataset import (POST /v1/imports), cancelled so its event stream ends
+            part = settings.home / "import-root" / "part-0.svm"
+            part.parent.mkdir(parents=True, exist_ok=True)
+            part.write_bytes(cancer)
+            created = client.post("/v1/imports", json={"source": f"file://{part}"})
+            assert created.status_code == 202, created.text
+            self.import_id = created.json()["id"]
+            assert client.delete(f"/v1/imports/{self.import_id}").status_code == 202
             # a model imported from a LIBLINEAR file (POST /v1/models)
             exported = client.get(f"/v1/models/{self.model_id}/export").content
             imported = client.post("/v1/models", files={"file": ("m.model", exported)})
@@ -191,7 +199,7 @@ class World:
                     "tenant_id": self.tenant_id, "key_id": self.read_only[3:15],
                     "search_id": self.search_id, "name": self.registered_name,
                     "version": "1", "alias": "production",
-                    "prediction_id": self.prediction_id}
+                    "prediction_id": self.prediction_id, "import_id": self.import_id}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -199,7 +207,8 @@ def world(request: pytest.FixtureRequest, tmp_path: Path, cancer_bytes: bytes
           ) -> Iterator[tuple[FastAPI, World]]:
     def build(database_url: str = "") -> tuple[FastAPI, World]:
         settings = embedded_settings(tmp_path / "home", database_url=database_url,
-                                     rate_per_second=0)
+                                     rate_per_second=0,
+                                     import_roots=[str(tmp_path / "home" / "import-root")])
         settings.ensure_dirs()
         migrate(settings.database_url)
         app = create_app(settings)

@@ -30,7 +30,7 @@ from app.api.deps import SessionDep
 from app.domain.errors import NotFound
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus
 from app.domain.schemas import JobPublic
-from app.domain.services import datasets, evaluations, jobs, lineage, models
+from app.domain.services import datasets, evaluations, imports, jobs, lineage, models
 from app.domain.services.tenants import Principal
 from app.domain.services.workers import WaitExplainer
 
@@ -367,7 +367,8 @@ def datasets_page(request: Request, session: SessionDep, principal: PageAuth
     tenant = principal.tenant_id
     return _page(request, "datasets.html", nav="datasets",
                  datasets=datasets.list_datasets(session, tenant, limit=LIST_LIMIT),
-                 count=datasets.count_datasets(session, tenant), limit=LIST_LIMIT)
+                 count=datasets.count_datasets(session, tenant), limit=LIST_LIMIT,
+                 imports=imports.active_imports(session, tenant))
 
 
 @router.get("/datasets/{dataset_id}")
