@@ -107,10 +107,11 @@ class Problem:
     positives: int
 
 
-def binary_problem(block: Block, positive: float, C: float, bias_scale: float) -> Problem:
+def binary_problem(block: Block, positive: float, C: float, bias_scale: float,
+                   weighted: bool = True) -> Problem:
     y = np.where(block.labels == positive, 1.0, -1.0)
     cost = np.full(block.n_rows, float(C))
-    if block.weights is not None:
+    if weighted and block.weights is not None:
         cost *= block.weights
     size = block.n_features + 1
     bounds = parallel.chunk_bounds(block.rows[2], size, accumulators=2)

@@ -99,12 +99,13 @@ def fit_on_dask(client: Any, source: ShardSource, *, solver: str = "tron",
                 progress: ProgressCallback | None = None, progress_interval: float = 0.2,
                 threads: int = 1, local_sweeps: int = 1, seed: int = 0,
                 round_timeout: float = 600.0, round_retries: int = 3,
-                connect_timeout: float = 30.0) -> FitResult:
+                connect_timeout: float = 30.0, weighted: bool = True) -> FitResult:
     """Train a binary linear model on the shards of `source`, on the Dask cluster of
     `client` (a distributed.Client, or a scheduler address such as tcp://host:8786).
 
     The rows of `source` must have two label values; the model's output is positive for
-    the larger (as solvers.fit). `threads`: Numba threads per task on a worker."""
+    the larger (as solvers.fit). `threads`: Numba threads per task on a worker;
+    `weighted`: C_i = C w_i with the shards' instance weights (when they have them)."""
     if solver not in SOLVERS:
         raise ValueError(f"distributed solvers are {sorted(SOLVERS)}, got {solver!r}")
     loss = loss or SOLVERS[solver][0]
@@ -129,7 +130,7 @@ def fit_on_dask(client: Any, source: ShardSource, *, solver: str = "tron",
                             for v, c in zip(f["labels"], f["counts"], strict=True)
                             if v == classes[1])
             problems = cluster.submit_each(
-                tasks.binary_problem, [(b, float(classes[1]), float(C), scale)
+                tasks.binary_problem, [(b, float(classes[1]), float(C), scale, weighted)
                                        for b in cluster.blocks], cluster.holders())
             monitor = ProgressMonitor(progress, max_seconds, interval=progress_interval)
             size = source.n_features + 1

@@ -87,6 +87,11 @@ class JobCreate(BaseModel):
         "dataset", description="Instance weights (C_i = C * w_i * class weight): 'dataset' "
         "(the default) uses the dataset's weights when it has them (weight_stats), 'none' "
         "trains unweighted, a list gives one weight >= 0 per row for this job")
+    engine: Literal["auto", "local", "dask"] = Field(
+        "auto", description="Where the fit runs: 'local' in the worker that claims the job; "
+        "'dask' across the Dask workers of HINGE_DASK_SCHEDULER (binary tron or dcd with "
+        "loss l1); 'auto' (the default) on Dask when a scheduler is configured and the "
+        "dataset does not fit one worker's memory (HINGE_WORKER_MEMORY_BYTES), else local")
 
 
 class JobResult(BaseModel):
@@ -122,6 +127,9 @@ class JobResult(BaseModel):
     violation: float | None = Field(
         None, description="Kernel jobs with one binary problem: its final KKT violation "
         "m - M (SMO's stop rule: converged below eps)")
+    data_plan: dict[str, Any] | None = Field(
+        None, description="How the fit ran when not in one worker's memory: mode "
+        "'distributed', workers, blocks, shards, rounds, bytes_sent, communication_s ...")
     problems: list[dict[str, Any]] | None = Field(
         None, description="Kernel jobs with several binary problems (one-vs-one pairs, "
         "one-vs-rest classes; up to 2,000 listed): per problem its pair (negative_class "
