@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import SecretStr
 
 from app.domain.services.jobs import DISTRIBUTED_SOLVERS, Claim
 from app.infra.storage import BlobShards, blob_store, dataset_shards
@@ -30,7 +31,8 @@ class StoreShards:
 
     def __init__(self, settings: Settings, blob_paths: list[str], n_features: int,
                  infos: list[ShardInfo] | None = None) -> None:
-        self.settings = settings
+        # what a Dask worker needs to open the blobs: not the key that signs sessions
+        self.settings = settings.model_copy(update={"secret_key": SecretStr("")})
         self.blob_paths = list(blob_paths)
         self.n_features = n_features
         self.infos = infos
