@@ -57,7 +57,7 @@ def run_dask(source: MemoryShards, workers: int, log_dir: Path, solver: str, los
             return False
 
         result = fit_on_dask(client, source, solver=solver, loss=loss, C=C, bias="none",
-                             tol=1e-3, max_iter=2000, progress=progress,
+                             tol=1e-3, max_iter=400, progress=progress,
                              progress_interval=0.0)
         wall = time.perf_counter() - started
     plan = result.data_plan or {}

@@ -8,6 +8,7 @@ import io
 from pathlib import Path
 
 import numpy as np
+import pytest
 from sklearn.datasets import dump_svmlight_file
 
 from solvers import fit
@@ -16,10 +17,11 @@ from testkit.datagen import text_like
 from tests.support import embedded_settings, running_service, wait_for_job
 
 
+@pytest.mark.slow
 def test_a_dataset_over_one_workers_memory_trains_on_dask(tmp_path: Path) -> None:
     X, y = text_like(1500, 800, seed=21, nnz_per_row=15)
     buffer = io.BytesIO()
-    dump_svmlight_file(X, y, buffer)
+    dump_svmlight_file(X, y, buffer, zero_based=False)
     dataset_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes
     with dask_cluster(tmp_path, workers=2) as cluster:
         # the Celery worker's budget is below the dataset's arrays: it could not fit it
