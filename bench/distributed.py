@@ -108,6 +108,7 @@ def main() -> None:
     parser.add_argument("--no-spark", action="store_true")
     args = parser.parse_args()
     X, y = text_like(args.rows, args.features, seed=45, nnz_per_row=args.nnz)
+    X.sort_indices()
     source = MemoryShards(split_rows(X, y, None, args.shard_rows), args.features)
     counts = [int(k) for k in args.workers.split(",")]
     spark = None if args.no_spark else run_spark(X, y, args.C)

@@ -73,7 +73,7 @@ class DaskCluster:
 
     def start_worker(self, *, nthreads: int = 1, memory_limit: str = "0",
                      prefix: Sequence[str] = (), host: str = "127.0.0.1",
-                     wait: bool = True) -> DaskProcess:
+                     wait: bool = True, env: dict[str, str] | None = None) -> DaskProcess:
         name = f"w{len(self.workers)}-{uuid.uuid4().hex[:4]}"
         log_path = self.log_dir / f"dask-worker-{name}.log"
         with open(log_path, "wb") as log:
@@ -82,8 +82,8 @@ class DaskCluster:
                  str(nthreads), "--nworkers", "1", "--memory-limit", memory_limit,
                  "--no-dashboard", "--host", host, "--death-timeout", "60",
                  "--no-nanny"],
-                env=dask_env(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                env={**dask_env(), **(env or {})}, cwd=REPO, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
         worker = DaskProcess(process, log_path, name)
         self.workers.append(worker)
         if wait:

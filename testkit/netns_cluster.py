@@ -19,6 +19,8 @@ from pathlib import Path
 from testkit.dask_cluster import DaskCluster, start_scheduler
 
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
+NO_SPILL_NO_PAUSE = {f"DASK_DISTRIBUTED__WORKER__MEMORY__{name}": "False"
+                     for name in ("TARGET", "SPILL", "PAUSE", "TERMINATE")}
 
 
 def _ip(*args: str) -> None:
@@ -47,11 +49,14 @@ class Host:
     cgroup: Path | None = None
 
     def prefix(self) -> list[str]:
-        """Run a command in the namespace (and, with a cgroup, in it)."""
-        run = ["ip", "netns", "exec", self.namespace]
-        if self.cgroup is None:
-            return run
-        return [*run, "sh", "-c", f'echo $$ > {self.cgroup}/cgroup.procs && exec "$@"', "sh"]
+        """Run a command in the namespace."""
+        return ["ip", "netns", "exec", self.namespace]
+
+    def join_cgroup(self, pid: int) -> None:
+        """Put a process (and what it starts) in this host's cgroup. From this namespace:
+        `ip netns exec` mounts a sysfs of the namespace's own, without the cgroups."""
+        if self.cgroup is not None:
+            (self.cgroup / "cgroup.procs").write_text(str(pid))
 
 
 def _free_subnet() -> int:
@@ -107,14 +112,20 @@ def bridged_hosts(count: int, memory_limits: list[int | None]) -> Iterator[list[
 def namespaced_cluster(log_dir: Path, workers: int, worker_cgroup_bytes: int,
                        memory_limit: str) -> Iterator[tuple[DaskCluster, list[Host]]]:
     """A scheduler on host 0 and `workers` workers on hosts 1.., each in a memory cgroup
-    of `worker_cgroup_bytes` with Dask's own `--memory-limit`."""
+    of `worker_cgroup_bytes` with Dask's own `--memory-limit` (its budget: the blocks of
+    a fit are not spilled, and a worker over 80% of it does not pause, which would stall
+    the rounds; the cgroup is the hard limit)."""
     limits: list[int | None] = [None] + [worker_cgroup_bytes] * workers
     with bridged_hosts(workers + 1, limits) as hosts:
         cluster = start_scheduler(log_dir, host=hosts[0].address, prefix=hosts[0].prefix())
         try:
-            started = [cluster.start_worker(memory_limit=memory_limit, host=h.address,
-                                            prefix=h.prefix(), wait=False)
-                       for h in hosts[1:]]
+            started = []
+            for host in hosts[1:]:
+                worker = cluster.start_worker(memory_limit=memory_limit, host=host.address,
+                                              prefix=host.prefix(), wait=False,
+                                              env=NO_SPILL_NO_PAUSE)
+                host.join_cgroup(worker.process.pid)
+                started.append(worker)
             for worker in started:
                 worker.wait_for_log("Registered to:", timeout=120)
             yield cluster, hosts

@@ -17,8 +17,9 @@ from solvers.shards import split_rows, write_npz_shards
 from testkit.netns_cluster import namespaced_cluster, unavailable_reason
 from tests.support import IN_CI
 
-WORKER_LIMIT = 280 * 2**20  # Dask's --memory-limit of each worker
-WORKER_CGROUP = 420 * 2**20  # the cgroup each worker process runs in
+WORKER_LIMIT = 300 * 2**20  # Dask's --memory-limit of each worker: its budget
+WORKER_CGROUP = 512 * 2**20  # the cgroup each worker process runs in (a worker process
+# is about 200 MB before any data: one holding the whole set would pass the cgroup's limit)
 
 
 def _wide(rows: int, features: int, per_row: int, seed: int) -> tuple[sp.csr_matrix,
@@ -46,9 +47,9 @@ def test_a_set_over_one_workers_memory_trains_across_three_hosts(tmp_path: Path)
         if IN_CI:
             pytest.fail(reason)
         pytest.skip(reason)
-    X, y = _wide(200_000, 100_000, 120, seed=4)
+    X, y = _wide(200_000, 100_000, 140, seed=4)
     arrays = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes
-    assert arrays > WORKER_LIMIT  # one worker could not hold it
+    assert arrays > WORKER_LIMIT and arrays + 200 * 2**20 > WORKER_CGROUP  # nor one worker
     source = write_npz_shards(tmp_path / "shards", split_rows(X, y, None, 20_000),
                               X.shape[1])
     from distributed import Client
@@ -64,8 +65,11 @@ def test_a_set_over_one_workers_memory_trains_across_three_hosts(tmp_path: Path)
             # no worker was killed by its cgroup's limit (nor lost otherwise)
             assert all(w.process.poll() is None for w in cluster.workers)
             assert len(client.scheduler_info()["workers"]) == 3
-            assert all(h.cgroup is not None and int(
-                (h.cgroup / "memory.max_usage_in_bytes").read_text()) > 0 for h in hosts[1:])
+            for worker, host in zip(cluster.workers, hosts[1:], strict=True):
+                assert host.cgroup is not None  # the worker ran in its cgroup, and used it
+                assert str(worker.process.pid) in (host.cgroup / "cgroup.procs").read_text()
+                usage = int((host.cgroup / "memory.max_usage_in_bytes").read_text())
+                assert 0 < usage <= WORKER_CGROUP
     single = fit(X, y, solver="tron", C=1.0, tol=1e-4)
     assert distributed.converged and single.converged
     assert distributed.primal_objective is not None and single.primal_objective is not None
