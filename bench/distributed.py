@@ -90,7 +90,8 @@ def run_spark(X: Any, y: np.ndarray, C: float) -> dict[str, Any]:
         model = model_spec.fit(frame)
         seconds = time.perf_counter() - started
         w = np.asarray(model.coefficients.toArray())
-        iterations = model.summary.totalIterations
+        summary = model.summary() if callable(model.summary) else model.summary
+        iterations = summary.totalIterations
     finally:
         spark.stop()
     return {"seconds": seconds, "primal": hinge_primal(X, y, w, C),
