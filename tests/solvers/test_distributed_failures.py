@@ -70,11 +70,11 @@ def test_a_scheduler_gone_fails_the_fit_clearly(tmp_path: Path) -> None:
             Client(cluster.address, timeout=30, set_as_default=False) as client:
         progress = _killer(lambda: cluster.scheduler.stop(9), after_events=2)
         started = time.monotonic()
-        with pytest.raises(DistributedFitError, match="scheduler|round") as failure:
+        with pytest.raises(DistributedFitError,
+                           match=r"lost the Dask scheduler|a round was not done"):
             fit_on_dask(client, source, solver="tron", C=8.0, tol=1e-9, eps=1e-9,
                         progress=progress, progress_interval=0.0, round_timeout=20.0)
         assert time.monotonic() - started < 60.0
-        print(failure.value)
 
 
 def test_no_scheduler_at_the_address_fails_within_the_connect_timeout() -> None:
