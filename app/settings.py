@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     # The memory one job may use on a worker (app/domain/memory.py estimates it before
     # the fit starts; a job over it fails with the figure). 0: no limit.
     worker_memory_bytes: int = Field(0, ge=0)
+    # A Dask scheduler (tcp://host:8786) for fits spread over Dask workers (a job's
+    # engine "dask", or "auto" for a dataset over one worker's memory; docs/operations.md
+    # "Dask"). Empty: every fit runs in the worker that claims it.
+    dask_scheduler: str = ""
+    # How long a distributed fit waits for one round (or to connect) before it fails.
+    dask_round_timeout_seconds: float = Field(600.0, gt=0)
     # uvicorn processes of the API (`make run`, `python -m app.run`); each keeps its own
     # model cache, invalidated across processes through the bus.
     api_workers: int = Field(1, ge=1)

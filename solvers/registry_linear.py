@@ -49,7 +49,7 @@ LINEAR: dict[str, SolverSpec] = {
     "dcd": SolverSpec(
         name="dcd",
         module="solvers.dcd",
-        kind="linear",
+        kind="linear", distributed_losses=("l1",),
         warm_start="dual", fallback=_DUAL_CD_FALLBACK, randomized=True, scale_sensitive=True,
         warmup_group="linear", auto_candidate=True,
         description="Dual coordinate descent with random permutation and shrinking "
@@ -61,7 +61,7 @@ LINEAR: dict[str, SolverSpec] = {
     "tron": SolverSpec(
         name="tron",
         module="solvers.tron",
-        kind="linear",
+        kind="linear", distributed_losses=("l2", "logistic"),
         losses=("l2", "logistic"), warm_start="primal", sample_weights=True,
         warmup_group="linear", auto_candidate=True,
         fallback=(Step(on=("max_iter", "stalled"), target="newton", losses=("l2", "logistic"),

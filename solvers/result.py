@@ -58,6 +58,9 @@ class FitResult:
     # SMO with keep_solver_state=True: each binary problem's solver state (alphas, kernel
     # cache), what fit(warm_start=...) continues from (and consumes)
     kernel_states: list[Any] = field(default_factory=list, repr=False)
+    # how the fit ran when not in one process's memory: {"mode": "distributed", "workers",
+    # "shards", "rounds", "bytes_sent", "communication_s", ...} (solvers/distributed.py)
+    data_plan: dict[str, Any] | None = None
 
     @property
     def classes(self) -> np.ndarray:

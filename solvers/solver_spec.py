@@ -74,6 +74,9 @@ class SolverSpec:
     # (loss, LIBLINEAR solver_type) its model files name where that is not the usual type
     # of the formulation, penalty and loss (solvers.formats.liblinear_solver_type)
     liblinear_types: tuple[tuple[str, str], ...] = ()
+    # the losses the Dask engine (solvers.distributed) trains it with across workers; ():
+    # never distributed (a job's engine "dask" is a 422)
+    distributed_losses: tuple[str, ...] = ()
 
     @property
     def continues_fits(self) -> bool:

@@ -97,6 +97,10 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_IMPORT_HELPERS": str(settings.import_helpers),
         "PYTHONUNBUFFERED": "1",
     })
+    if settings.dask_scheduler:
+        env["HINGE_DASK_SCHEDULER"] = settings.dask_scheduler
+    if settings.worker_memory_bytes:
+        env["HINGE_WORKER_MEMORY_BYTES"] = str(settings.worker_memory_bytes)
     if settings.secret_key.get_secret_value():
         env["HINGE_SECRET_KEY"] = settings.secret_key.get_secret_value()
     env.update(blob_env(settings))

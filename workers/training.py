@@ -34,7 +34,7 @@ from app.infra.storage import (
 )
 from app.settings import Settings
 from solvers.models import model_to_bytes
-from workers import runner
+from workers import dask_fit, runner
 from workers.runner import Heartbeat, Lost, Work
 from workers.warmup import (  # re-exported: the warm-up moved to workers/warmup.py
     compiler_count as compiler_count,
@@ -191,18 +191,30 @@ def _fail(settings: Settings, claimed: Claim, error: str) -> None:
 @dataclass(frozen=True)
 class Fitted:
     result: FitResult
-    X: Any
-    y: np.ndarray
+    X: Any  # None: a distributed fit (the rows never came here)
+    y: np.ndarray | None
+    accuracy: float | None = None  # a distributed fit's, streamed shard by shard
+
+
+def _blob_nbytes(settings: Settings, blob_path: str) -> int:
+    arrays = dataset_arrays(blob_store(settings), blob_path)  # mapped: nothing is read
+    return sum(int(arrays[name].nbytes) for name in ("data", "indices", "indptr", "y"))
 
 
 def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
-    """Load the data and fit, under the attempt's heartbeat."""
+    """Load the data and fit, under the attempt's heartbeat (or drive the fit on the
+    Dask cluster: workers/dask_fit.py)."""
     if claimed.blob_path is None:
         raise Failed("the dataset was deleted before the job started")
+    params = dict(claimed.params)
+    blob_path = claimed.blob_path
+    engine = dask_fit.engine_for(settings, claimed, str(params.pop("engine", "auto")),
+                                 lambda: _blob_nbytes(settings, blob_path))
+    if engine == "dask":
+        return _fit_on_dask(settings, claimed, heartbeat, params)
     arrays = dataset_arrays(blob_store(settings), claimed.blob_path,  # mapped, read once
                             claimed.shards)
     X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
-    params = dict(claimed.params)
     weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list
     if weights == "dataset":
         weights = arrays.get("w")  # None: the dataset has no weights
@@ -232,13 +244,39 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     return Fitted(result, X, y)
 
 
+def _fit_on_dask(settings: Settings, claimed: Claim, heartbeat: Heartbeat,
+                 params: dict[str, Any]) -> Fitted:
+    from solvers.distributed import DistributedFitError
+
+    weights = params.pop("sample_weight", None)
+    if weights is not None and weights != "dataset":
+        raise Failed("engine 'dask' trains with the dataset's own instance weights or none; "
+                     "this job gives a list")
+    params["weighted"] = weights == "dataset"
+    if "threads" in params:
+        params["threads"] = job_threads(settings, params)
+    if params.get("max_seconds") is None:
+        params["max_seconds"] = settings.job_max_seconds
+    recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
+                                params.get("eps"), heartbeat=heartbeat)
+    try:
+        result = dask_fit.fit_on_cluster(settings, claimed, params, recorder)
+    except DistributedFitError as exc:
+        raise Failed(f"the fit on the Dask cluster failed: {exc}") from exc
+    if recorder.lease_lost:
+        raise Lost
+    accuracy = dask_fit.streamed_accuracy(result, dask_fit.job_source(settings, claimed))
+    return Fitted(result, None, None, accuracy)
+
+
 TRAINING: Work[Claim, Fitted] = Work(
     kind=jobs.JOBS,
     claim=lambda session, settings, job_id, worker: jobs.claim_job(session, job_id, worker,
                                                                    settings),
     run=_fit,
     finish=lambda settings, claimed, fitted, heartbeat: finish(
-        settings, claimed, fitted.result, fitted.X, fitted.y, heartbeat=heartbeat),
+        settings, claimed, fitted.result, fitted.X, fitted.y, heartbeat=heartbeat,
+        accuracy=fitted.accuracy),
     fail=jobs.fail,
     subject=lambda claimed: claimed.job_id)
 
@@ -255,8 +293,9 @@ def run_claimed(settings: Settings, job_id: str, claimed: Claim | None) -> str:
     return runner.run_claimed(settings, TRAINING, job_id, claimed)
 
 
-def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.ndarray,
-           heartbeat: Heartbeat | None = None) -> str:
+def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any,
+           y: np.ndarray | None, heartbeat: Heartbeat | None = None,
+           accuracy: float | None = None) -> str:
     """Store the outcome of a fit: cancelled, failed (non-finite iterates), or succeeded
     with its model, each only while this attempt still holds the job ("lost" if not).
     Under the attempt's `heartbeat` (stopped just before the final write), a lease found
@@ -272,7 +311,9 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any, y: np.
                                  "non-finite; try a smaller C or scaled features")
         return "failed"
     task = model_task(result.model)
-    summary = _summary(result, *_train_figures(task, result, X, y))
+    figures = (accuracy, None) if X is None or y is None else _train_figures(task, result,
+                                                                             X, y)
+    summary = _summary(result, *figures)
     train_accuracy = summary["train_accuracy"]
     payload = model_to_bytes(result.model)
     if heartbeat is not None and heartbeat.gone:
@@ -378,6 +419,8 @@ def _summary(result: FitResult, train_accuracy: float | None,
             # one binary problem: its final KKT violation m - M (the stop rule's figure,
             # below eps when converged), the last point of the dashboard's plot
             summary["violation"] = _plain(result.per_output[0]["violation"])
+    if result.data_plan is not None:  # a distributed fit: how it ran
+        summary["data_plan"] = result.data_plan
     if result.warnings:  # e.g. unscaled features for a scale-sensitive solver
         summary["warnings"] = list(result.warnings)
     # through the API's type: what is stored is what GET /v1/jobs/{id} answers

@@ -103,6 +103,11 @@ class JobCreate(BaseModel):
         "dataset", description="Instance weights (C_i = C * w_i * class weight): 'dataset' "
         "(the default) uses the dataset's weights when it has them (weight_stats), 'none' "
         "trains unweighted, a list gives one weight >= 0 per row for this job")
+    engine: Literal["auto", "local", "dask"] = Field(
+        "auto", description="Where the fit runs: 'local' in the worker that claims the job; "
+        "'dask' across the Dask workers of HINGE_DASK_SCHEDULER (binary tron or dcd with "
+        "loss l1); 'auto' (the default) on Dask when a scheduler is configured and the "
+        "dataset does not fit one worker's memory (HINGE_WORKER_MEMORY_BYTES), else local")
 
 
 class JobPublic(BaseModel):

@@ -165,6 +165,7 @@ def delete_dataset_blobs(store: BlobStore, blob_path: str,
 
 
 _COMPARE_ENTRIES = 1 << 20
+EXACT_FLOAT32 = "auto"  # an upload's dtype: float32 where every value is exactly one
 
 
 def compact_values(data: np.ndarray, value_dtype: str) -> np.ndarray | None:
@@ -176,7 +177,7 @@ def compact_values(data: np.ndarray, value_dtype: str) -> np.ndarray | None:
     for start in range(0, len(data), _COMPARE_ENTRIES):  # bounded temporaries
         piece, out = data[start:start + _COMPARE_ENTRIES], compact[start:start + _COMPARE_ENTRIES]
         np.copyto(out, piece, casting="same_kind")
-        if value_dtype == "auto" and not np.array_equal(out, piece):
+        if value_dtype == EXACT_FLOAT32 and not np.array_equal(out, piece):
             return None
     return compact
 

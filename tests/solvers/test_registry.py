@@ -18,7 +18,8 @@ from tests.support import REPO
 # a solver's own module may name it (solvers.auto names its choices)
 OWN = {"solvers/params.py", "solvers/registry.py", "solvers/registry_linear.py",
        "solvers/registry_kernel.py",
-       "solvers/auto.py"} | {
+       "solvers/auto.py",
+       "solvers/distributed.py"} | {  # the Dask engine: its own tron and CoCoA+ (dcd)
     spec.module.replace(".", "/") + ".py" for spec in SOLVERS.values()}
 
 

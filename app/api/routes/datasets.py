@@ -20,7 +20,7 @@ from app.domain.services import datasets as service
 from app.domain.services import splits
 from app.domain.tasks import DETECT, UPLOAD_TASKS
 from app.domain.weights import take_weight_column, weight_stats
-from app.infra.storage import ShardWriter
+from app.infra.storage import EXACT_FLOAT32, ShardWriter
 from app.settings import Settings
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -184,7 +184,7 @@ async def _receive_and_store(request: Request, settings: Settings,
                                          *((task,) if task != DETECT else ()),
                                          *(("weights", weight_column)
                                            if weight_column is not None else ()),
-                                         *((f"dtype={dtype}",) if dtype != "auto" else ()),
+                                         *((f"dtype={dtype}",) if dtype != EXACT_FLOAT32 else ()),
                                          *(read_as if parsed.source_format != "svmlight"
                                            else ()))
         replayed = write.replay(asked)  # the hash of an upload is known once it is read
@@ -196,7 +196,7 @@ async def _receive_and_store(request: Request, settings: Settings,
             and d.feature_names == parsed.feature_names
             and task in (DETECT, d.task)
             and d.weight_stats == (None if weights is None else weight_stats(weights))
-            and dtype in ("auto", d.value_dtype)]
+            and dtype in (EXACT_FLOAT32, d.value_dtype)]
         if reuse and earlier:
             status, answer = 200, DatasetPublic.model_validate(earlier[0])
         else:

@@ -263,6 +263,44 @@ def _check_weights(spec: JobCreate, applied: dict[str, Any], dataset: Dataset) -
     applied["sample_weight"] = weights
 
 
+# What solvers.distributed trains (solver -> losses, SolverSpec.distributed_losses);
+# tests/app/test_jobs_engine.py checks that this is its SOLVERS.
+DISTRIBUTED_SOLVERS = {name: spec.distributed_losses for name, spec in SOLVERS.items()
+                       if spec.distributed_losses}
+ENGINE_AUTO = "auto"  # a job's engine when it names none (JobCreate.engine)
+
+
+def _check_engine(spec: JobCreate, applied: dict[str, Any], dataset: Dataset,
+                  settings: Settings) -> None:
+    """Put a job's engine in `applied` ("local" or "dask"; absent: auto); 422 for "dask"
+    without a scheduler or for a job the distributed solvers cannot train."""
+    if spec.engine == ENGINE_AUTO:
+        return
+    applied["engine"] = spec.engine
+    if spec.engine == "local":
+        return
+    if not settings.dask_scheduler:
+        raise Invalid("engine 'dask' needs a Dask scheduler, and this service has none "
+                      "(HINGE_DASK_SCHEDULER); send engine 'local' or 'auto'", field="engine")
+    losses = DISTRIBUTED_SOLVERS.get(spec.solver)
+    if losses is None or applied.get("loss") not in losses:
+        known = "; ".join(f"{name} with loss {' or '.join(ls)}"
+                          for name, ls in DISTRIBUTED_SOLVERS.items())
+        raise Invalid(f"engine 'dask' trains {known}; this job is solver {spec.solver!r}"
+                      + (f" with loss {applied['loss']!r}" if "loss" in applied else ""),
+                      field="engine")
+    if len(dataset.labels) != 2:
+        raise Invalid(f"engine 'dask' trains binary problems; dataset {dataset.id!r} has "
+                      f"{len(dataset.labels)} classes", field="engine")
+    unsupported = [name for name in ("class_weight", "probability", "w0", "alpha0")
+                   if applied.get(name)]
+    if applied.get("method", "line_search") != "line_search":
+        unsupported.append("method")
+    if unsupported:
+        raise Invalid(f"engine 'dask' does not take params {', '.join(unsupported)}",
+                      field="engine")
+
+
 def check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
     """429 when the service's or the tenant's queue is full (run under the locks)."""
     tenant = lock_tenant(session, tenant_id)
@@ -295,6 +333,7 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: JobCreate
     check_dataset(spec, applied, dataset)
     assert dataset is not None  # check_dataset refused a missing one
     _check_weights(spec, applied, dataset)  # a job's own: searches train unweighted
+    _check_engine(spec, applied, dataset, settings)
     return queue(session, settings, tenant_id, spec.dataset_id, spec.solver, applied)
 
 

@@ -1,0 +1,129 @@
+"""A job's fit on the Dask cluster (HINGE_DASK_SCHEDULER): the Celery worker that claimed
+the job is the Dask client and drives solvers.distributed; each Dask worker opens its
+shards of the dataset from the blob store itself (`StoreShards`, picklable: it carries
+the settings, not an open store), so the dataset never passes through this process.
+
+`engine_for` decides where a job runs. Its size test is deliberately simple: the
+dataset's arrays (the shards' nbytes, or the blob's CSR arrays) against this worker's
+HINGE_WORKER_MEMORY_BYTES (0: no limit, so "auto" stays local). The data plan of the
+big-data work may replace `fits_one_worker` with its own estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import SecretStr
+
+from app.domain.services.jobs import DISTRIBUTED_SOLVERS, Claim
+from app.infra.storage import BlobShards, blob_store, dataset_shards
+from app.settings import Settings
+from solvers.shards import Shard, ShardInfo
+
+if TYPE_CHECKING:
+    from solvers.result import FitResult
+
+
+class StoreShards:
+    """A dataset's shards over the blob store of `settings`, opened where it is loaded."""
+
+    def __init__(self, settings: Settings, blob_paths: list[str], n_features: int,
+                 infos: list[ShardInfo] | None = None) -> None:
+        # what a Dask worker needs to open the blobs: not the key that signs sessions
+        self.settings = settings.model_copy(update={"secret_key": SecretStr("")})
+        self.blob_paths = list(blob_paths)
+        self.n_features = n_features
+        self.infos = infos
+        self._source: BlobShards | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_source": None}
+
+    def _open(self) -> BlobShards:
+        if self._source is None:
+            self._source = dataset_shards(blob_store(self.settings), self.blob_paths,
+                                          self.n_features, self.infos)
+        return self._source
+
+    def __len__(self) -> int:
+        return len(self.blob_paths)
+
+    def info(self, index: int) -> ShardInfo:
+        return self._open().info(index)
+
+    def load(self, index: int) -> Shard:
+        return self._open().load(index)
+
+    def prefetch(self, index: int) -> None:
+        self._open().prefetch(index)
+
+    def release(self, index: int) -> None:
+        self._open().release(index)
+
+
+def job_source(settings: Settings, claimed: Claim) -> StoreShards:
+    assert claimed.blob_path is not None
+    if claimed.shards:
+        paths = [str(s["blob_path"]) for s in claimed.shards]
+        infos = [ShardInfo(int(s["rows"]), int(s["nnz"]), int(s["nbytes"]))
+                 for s in claimed.shards]
+        return StoreShards(settings, paths, claimed.features, infos)
+    return StoreShards(settings, [claimed.blob_path], claimed.features)
+
+
+def dataset_bytes(claimed: Claim, blob_nbytes: Callable[[], int]) -> int:
+    """The dataset's array bytes: its shards' sum, or what `blob_nbytes` measures."""
+    if claimed.shards:
+        return sum(int(s["nbytes"]) for s in claimed.shards)
+    return blob_nbytes()
+
+
+def fits_one_worker(settings: Settings, nbytes: int) -> bool:
+    """Whether a dataset of `nbytes` fits this worker (no limit set: it does)."""
+    return not settings.worker_memory_bytes or nbytes <= settings.worker_memory_bytes
+
+
+def engine_for(settings: Settings, claimed: Claim, engine: str,
+               blob_nbytes: Callable[[], int]) -> str:
+    """"local" or "dask" for a job of engine `engine` ("auto", "local", "dask")."""
+    if engine in ("local", "dask"):
+        return engine
+    if not settings.dask_scheduler:
+        return "local"
+    losses = DISTRIBUTED_SOLVERS.get(claimed.solver)
+    if losses is None or claimed.params.get("loss", losses[0]) not in losses:
+        return "local"
+    return "local" if fits_one_worker(settings, dataset_bytes(claimed, blob_nbytes)) \
+        else "dask"
+
+
+def fit_on_cluster(settings: Settings, claimed: Claim, params: dict[str, Any],
+                   progress: Callable[[dict[str, Any]], bool]) -> FitResult:
+    """The job's fit on the Dask workers, with its progress and cancellation."""
+    from solvers.distributed import fit_on_dask
+
+    taken = {key: params[key] for key in ("C", "loss", "bias", "bias_scale", "eps", "tol",
+                                           "max_iter", "max_seconds", "threads", "seed",
+                                           "weighted")
+             if params.get(key) is not None}
+    if params.get("bias") not in (None, "augment"):
+        taken["bias"] = "none"
+    return fit_on_dask(settings.dask_scheduler, job_source(settings, claimed),
+                       solver=claimed.solver, progress=progress,
+                       progress_interval=settings.progress_interval_seconds,
+                       round_timeout=settings.dask_round_timeout_seconds,
+                       connect_timeout=min(settings.dask_round_timeout_seconds, 60.0),
+                       **taken)
+
+
+def streamed_accuracy(result: FitResult, source: StoreShards) -> float:
+    """The model's accuracy on the dataset, one shard in memory at a time."""
+    right = total = 0
+    for index in range(len(source)):
+        shard = source.load(index)
+        right += int(np.count_nonzero(result.predict(shard.X) == shard.y))
+        total += shard.rows
+        source.release(index)
+    return right / max(total, 1)
