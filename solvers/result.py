@@ -58,6 +58,10 @@ class FitResult:
     # SMO with keep_solver_state=True: each binary problem's solver state (alphas, kernel
     # cache), what fit(warm_start=...) continues from (and consumes)
     kernel_states: list[Any] = field(default_factory=list, repr=False)
+    # how the fit read its data (solvers/out_of_core.py; the worker's data plan):
+    # {"mode": "in_memory" | "blocks", "blocks", "passes", "bytes_read", ...}; None: a
+    # plain in-memory fit that nobody planned
+    data_plan: dict[str, Any] | None = None
 
     @property
     def classes(self) -> np.ndarray:
