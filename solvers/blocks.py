@@ -203,8 +203,8 @@ class Reader:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="readahead")
 
     def _read(self, k: int) -> tuple[Shard, int]:
+        shard = self.blocks.load(k)  # a mapped shard: no read yet
         self.blocks.prefetch(k)
-        shard = self.blocks.load(k)
         return shard, sum(touch(a) for a in block_arrays(shard))
 
     def one_pass(self) -> Iterator[tuple[Block, Shard]]:

@@ -128,6 +128,11 @@ class JobResult(BaseModel):
         "null for one-vs-rest), exit_reason, iterations, final KKT violation, "
         "dual_objective and end_s (seconds since the solver started, the progress "
         "events' clock)")
+    data_plan: dict[str, Any] | None = Field(
+        None, description="How the fit read its data (app/domain/memory.py plan_fit): mode "
+        "'in_memory' or 'blocks' (out of core, block minimization), blocks, passes over the "
+        "data (fit, certificate and training accuracy), certificate_passes, bytes_read, "
+        "budget_bytes (the worker's memory budget), estimate_bytes, max_block_bytes")
 
 
 class JobPublic(BaseModel):

@@ -121,6 +121,9 @@ class Claim:
     dataset_name: str | None
     blob_path: str | None  # None: the dataset was deleted before the job started
     features: int
+    # the dataset's row shards (Dataset.shards: [{"blob_path", "rows", "nnz", "nbytes"}]);
+    # None: one shard, blob_path
+    shards: list[dict[str, Any]] | None = None
 
 
 JOBS = lifecycle.WorkKind(
@@ -146,6 +149,7 @@ def claim_job(session: Session, job_id: str, worker: str,
         dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
         blob_path=dataset.blob_path if dataset else None,
         features=dataset.features if dataset else 0,
+        shards=list(dataset.shards) if dataset is not None and dataset.shards else None,
     )
 
 
