@@ -207,17 +207,17 @@ class Reader:
         self.blocks.prefetch(k)
         return shard, sum(touch(a) for a in block_arrays(shard))
 
-    def one_pass(self) -> Iterator[tuple[Block, Shard]]:
-        """(block, its arrays) for every block, in order; a pass the caller stops early
-        counts as one too (its blocks read so far)."""
-        count = len(self.blocks)
+    def one_pass(self, order: list[int] | None = None) -> Iterator[tuple[Block, Shard]]:
+        """(block, its arrays) for every block, in `order` (default: the blocks' order,
+        sequential on disk); a pass the caller stops early counts as one too."""
+        sequence = list(range(len(self.blocks))) if order is None else list(order)
         self.passes += 1
-        pending = self._pool.submit(self._read, 0)
-        for k in range(count):
+        pending = self._pool.submit(self._read, sequence[0])
+        for position, k in enumerate(sequence):
             shard, nbytes = pending.result()
             self.bytes_read += nbytes
-            if k + 1 < count:
-                pending = self._pool.submit(self._read, k + 1)
+            if position + 1 < len(sequence):
+                pending = self._pool.submit(self._read, sequence[position + 1])
             try:
                 yield self.blocks.blocks[k], shard
             finally:

@@ -64,6 +64,7 @@ from solvers.shards import ShardSource
 
 SOLVERS = ("dcd", "logistic_dcd")  # those with an out-of-core path
 DEFAULT_BLOCK_SWEEPS = 10
+CERTIFY_EVERY = 10  # passes between two certificates while the stop rule does not hold
 _KIND = {"l1": kernels.L1, "l2": kernels.L2, "logistic": kernels.LOGISTIC}
 
 
@@ -95,6 +96,14 @@ class _Run:
         self.certificate_passes = 0
         self.index = np.zeros(max((b.rows for b in reader.blocks.blocks), default=1),
                               dtype=np.int64)
+
+    def order(self, rng: np.ndarray) -> list[int]:
+        """The blocks' order for a pass: a random permutation (each block is still read
+        sequentially; in the order on disk, a cyclic block order, the passes needed grow
+        several-fold with the number of blocks)."""
+        count = len(self.reader.blocks)
+        keys = [int(kernels.next_below(rng, 1 << 30)) for _ in range(count)]
+        return sorted(range(count), key=keys.__getitem__)
 
     def interrupted(self, iteration: int, block: int, violation: float,
                     active: Callable[[], int], dual: Callable[[], float]) -> str | None:
@@ -173,9 +182,11 @@ class _DcdState:
         return value
 
 
-def _dcd_solve(run: _Run, state: _DcdState, eps: float, max_iter: int) -> tuple[str, float]:
-    """Block-minimization passes until the stop rule, max_iter (passes) or the monitor;
-    (exit reason, violation)."""
+def _dcd_solve(run: _Run, state: _DcdState, eps: float, max_iter: int,
+               certified: Callable[[], bool]) -> tuple[str, float]:
+    """Block-minimization passes until the stop rule, max_iter (passes), the monitor or
+    `certified()` (asked every CERTIFY_EVERY passes: the certificate holds at the current
+    w); (exit reason, violation)."""
     out, n = state.out, state.alpha.shape[0]
     pg_max_old, pg_min_old = math.inf, -math.inf
     violation = math.inf
@@ -186,7 +197,7 @@ def _dcd_solve(run: _Run, state: _DcdState, eps: float, max_iter: int) -> tuple[
         if state.iteration - start_iteration >= max_iter:
             return "max_iter", violation
         pass_max, pass_min = -math.inf, math.inf
-        for block, shard in run.reader.one_pass():
+        for block, shard in run.reader.one_pass(run.order(state.rng)):
             lo, hi = block.first_row, block.first_row + block.rows
             rows = _rows(shard)
             if hi > lo and math.isnan(state.qbar[lo]):
@@ -226,6 +237,8 @@ def _dcd_solve(run: _Run, state: _DcdState, eps: float, max_iter: int) -> tuple[
             confirming = True
             continue
         confirming = False
+        if (state.iteration - start_iteration) % CERTIFY_EVERY == 0 and certified():
+            return "converged", violation
         pg_max_old = pass_max if pass_max > 0.0 else math.inf
         pg_min_old = pass_min if pass_min < 0.0 else -math.inf
         stop = run.interrupted(state.iteration, len(run.reader.blocks), violation,
@@ -263,8 +276,8 @@ class _LogisticState:
                                       - float(np.sum(cost * np.log(cost))))
 
 
-def _logistic_solve(run: _Run, state: _LogisticState, eps: float, max_iter: int
-                    ) -> tuple[str, float]:
+def _logistic_solve(run: _Run, state: _LogisticState, eps: float, max_iter: int,
+                    certified: Callable[[], bool]) -> tuple[str, float]:
     out, n = state.out, state.alpha.shape[0]
     inner_eps_min = min(1e-8, eps)
     violation = math.inf
@@ -273,7 +286,7 @@ def _logistic_solve(run: _Run, state: _LogisticState, eps: float, max_iter: int
         if state.iteration - start_iteration >= max_iter:
             return "max_iter", violation
         largest, steps = 0.0, 0
-        for block, shard in run.reader.one_pass():
+        for block, shard in run.reader.one_pass(run.order(state.rng)):
             lo, hi = block.first_row, block.first_row + block.rows
             rows = _rows(shard)
             index = run.index[: hi - lo]
@@ -297,6 +310,8 @@ def _logistic_solve(run: _Run, state: _LogisticState, eps: float, max_iter: int
         violation = largest
         if violation < eps:
             return "converged", violation
+        if (state.iteration - start_iteration) % CERTIFY_EVERY == 0 and certified():
+            return "converged", violation
         if steps <= n // 10:
             state.inner_eps = max(inner_eps_min, 0.1 * state.inner_eps)
         stop = run.interrupted(state.iteration, len(run.reader.blocks), violation,
@@ -318,16 +333,25 @@ def _solve_output(run: _Run, solver: str, out: _Output, applied: dict[str, Any]
              else _DcdState(out, loss, int(applied["seed"])))
     path: list[dict[str, Any]] = []
     reason = "requested"
+    latest: list[Certificate] = []
+
+    def certified() -> bool:  # the certificate at the current w: one pass
+        latest[:] = [certify_pass(run, out, loss, state.dual())]
+        return latest[0].holds(tol)
+
     while True:
         started = time.perf_counter()
         before = state.iteration
+        latest.clear()
         if isinstance(state, _LogisticState):
-            exit_reason, violation = _logistic_solve(run, state, eps, max_iter)
+            exit_reason, violation = _logistic_solve(run, state, eps, max_iter, certified)
         else:
-            exit_reason, violation = _dcd_solve(run, state, eps, max_iter)
+            exit_reason, violation = _dcd_solve(run, state, eps, max_iter, certified)
         dual = state.dual() if exit_reason != "numerical_error" else -math.inf
         if exit_reason == "cancelled":
             certificate = Certificate(math.inf, -math.inf, "none")
+        elif latest and state.iteration > before and latest[0].holds(tol):
+            certificate = latest[0]  # computed at this w, after the last pass
         else:
             certificate = certify_pass(run, out, loss, dual)
         path.append({"solver": solver, "exit": exit_reason,
