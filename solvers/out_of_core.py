@@ -484,3 +484,19 @@ def accuracy_pass(result: FitResult, source: ShardSource, max_block_bytes: int
     finally:
         reader.close()
     return correct / max(blocks.n_rows, 1), reader.bytes_read
+
+
+def warmup() -> None:
+    """Compile (or load from the cache) the out-of-core kernels (solvers.train's warm-up
+    group "other")."""
+    import scipy.sparse as sp
+
+    from solvers.shards import MemoryShards, split_rows
+
+    X = sp.csr_matrix(np.round(np.random.default_rng(0).normal(size=(12, 3)), 2))
+    y = np.array([1.0, -1.0, 1.0] * 4)
+    source = MemoryShards(split_rows(X, y, None, 5), 3)
+    variants: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("dcd", {"loss": "l1"}), ("dcd", {"loss": "l2", "bias": "none"}), ("logistic_dcd", {}))
+    for solver, params in variants:
+        fit_blocks(source, solver, max_block_bytes=1 << 20, **params)

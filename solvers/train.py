@@ -410,7 +410,7 @@ WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
     "smo-parallel": ("smo:rare",),
     "smo-formulations": ("smo:formulation",),
     "other": ("acf", "alm", "pegasos", "logistic_dcd", "l1_cd", "crammer_singer", "linear_svr",
-              "linear_one_class", "workflow"),
+              "linear_one_class", "workflow", "out_of_core"),
 }
 # What `auto` (the job default) and `smo` use: a worker reports ready once these are loaded.
 PRIORITY_GROUPS: tuple[str, ...] = ("linear", "smo", "smo-parallel")
@@ -467,6 +467,9 @@ def _warm_entry(entry: str) -> None:
         return
     if entry == "workflow":
         workflow.warmup()
+        return
+    if entry == "out_of_core":  # imported by name, as the solvers (it builds on this module)
+        importlib.import_module("solvers.out_of_core").warmup()
         return
     if entry == "parser":
         from solvers.svmlight import parse_stream
