@@ -16,6 +16,8 @@ while the others wait. The per-row step is the in-memory solver's own:
   them sweep by sweep. Stop rule: after a pass, the extremes of its first sweeps satisfy
   LIBLINEAR's test (spread, |PGmax|, |PGmin| <= eps); with some variables shrunk, the
   active set is reset and one pass without any shrinking must agree.
+- `tron` (L2 loss, logistic): solvers/streaming_tron.py, each function, gradient and
+  Hessian-vector product a streaming pass.
 - `logistic_dcd` (solvers/logistic_dual.py): the same sweep kernel on the block's rows;
   the start a_i = min(1e-3 C_i, 1e-8) costs one pass (w(a) of the start); the stop rule is
   the largest |g'| of the pass's first sweeps < eps.
@@ -43,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from solvers import _out_of_core_kernels as kernels
-from solvers import dual_cd, logistic_dual
+from solvers import dual_cd, logistic_dual, streaming_tron
 from solvers.backbone import (
     BinarySolution,
     CsrArrays,
@@ -62,7 +64,7 @@ from solvers.params import ParamError, validate_params
 from solvers.result import FitResult
 from solvers.shards import ShardSource
 
-SOLVERS = ("dcd", "logistic_dcd")  # those with an out-of-core path
+SOLVERS = ("dcd", "logistic_dcd", "tron")  # those with an out-of-core path
 DEFAULT_BLOCK_SWEEPS = 10
 CERTIFY_EVERY = 10  # passes between two certificates while the stop rule does not hold
 _KIND = {"l1": kernels.L1, "l2": kernels.L2, "logistic": kernels.LOGISTIC}
@@ -322,8 +324,53 @@ def _logistic_solve(run: _Run, state: _LogisticState, eps: float, max_iter: int,
 
 # -- one output: solver passes, the certificate, continuation ------------------------------
 
+def _tron_output(run: _Run, out: _Output, applied: dict[str, Any]) -> BinarySolution:
+    """tron out of core (solvers/streaming_tron.py), certified by one pass, continued
+    with eps / 10 from w while its stop rule holds without the certificate."""
+    loss, tol, eps = str(applied["loss"]), float(applied["tol"]), float(applied["eps"])
+    max_iter = int(applied["max_iter"])
+    counts: dict[str, float] = {}
+    passes_before = run.reader.passes
+    path: list[dict[str, Any]] = []
+    reason = "requested"
+    while True:
+        started = time.perf_counter()
+        before = int(counts.get("newton_steps", 0))
+        exit_reason, violation = streaming_tron.solve(run, out, loss, eps, tol, max_iter,
+                                                      counts)
+        certificate = (Certificate(math.inf, -math.inf, "none") if exit_reason == "cancelled"
+                       else certify_pass(run, out, loss, -math.inf))
+        taken = int(counts["newton_steps"]) - before
+        path.append({"solver": "tron", "exit": exit_reason, "iterations": taken,
+                     "seconds": time.perf_counter() - started,
+                     "relative_gap": certificate.relative_gap, "reason": reason,
+                     "mode": "blocks"})
+        max_iter -= taken
+        if (certificate.holds(tol) or exit_reason != "converged" or len(path) >= MAX_STEPS
+                or eps / 10.0 < MIN_EPS or max_iter <= 0 or not applied.get("fallback", True)):
+            break
+        eps /= 10.0
+        reason = (f"tron's stop rule held at eps {eps * 10:g} without a certificate: "
+                  "continued from w with eps / 10")
+    converged = certificate.holds(tol)
+    if exit_reason == "converged" and not converged:
+        exit_reason = "stalled"
+    return BinarySolution(
+        w=out.w[: out.n_weights].copy(), iterations=int(counts["newton_steps"]),
+        exit_reason=exit_reason, primal=certificate.primal, violation=violation,
+        details={"active_size": out.y.shape[0], "path": path, "converged": converged,
+                 "relative_gap": certificate.relative_gap, "certified_gap": certificate.gap,
+                 "lower_bound": certificate.lower_bound, "bound": certificate.source,
+                 "solver": "tron", "tol": tol, "loss": loss,
+                 "newton_steps": int(counts["newton_steps"]),
+                 "cg_iterations": int(counts["cg_iterations"]),
+                 "passes": run.reader.passes - passes_before})
+
+
 def _solve_output(run: _Run, solver: str, out: _Output, applied: dict[str, Any]
                   ) -> BinarySolution:
+    if solver == "tron":
+        return _tron_output(run, out, applied)
     loss = "logistic" if solver == "logistic_dcd" else str(applied["loss"])
     tol, eps = float(applied["tol"]), float(applied["eps"])
     max_iter = int(applied["max_iter"])
@@ -401,6 +448,9 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
     applied = validate_params(solver, params)
     if applied.get("bias") not in ("augment", "none"):
         raise ParamError("out of core: bias must be 'augment' or 'none'", "bias")
+    if applied.get("method", "line_search") != "line_search":
+        raise ParamError("out of core, tron runs its line search (method 'line_search')",
+                         "method")
     blocks = Blocks(source, max_block_bytes)
     reader = Reader(blocks)
     try:
@@ -497,6 +547,7 @@ def warmup() -> None:
     y = np.array([1.0, -1.0, 1.0] * 4)
     source = MemoryShards(split_rows(X, y, None, 5), 3)
     variants: tuple[tuple[str, dict[str, Any]], ...] = (
-        ("dcd", {"loss": "l1"}), ("dcd", {"loss": "l2", "bias": "none"}), ("logistic_dcd", {}))
+        ("dcd", {"loss": "l1"}), ("dcd", {"loss": "l2", "bias": "none"}), ("logistic_dcd", {}),
+        ("tron", {"loss": "l2"}), ("tron", {"loss": "logistic"}))
     for solver, params in variants:
         fit_blocks(source, solver, max_block_bytes=1 << 20, **params)

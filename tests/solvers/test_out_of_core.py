@@ -171,3 +171,21 @@ def test_unsupported_solver_is_refused(data):
     with pytest.raises(ValueError, match="no out-of-core path"):
         fit_blocks(MemoryShards(split_rows(X, y, None, 400), X.shape[1]), "smo",
                    max_block_bytes=40_000)
+
+
+@pytest.mark.parametrize("loss", ["l2", "logistic"])
+def test_tron_streaming_passes_match_memory(data, loss):
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, 300), X.shape[1])
+    result = fit_blocks(source, "tron", max_block_bytes=40_000, loss=loss)
+    memory = fit(X, y, solver="tron", loss=loss)
+    _agrees_with_memory(result, memory, X)
+    plan, details = result.data_plan, result.per_output[0]
+    # a pass for each function/gradient, each CG step and each direction, and the
+    # certificate's
+    assert plan["passes"] >= details["newton_steps"] * 2 + details["cg_iterations"] + 1
+    if loss == "l2":  # independently: the dual point from the slacks at w
+        margins = np.where(y > 0, 1.0, -1.0) * result.decision_function(X)[:, 0]
+        certify_pair(X, y, result.coef[0], result.intercept[0],
+                     2.0 * np.maximum(0.0, 1.0 - margins), loss="l2", bias="augment",
+                     bias_scale=1.0, rel_gap=TOL)
