@@ -85,6 +85,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "HINGE_KEY_CACHE_SECONDS": str(settings.key_cache_seconds),
         "HINGE_PREDICT_BLOCK_ROWS": str(settings.predict_block_rows),
         "HINGE_MODEL_CACHE_CHECK_SECONDS": str(settings.model_cache_check_seconds),
+        "HINGE_WORKER_MEMORY_BYTES": str(settings.worker_memory_bytes),
         "PYTHONUNBUFFERED": "1",
     })
     if settings.secret_key.get_secret_value():

@@ -30,7 +30,7 @@ def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, featur
                        classes: int, dataset_bytes: int) -> dict[str, int]:
     """The estimate's parts, in bytes (their sum is the estimate)."""
     parts = {"dataset": int(dataset_bytes)}
-    if params.get("scale"):
+    if _scaled(params):
         parts["scaled copy"] = int(dataset_bytes)
     spec = SOLVERS[solver]
     cache_default = next((p.default for p in spec.params if p.name == "cache_mb"), None)
@@ -43,6 +43,11 @@ def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, featur
     parts["working arrays"] = (rows * PER_ROW_BYTES
                                + features * max(1, classes) * PER_WEIGHT_BYTES)
     return parts
+
+
+def _scaled(params: Mapping[str, Any]) -> bool:
+    """Whether the fit scales the features first (scale is "none" by default)."""
+    return params.get("scale") not in (None, False, "none")
 
 
 def refusal(parts: Mapping[str, int], limit: int) -> str | None:
@@ -123,7 +128,7 @@ def plan_fit(solver: str, params: Mapping[str, Any], rows: int, features: int,
     if budget <= 0 or estimate <= budget:
         return {"mode": "in_memory", "blocks": 1, **plan}
     error = refusal(parts, budget)
-    workflow = bool(params.get("scale") or params.get("probability"))
+    workflow = _scaled(params) or bool(params.get("probability"))
     if solver not in out_of_core or workflow:
         why = ("it has no out-of-core path" if solver not in out_of_core else
                "scale and probability need the data in memory")

@@ -3,7 +3,7 @@ embedded default (SQLite), a worker whose memory budget (HINGE_WORKER_MEMORY_BYT
 MB) is below what a generated set needs in memory, so its jobs train in blocks
 (app/domain/memory.py plan_fit, solvers/out_of_core.py).
 
-- a dcd job succeeds, converged true (the certificate of one streaming pass), with its
+- a dcd job (l2 loss) succeeds, converged true (the certificate of one streaming pass), with its
   data plan: mode "blocks", several blocks, the passes and bytes read;
 - a long dcd job (tests/e2e/long_fit.py's settings: C = 1000, eps = tol = 1e-9) is
   cancelled while it trains a block, and ends cancelled without a model;
@@ -71,8 +71,8 @@ def _long(seconds: float) -> dict[str, Any]:
 
 def test_a_job_over_the_budget_trains_in_blocks_and_converges(service: Any) -> None:
     client, _, dataset_id = service
-    job = wait_for_job(client.get, _submit(client, dataset_id, {"loss": "l1"}), timeout=300)
-    assert job["status"] == "succeeded", job
+    job = wait_for_job(client.get, _submit(client, dataset_id, {"loss": "l2"}), timeout=300)
+    assert job["status"] == "succeeded", (job["error"], job)
     result = job["result"]
     assert result["converged"] is True and result["relative_gap"] <= 1e-3, result
     plan = result["data_plan"]
@@ -104,7 +104,7 @@ def test_a_sigkilled_fit_in_blocks_is_trained_again_from_the_start(service: Any)
     assert pid in child_pids(workers[0].process.pid)
     os.kill(pid, signal.SIGKILL)
     job = wait_for_job(client.get, job_id, timeout=240)
-    assert job["status"] == "succeeded", job
+    assert job["status"] == "succeeded", (job["error"], job)
     assert job["attempt"] == 2, job
     assert job["result"]["exit_reason"] == "max_seconds", job["result"]
     assert job["result"]["converged"] is False
