@@ -205,6 +205,7 @@ def main() -> None:
         child(args)
         return
     from app.domain.memory import plan_fit
+    from solvers.out_of_core import SOLVERS as OUT_OF_CORE
 
     name = f"text-{args.rows}x{args.features}-{args.nnz_per_row:g}-s{args.seed}.npz"
     args.blob_path = Path(args.scratch) / name
@@ -226,7 +227,9 @@ def main() -> None:
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for solver in args.solvers.split(","):
         plan = plan_fit(solver, {}, info.rows, args.features, 2, info.nbytes, budget,
-                        ("dcd", "logistic_dcd"))
+                        OUT_OF_CORE)
+        if plan["mode"] != "blocks":
+            raise SystemExit(f"{solver}: the plan is {plan}, not blocks")
         block = int(plan.get("max_block_bytes", info.nbytes))
         modes = ([] if args.skip_memory else [("in_memory", 0)]) + [("blocks", cgroup_bytes)]
         for mode, limit in modes:
@@ -240,7 +243,8 @@ def main() -> None:
                 f"| {solver} | {mode} | {row['seconds']:.1f} | {p.get('passes')} | "
                 f"{p.get('blocks')} | {p.get('bytes_read', 0) / 1e6:,.0f} MB | "
                 f"{row['peak_rss'] / 1e6:,.0f} MB | "
-                f"{row.get('cgroup_peak', 0) / 1e6:,.0f} MB | {row.get('oom_kills', '-')} | "
+                + (f"{row['cgroup_peak'] / 1e6:,.0f} MB | " if "cgroup_peak" in row else "- | ")
+                + f"{row.get('oom_kills', '-')} | "
                 f"{row['converged']} | {row['relative_gap']:.2e} | {row['primal']:.6g} |")
             print(lines[-1], flush=True)
     out = results_dir() / "out_of_core.md"

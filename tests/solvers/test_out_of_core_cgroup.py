@@ -46,7 +46,7 @@ def test_a_fit_larger_than_its_cgroup_converges_without_an_oom_kill(tmp_path: Pa
     plan = plan_fit("dcd", {}, len(y), 200_000, 2, nbytes, BUDGET, ("dcd",))
     assert plan["mode"] == "blocks"
     command = [sys.executable, "-m", "bench.out_of_core", "--child", "--mode", "blocks",
-               "--solver", "dcd", "--loss", "l1", "--blob", str(blob), "--features",
+               "--solver", "dcd", "--loss", "l2", "--blob", str(blob), "--features",
                "200000", "--block-bytes", str(plan["max_block_bytes"])]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                text=True, cwd=REPO,
@@ -60,5 +60,5 @@ def test_a_fit_larger_than_its_cgroup_converges_without_an_oom_kill(tmp_path: Pa
     row = json.loads(out.strip().splitlines()[-1])
     assert row["converged"] is True and row["relative_gap"] <= 1e-3, row
     assert row["plan"]["blocks"] >= 4, row
-    assert peak <= LIMIT
+    assert peak <= LIMIT  # the limit held (reclaiming page cache), with no OOM kill
     assert row["plan"]["bytes_read"] >= row["plan"]["passes"] * 0.9 * nbytes
