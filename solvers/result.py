@@ -58,8 +58,10 @@ class FitResult:
     # SMO with keep_solver_state=True: each binary problem's solver state (alphas, kernel
     # cache), what fit(warm_start=...) continues from (and consumes)
     kernel_states: list[Any] = field(default_factory=list, repr=False)
-    # how the fit ran when not in one process's memory: {"mode": "distributed", "workers",
-    # "shards", "rounds", "bytes_sent", "communication_s", ...} (solvers/distributed.py)
+    # how the fit read its data: {"mode": "in_memory" | "blocks", "blocks", "passes",
+    # "bytes_read", ...} (solvers/out_of_core.py; the worker's data plan) or {"mode":
+    # "distributed", "workers", "shards", "rounds", "bytes_sent", "communication_s", ...}
+    # (solvers/distributed.py); None: a plain in-memory fit that nobody planned
     data_plan: dict[str, Any] | None = None
 
     @property

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import os
 import platform
 import tempfile
@@ -50,7 +51,7 @@ WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
     "smo": _solvers_of("smo"),
     "smo-parallel": ("smo:rare",),
     "smo-formulations": ("smo:formulation",),
-    "other": (*_solvers_of("other"), "workflow"),
+    "other": (*_solvers_of("other"), "workflow", "out_of_core"),
 }
 # What `auto` (the job default) and `smo` use: a worker reports ready once these are loaded.
 PRIORITY_GROUPS: tuple[str, ...] = ("linear", "smo", "smo-parallel")
@@ -107,6 +108,9 @@ def _warm_entry(entry: str) -> None:
         return
     if entry == "workflow":
         workflow.warmup()
+        return
+    if entry == "out_of_core":  # block minimization and streaming tron (not registered)
+        importlib.import_module("solvers.out_of_core").warmup()
         return
     if entry == "parser":
         from solvers.svmlight import parse_stream

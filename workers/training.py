@@ -11,13 +11,13 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from app.domain.job_result import JobResult
 from app.domain.lifecycle import Failed
-from app.domain.memory import estimate_fit_bytes, refusal
+from app.domain.memory import host_free_bytes, plan_fit
 from app.domain.orm import Model, new_id
 from app.domain.services import jobs
 from app.domain.services.jobs import Claim
@@ -29,6 +29,7 @@ from app.infra.storage import (
     blob_store,
     csr_from_arrays,
     dataset_arrays,
+    dataset_shards,
     model_key,
     store_model_arrays,
 )
@@ -191,56 +192,86 @@ def _fail(settings: Settings, claimed: Claim, error: str) -> None:
 @dataclass(frozen=True)
 class Fitted:
     result: FitResult
-    X: Any  # None: a distributed fit (the rows never came here)
+    X: Any  # None: trained out of core or on Dask (the figures came with the fit)
     y: np.ndarray | None
-    accuracy: float | None = None  # a distributed fit's, streamed shard by shard
+    figures: tuple[float | None, dict[str, Any] | None] | None = None
 
 
-def _blob_nbytes(settings: Settings, blob_path: str) -> int:
-    arrays = dataset_arrays(blob_store(settings), blob_path)  # mapped: nothing is read
-    return sum(int(arrays[name].nbytes) for name in ("data", "indices", "indptr", "y"))
+def _shard_source(settings: Settings, claimed: Claim) -> Any:
+    """The dataset's rows as a ShardSource (solvers/shards.py): its shards, or its one
+    blob."""
+    from solvers.shards import ShardInfo
+
+    store = blob_store(settings)
+    if not claimed.shards:
+        return dataset_shards(store, [cast(str, claimed.blob_path)], claimed.features)
+    return dataset_shards(store, [s["blob_path"] for s in claimed.shards], claimed.features,
+                          [ShardInfo(int(s["rows"]), int(s["nnz"]), int(s["nbytes"]))
+                           for s in claimed.shards])
+
+
+def _figures(source: Any) -> tuple[int, int, int]:
+    """(rows, bytes of the arrays, distinct labels) of a ShardSource, reading only y."""
+    rows = nbytes = 0
+    labels: set[float] = set()
+    for index in range(len(source)):
+        info = source.info(index)
+        rows, nbytes = rows + info.rows, nbytes + info.nbytes
+        labels.update(np.unique(np.asarray(source.load(index).y)).tolist())
+        source.release(index)
+    return rows, nbytes, len(labels)
 
 
 def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
-    """Load the data and fit, under the attempt's heartbeat (or drive the fit on the
-    Dask cluster: workers/dask_fit.py)."""
+    """Plan how the data is read (app.domain.memory.plan_fit: in memory, or out of core in
+    blocks), load it and fit, under the attempt's heartbeat."""
     if claimed.blob_path is None:
         raise Failed("the dataset was deleted before the job started")
+    from solvers.out_of_core import SOLVERS as OUT_OF_CORE
+
+    source = _shard_source(settings, claimed)
     params = dict(claimed.params)
-    blob_path = claimed.blob_path
+    rows, dataset_bytes, classes = _figures(source)
     engine = dask_fit.engine_for(settings, claimed, str(params.pop("engine", "auto")),
-                                 lambda: _blob_nbytes(settings, blob_path))
+                                 lambda: dataset_bytes)
     if engine == "dask":
         return _fit_on_dask(settings, claimed, heartbeat, params)
-    arrays = dataset_arrays(blob_store(settings), claimed.blob_path,  # mapped, read once
-                            claimed.shards)
-    X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
     weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list
-    if weights == "dataset":
-        weights = arrays.get("w")  # None: the dataset has no weights
-    if settings.worker_memory_bytes:
-        parts = estimate_fit_bytes(
-            claimed.solver, params, X.shape[0], X.shape[1], int(np.unique(y).size),
-            X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes)
-        error = refusal(parts, settings.worker_memory_bytes)
-        if error is not None:
-            raise Failed(error)
+    budget = settings.worker_memory_bytes or host_free_bytes()
+    plan = plan_fit(claimed.solver, params, rows, claimed.features, classes, dataset_bytes,
+                    budget, OUT_OF_CORE)
+    if plan["mode"] == "refused":
+        raise Failed(plan.pop("error"))
     if "threads" in params:
         params["threads"] = job_threads(settings, params)
     if params.get("max_seconds") is None:
         params["max_seconds"] = settings.job_max_seconds
-    from solvers import fit
-
     recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
                                 params.get("eps"), heartbeat=heartbeat,
                                 calibrated=bool(params.get("probability")))
     # the stored spec, validated once at the API (POST /v1/jobs): not validated again
+    if plan["mode"] == "blocks":
+        return _fit_blocks(settings, claimed, source, plan, params, weights, recorder)
+    if claimed.shards:
+        from solvers.shards import concatenate
+
+        whole = concatenate(source)
+        X, y, stored_weights = whole.X, whole.y, whole.w
+    else:
+        arrays = dataset_arrays(blob_store(settings), cast(str, claimed.blob_path))  # mapped
+        X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
+        stored_weights = arrays.get("w")
+    if weights == "dataset":
+        weights = stored_weights  # None: the dataset has no weights
+    from solvers import fit
+
     result = fit(X, y, solver=claimed.solver, progress=recorder,
                  progress_interval=settings.progress_interval_seconds,
                  sample_weight=None if weights is None else np.asarray(weights, np.float64),
                  applied=params)
     if recorder.lease_lost:
         raise Lost
+    result.data_plan = {**plan, "passes": 1, "bytes_read": dataset_bytes}
     return Fitted(result, X, y)
 
 
@@ -266,7 +297,31 @@ def _fit_on_dask(settings: Settings, claimed: Claim, heartbeat: Heartbeat,
     if recorder.lease_lost:
         raise Lost
     accuracy = dask_fit.streamed_accuracy(result, dask_fit.job_source(settings, claimed))
-    return Fitted(result, None, None, accuracy)
+    return Fitted(result, None, None, (accuracy, None))
+
+
+def _fit_blocks(settings: Settings, claimed: Claim, source: Any, plan: dict[str, Any],
+                params: dict[str, Any], weights: Any, recorder: ProgressRecorder) -> Fitted:
+    """The out-of-core fit (solvers/out_of_core.py) and its training accuracy (one more
+    pass)."""
+    from solvers.out_of_core import accuracy_pass, fit_blocks
+
+    if weights not in (None, "dataset"):
+        raise Failed("out of core, sample_weight may only be \"dataset\" (the weights "
+                     "stored with the rows)")
+    block = int(plan["max_block_bytes"])
+    result = fit_blocks(source, claimed.solver, max_block_bytes=block, progress=recorder,
+                        progress_interval=settings.progress_interval_seconds,
+                        use_weights=weights == "dataset", **params)
+    if recorder.lease_lost:
+        raise Lost
+    fitted = result.data_plan or {}
+    accuracy, read = (None, 0) if result.exit_reason == "cancelled" else accuracy_pass(
+        result, source, block)
+    result.data_plan = {**plan, **fitted,
+                        "passes": int(fitted.get("passes", 0)) + (read > 0),
+                        "bytes_read": int(fitted.get("bytes_read", 0)) + read}
+    return Fitted(result, None, None, (accuracy, None))
 
 
 TRAINING: Work[Claim, Fitted] = Work(
@@ -276,7 +331,7 @@ TRAINING: Work[Claim, Fitted] = Work(
     run=_fit,
     finish=lambda settings, claimed, fitted, heartbeat: finish(
         settings, claimed, fitted.result, fitted.X, fitted.y, heartbeat=heartbeat,
-        accuracy=fitted.accuracy),
+        figures=fitted.figures),
     fail=jobs.fail,
     subject=lambda claimed: claimed.job_id)
 
@@ -295,11 +350,12 @@ def run_claimed(settings: Settings, job_id: str, claimed: Claim | None) -> str:
 
 def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any,
            y: np.ndarray | None, heartbeat: Heartbeat | None = None,
-           accuracy: float | None = None) -> str:
+           figures: tuple[float | None, dict[str, Any] | None] | None = None) -> str:
     """Store the outcome of a fit: cancelled, failed (non-finite iterates), or succeeded
     with its model, each only while this attempt still holds the job ("lost" if not).
     Under the attempt's `heartbeat` (stopped just before the final write), a lease found
-    lost after the training accuracy skips storing the model."""
+    lost after the training accuracy skips storing the model. `figures`: the training
+    figures computed already (an out-of-core fit: X and y are None)."""
     if heartbeat is not None and result.exit_reason in ("cancelled", "numerical_error"):
         heartbeat.stop()
     if result.exit_reason == "cancelled":
@@ -311,9 +367,8 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any,
                                  "non-finite; try a smaller C or scaled features")
         return "failed"
     task = model_task(result.model)
-    figures = (accuracy, None) if X is None or y is None else _train_figures(task, result,
-                                                                             X, y)
-    summary = _summary(result, *figures)
+    summary = _summary(result, *(figures if figures is not None else _train_figures(
+        task, result, X, cast(np.ndarray, y))))
     train_accuracy = summary["train_accuracy"]
     payload = model_to_bytes(result.model)
     if heartbeat is not None and heartbeat.gone:
@@ -419,8 +474,8 @@ def _summary(result: FitResult, train_accuracy: float | None,
             # one binary problem: its final KKT violation m - M (the stop rule's figure,
             # below eps when converged), the last point of the dashboard's plot
             summary["violation"] = _plain(result.per_output[0]["violation"])
-    if result.data_plan is not None:  # a distributed fit: how it ran
-        summary["data_plan"] = result.data_plan
+    if result.data_plan is not None:  # how the data was read (plan_fit, or on Dask)
+        summary["data_plan"] = {key: _plain(value) for key, value in result.data_plan.items()}
     if result.warnings:  # e.g. unscaled features for a scale-sensitive solver
         summary["warnings"] = list(result.warnings)
     # through the API's type: what is stored is what GET /v1/jobs/{id} answers

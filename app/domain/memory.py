@@ -30,7 +30,7 @@ def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, featur
                        classes: int, dataset_bytes: int) -> dict[str, int]:
     """The estimate's parts, in bytes (their sum is the estimate)."""
     parts = {"dataset": int(dataset_bytes)}
-    if params.get("scale"):
+    if _scaled(params):
         parts["scaled copy"] = int(dataset_bytes)
     spec = SOLVERS[solver]
     cache_default = next((p.default for p in spec.params if p.name == "cache_mb"), None)
@@ -45,6 +45,11 @@ def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, featur
     return parts
 
 
+def _scaled(params: Mapping[str, Any]) -> bool:
+    """Whether the fit scales the features first (scale is "none" by default)."""
+    return params.get("scale") not in (None, False, "none")
+
+
 def refusal(parts: Mapping[str, int], limit: int) -> str | None:
     """The error of a job whose estimate is over `limit` bytes (None: it fits, or no
     limit)."""
@@ -55,3 +60,90 @@ def refusal(parts: Mapping[str, int], limit: int) -> str | None:
     return (f"this job needs an estimated {total / MIB:,.0f} MiB ({detail}); a worker "
             f"may use {limit / MIB:,.0f} MiB (HINGE_WORKER_MEMORY_BYTES): lower cache_mb, "
             "train on fewer rows, or give the workers more memory")
+
+
+# -- the data plan: in memory, or out of core in blocks ------------------------------------
+
+MIN_BLOCK_BYTES = 1 << 20  # a smaller block would spend more on its bookkeeping than on it
+RESIDENT_BLOCKS = 2  # the block trained and the one read ahead (solvers/blocks.py)
+# per row out of core: alpha, y, cost, U, D, Qbar_ii, labels (float64), mask (uint8)
+OUT_OF_CORE_ROW_BYTES = 7 * 8 + 1
+
+
+def host_free_bytes() -> int:
+    """What the host has free now (/proc/meminfo MemAvailable), at most this process's
+    cgroup's limit less its usage (cgroup v1 memory controller); 0 when unknown."""
+    free = 0
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        return 0
+    limit = _cgroup_room()
+    return min(free, limit) if limit is not None else free
+
+
+def _cgroup_room() -> int | None:
+    try:
+        with open("/proc/self/cgroup") as groups:
+            path = next((line.rstrip("\n").split(":", 2)[2] for line in groups
+                         if line.split(":", 2)[1].split(",").count("memory")), None)
+        if path is None:
+            return None
+        base = f"/sys/fs/cgroup/memory{path}"
+        with open(f"{base}/memory.limit_in_bytes") as handle:
+            limit = int(handle.read())
+        with open(f"{base}/memory.usage_in_bytes") as handle:
+            usage = int(handle.read())
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
+    if limit >= 1 << 60:  # no limit set
+        return None
+    return max(limit - usage, 0)
+
+
+def out_of_core_working_bytes(rows: int, features: int, classes: int) -> int:
+    """What an out-of-core fit holds besides its blocks: the per-row arrays, and its
+    vectors of weights (w, the certificate's accumulator, tron's gradient, preconditioner
+    and conjugate-gradient vectors: 9) and the model's (one per output)."""
+    outputs = 1 if classes <= 2 else classes
+    return rows * OUT_OF_CORE_ROW_BYTES + (features + 1) * 8 * (9 + outputs)
+
+
+def plan_fit(solver: str, params: Mapping[str, Any], rows: int, features: int,
+             classes: int, dataset_bytes: int, budget: int,
+             out_of_core: tuple[str, ...]) -> dict[str, Any]:
+    """The fit's data plan: {"mode": "in_memory", ...} when the estimate fits `budget`
+    (0: no limit), {"mode": "blocks", "max_block_bytes", ...} when it does not but the
+    solver has an out-of-core path (`out_of_core`) and two blocks of at least
+    MIN_BLOCK_BYTES fit beside its working arrays; else {"mode": "refused", "error"}
+    with the figures."""
+    parts = estimate_fit_bytes(solver, params, rows, features, classes, dataset_bytes)
+    estimate = sum(parts.values())
+    plan: dict[str, Any] = {"budget_bytes": int(budget), "estimate_bytes": int(estimate),
+                            "dataset_bytes": int(dataset_bytes)}
+    if budget <= 0 or estimate <= budget:
+        return {"mode": "in_memory", "blocks": 1, **plan}
+    error = refusal(parts, budget)
+    workflow = _scaled(params) or bool(params.get("probability"))
+    if solver not in out_of_core or workflow:
+        why = ("it has no out-of-core path" if solver not in out_of_core else
+               "scale and probability need the data in memory")
+        return {"mode": "refused", "error": f"{error}; out of core is not possible: "
+                f"solver {solver!r}: {why} (out of core: {', '.join(out_of_core)})", **plan}
+    working = out_of_core_working_bytes(rows, features, classes)
+    block = (budget - working) // RESIDENT_BLOCKS
+    plan.update({"working_bytes": int(working)})
+    if block < MIN_BLOCK_BYTES:
+        need = working + RESIDENT_BLOCKS * MIN_BLOCK_BYTES
+        return {"mode": "refused", "error": (
+            f"{error}; out of core it needs at least {need / MIB:,.0f} MiB (working arrays "
+            f"{working / MIB:,.0f} MiB: {rows:,} rows x {OUT_OF_CORE_ROW_BYTES} bytes and "
+            f"the weights of {features:,} features, and {RESIDENT_BLOCKS} blocks of at "
+            f"least {MIN_BLOCK_BYTES / MIB:,.0f} MiB): give the workers more memory"),
+            **plan}
+    return {"mode": "blocks", "max_block_bytes": int(min(block, max(dataset_bytes, 1))),
+            **plan}

@@ -140,6 +140,19 @@ def is_mapped(array: np.ndarray) -> bool:
     return isinstance(current, mmap.mmap)
 
 
+def prefetch(array: np.ndarray, start: int, stop: int) -> None:
+    """Ask the kernel to read `array[start:stop]` ahead (madvise MADV_WILLNEED; a 1-D
+    mapped array, nothing for any other): the pages come into the page cache while the
+    caller does something else."""
+    if stop <= start or array.ndim != 1 or not is_mapped(array):
+        return
+    base = array.ctypes.data
+    first = (base + start * array.itemsize) // _PAGE * _PAGE  # the pages it touches
+    last = base + stop * array.itemsize
+    _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first),
+                  mmap.MADV_WILLNEED)
+
+
 def release(array: np.ndarray, start: int, stop: int) -> None:
     """Drop this process's pages of `array[start:stop]` (a 1-D mapped array; nothing
     happens for any other array): the whole pages inside the range leave its resident

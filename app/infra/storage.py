@@ -52,7 +52,7 @@ from app.infra.blobs import (
     model_key,
     write_synced,
 )
-from app.infra.mapped_arrays import read_npz, release, write_npz
+from app.infra.mapped_arrays import prefetch, read_npz, release, write_npz
 from solvers.shards import Shard, ShardInfo, info_of, shard_from_arrays
 
 if TYPE_CHECKING:
@@ -307,6 +307,31 @@ class BlobShards:
         arrays = self._loaded.pop(index, None)
         for values in (arrays or {}).values():
             release(values, 0, len(values))
+
+    def _row_ranges(self, index: int, start: int, stop: int
+                    ) -> list[tuple[np.ndarray, int, int]]:
+        """(array, first, last) of rows [start, stop) of a loaded shard's members."""
+        arrays = self._loaded.get(index)
+        if arrays is None:
+            return []
+        indptr = arrays["indptr"]
+        lo, hi = int(indptr[start]), int(indptr[stop])
+        ranges = [(arrays["data"], lo, hi), (arrays["indices"], lo, hi),
+                  (indptr, start, stop + 1)]
+        ranges += [(arrays[name], start, stop) for name in ("y", "w") if name in arrays]
+        return ranges
+
+    def prefetch_rows(self, index: int, start: int, stop: int) -> None:
+        """Read rows [start, stop) of a loaded shard ahead (madvise WILLNEED: the out-of-core
+        blocks of solvers/blocks.py)."""
+        for values, first, last in self._row_ranges(index, start, stop):
+            prefetch(values, first, last)
+
+    def release_rows(self, index: int, start: int, stop: int) -> None:
+        """Hand the mapped pages of rows [start, stop) of a loaded shard back (MADV_DONTNEED;
+        a block done with)."""
+        for values, first, last in self._row_ranges(index, start, stop):
+            release(values, first, last)
 
 
 def dataset_shards(store: BlobStore, blob_paths: Iterable[str], n_features: int,

@@ -1,0 +1,167 @@
+"""Compiled kernels of the out-of-core solvers (solvers/out_of_core.py): a DCD sweep over
+one block's active variables, and the certificate's streaming pass over a block.
+
+The sweep takes the same per-row step as the in-memory `dcd` (solvers/dual_cd.py: `visit`
+and `coordinate_step`, inlined), on the block's rows (local row numbers) and the slices of
+the per-row arrays of all rows that belong to the block. `mask` (uint8, 1 = active) is the
+shrinking state of every variable, kept across blocks and passes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from solvers import dual_cd
+from solvers._kernel_helpers import next_below
+from solvers._tron_kernels import _sigmoid_neg, _softplus_neg
+
+L1, L2, LOGISTIC = 0, 1, 2
+
+# LIBLINEAR skips the update when |projected gradient| <= this (as solvers/dcd.py)
+_PG_ZERO = 1.0e-12
+
+
+@njit(cache=True)
+def active_rows(mask, index):
+    """index[:k] = the rows of the block whose mask is 1, in order; returns k."""
+    k = 0
+    for r in range(mask.shape[0]):
+        if mask[r] != 0:
+            index[k] = r
+            k += 1
+    return k
+
+
+@njit(cache=True, error_model="numpy")
+def dcd_block_sweep(rows, labels, alpha, w, mask, index, active_size, rng, settings):
+    """One DCD sweep (solvers/dcd.py's inner loop) over index[:active_size], a random
+    permutation of it first; shrinks a variable at a bound whose gradient lies beyond the
+    thresholds (pg_max_old, pg_min_old) and clears its mask.
+
+    settings = (B, pg_max_old, pg_min_old). Returns (status, active_size, pg_max_new,
+    pg_min_new, nonzeros visited); status dual_cd.NON_FINITE on a non-finite gradient,
+    else dual_cd.MAX_ITER (the sweep ended)."""
+    bias_scale, pg_max_old, pg_min_old = settings
+    for t in range(active_size - 1):
+        j = t + next_below(rng, active_size - t)
+        swap = index[t]
+        index[t] = index[j]
+        index[j] = swap
+    pg_max_new = -np.inf
+    pg_min_new = np.inf
+    work = 0
+    s = 0
+    while s < active_size:
+        i = np.uint64(index[s])
+        start, end, row_work, g, a_i, u_i = dual_cd.visit(rows, labels, alpha, w,
+                                                          bias_scale, i)
+        work += row_work
+        if not np.isfinite(g):
+            return dual_cd.NON_FINITE, active_size, pg_max_new, pg_min_new, work
+        pg = 0.0
+        if a_i == 0.0:
+            if g > pg_max_old:
+                active_size -= 1
+                index[s] = index[active_size]
+                index[active_size] = np.int64(i)
+                mask[i] = 0
+                continue
+            elif g < 0.0:
+                pg = g
+        elif a_i == u_i:
+            if g < pg_min_old:
+                active_size -= 1
+                index[s] = index[active_size]
+                index[active_size] = np.int64(i)
+                mask[i] = 0
+                continue
+            elif g > 0.0:
+                pg = g
+        else:
+            pg = g
+        if pg > pg_max_new:
+            pg_max_new = pg
+        if pg < pg_min_new:
+            pg_min_new = pg
+        if abs(pg) > _PG_ZERO:
+            dual_cd.coordinate_step(rows, labels, alpha, w, bias_scale, i, start, end, g)
+        s += 1
+    return dual_cd.MAX_ITER, active_size, pg_max_new, pg_min_new, work
+
+
+@njit(cache=True, error_model="numpy")
+def certificate_rows(rows, y, cost, w, bias_scale, loss_kind, acc, sums):
+    """The certificate's pass over one block, at w (solvers/certificate.py `bounds_at`):
+    sums[0] += sum_i C_i loss(m_i), m_i = y_i w.z_i; and the dual point or gradient
+    coefficients u_i from the margins, acc += sum_i u_i z_i (z_i: x_i, B last):
+      L1: u_i = C_i y_i [m_i < 1], sums[1] += C_i [m_i < 1];
+      L2: a_i = 2 C_i max(0, 1 - m_i), u_i = a_i y_i, sums[1] += a_i,
+          sums[2] += a_i^2 / C_i;
+      LOGISTIC: u_i = C_i y_i sigma(-m_i).
+    Also sums[3] += the number of rows with y_i (w.z_i) > 0 (correct signs)."""
+    data, indices, indptr = rows
+    bias_slot = acc.shape[0] - 1
+    bias_term = w[w.shape[0] - 1] * bias_scale
+    loss = 0.0
+    total = 0.0
+    squares = 0.0
+    positive = 0.0
+    for i in range(indptr.shape[0] - 1):
+        start = np.uint64(indptr[i])
+        end = np.uint64(indptr[i + 1])
+        dot = 0.0
+        for k in range(start, end):
+            dot += w[np.uint32(indices[k])] * data[k]
+        m = y[i] * (dot + bias_term)
+        if m > 0.0:
+            positive += 1.0
+        c = cost[i]
+        u = 0.0
+        if loss_kind == LOGISTIC:
+            loss += c * _softplus_neg(m)
+            u = c * y[i] * _sigmoid_neg(m)
+        else:
+            slack = 1.0 - m
+            if slack > 0.0:
+                if loss_kind == L1:
+                    loss += c * slack
+                    u = c * y[i]
+                    total += c
+                else:
+                    loss += c * slack * slack
+                    a = 2.0 * c * slack
+                    u = a * y[i]
+                    total += a
+                    squares += a * a / c
+        if u != 0.0:
+            for k in range(start, end):
+                acc[np.uint32(indices[k])] += u * data[k]
+            acc[bias_slot] += u * bias_scale
+    sums[0] += loss
+    sums[1] += total
+    sums[2] += squares
+    sums[3] += positive
+
+
+@njit(cache=True)
+def add_rows(rows, coefficients, bias_scale, w):
+    """w += sum_i c_i z_i over the block's rows (z_i: x_i, B last)."""
+    data, indices, indptr = rows
+    bias_slot = w.shape[0] - 1
+    for i in range(indptr.shape[0] - 1):
+        c = coefficients[i]
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            w[np.uint32(indices[k])] += c * data[k]
+        w[bias_slot] += c * bias_scale
+
+
+@njit(cache=True)
+def entropy_sum(alpha):
+    """sum_i a_i log a_i + (C_i - a_i) log(C_i - a_i) for alpha[:, 0] = a, [:, 1] = C - a."""
+    total = 0.0
+    for i in range(alpha.shape[0]):
+        total += alpha[i, 0] * math.log(alpha[i, 0]) + alpha[i, 1] * math.log(alpha[i, 1])
+    return total

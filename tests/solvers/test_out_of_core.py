@@ -1,0 +1,191 @@
+"""Out-of-core block minimization (solvers/out_of_core.py, solvers/blocks.py): a small set
+in several shards, read in blocks, gives the in-memory model within the certified
+tolerance, and its certificate holds when checked independently."""
+
+import math
+
+import numpy as np
+import pytest
+
+from solvers import fit
+from solvers.blocks import Blocks, Reader, plan_blocks
+from solvers.out_of_core import accuracy_pass, fit_blocks
+from solvers.shards import MemoryShards, concatenate, split_rows, write_npz_shards
+from testkit.certified import certify_pair
+from testkit.datagen import text_like
+
+TOL = 1e-3
+
+
+@pytest.fixture(scope="module")
+def data():
+    return text_like(1200, 600, seed=4, nnz_per_row=30)
+
+
+def _agrees_with_memory(result, memory, X):
+    """Both certified within tol: primal values within tol of each other, and w within
+    sqrt(2 gap) of w* each (P is 1-strongly convex), so decision values within that
+    distance times the row norm (unit rows plus the bias feature B = 1)."""
+    assert result.converged and memory.converged
+    p, q = result.primal_objective, memory.primal_objective
+    assert abs(p - q) <= TOL * max(p, q)
+    gap_a = result.relative_gap * p
+    gap_b = memory.relative_gap * q
+    radius = math.sqrt(2 * gap_a) + math.sqrt(2 * gap_b)
+    distance = np.linalg.norm(np.append(result.coef[0] - memory.coef[0],
+                                        result.intercept[0] - memory.intercept[0]))
+    assert distance <= radius
+    values = result.decision_function(X)[:, 0] - memory.decision_function(X)[:, 0]
+    assert np.max(np.abs(values)) <= radius * math.sqrt(2.0) + 1e-12
+
+
+@pytest.mark.parametrize("loss", ["l1", "l2"])
+def test_dcd_blocks_match_memory_and_certify(data, loss, tmp_path):
+    X, y = data
+    source = write_npz_shards(tmp_path, split_rows(X, y, None, 800), X.shape[1])
+    result = fit_blocks(source, "dcd", max_block_bytes=150_000, loss=loss)
+    plan = result.data_plan
+    assert plan["mode"] == "blocks" and plan["blocks"] > len(source)  # shards cut
+    assert plan["passes"] >= plan["certificate_passes"] + 1 >= 2
+    assert plan["bytes_read"] >= plan["passes"] * X.data.nbytes
+    memory = fit(X, y, solver="dcd", loss=loss)
+    _agrees_with_memory(result, memory, X)
+    # independently: the pair (w, a) has a duality gap within tol (testkit/certified.py)
+    certify_pair(X, y, result.coef[0], result.intercept[0], result.dual_solutions[0],
+                 loss=loss, bias="augment", bias_scale=1.0, rel_gap=TOL)
+
+
+def test_logistic_blocks_match_memory_and_certify(data):
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, 300), X.shape[1])
+    result = fit_blocks(source, "logistic_dcd", max_block_bytes=40_000)
+    memory = fit(X, y, solver="logistic_dcd")
+    _agrees_with_memory(result, memory, X)
+    # independently: P(w) and the dual value of a, with w(a) recomputed from X
+    a = result.dual_solutions[0]
+    signs = np.where(y > 0, 1.0, -1.0)
+    w = np.append(X.T @ (signs * a), np.sum(signs * a))
+    np.testing.assert_allclose(w, np.append(result.coef[0], result.intercept[0]), atol=1e-9)
+    margins = signs * (X @ w[:-1] + w[-1])
+    primal = 0.5 * w @ w + np.sum(np.logaddexp(0.0, -margins))
+    dual = -0.5 * w @ w - np.sum(a * np.log(a) + (1 - a) * np.log(1 - a))
+    assert primal - dual <= TOL * primal
+    assert abs(primal - result.primal_objective) <= 1e-9 * primal
+
+
+def test_float32_values_and_multiclass(data):
+    X, y = data
+    labels = np.where(y > 0, 2.0, 1.0)
+    labels[::3] = 3.0
+    X32 = X.astype(np.float32)
+    source = MemoryShards(split_rows(X32, labels, None, 400), X.shape[1])
+    result = fit_blocks(source, "dcd", max_block_bytes=100_000, loss="l2")
+    memory = fit(X32.astype(np.float64), labels, solver="dcd", loss="l2")
+    assert result.converged and memory.converged
+    assert list(result.classes) == [1.0, 2.0, 3.0]
+    p, q = result.primal_objective, memory.primal_objective
+    assert abs(p - q) <= TOL * max(p, q)
+    accuracy, read = accuracy_pass(result, source, 100_000)
+    assert accuracy == pytest.approx(np.mean(result.predict(X32) == labels))
+    assert read >= X32.data.nbytes
+
+
+def test_one_shard_is_cut_into_row_blocks_of_bounded_bytes(data):
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, X.shape[0]), X.shape[1])  # one blob
+    blocks = plan_blocks(source, 30_000)
+    assert len(blocks) > 4
+    assert [b.first_row for b in blocks] == [b.start for b in blocks]
+    assert blocks[0].start == 0 and blocks[-1].stop == X.shape[0]
+    assert all(b.nbytes <= 30_000 for b in blocks)
+    view = Blocks(source, 30_000)
+    whole = concatenate(MemoryShards([view.load(k) for k in range(len(view))], X.shape[1]))
+    assert (whole.X != X).nnz == 0
+
+
+class _Counting(MemoryShards):
+    """A source that records the row ranges released and prefetched."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.calls = []
+
+    def prefetch_rows(self, index, start, stop):
+        self.calls.append(("prefetch", index, start, stop))
+
+    def release_rows(self, index, start, stop):
+        self.calls.append(("release", index, start, stop))
+
+    def release(self, index):
+        self.calls.append(("release", index))
+
+
+def test_reader_reads_ahead_and_releases_behind(data):
+    X, y = data
+    source = _Counting(split_rows(X, y, None, X.shape[0]), X.shape[1])
+    blocks = Blocks(source, 30_000)
+    source.calls.clear()
+    reader = Reader(blocks)
+    seen = []
+    for block, shard in reader.one_pass():
+        seen.append((block.index, shard.rows))
+    reader.close()
+    assert [k for k, _ in seen] == list(range(len(blocks)))
+    prefetched = [c for c in source.calls if c[0] == "prefetch"]
+    assert prefetched == [("prefetch", 0, b.start, b.stop) for b in blocks.blocks]
+    released = [c for c in source.calls if c[0] == "release"]
+    assert released[-1] == ("release", 0)  # the shard, after its last block
+    assert len(released) == len(blocks)
+    assert reader.bytes_read >= X.data.nbytes + X.indices.nbytes
+
+
+def test_progress_per_block_and_cancel_within_a_block(data):
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, 400), X.shape[1])
+    events = []
+
+    def progress(event):
+        events.append(event)
+        return len(events) >= 3  # cancel at the third event
+
+    result = fit_blocks(source, "dcd", max_block_bytes=40_000, progress=progress,
+                        progress_interval=0.0, loss="l1")
+    assert result.exit_reason == "cancelled" and not result.converged
+    assert len(events) == 3
+    assert all({"block", "blocks", "passes", "bytes_read"} <= set(e) for e in events)
+    assert events[0]["block"] < events[0]["blocks"]  # between the sweeps of a block
+    assert result.data_plan["certificate_passes"] == 0
+
+
+def test_max_seconds_is_reported_honestly(data):
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, 400), X.shape[1])
+    result = fit_blocks(source, "dcd", max_block_bytes=40_000, loss="l1", max_seconds=1e-4)
+    assert result.exit_reason == "max_seconds"
+    assert result.data_plan["certificate_passes"] == 1  # the certificate still runs
+    assert result.converged == (result.relative_gap <= TOL)
+
+
+def test_unsupported_solver_is_refused(data):
+    X, y = data
+    with pytest.raises(ValueError, match="no out-of-core path"):
+        fit_blocks(MemoryShards(split_rows(X, y, None, 400), X.shape[1]), "smo",
+                   max_block_bytes=40_000)
+
+
+@pytest.mark.parametrize("loss", ["l2", "logistic"])
+def test_tron_streaming_passes_match_memory(data, loss):
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, 300), X.shape[1])
+    result = fit_blocks(source, "tron", max_block_bytes=40_000, loss=loss)
+    memory = fit(X, y, solver="tron", loss=loss)
+    _agrees_with_memory(result, memory, X)
+    plan, details = result.data_plan, result.per_output[0]
+    # a pass for each function/gradient, each CG step and each direction, and the
+    # certificate's
+    assert plan["passes"] >= details["newton_steps"] * 2 + details["cg_iterations"] + 1
+    if loss == "l2":  # independently: the dual point from the slacks at w
+        margins = np.where(y > 0, 1.0, -1.0) * result.decision_function(X)[:, 0]
+        certify_pair(X, y, result.coef[0], result.intercept[0],
+                     2.0 * np.maximum(0.0, 1.0 - margins), loss="l2", bias="augment",
+                     bias_scale=1.0, rel_gap=TOL)
