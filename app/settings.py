@@ -134,7 +134,7 @@ class Settings(BaseSettings):
     max_dataset_nnz: int = Field(2_000_000_000, gt=0)
     max_dataset_bytes: int = Field(1 << 40, gt=0)  # the arrays of one dataset
     max_memory_dataset_bytes: int = Field(128 << 20, gt=0)
-    shard_bytes: int = Field(64 << 20, ge=4096)
+    shard_bytes: int = Field(32 << 20, ge=4096)
     disk_reserve_bytes: int = Field(1 << 30, ge=0)
     max_concurrent_uploads: int = Field(2, ge=1)  # per API process; the rest wait
     # -- imports (POST /v1/imports; docs/operations.md: "Large datasets") --

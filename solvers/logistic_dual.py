@@ -46,7 +46,7 @@ from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, see
 from solvers.grain import GrainMeter
 from solvers.objectives import margins, qbar_diagonal
 
-WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"})
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"}, {"threads": 2})
 
 INNER_EPS_START = 1e-2
 MAX_INNER_ITER, ETA = kernels.MAX_INNER_ITER, kernels.ETA

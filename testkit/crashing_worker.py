@@ -104,13 +104,15 @@ from workers import imports as import_worker  # noqa: E402
 _run_part = import_worker.run_part
 
 
-def _import_row(import_id: str) -> Any:
-    with read_sessionmaker_for(get_settings().database_url)() as session:
+def _import_row(settings: Any, import_id: str) -> Any:
+    # the part's own settings: a test process that imported this module (for its names)
+    # runs imports in process on other databases than get_settings()'s
+    with read_sessionmaker_for(settings.database_url)() as session:
         return session.get(Import, import_id)
 
 
 def _run_part_with_faults(settings: Any, taken: Any, dataset_id: str, lost: Any) -> str:
-    row = _import_row(taken.import_id)
+    row = _import_row(settings, taken.import_id)
     if row is not None and row.name == os.environ.get(SLOW_IMPORT_ON):
         time.sleep(0.5)
     outcome = _run_part(settings, taken, dataset_id, lost)

@@ -27,7 +27,7 @@ def test_an_unknown_engine_is_422(client: TestClient, cancer_id: str) -> None:
 
 
 @pytest.mark.parametrize(("spec", "fragment"), [
-    ({"solver": "smo"}, "trains tron with loss l2 or logistic; dcd with loss l1"),
+    ({"solver": "smo"}, "trains dcd with loss l1; tron with loss l2 or logistic"),
     ({"solver": "dcd", "params": {"loss": "l2"}}, "with loss 'l2'"),
     ({"solver": "tron", "params": {"method": "trust_region"}}, "params method"),
 ])

@@ -19,7 +19,8 @@ from tests.support import REPO
 OWN = {"solvers/params.py", "solvers/registry.py", "solvers/registry_linear.py",
        "solvers/registry_kernel.py",
        "solvers/auto.py",
-       "solvers/distributed.py"} | {  # the Dask engine: its own tron and CoCoA+ (dcd)
+       "solvers/distributed.py",  # the Dask engine: its own tron and CoCoA+ (dcd)
+       "solvers/out_of_core.py"} | {  # the out-of-core engine: block dcd, streaming tron
     spec.module.replace(".", "/") + ".py" for spec in SOLVERS.values()}
 
 
