@@ -252,17 +252,12 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     # the stored spec, validated once at the API (POST /v1/jobs): not validated again
     if plan["mode"] == "blocks":
         return _fit_blocks(settings, claimed, source, plan, params, weights, recorder)
-    if claimed.shards:
-        from solvers.shards import concatenate
-
-        whole = concatenate(source)
-        X, y, stored_weights = whole.X, whole.y, whole.w
-    else:
-        arrays = dataset_arrays(blob_store(settings), cast(str, claimed.blob_path))  # mapped
-        X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
-        stored_weights = arrays.get("w")
+    # mapped, read once; a sharded dataset's shards in one set (as every other reader)
+    arrays = dataset_arrays(blob_store(settings), cast(str, claimed.blob_path),
+                            claimed.shards)
+    X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
     if weights == "dataset":
-        weights = stored_weights  # None: the dataset has no weights
+        weights = arrays.get("w")  # None: the dataset has no weights
     from solvers import fit
 
     result = fit(X, y, solver=claimed.solver, progress=recorder,
