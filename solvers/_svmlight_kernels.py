@@ -13,8 +13,8 @@ exponent, a long significand that does not settle) is returned as a byte span, a
 
 The hot loop is one function on purpose: every call that passes `buf` to another jitted
 function (even an `inline="always"` one) costs an atomic incref/decref pair, which was
-measured at more than half of the run time. Helpers are only called on rare paths
-(numbers outside the simple fast path, errors).
+measured at more than half of the run time. Helpers that take `buf` are only called on
+rare paths (numbers outside the inline fast path, errors); `eisel_lemire` takes scalars.
 
 All kernels are compiled with `cache=True` and without fastmath: the fast path relies on
 IEEE-754 round-to-nearest of a single multiply or divide.
