@@ -62,10 +62,13 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-# The predict benchmark drives the HTTP server with Debian's wrk.
+# The predict benchmark drives the HTTP server with Debian's wrk; the parse benchmark times
+# LIBLINEAR's own reader through Debian's liblinear-train (liblinear-tools).
 bench-tools:
 	@command -v wrk >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null)
+	@command -v liblinear-train >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liblinear-tools >/dev/null)
 
 bench: $(DEV_STAMP) bench-tools
 	$(PY) -m bench.run

@@ -391,7 +391,7 @@ def write_report(results: list[dict[str, Any]], memory: dict[str, dict[str, floa
             "`solvers.svmlight.dump_svmlight` (1-based indices) after rounding the values to 6 "
             "significant digits, as the LIBSVM collection's files are written; it is written "
             "once and reused. Values of 16-17 digits (what `repr()` of an arbitrary double "
-            "gives) take the parser's exact slow path: see *Long mantissas* below.",
+            "gives): see *Long mantissas* below, and bench/results/parse.md.",
             "",
             "## Peak memory",
             "",
@@ -422,8 +422,8 @@ def write_report(results: list[dict[str, Any]], memory: dict[str, dict[str, floa
             f"The same {DIGITS_ROWS[quick]:,} generated rows (in memory, no file I/O), their "
             "values "
             "written "
-            "three ways; median of 3 alternated runs. This is why the generated file parses "
-            "slower than the shared files, whose values are short decimals.",
+            "three ways; median of 3 alternated runs: what long decimal mantissas cost each "
+            "parser.",
             "",
             "| values written as | MB | ours MB/s | sklearn MB/s | ours / sklearn |",
             "|---|---:|---:|---:|---:|",

@@ -2,7 +2,7 @@
 
     python -m bench.run [--quick] [--only NAME ...]     (make bench / make bench-quick)
 
-Experiments run in a fixed order: parser, dcd, acf, ocas_alm, smo, kernel_peers,
+Experiments run in a fixed order: parser, parse, dcd, acf, ocas_alm, smo, kernel_peers,
 formulations, liblinear_formulations, certified, linear_tasks, auto, service, predict,
 first_run, search, batch_predict, busy_cores, shared_memory, large_uploads. Each is the
 module bench/<name>_bench.py exposing
@@ -41,7 +41,7 @@ from typing import Any
 from bench.paths import QUICK_RESULTS, REPO, results_dir
 
 MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
-EXPERIMENTS = ("parser", "dcd", "acf", "ocas_alm", "smo", "kernel_peers", "formulations",
+EXPERIMENTS = ("parser", "parse", "dcd", "acf", "ocas_alm", "smo", "kernel_peers", "formulations",
                "liblinear_formulations", "certified", "linear_tasks",
                "auto", "service", "predict", "first_run",
                "search", "batch_predict", "busy_cores", "shared_memory", "large_uploads")

@@ -3,13 +3,18 @@
 Everything here takes and returns only NumPy arrays and scalars. The main kernel,
 `_parse_block_kernel`, parses a buffer of lines in a single pass over the bytes and stops
 at the first error, returning an error code plus the byte span of the offending token; the
-Python side turns codes into messages. Floats that miss Clinger's exact fast path are not
-parsed here: their byte spans are returned and `float()` parses them (bit-identical).
+Python side turns codes into messages. Numbers are converted exactly (the double nearest
+to the decimal, ties to even, as `float()`): Clinger's fast path where the significand is
+at most 2**53 and the power of ten at most 22, else Eisel-Lemire (`solvers._decimal`) for
+significands of up to 19 digits, and for longer ones where the truncated significand and
+the next one up give the same double. The rare rest (an infinite result, a clamped
+exponent, a long significand that does not settle) is returned as a byte span, and
+`float()` parses it.
 
 The hot loop is one function on purpose: every call that passes `buf` to another jitted
 function (even an `inline="always"` one) costs an atomic incref/decref pair, which was
-measured at more than half of the run time. Helpers are only called on rare paths
-(numbers outside the simple fast path, errors).
+measured at more than half of the run time. Helpers that take `buf` are only called on
+rare paths (numbers outside the inline fast path, errors); `eisel_lemire` takes scalars.
 
 All kernels are compiled with `cache=True` and without fastmath: the fast path relies on
 IEEE-754 round-to-nearest of a single multiply or divide.
@@ -19,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from solvers._decimal import eisel_lemire
 
 # ---- error codes (messages live in solvers/svmlight.py) ------------------------------------
 OK = 0
@@ -52,10 +59,10 @@ SCAN_NONFINITE_WORD = 2  # nan / inf / infinity, any case, optional sign
 # 10**0 .. 10**22 are exactly representable in binary64 (Clinger's fast path).
 _EXACT_POWERS_OF_TEN = np.array([float(10**k) for k in range(23)], dtype=np.float64)
 _MAX_FAST_EXPONENT = 22
-_MAX_EXACT_MANTISSA = 2**53
-# More significant digits than this always leave the fast path (and fit in an int64).
-_MAX_SIGNIFICANT_DIGITS = 17
-_EXPONENT_CAP = 100_000  # |exponent| beyond this is clamped; float() sees the real token
+_MAX_EXACT_MANTISSA = np.uint64(2**53)
+# Significant digits kept (19 always fit a uint64); further ones make the value inexact.
+_MAX_SIGNIFICANT_DIGITS = 19
+_EXPONENT_CAP = 100_000  # |exponent| beyond this is clamped, and float() parses the token
 
 _SPACE = 32
 _TAB = 9
@@ -73,8 +80,10 @@ _NINE = 57
 # bytes that end a token: space, tab, LF, CR (a bare CR is rejected later), '#'
 _ENDS_TOKEN = np.zeros(256, dtype=np.bool_)
 _ENDS_TOKEN[[_SPACE, _TAB, _LF, _CR, _HASH]] = True
-# the simple fast path takes at most this many digits (10**15 < 2**53, 15 <= 22)
-_MAX_SIMPLE_DIGITS = 15
+# the inline fast path takes at most this many digits (leading zeros included): 19 digits
+# always fit a uint64, and the power of ten is then at most 19 <= 22
+_MAX_SIMPLE_DIGITS = 19
+_U10 = np.uint64(10)
 
 
 @njit(cache=True)
@@ -157,9 +166,10 @@ def _digits(
     n_digits: int,
     too_many_digits: bool,
 ):
-    """Take the run of digits at p into the mantissa (at most _MAX_SIGNIFICANT_DIGITS
-    significant ones; leading zeros are not counted). `shift` is 0 in the integer part and
-    1 in the fraction, where a kept digit or a leading zero lowers the decimal exponent.
+    """Take the run of digits at p into the (uint64) mantissa (at most
+    _MAX_SIGNIFICANT_DIGITS significant ones; leading zeros are not counted). `shift` is 0
+    in the integer part and 1 in the fraction, where a kept digit or a leading zero lowers
+    the decimal exponent; a digit dropped from the integer part raises it.
     Returns the updated (p, mantissa, significant_digits, decimal_exponent, n_digits,
     too_many_digits)."""
     while p < end and buf[p] >= _ZERO and buf[p] <= _NINE:
@@ -167,11 +177,12 @@ def _digits(
         n_digits += 1
         if mantissa != 0 or digit != 0:
             if significant_digits < _MAX_SIGNIFICANT_DIGITS:
-                mantissa = mantissa * 10 + digit
+                mantissa = mantissa * _U10 + np.uint64(digit)
                 significant_digits += 1
                 decimal_exponent -= shift
             else:
                 too_many_digits = True
+                decimal_exponent += 1 - shift
         else:
             decimal_exponent -= shift
         p += 1
@@ -183,7 +194,7 @@ def _scan_decimal(buf, pos: int, end: int):
     """Scan `[+-]? (D+ ('.' D*)? | '.' D+) ([eE] [+-]? D+)?` starting at pos.
 
     Returns (status, stop, value, exact): `stop` is the first byte after the number;
-    `exact` says whether `value` came from the exact fast path (otherwise the caller
+    `exact` says whether `value` is the correctly rounded double (otherwise the caller
     re-parses the span with float()). The caller checks what follows `stop`.
     """
     p = pos
@@ -192,7 +203,7 @@ def _scan_decimal(buf, pos: int, end: int):
         negative = buf[p] == _MINUS
         p += 1
     after_sign = p
-    mantissa = 0
+    mantissa = np.uint64(0)
     significant_digits = 0
     decimal_exponent = 0
     n_digits = 0
@@ -221,6 +232,7 @@ def _scan_decimal(buf, pos: int, end: int):
             return SCAN_NONFINITE_WORD, p + word, 0.0, False
         return SCAN_MALFORMED, p, 0.0, False
     # exponent: [eE][+-]?D+, clamped (float() handles the real value on the slow path)
+    clamped = False
     if p < end and (buf[p] | 0x20) == 101:
         p += 1
         exponent_negative = False
@@ -233,24 +245,32 @@ def _scan_decimal(buf, pos: int, end: int):
             exponent_digits += 1
             if exponent < _EXPONENT_CAP:
                 exponent = exponent * 10 + (buf[p] - _ZERO)
+            else:
+                clamped = True
             p += 1
         if exponent_digits == 0:
             return SCAN_MALFORMED, p, 0.0, False
         decimal_exponent += -exponent if exponent_negative else exponent
     if mantissa == 0:
         return SCAN_OK, p, -0.0 if negative else 0.0, True  # 0eN is zero for any N
-    if (
-        too_many_digits
-        or mantissa > _MAX_EXACT_MANTISSA
-        or decimal_exponent > _MAX_FAST_EXPONENT
-        or decimal_exponent < -_MAX_FAST_EXPONENT
-    ):
+    if clamped:
         return SCAN_OK, p, 0.0, False
-    if decimal_exponent >= 0:
-        value = np.float64(mantissa) * _EXACT_POWERS_OF_TEN[decimal_exponent]
+    if too_many_digits:
+        # the value lies in [mantissa, mantissa + 1) * 10**decimal_exponent: exact where
+        # both ends round to the same double
+        value, exact = eisel_lemire(mantissa, decimal_exponent)
+        above, exact_above = eisel_lemire(mantissa + np.uint64(1), decimal_exponent)
+        exact = exact and exact_above and value == above
+    elif (mantissa <= _MAX_EXACT_MANTISSA and decimal_exponent <= _MAX_FAST_EXPONENT
+          and decimal_exponent >= -_MAX_FAST_EXPONENT):  # Clinger: one exact operation
+        exact = True
+        if decimal_exponent >= 0:
+            value = np.float64(mantissa) * _EXACT_POWERS_OF_TEN[decimal_exponent]
+        else:
+            value = np.float64(mantissa) / _EXACT_POWERS_OF_TEN[-decimal_exponent]
     else:
-        value = np.float64(mantissa) / _EXACT_POWERS_OF_TEN[-decimal_exponent]
-    return SCAN_OK, p, -value if negative else value, True
+        value, exact = eisel_lemire(mantissa, decimal_exponent)
+    return SCAN_OK, p, -value if negative else value, exact
 
 
 @njit(cache=True, nogil=True)
@@ -381,36 +401,57 @@ def _parse_block_kernel(
                     error_stop = p
                     break
 
-            # ---- the number (label or value). Fast path: [+-]?D*(.D*)? with 1..15 digits,
-            # exact since mantissa < 10**15 < 2**53 and 10**fraction_digits is exact.
+            # ---- the number (label or value). Fast path: [+-]?D*(.D*)? with 1..19 digits
+            # (a uint64): Clinger's division where mantissa <= 2**53 (10**fraction_digits
+            # is exact), else Eisel-Lemire on scalars only (no array passed: no refcount).
             number_start = p
             negative = False
             if buf[p] == _MINUS or buf[p] == _PLUS:
                 negative = buf[p] == _MINUS
                 p += 1
-            mantissa = 0
+            mantissa = np.uint64(0)
             n_digits = 0
             fraction_digits = 0
-            # mantissa = mantissa * 10 + digit over the integer part ...
+            # mantissa = mantissa * 10 + digit over the integer part (wrapping past 19
+            # digits, where it is not used) ...
             while p < n and buf[p] >= _ZERO and buf[p] <= _NINE:
-                if n_digits < _MAX_SIMPLE_DIGITS:
-                    mantissa = mantissa * 10 + (buf[p] - _ZERO)
+                mantissa = mantissa * _U10 + np.uint64(buf[p] - _ZERO)
                 n_digits += 1
                 p += 1
             if p < n and buf[p] == _DOT:
                 p += 1
                 # ... and over the fraction, counting its digits
                 while p < n and buf[p] >= _ZERO and buf[p] <= _NINE:
-                    if n_digits < _MAX_SIMPLE_DIGITS:
-                        mantissa = mantissa * 10 + (buf[p] - _ZERO)
+                    mantissa = mantissa * _U10 + np.uint64(buf[p] - _ZERO)
                     n_digits += 1
                     fraction_digits += 1
                     p += 1
+            # ... then an exponent [eE][+-]?D+ of at most 5 digits (else _scan_decimal)
+            power = -fraction_digits
+            if p < n and (buf[p] | 0x20) == 101 and n_digits > 0:
+                e = p + 1
+                exponent_negative = False
+                if e < n and (buf[e] == _MINUS or buf[e] == _PLUS):
+                    exponent_negative = buf[e] == _MINUS
+                    e += 1
+                exponent = 0
+                exponent_start = e
+                while e < n and e - exponent_start < 5 and buf[e] >= _ZERO and buf[e] <= _NINE:
+                    exponent = exponent * 10 + (buf[e] - _ZERO)
+                    e += 1
+                if e > exponent_start and (e >= n or _ENDS_TOKEN[buf[e]]):
+                    p = e
+                    power += -exponent if exponent_negative else exponent
             exact = True
             if 0 < n_digits <= _MAX_SIMPLE_DIGITS and (p >= n or _ENDS_TOKEN[buf[p]]):
-                value = np.float64(mantissa)
-                if fraction_digits > 0:
-                    value = value / _EXACT_POWERS_OF_TEN[fraction_digits]
+                if mantissa <= _MAX_EXACT_MANTISSA and -_MAX_FAST_EXPONENT <= power <= 0:
+                    value = np.float64(mantissa) / _EXACT_POWERS_OF_TEN[-power]
+                elif mantissa <= _MAX_EXACT_MANTISSA and 0 < power <= _MAX_FAST_EXPONENT:
+                    value = np.float64(mantissa) * _EXACT_POWERS_OF_TEN[power]
+                elif mantissa == 0:
+                    value = 0.0
+                else:
+                    value, exact = eisel_lemire(mantissa, power)
                 if negative:
                     value = -value
             else:

@@ -17,9 +17,12 @@ Format (one sample per line)::
   content wherever it appears (``1:2#c`` is ``1:2``). Blank and comment-only lines are
   skipped but count in line numbers.
 * Numbers follow ``[+-]?(D+(.D*)?|.D+)([eE][+-]?D+)?``; ``nan``/``inf``, hex floats and
-  underscores are rejected. Values are bit-identical to Python's ``float()``: the Numba
-  kernel uses Clinger's exact fast path (mantissa <= 2**53, |power of ten| <= 22); other
-  tokens (long mantissas, big exponents) are handed to ``float()`` by byte span.
+  underscores are rejected. Values are bit-identical to Python's ``float()`` (correctly
+  rounded): the Numba kernel converts them exactly, Clinger's fast path (significand <=
+  2**53, |power of ten| <= 22) or Eisel-Lemire (`solvers._decimal`; up to 19 significant
+  digits, and longer significands whose truncation settles the double); the rare rest
+  (an overflow to infinity, an exponent clamped past 100,000, a long significand that
+  stays between two doubles) goes to ``float()`` by byte span.
 
 Errors: a malformed line raises `SvmlightError` with its 1-based line number and a short
 reason: missing label, invalid label/value/feature/qid, NaN or infinity, index 0,
