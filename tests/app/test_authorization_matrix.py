@@ -180,6 +180,12 @@ class World:
             assert created.status_code == 202, created.text
             self.import_id = created.json()["id"]
             assert client.delete(f"/v1/imports/{self.import_id}").status_code == 202
+            # a resumable upload session with its first part staged (POST /v1/uploads)
+            opened = client.post("/v1/uploads", json={"size": len(cancer)})
+            assert opened.status_code == 201, opened.text
+            self.upload_id = opened.json()["id"]
+            assert client.patch(f"/v1/uploads/{self.upload_id}", content=cancer[:100],
+                                headers={"Upload-Offset": "0"}).status_code == 200
             # a model imported from a LIBLINEAR file (POST /v1/models)
             exported = client.get(f"/v1/models/{self.model_id}/export").content
             imported = client.post("/v1/models", files={"file": ("m.model", exported)})
@@ -199,7 +205,8 @@ class World:
                     "tenant_id": self.tenant_id, "key_id": self.read_only[3:15],
                     "search_id": self.search_id, "name": self.registered_name,
                     "version": "1", "alias": "production",
-                    "prediction_id": self.prediction_id, "import_id": self.import_id}
+                    "prediction_id": self.prediction_id, "import_id": self.import_id,
+                    "upload_id": self.upload_id}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
