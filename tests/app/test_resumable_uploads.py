@@ -13,10 +13,11 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import uvicorn
@@ -99,17 +100,15 @@ class CuttingProxy:
                     start, self.cuts = sent + data.index(b"PATCH "), 1
                 if start is not None and sent + len(data) - start >= self.cut_after:
                     sink.sendall(data[:start + self.cut_after - sent])
-                    time.sleep(0.5)  # the server reads what came (a slow link, then none)
+                    time.sleep(1.0)  # the server reads what came (a slow link, then none)
                     break
                 sink.sendall(data)
                 sent += len(data)
         except OSError:
             pass
         for end in (source, sink):
-            try:
+            with suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             end.close()
 
     def close(self) -> None:
@@ -193,7 +192,8 @@ def _open(client: TestClient, size: int, **options: object) -> dict:
     return dict(answer.json())
 
 
-def _patch(client: TestClient, upload_id: str, offset: int | None, body: bytes):  # type: ignore[no-untyped-def]
+def _patch(client: TestClient, upload_id: str, offset: int | None, body: bytes
+           ) -> httpx.Response:
     headers = {} if offset is None else {"Upload-Offset": str(offset)}
     return client.patch(f"/v1/uploads/{upload_id}", content=body, headers=headers)
 
@@ -293,8 +293,12 @@ def test_every_limit_is_checked_before_a_byte_is_staged(client: TestClient,
     full = client.post("/v1/uploads", json={"size": 1000})
     assert full.status_code == 507, full.text
     settings.disk_reserve_bytes = 0
-    settings.upload_max_part_bytes = 4096
     upload = _open(client, 100_000)
+    settings.disk_reserve_bytes = 1 << 60  # the disk fills up after the session is made
+    refused = _patch(client, upload["id"], 0, b"1 1:1\n" * 100)
+    assert refused.status_code == 507 and "HINGE_DISK_RESERVE_BYTES" in refused.text
+    settings.disk_reserve_bytes = 0
+    settings.upload_max_part_bytes = 4096
     assert _patch(client, upload["id"], 0, b"1 1:1\n" * 1000).status_code == 413
     assert client.get(f"/v1/uploads/{upload['id']}").json()["offset"] == 0
     with read_sessionmaker_for(settings.database_url)() as session:
@@ -326,9 +330,9 @@ def test_the_client_gives_up_on_a_refused_completion(settings: Settings, admin_k
                                                       tmp_path: Path) -> None:
     path = tmp_path / "bad.svm"
     path.write_bytes(b"1 1:1\n" * 3000 + b"oops\n")
-    with _live(settings) as url, HingeClient(url, admin_key) as hinge:
-        with pytest.raises(HingeError) as refused:
-            hinge.upload(path, part_bytes=PART)
+    with (_live(settings) as url, HingeClient(url, admin_key) as hinge,
+          pytest.raises(HingeError) as refused):
+        hinge.upload(path, part_bytes=PART)
     assert refused.value.status_code == 422
     with read_sessionmaker_for(settings.database_url)() as session:
         assert session.query(Upload).count() == 0  # aborted: no staged bytes left

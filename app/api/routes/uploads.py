@@ -95,7 +95,7 @@ async def upload_offset(upload_id: str, settings: SettingsDep, principal: ReadAu
 
 
 @router.patch("/{upload_id}", response_model=UploadPublic,
-              openapi_extra={"requestBody": {"content": {"application/offset+octet-stream": {
+              openapi_extra={"requestBody": {"content": {"application/octet-stream": {
                   "schema": {"type": "string", "format": "binary"}}}, "required": True}},
               responses={409: {"description": "the part does not start at the offset "
                                               "(`detail.offset`), the session is busy, or "
@@ -133,13 +133,14 @@ async def _take_part(request: Request, settings: Settings, row: Upload, staged: 
                        f"{staged.size}: send from there", {"field": OFFSET,
                                                            "offset": staged.size})
     room = row.size - offset
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > room:
+    length = request.headers.get("content-length", "")
+    declared = int(length) if length.isdigit() else None
+    if declared is not None and declared > room:
         raise TooLarge(f"a part of {declared} bytes at offset {offset} goes past the "
                        f"declared size of {row.size} bytes", {"limit": room})
-    try:
-        check_room(settings.home, min(room, settings.upload_max_part_bytes),
-                   settings.disk_reserve_bytes)
+    try:  # the room for the part (a chunked one: for the most it may bring)
+        check_room(settings.home, declared if declared is not None
+                   else min(room, settings.upload_max_part_bytes), settings.disk_reserve_bytes)
     except OSError as exc:
         raise no_space(exc) from None
     received, pending = 0, []
