@@ -8,9 +8,9 @@ moment it is in the schema, and a route that declares no scope, or has a path pa
 this test cannot fill, fails here.
 
 Tenant "owner" has a dataset, a succeeded job, its model, an evaluation of the model on
-the dataset and a (cancelled) search; their ids fill the paths. A POST whose body names an
-object gets a valid body (BODIES), so the answer comes from the route's object checks, not
-from validation.
+the dataset, a (cancelled) search and an open upload session; their ids fill the paths.
+A POST whose body names an object gets a valid body (BODIES), so the answer comes from
+the route's object checks, not from validation.
 Callers:
 - no key, a malformed key, a well-formed key nobody issued, a revoked key: 401;
 - the owner's read-only key: allowed on `read` routes (and finds the object: not 404),

@@ -115,15 +115,21 @@ async def append_part(upload_id: str, request: Request, settings: SettingsDep,
     if upload_offset is None or not upload_offset.isdigit():
         raise Invalid(f"a part needs the {OFFSET} header: the offset it starts at (HEAD "
                       "gives the session's)", field=OFFSET)
-    try:
-        staged = await anyio.to_thread.run_sync(StagedFile, settings.home, row.id)
-    except Busy:
-        raise Conflict(f"another request is writing upload {row.id!r}; ask its offset "
-                       "again (HEAD) once it is done", {"reason": "busy"}) from None
+    staged = await _hold(settings, row)
     try:
         return await _take_part(request, settings, row, staged, int(upload_offset))
     finally:
         staged.close()
+
+
+async def _hold(settings: Settings, row: Upload) -> StagedFile:
+    """The session's staged file, locked for this request (409 while another holds it)."""
+    try:
+        return await anyio.to_thread.run_sync(StagedFile, settings.home, row.id)
+    except Busy:
+        raise Conflict(f"another request is writing or completing upload {row.id!r}; ask "
+                       "its offset again (HEAD) once it is done", {"reason": "busy"}
+                       ) from None
 
 
 async def _take_part(request: Request, settings: Settings, row: Upload, staged: StagedFile,
@@ -204,11 +210,7 @@ async def complete_upload(upload_id: str, request: Request, settings: SettingsDe
     row = await _find(settings, tenant, upload_id)
     if row.status == service.COMPLETED:
         return await anyio.to_thread.run_sync(_completed, session, tenant, row)
-    try:
-        staged = await anyio.to_thread.run_sync(StagedFile, settings.home, row.id)
-    except Busy:
-        raise Conflict(f"upload {row.id!r} is being written or completed by another "
-                       "request", {"reason": "busy"}) from None
+    staged = await _hold(settings, row)
     try:
         if staged.size != row.size:
             raise Conflict(f"{staged.size} of the upload's {row.size} bytes are staged: "
