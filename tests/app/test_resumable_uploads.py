@@ -337,3 +337,27 @@ def test_the_client_gives_up_on_a_refused_completion(settings: Settings, admin_k
     with read_sessionmaker_for(settings.database_url)() as session:
         assert session.query(Upload).count() == 0  # aborted: no staged bytes left
     assert list((settings.home / "uploads").iterdir()) == []
+
+
+def test_a_session_is_resumed_by_its_id_or_its_idempotency_key(
+        settings: Settings, admin_key: str, tmp_path: Path) -> None:
+    """Another process (a client that died after its first part) goes on from the server's
+    offset, by the session's id or by creating it again with the same Idempotency-Key."""
+    path = tmp_path / "set.svm"
+    text = _text(300, seed=9)
+    path.write_bytes(text)
+    key = {"Authorization": f"Bearer {admin_key}"}
+    with _live(settings) as url, HingeClient(url, admin_key) as hinge:
+        first = httpx.post(f"{url}/v1/uploads", json={"size": len(text), "name": "later"},
+                           headers={**key, "Idempotency-Key": "set-1"}).json()
+        assert httpx.patch(f"{url}/v1/uploads/{first['id']}", content=text[:PART + 123],
+                           headers={**key, "Upload-Offset": "0"}).status_code == 200
+        by_id = hinge.resumable_upload(path, upload_id=first["id"], part_bytes=PART)
+        second = hinge.resumable_upload(path, "later", idempotency_key="set-1",
+                                        part_bytes=PART)  # the same session, completed
+    assert by_id["name"] == "later" and by_id["upload_id"] == first["id"]
+    assert (second["id"], second["upload_id"]) == (by_id["id"], first["id"])
+    row = _row(settings, first["id"])
+    assert (row.bytes_received, row.staged, row.status) == (len(text), len(text), "completed")
+    with read_sessionmaker_for(settings.database_url)() as session:
+        assert session.query(Dataset).count() == 1 and session.query(Upload).count() == 1
