@@ -137,6 +137,10 @@ class Settings(BaseSettings):
     shard_bytes: int = Field(32 << 20, ge=4096)
     disk_reserve_bytes: int = Field(1 << 30, ge=0)
     max_concurrent_uploads: int = Field(2, ge=1)  # per API process; the rest wait
+    # Resumable uploads (/v1/uploads): the staged bytes are a file under home/uploads
+    upload_max_part_bytes: int = Field(64 << 20, gt=0)  # one PATCH's body
+    upload_expire_hours: float = Field(24.0, gt=0)  # after its last part, a session goes
+    tenant_max_open_uploads: int = Field(8, gt=0)
     # -- imports (POST /v1/imports; docs/operations.md: "Large datasets") --
     # Directories whose files (and files below them) a tenant may import as file:///...;
     # empty (the default): no file import. Comma-separated in the environment.

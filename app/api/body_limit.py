@@ -3,6 +3,7 @@
 - uploads (POST /v1/datasets): HINGE_MAX_UPLOAD_BYTES (plus the multipart envelope);
 - predict (POST /v1/models/{id}/predict): HINGE_MAX_PREDICT_BYTES;
 - model imports (POST /v1/models): HINGE_MAX_MODEL_IMPORT_BYTES (plus the envelope);
+- a resumable upload's part (PATCH /v1/uploads/{id}): HINGE_UPLOAD_MAX_PART_BYTES;
 - everything else (the JSON control routes: jobs, searches, splits, evaluations, admin;
   the sign-in form): HINGE_MAX_JSON_BODY_BYTES, 1 MiB by default.
 
@@ -31,6 +32,7 @@ from app.domain.ingest import MULTIPART_OVERHEAD
 from app.settings import Settings
 
 _PREDICT = re.compile(r"/v1/models/[^/]+/predict")
+_UPLOAD_PART = re.compile(r"/v1/uploads/[^/]+")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ def limit_for(settings: Settings, method: str, path: str) -> Limit:
     if method == "POST" and path in ("/v1/models", "/v1/models/"):
         return Limit(settings.max_model_import_bytes + MULTIPART_OVERHEAD,
                      "MAX_MODEL_IMPORT_BYTES")
+    if method == "PATCH" and _UPLOAD_PART.fullmatch(path):
+        return Limit(settings.upload_max_part_bytes, "UPLOAD_MAX_PART_BYTES")
     if method == "POST" and _PREDICT.fullmatch(path):
         return Limit(settings.max_predict_bytes, "MAX_PREDICT_BYTES")
     return Limit(settings.max_json_body_bytes, "MAX_JSON_BODY_BYTES")

@@ -13,13 +13,23 @@ import anyio.to_thread
 from sqlalchemy.orm import Session
 
 from app.domain.errors import Invalid, NotFound
-from app.domain.orm import Dataset, Evaluation, Import, Job, Model, Prediction, Search
+from app.domain.orm import (
+    Dataset,
+    Evaluation,
+    Import,
+    Job,
+    Model,
+    Prediction,
+    Search,
+    Upload,
+)
 from app.domain.services import owned, registry
 from app.infra.db import read_sessionmaker_for
 
 TABLES: dict[str, type[Any]] = {"dataset": Dataset, "job": Job, "model": Model,
                                 "search": Search, "evaluation": Evaluation,
-                                "prediction": Prediction, "import": Import}
+                                "prediction": Prediction, "import": Import,
+                                "upload": Upload}
 
 
 def resolve(session: Session, kind: str, tenant_id: str, ident: str) -> str:

@@ -36,6 +36,7 @@ from app.api.routes import (
     searches,
     signin,
     status,
+    uploads,
 )
 from app.api.security import SecurityMiddleware
 from app.domain.services import models as model_service
@@ -153,7 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    dashboard.router,
                    signin.router, searches.router, search_pages.router, registry.router,
                    registry_pages.router, predictions.router, imports.router,
-                   import_pages.router):
+                   import_pages.router, uploads.router):
         app.include_router(router)
     app.mount("/static", dashboard.static_files(), name="static")
     install_docs(app)
@@ -162,10 +163,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_credentials=False,
-            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key",
-                           "Last-Event-ID", CSRF_HEADER],
-            expose_headers=["Retry-After"], max_age=600)
+                           "Last-Event-ID", "Upload-Offset", CSRF_HEADER],
+            expose_headers=["Retry-After", "Upload-Offset", "Upload-Length"], max_age=600)
 
     app.add_middleware(MetricsMiddleware)
     # outermost: the host, origin and NUL checks run before anything else

@@ -36,6 +36,7 @@ import httpx
 from httpx_sse import connect_sse
 
 from app.client.imports import ImportCalls
+from app.client.uploads import PART_BYTES, UploadCalls
 
 DEFAULT_PORT = 8000  # HINGE_PORT's default, the port `make run` serves on
 
@@ -207,7 +208,7 @@ class HingeError(Exception):
 ProgressCallback = Callable[[int, int | None], None]  # (bytes sent, total bytes or None)
 
 
-class HingeClient(ImportCalls):
+class HingeClient(ImportCalls, UploadCalls):
     """Hinge's API over one httpx connection pool. `url` defaults to $HINGE_URL (else
     http://127.0.0.1:$HINGE_PORT, port 8000 by default), `api_key` to $HINGE_API_KEY."""
 
@@ -249,8 +250,8 @@ class HingeClient(ImportCalls):
                progress: ProgressCallback | None = None,
                idempotency_key: str | None = None, format: str | None = None,
                label_column: str | int | None = None, reuse: bool = False,
-               task: str | None = None, weight_column: str | int | None = None
-               ) -> Dataset:
+               task: str | None = None, weight_column: str | int | None = None,
+               part_bytes: int = PART_BYTES) -> Dataset:
         """Upload a dataset file (svmlight, CSV/TSV with a header, Parquet or .npz; plain,
         gzip, bz2 or xz), streamed in 1 MiB chunks as the raw request body;
         `progress(sent, total)` is called after each chunk. `format` (default: read from
@@ -258,7 +259,8 @@ class HingeClient(ImportCalls):
         0-based position; default: the column named 'label') say how to read it;
         `task` (classification or regression; default: the server reads the labels)
         what its labels are; `weight_column` the column of instance weights (a header
-        name, or svmlight's 1-based feature index; it leaves the features).
+        name, or svmlight's 1-based feature index; it leaves the features). A file larger
+        than `part_bytes` goes in parts (`resumable_upload`): a dropped connection resumes.
 
         Content this tenant uploaded before is stored again, and the answer's
         `duplicate_of` lists the earlier datasets; with `reuse=True` the answer is the
@@ -269,12 +271,17 @@ class HingeClient(ImportCalls):
                 return self.upload(handle, name or path.name, progress=progress,
                                    idempotency_key=idempotency_key, format=format,
                                    label_column=label_column, reuse=reuse, task=task,
-                                   weight_column=weight_column)
+                                   weight_column=weight_column, part_bytes=part_bytes)
         total: int | None = None
         try:
             total = os.fstat(file.fileno()).st_size - file.tell()
         except (AttributeError, OSError, ValueError):
             total = None
+        if total is not None and total > part_bytes and file.seekable():
+            return cast(Dataset, self.resumable_upload(
+                file, name, part_bytes=part_bytes, progress=progress, reuse=reuse,
+                idempotency_key=idempotency_key, format=format, label_column=label_column,
+                task=task, weight_column=weight_column))
 
         def chunks() -> Iterator[bytes]:
             sent = 0
@@ -289,17 +296,10 @@ class HingeClient(ImportCalls):
             headers["content-length"] = str(total)
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        params: dict[str, Any] = {"name": name} if name else {}
-        if format is not None:
-            params["format"] = format
-        if label_column is not None:
-            params["label_column"] = str(label_column)
-        if reuse:
-            params["reuse"] = "true"
-        if task is not None:
-            params["task"] = task
-        if weight_column is not None:
-            params["weight_column"] = str(weight_column)
+        asked = {"name": name or None, "format": format, "label_column": label_column,
+                 "reuse": "true" if reuse else None, "task": task,
+                 "weight_column": weight_column}
+        params = {key: str(value) for key, value in asked.items() if value is not None}
         response = self._request("POST", "/v1/datasets", content=chunks(), headers=headers,
                                  params=params)
         dataset = cast(Dataset, response.json())

@@ -44,6 +44,7 @@ from rich.text import Text
 
 from app.client import Dataset, HingeClient, HingeError, Job, default_url
 from app.client import sample as samples
+from app.client.uploads import PART_BYTES
 
 EXIT_OK = 0
 EXIT_API_ERROR = 1
@@ -347,8 +348,12 @@ def upload(ctx: typer.Context,
                "--weight-column", help="The column of instance weights (C_i = C * w_i): a "
                "header name, or svmlight's 1-based feature index; it leaves the "
                "features")] = None,
+           part_size: Annotated[int, typer.Option(
+               "--part-size", min=1, help="A file larger than this many bytes is sent in "
+               "parts of this size, resumable: a dropped connection resumes where the "
+               "server's bytes end")] = PART_BYTES,
            as_json: JsonFlag = False) -> None:
-    """Upload a dataset, with a progress bar.
+    """Upload a dataset, with a progress bar (a large file in resumable parts).
 
     The same content uploaded again is stored again (the earlier datasets are named)
     unless --reuse."""
@@ -363,7 +368,7 @@ def upload(ctx: typer.Context,
             dataset = client.upload(file, name, reuse=reuse, progress=lambda sent, _total:
                                     bar.update(bar_task, completed=sent), format=format,
                                     label_column=label_column, task=task,
-                                    weight_column=weight_column)
+                                    weight_column=weight_column, part_bytes=part_size)
     if options.as_json:
         _print_json(dataset)
         return

@@ -521,3 +521,25 @@ class ImportPart(Base):
     shards: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
     error_line: Mapped[int | None] = mapped_column(Integer)
+
+
+class Upload(Base):
+    """A resumable upload session (POST /v1/uploads; app.domain.services.uploads): the
+    declared `size`, the dataset's options, `staged` (the offset: the bytes staged, as of
+    the last part), `bytes_received` (every body byte its parts brought, kept or not)
+    and, once completed, its `dataset_id`. The staged bytes are a file, not a column."""
+
+    __tablename__ = "uploads"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = _tenant_column()
+    name: Mapped[str | None] = mapped_column(String(255))
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    size: Mapped[int] = mapped_column(BigInteger)
+    staged: Mapped[int] = mapped_column(BigInteger, default=0)  # the offset
+    bytes_received: Mapped[int] = mapped_column(BigInteger, default=0)
+    parts: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(16), default="open")  # completed
+    dataset_id: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

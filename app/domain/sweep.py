@@ -27,6 +27,8 @@
   `orphan_blob_grace_seconds` (a process died between the blob and the commit) are
   removed, in whichever blob store is configured; stored idempotent answers older than
   `idempotency_hours` are dropped.
+- Resumable upload sessions past their expiry, and staged files with no session, are
+  removed with their staged bytes (app.domain.services.uploads.sweep_uploads).
 - Worker presence rows (app/domain/services/workers.py) without a heartbeat for an hour are
   forgotten.
 
@@ -54,6 +56,7 @@ from app.domain.services.imports import IMPORTS, reserved_dataset_ids
 from app.domain.services.jobs import JOBS
 from app.domain.services.predictions import PREDICTIONS, PREDICTIONS_PREFIX
 from app.domain.services.searches import SEARCH_TASKS
+from app.domain.services.uploads import sweep_uploads
 from app.infra.db import read_sessionmaker_for, session_scope
 from app.infra.queue import broker_holding, enqueue
 from app.infra.storage import DATASETS, MODELS, blob_store, remove_orphan_blobs
@@ -69,7 +72,8 @@ ROWS_OF_TASK = {kind.task: kind.table for kind in KINDS}
 def sweep(settings: Settings) -> dict[str, int]:
     """One sweep; what it did, in counts: `requeued`, `failed`, `cancelled` (items whose
     worker was lost), `reenqueued` (waiting items sent again), `<kind>_enqueued` (items
-    of each kind sent again), `outbox_sent`, `orphan_blobs`, `workers_forgotten`."""
+    of each kind sent again), `outbox_sent`, `orphan_blobs`, `uploads_swept`,
+    `workers_forgotten`."""
     now = utcnow()
     counts = {"requeued": 0, "failed": 0, "cancelled": 0, "reenqueued": 0,
               "outbox_sent": len(outbox.sweep_outbox(settings, ROWS_OF_TASK))}
@@ -93,6 +97,7 @@ def sweep(settings: Settings) -> dict[str, int]:
                 log.warning("could not enqueue %s %s; the next sweep tries again", kind.name,
                             item_id, exc_info=True)
     counts["orphan_blobs"] = len(sweep_storage(settings))
+    counts["uploads_swept"] = sweep_uploads(settings)
     with session_scope(settings.database_url) as session:
         counts["workers_forgotten"] = workers.forget_stale(session)
     if any(counts.values()):

@@ -10,7 +10,7 @@ from app.api.main import create_app
 from tests.app.test_authorization_matrix import endpoints
 from tests.support import REPO, embedded_settings
 
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 _ROUTE = re.compile(rf"^((?:{'|'.join(METHODS)})(?:/(?:{'|'.join(METHODS)}))*) (\S+)$")
 
 

@@ -8,9 +8,9 @@ moment it is in the schema, and a route that declares no scope, or has a path pa
 this test cannot fill, fails here.
 
 Tenant "owner" has a dataset, a succeeded job, its model, an evaluation of the model on
-the dataset and a (cancelled) search; their ids fill the paths. A POST whose body names an
-object gets a valid body (BODIES), so the answer comes from the route's object checks, not
-from validation.
+the dataset, a (cancelled) search and an open upload session; their ids fill the paths.
+A POST whose body names an object gets a valid body (BODIES), so the answer comes from
+the route's object checks, not from validation.
 Callers:
 - no key, a malformed key, a well-formed key nobody issued, a revoked key: 401;
 - the owner's read-only key: allowed on `read` routes (and finds the object: not 404),
@@ -180,6 +180,12 @@ class World:
             assert created.status_code == 202, created.text
             self.import_id = created.json()["id"]
             assert client.delete(f"/v1/imports/{self.import_id}").status_code == 202
+            # a resumable upload session with its first part staged (POST /v1/uploads)
+            opened = client.post("/v1/uploads", json={"size": len(cancer)})
+            assert opened.status_code == 201, opened.text
+            self.upload_id = opened.json()["id"]
+            assert client.patch(f"/v1/uploads/{self.upload_id}", content=cancer[:100],
+                                headers={"Upload-Offset": "0"}).status_code == 200
             # a model imported from a LIBLINEAR file (POST /v1/models)
             exported = client.get(f"/v1/models/{self.model_id}/export").content
             imported = client.post("/v1/models", files={"file": ("m.model", exported)})
@@ -199,7 +205,8 @@ class World:
                     "tenant_id": self.tenant_id, "key_id": self.read_only[3:15],
                     "search_id": self.search_id, "name": self.registered_name,
                     "version": "1", "alias": "production",
-                    "prediction_id": self.prediction_id, "import_id": self.import_id}
+                    "prediction_id": self.prediction_id, "import_id": self.import_id,
+                    "upload_id": self.upload_id}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

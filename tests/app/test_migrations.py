@@ -13,7 +13,7 @@ from tests.support import downgrade, migrate, postgres_schema
 TABLES = {"datasets", "jobs", "job_events", "models", "evaluations", "tenants", "api_keys",
           "idempotency_keys", "workers", "searches", "search_tasks", "search_results",
           "outbox", "registered_models", "model_versions", "model_aliases",
-          "model_alias_moves", "predictions", "imports", "import_parts"}
+          "model_alias_moves", "predictions", "imports", "import_parts", "uploads"}
 
 
 def _tables(url: str) -> set[str]:

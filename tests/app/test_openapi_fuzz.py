@@ -49,5 +49,5 @@ def seeded(cancer_bytes: bytes) -> None:
 def test_no_input_causes_a_server_error(case) -> None:
     response = case.call(headers=bearer(_KEYS["admin"]))
     assert response.status_code < 500, (case.method, case.path, response.text[:500])
-    if response.status_code >= 400:
+    if response.status_code >= 400 and case.method != "HEAD":  # (HEAD answers: no body)
         assert set(response.json()["error"]) == {"code", "message", "detail"}

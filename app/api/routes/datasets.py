@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 import anyio.to_thread
@@ -137,10 +139,29 @@ async def upload_dataset(
                              format, label_column, task, weight_column, dtype)
 
 
+@dataclass
+class Body:
+    """What an upload reads: the request's own body, or a resumable upload's staged
+    bytes (app.api.routes.uploads), and the headers that describe it."""
+
+    chunks: AsyncIterator[bytes]
+    content_type: str
+    content_length: str | None
+
+
+def request_body(request: Request) -> Body:
+    return Body(request.stream(), request.headers.get("content-type", ""),
+                request.headers.get("content-length"))
+
+
+Stored = Callable[[Session, str], None]  # in the dataset's transaction, with its id
+
+
 async def _upload(request: Request, settings: Settings, write: idempotency.Write,
                   tenant_id: str, name: str | None, reuse: bool, fmt: str | None,
                   label_column: str | None, task: str = "auto",
-                  weight_column: str | None = None, dtype: str = "auto") -> Response:
+                  weight_column: str | None = None, dtype: str = "auto",
+                  body: Body | None = None, stored: Stored | None = None) -> Response:
     remaining = await anyio.to_thread.run_sync(
         service.remaining_stored_bytes, settings, tenant_id)
     # svmlight streams to disk in shards (a weight column is taken out of the whole set)
@@ -150,7 +171,7 @@ async def _upload(request: Request, settings: Settings, write: idempotency.Write
                                         fmt, label_column, task, weight_column, remaining,
                                         writer, LabelTally(task, settings.max_classes,
                                                            settings.max_memory_dataset_bytes),
-                                        dtype)
+                                        dtype, body or request_body(request), stored)
     finally:
         if writer is not None and not writer.owned:
             await anyio.to_thread.run_sync(writer.abort)  # nothing stored: no shard left
@@ -161,13 +182,11 @@ async def _receive_and_store(request: Request, settings: Settings,
                              reuse: bool, fmt: str | None, label_column: str | None,
                              task: str, weight_column: str | None, remaining: int,
                              writer: ShardWriter | None, labels: LabelTally,
-                             dtype: str) -> Response:
+                             dtype: str, body: Body, stored: Stored | None) -> Response:
     gate = upload_gate(request.app.state, settings)
     async with gate.slots:
         parsed, form_name = await receive_dataset(
-            request.stream(),
-            request.headers.get("content-type", ""),
-            request.headers.get("content-length"),
+            body.chunks, body.content_type, body.content_length,
             settings, threads=gate.threads, max_array_bytes=remaining,
             fmt=fmt, label_column=label_column, task=task, shard_writer=writer,
             labels=labels,
@@ -210,7 +229,13 @@ async def _receive_and_store(request: Request, settings: Settings,
             answer.duplicate_of = [d.id for d in earlier]
     # the dataset and its stored answer commit together: a crash leaves both or neither
     # (and a retry of a request whose process died takes the key over: app/api/idempotency.py)
-    return await anyio.to_thread.run_sync(write.answer, status, answer, asked)
+
+    def commit() -> Response:
+        if stored is not None:
+            stored(write.session, answer.id)
+        return write.answer(status, answer, asked)
+
+    return await anyio.to_thread.run_sync(commit)
 
 
 @router.get("", response_model=DatasetsPublic)
