@@ -37,61 +37,24 @@ label[1] to a two-class decision value of exactly 0 and LIBSVM the second label 
 two-class value of exactly 0; Hinge gives the smaller class (they agree when the file lists
 the smaller class second, as LIBLINEAR does for -1 / +1 data).
 
-This module reads LIBLINEAR's files and the range file, with the header fields, numbers
-and errors both formats share; LIBSVM's are read by solvers/model_import_libsvm.py.
+This module reads LIBLINEAR's files and the range file; LIBSVM's are read by
+solvers/model_import_libsvm.py, with the header fields, numbers and errors of
+solvers/model_file.py.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Container, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from solvers import model_file as fields
 from solvers.formats import ModelFormatError
 from solvers.kernels import KernelModel
-from solvers.models import LinearModel, Pipeline, ServableModel
+from solvers.model_file import ImportedModel, ImportLimits, ModelFileError, NotServable, OverLimit
+from solvers.model_import_libsvm import read_libsvm
+from solvers.models import LinearModel, Pipeline
 from solvers.scaling import Scaler, ScalingError, scaler_from_range_text
-
-
-class ModelFileError(ModelFormatError):
-    """A model file that does not parse; `line` is the 1-based line (None: the file)."""
-
-    def __init__(self, message: str, line: int | None = None) -> None:
-        super().__init__(f"line {line}: {message}" if line is not None else message)
-        self.line = line
-        self.reason = message
-
-
-class NotServable(ModelFileError):
-    """A well-formed model of a formulation Hinge does not serve yet."""
-
-
-class OverLimit(ModelFileError):
-    """A model larger than a limit allows (support vectors, features, classes)."""
-
-
-@dataclass(frozen=True)
-class ImportLimits:
-    max_support_vectors: int = 1_000_000
-    max_features: int = 10_000_000
-    max_classes: int = 1000
-
-
-@dataclass(frozen=True)
-class ImportedModel:
-    """A model read from a file: the servable model and what the file said about itself."""
-
-    model: ServableModel
-    format: str  # "libsvm" | "liblinear"
-    kind: str  # "kernel" | "linear"
-    solver: str  # LIBSVM's svm_type or LIBLINEAR's solver_type, as written
-    classes: list[float]
-    n_features: int
-    params: dict[str, Any] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
 
 
 def read_model_file(text: str, limits: ImportLimits = ImportLimits(), *,
@@ -103,8 +66,6 @@ def read_model_file(text: str, limits: ImportLimits = ImportLimits(), *,
     lines = text.splitlines()
     first = next((line.split()[0] for line in lines if line.split()), None)
     if first == "svm_type":
-        from solvers.model_import_libsvm import read_libsvm  # it reads this module's fields
-
         imported = read_libsvm(lines, limits, n_features)
     elif first == "solver_type":
         if n_features is not None and n_features != _liblinear_width_hint(lines):
@@ -118,65 +79,6 @@ def read_model_file(text: str, limits: ImportLimits = ImportLimits(), *,
     if range_text is None:
         return imported
     return _with_scaler(imported, range_text, limits)
-
-
-# -- the header and body lines both formats share --------------------------------------
-
-Header = dict[str, tuple[int, list[str]]]
-
-
-def read_header(lines: list[str], program: str, fields: tuple[str, ...], marker: str,
-                what: str) -> tuple[Header, int]:
-    """The fields before the line `marker` (alone on its line), as {key: (line, values)},
-    and the 1-based number of the marker line; `what` names what follows the marker."""
-    header: Header = {}
-    position = 0
-    while position < len(lines):
-        parts = lines[position].split()
-        position += 1
-        if not parts:
-            continue
-        if parts == [marker]:
-            return header, position
-        key = parts[0]
-        if key not in fields:
-            raise ModelFileError(f"unknown {program} header field {key!r} (known: "
-                                 f"{', '.join(fields)}, then {marker})", position)
-        if key in header:
-            raise ModelFileError(f"{key} is given twice", position)
-        header[key] = (position, parts[1:])
-    raise ModelFileError(f"{program} model file has no '{marker}' line (the {what} follow "
-                         "it)", len(lines) or None)
-
-
-def one_value(header: Header, key: str, program: str, marker_line: int) -> tuple[int, str]:
-    """(line, value) of a field that takes exactly one value."""
-    if key not in header:
-        raise ModelFileError(f"{program} header lacks {key}", marker_line)
-    line, values = header[key]
-    if len(values) != 1:
-        raise ModelFileError(f"{key} takes one value, has {len(values)}", line)
-    return line, values[0]
-
-
-def model_kind(one: Callable[[str], tuple[int, str]], key: str, served: Container[str],
-               not_yet: Container[str], not_yet_why: str) -> str:
-    """The value of the field that names the model's type: one Hinge serves, or
-    NotServable (a known type not served yet, `not_yet_why` says so) or ModelFileError."""
-    line, kind = one(key)
-    if kind in not_yet:
-        raise NotServable(f"{key} {kind} {not_yet_why}", line)
-    if kind not in served:
-        raise ModelFileError(f"unknown {key} {kind!r}", line)
-    return kind
-
-
-def body_lines(lines: list[str], marker_line: int) -> Iterator[tuple[int, list[str]]]:
-    """(1-based line number, fields) of every non-blank line after the marker line."""
-    for number in range(marker_line + 1, len(lines) + 1):
-        parts = lines[number - 1].split()
-        if parts:
-            yield number, parts
 
 
 # -- LIBLINEAR ---------------------------------------------------------------------------
@@ -206,16 +108,17 @@ def _liblinear_width_hint(lines: list[str]) -> int | None:
 
 
 def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
-    header, w_line = read_header(lines, "LIBLINEAR", _LIBLINEAR_FIELDS, "w", "weights")
+    header, w_line = fields.read_header(lines, "LIBLINEAR", _LIBLINEAR_FIELDS, "w", "weights")
 
     def one(key: str) -> tuple[int, str]:
-        return one_value(header, key, "LIBLINEAR", w_line)
+        return fields.one_value(header, key, "LIBLINEAR", w_line)
 
-    solver_type = model_kind(one, "solver_type", _LIBLINEAR_CLASSIFIERS, _LIBLINEAR_NOT_YET,
-                             "(regression or one-class) is not supported yet: Hinge serves "
-                             "LIBLINEAR's classification solvers")
+    solver_type = fields.model_kind(
+        one, "solver_type", _LIBLINEAR_CLASSIFIERS, _LIBLINEAR_NOT_YET,
+        "(regression or one-class) is not supported yet: Hinge serves LIBLINEAR's "
+        "classification solvers")
     line, text = one("nr_class")
-    k = parse_integer(text, "nr_class", line, low=2)
+    k = fields.parse_integer(text, "nr_class", line, low=2)
     if k > limits.max_classes:
         raise OverLimit(f"nr_class {k} exceeds the limit of {limits.max_classes} "
                         "classes", line)
@@ -231,18 +134,18 @@ def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
     if len(values) != k:
         raise ModelFileError(f"label has {len(values)} values; nr_class {k} needs {k}",
                              label_line)
-    labels = np.array([float(parse_integer(v, "label", label_line)) for v in values])
+    labels = np.array([float(fields.parse_integer(v, "label", label_line)) for v in values])
     if len(set(labels.tolist())) != k:
         raise ModelFileError("labels must be distinct", label_line)
     line, text = one("nr_feature")
-    n_features = parse_integer(text, "nr_feature", line, low=0)
+    n_features = fields.parse_integer(text, "nr_feature", line, low=0)
     if n_features > limits.max_features:
         raise OverLimit(f"nr_feature {n_features} exceeds the limit of "
                         f"{limits.max_features} features", line)
     if n_features == 0:
         raise ModelFileError("nr_feature 0: a model of no features", line)
     line, text = one("bias")
-    bias = parse_number(text, "bias", line)
+    bias = fields.parse_number(text, "bias", line)
     n_outputs = 1 if k == 2 else k
     n_rows = n_features + (1 if bias >= 0 else 0)
     remaining = sum(1 for text in lines[w_line:] if text.strip())
@@ -251,7 +154,7 @@ def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
                              f"weight rows, but the file has {remaining} lines after 'w'",
                              len(lines))
     weights = np.empty((n_rows, n_outputs))
-    for row, (number, parts) in enumerate(body_lines(lines, w_line)):
+    for row, (number, parts) in enumerate(fields.body_lines(lines, w_line)):
         if row == n_rows:
             bias_row = " + 1 (bias)" if bias >= 0 else ""
             raise ModelFileError(f"more weight rows than nr_feature{bias_row} = {n_rows}",
@@ -261,7 +164,7 @@ def _read_liblinear(lines: list[str], limits: ImportLimits) -> ImportedModel:
                                  f"({'one per class' if n_outputs > 1 else 'two classes'});"
                                  f" this one has {len(parts)}", number)
         for c, value in enumerate(parts):
-            weights[row, c] = parse_number(value, "weight", number, node=value)
+            weights[row, c] = fields.parse_number(value, "weight", number, node=value)
     coef = weights[:n_features].T.copy()
     intercept = weights[n_features] * bias if bias >= 0 else np.zeros(n_outputs)
     if k == 2:  # LIBLINEAR: a positive value predicts label[0]; Hinge's: classes[1]
@@ -325,32 +228,6 @@ def _kernel_fields(model: KernelModel) -> dict[str, Any]:
         "classes", "kernel", "gamma", "degree", "coef0", "multiclass", "n_features",
         "sv_data", "sv_indices", "sv_indptr", "sv_coef", "rho", "n_sv", "sv_rows",
         "vote_order")}
-
-
-# -- numbers -----------------------------------------------------------------------------
-
-def parse_number(text: str, what: str, line: int, node: str | None = None) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-        where = f" in {node!r}" if node is not None and node != text else ""
-        raise ModelFileError(f"{what} {text!r}{where} is not a number", line) from None
-    if not math.isfinite(value):
-        raise ModelFileError(f"{what} {text!r} is not finite", line)
-    return value
-
-
-def parse_integer(text: str, what: str, line: int, low: int | None = None,
-                  node: str | None = None) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        where = f" in {node!r}" if node is not None and node != text else ""
-        raise ModelFileError(f"{what} {text!r}{where} is not an integer", line) from None
-    if low is not None and value < low:
-        raise ModelFileError(f"{what} {value} must be >= {low}", line)
-    return value
 
 
 __all__ = ["ImportLimits", "ImportedModel", "ModelFileError", "ModelFormatError",

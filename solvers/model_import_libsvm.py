@@ -1,7 +1,6 @@
 """LIBSVM model files (`svm_save_model`), read strictly as KernelModels in Hinge's layout
-(see solvers/model_import.py, whose header fields, numbers and errors it uses): c_svc and
-nu_svc with their pairs and probA / probB, and the single decision function of one_class,
-epsilon_svr and nu_svr."""
+(see solvers/model_import.py): c_svc and nu_svc with their pairs and probA / probB, and
+the single decision function of one_class, epsilon_svr and nu_svr."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from solvers.kernels import KernelModel, pair_classes
-from solvers.model_import import (
+from solvers.model_file import (
     Header,
     ImportedModel,
     ImportLimits,
