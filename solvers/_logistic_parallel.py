@@ -32,6 +32,35 @@ def _phi(z, rest):
     return z * math.log(z) + rest * math.log(rest)
 
 
+@njit(cache=True, inline="always")
+def sub_problem(a, b, c, alpha_0, alpha_1, inner_eps):
+    """LIBLINEAR's one-variable sub-problem of a row (solve_l2r_lr_dual), a = Qbar_ii,
+    b = y_i w.x_i: minimise g(z) = z log z + (C - z) log(C - z) + a/2 (z - z_old)^2 +
+    sign b (z - z_old) over the variable of the pair (alpha_0, alpha_1 = C - alpha_0)
+    whose optimum lies in (0, C/2], by Newton steps from z_old (0.1 z_old when it is past
+    C/2). Returns (its slot, the other's, sign, z_old, z, |g'| at the start - NaN when not
+    finite, nothing done -, Newton steps)."""
+    first, second, sign = 0, 1, 1.0
+    if 0.5 * a * (alpha_1 - alpha_0) + b < 0.0:
+        first, second, sign = 1, 0, -1.0
+    z_old = alpha_1 if first == 1 else alpha_0
+    z = z_old
+    if c - z < 0.5 * c:
+        z = 0.1 * z
+    gp = a * (z - z_old) + sign * b + math.log(z / (c - z))
+    if not math.isfinite(gp):
+        return first, second, sign, z_old, z, math.nan, 0
+    g_start = abs(gp)
+    inner = 0
+    while inner <= MAX_INNER_ITER and abs(gp) >= inner_eps:
+        gpp = a + c / (c - z) / z
+        trial = z - gp / gpp
+        z = z * ETA if trial <= 0.0 else trial
+        gp = a * (z - z_old) + sign * b + math.log(z / (c - z))
+        inner += 1
+    return first, second, sign, z_old, z, g_start, inner
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def run_round(rows, y, cost, row_norms, alpha, old, views, index, part_hi, pos, largest,
               steps, entropy, work_done, settings):
@@ -60,25 +89,12 @@ def run_round(rows, y, cost, row_norms, alpha, old, views, index, part_hi, pos, 
             c = cost[i]
             a = row_norms[i] + extra
             b = y[i] * (row_dot(view, data, indices, start, end) + view[bias_slot] * bias_scale)
-            first, second, sign = 0, 1, 1.0
-            if 0.5 * a * (alpha[i, 1] - alpha[i, 0]) + b < 0.0:
-                first, second, sign = 1, 0, -1.0
-            z_old = alpha[i, first]
-            z = z_old
-            if c - z < 0.5 * c:
-                z = 0.1 * z
-            gp = a * (z - z_old) + sign * b + math.log(z / (c - z))
-            if not math.isfinite(gp):
+            first, second, sign, z_old, z, g_start, inner = sub_problem(
+                a, b, c, alpha[i, 0], alpha[i, 1], inner_eps)
+            if math.isnan(g_start):
                 high = math.nan
                 break
-            high = max(high, abs(gp))
-            inner = 0
-            while inner <= MAX_INNER_ITER and abs(gp) >= inner_eps:
-                gpp = a + c / (c - z) / z
-                trial = z - gp / gpp
-                z = z * ETA if trial <= 0.0 else trial
-                gp = a * (z - z_old) + sign * b + math.log(z / (c - z))
-                inner += 1
+            high = max(high, g_start)
             newton += inner
             old[i, 0] = alpha[i, 0]
             old[i, 1] = alpha[i, 1]

@@ -158,6 +158,13 @@ class _Run(NamedTuple):
     rng: np.ndarray
     monitor: ProgressMonitor
 
+    def stop(self, iteration: int, violation: float, active: int, loss: str) -> str | None:
+        """The monitor's stop before an iteration (progress events with the certificate's
+        bounds at w)."""
+        return self.monitor.stop_reason(
+            iteration, self.max_iter,
+            functools.partial(_event, iteration, violation, active, self.problem, self.w, loss))
+
 
 def _event(iteration: int, violation: float, active: int, problem: LinearProblem,
            w: np.ndarray, loss: str) -> dict[str, Any]:
@@ -171,7 +178,7 @@ def _event(iteration: int, violation: float, active: int, problem: LinearProblem
 def _cdn(run: _Run, cols: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[int, str, float]:
     """LIBLINEAR's solve_l1r_l2_svc on w in place, cols = columns(signed=True): (iterations,
     exit reason, violation)."""
-    problem, w, tolerance, max_iter, rng, monitor = run
+    problem, w, tolerance, rng = run.problem, run.w, run.tolerance, run.rng
     cost = problem.cost
     b = 1.0 - margins(problem, w)  # b_i = 1 - y_i w.x_i
     data, _, indptr = cols
@@ -184,9 +191,7 @@ def _cdn(run: _Run, cols: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[in
     active, gmax_old, gnorm1_init = n_weights, math.inf, _reference_violation(problem, w, 2.0)
     iteration, violation = 0, math.inf
     while True:
-        stop = monitor.stop_reason(
-            iteration, max_iter,
-            functools.partial(_event, iteration, violation, active, problem, w, "l2"))
+        stop = run.stop(iteration, violation, active, "l2")
         if stop is not None:
             return iteration, stop, violation
         gmax_new, gnorm1, active = _cdn_sweep(cols, cost, b, w, xj_sq, index, rng, active, gmax_old)
@@ -307,7 +312,7 @@ def _newglmnet(
 ) -> tuple[int, str, float]:
     """LIBLINEAR's solve_l1r_lr on w in place, cols = columns(signed=False): (Newton
     iterations, exit reason, violation)."""
-    problem, w, tolerance, max_iter, rng, monitor = run
+    problem, w, tolerance, rng = run.problem, run.w, run.tolerance, run.rng
     data, rows, indptr = cols
     cost, y = problem.cost, problem.y
     n_weights, n_rows = w.shape[0], y.shape[0]
@@ -327,9 +332,7 @@ def _newglmnet(
     gmax_old, gnorm1_init, inner_eps = math.inf, _reference_violation(problem, w, 0.5), 1.0
     iteration, violation, active = 0, math.inf, n_weights
     while True:
-        stop = monitor.stop_reason(
-            iteration, max_iter,
-            functools.partial(_event, iteration, violation, active, problem, w, "logistic"))
+        stop = run.stop(iteration, violation, active, "logistic")
         if stop is not None:
             return iteration, stop, violation
         tau = cost * np.exp(-np.logaddexp(0.0, z))  # C_i sigma(-w.x_i)

@@ -49,7 +49,6 @@ from solvers.objectives import margins, qbar_diagonal
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"}, {"threads": 2})
 
 INNER_EPS_START = 1e-2
-MAX_INNER_ITER, ETA = kernels.MAX_INNER_ITER, kernels.ETA
 
 
 def solve(
@@ -178,26 +177,12 @@ def _sweep(rows, y, cost, row_norms, alpha, w, index, rng, settings):
         a = row_norms[i]
         # b = y_i w.x_i
         b = y[i] * (row_dot(w, data, indices, start, end) + w[bias_slot] * bias_scale)
-        # minimise g(z) = z log z + (C - z) log(C - z) + a/2 (z - z_old)^2 + sign b (z - z_old)
-        # over the variable (a_i or C - a_i) whose optimum lies in (0, C/2]
-        first, second, sign = 0, 1, 1.0
-        if 0.5 * a * (alpha[i, 1] - alpha[i, 0]) + b < 0.0:
-            first, second, sign = 1, 0, -1.0
-        z_old = alpha[i, first]
-        z = z_old
-        if c - z < 0.5 * c:
-            z = 0.1 * z
-        gp = a * (z - z_old) + sign * b + math.log(z / (c - z))
-        if not math.isfinite(gp):
+        # minimise g(z) over the variable (a_i or C - a_i) whose optimum lies in (0, C/2]
+        first, second, sign, z_old, z, g_start, inner = kernels.sub_problem(
+            a, b, c, alpha[i, 0], alpha[i, 1], inner_eps)
+        if math.isnan(g_start):
             return math.nan, newton_steps
-        largest = max(largest, abs(gp))
-        inner = 0
-        while inner <= MAX_INNER_ITER and abs(gp) >= inner_eps:
-            gpp = a + c / (c - z) / z
-            trial = z - gp / gpp
-            z = z * ETA if trial <= 0.0 else trial
-            gp = a * (z - z_old) + sign * b + math.log(z / (c - z))
-            inner += 1
+        largest = max(largest, g_start)
         newton_steps += inner
         if inner > 0:
             alpha[i, first] = z

@@ -105,13 +105,9 @@ def pairwise_coupling(r: Any, eps: float | None = None, max_iter: int | None = N
     return out[0] if single else out
 
 
-def ovo_probabilities(
-    decision_values: Any,
-    A: Any,
-    B: Any,
-    min_probability: float = MIN_PAIRWISE_PROBABILITY,
-    order: Any = None,
-) -> np.ndarray:
+def ovo_probabilities(decision_values: Any, A: Any, B: Any,
+                      min_probability: float = MIN_PAIRWISE_PROBABILITY,
+                      order: Any = None) -> np.ndarray:
     """libsvm's ``svm_predict_probability`` for a one-vs-one model of k classes.
 
     decision_values: (n, k(k-1)/2) in libsvm's pair order (0,1), (0,2), ..., (k-2, k-1),

@@ -157,24 +157,23 @@ class NpzShards:
         return shard_from_arrays(arrays, self.n_features)
 
     def prefetch(self, index: int) -> None:
-        try:
-            fd = os.open(self.paths[index], os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-        finally:
-            os.close(fd)
+        _advise(self.paths[index], os.POSIX_FADV_WILLNEED)
 
     def release(self, index: int) -> None:
-        try:
-            fd = os.open(self.paths[index], os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        _advise(self.paths[index], os.POSIX_FADV_DONTNEED)
+
+
+def _advise(path: str | os.PathLike[str], advice: int) -> None:
+    """posix_fadvise(advice) on the whole file (read ahead, or drop from the page cache);
+    a file that cannot be opened is left alone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, advice)
+    finally:
+        os.close(fd)
 
 
 def write_npz_shards(directory: str | os.PathLike[str], shards: Sequence[Shard],

@@ -96,10 +96,14 @@ them into the box) -; G and G_bar are rebuilt from the support vectors' columns 
 LIBSVM's Solver::Solve does for an initial alpha (`SmoState.restart`), and the stop rule
 is the cold fit's.
 
-Layout of this package: layout.py (constants of the state arrays), columns.py (kernel
-values, kernel columns, the column cache), selection.py (working-set selection, the
-two-variable step, G_bar, shrinking), steps.py (the solver state and the compiled step
-loop), model.py (binary problems, the KernelModel), this file (the solver contract).
+Layout of this package: layout.py (constants and named tuples of the state arrays),
+columns.py (kernel values, kernel columns), rows.py (the rows in position order and the
+copies the dot products come from), cache.py (the column cache), selection.py
+(working-set selection, the two-variable step, G_bar, shrinking), solution.py (the
+gradient of an initial alpha, rho, the objective), steps.py (the solver state and the
+compiled step loop), model.py (binary problems, the KernelModel), this file (the solver
+contract). The names a module shares with the others are public; within the package
+only: the package's API is `__all__` below.
 """
 
 from __future__ import annotations
@@ -112,23 +116,23 @@ from typing import Any
 import numpy as np
 
 from solvers import parallel
+from solvers._kernel_helpers import RBF
 from solvers.backbone import BinarySolution, Budget, ProgressMonitor, drive
 from solvers.inputs import as_csr_arrays
 from solvers.kernels import max_threads
 from solvers.smo.layout import (
-    _ACTIVE,
-    _EVALS,
-    _HITS,
-    _ITER,
-    _MISSES,
-    _RBF,
-    _RECONSTRUCTS,
-    _SHRINKS,
-    _STATUS_EXIT,
-    _VIOLATION,
+    ACTIVE,
+    EVALS,
+    HITS,
+    ITER,
+    MISSES,
+    RECONSTRUCTS,
+    SHRINKS,
+    STATUS_EXIT,
+    VIOLATION,
 )
 from solvers.smo.model import ASSEMBLY, KernelProblem
-from solvers.smo.steps import SmoState, _warm_parallel
+from solvers.smo.steps import SmoState, warm_parallel
 
 __all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelProblem", "SmoState",
            "max_threads", "solve", "solve_all", "warm_formulation_kernels", "warm_rare_kernels"]
@@ -192,7 +196,7 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
     state.pair = list(problem.pair)
     first = min(max(FIRST_CALL_WORK // max(l, 1), BUDGET.initial), BUDGET.maximum)
     budget = Budget(BUDGET.call_seconds, first, BUDGET.minimum, BUDGET.maximum)
-    exit_reason = drive(state, budget, monitor, _STATUS_EXIT, first_report_after=-1)
+    exit_reason = drive(state, budget, monitor, STATUS_EXIT, first_report_after=-1)
     t_finish = time.perf_counter()
     alpha, rho, objective = state.finish()
     extra: dict[str, Any] = {}
@@ -207,21 +211,21 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
     counters = state.counters
     return BinarySolution(
         w=None,
-        iterations=int(counters[_ITER]),
+        iterations=int(counters[ITER]),
         exit_reason=exit_reason,
         primal=None,
         dual=objective,
-        violation=float(state.values[_VIOLATION]),
+        violation=float(state.values[VIOLATION]),
         intercept=-rho,
         alpha=alpha,
         details={
             "rho": rho,
-            "active_size": int(counters[_ACTIVE]),
-            "cache_hits": int(counters[_HITS]),
-            "cache_misses": int(counters[_MISSES]),
-            "kernel_evaluations": int(counters[_EVALS]),
-            "shrinkings": int(counters[_SHRINKS]),
-            "gradient_reconstructions": int(counters[_RECONSTRUCTS]),
+            "active_size": int(counters[ACTIVE]),
+            "cache_hits": int(counters[HITS]),
+            "cache_misses": int(counters[MISSES]),
+            "kernel_evaluations": int(counters[EVALS]),
+            "shrinkings": int(counters[SHRINKS]),
+            "gradient_reconstructions": int(counters[RECONSTRUCTS]),
             "kernel_values": state.column_source,
             # steps run with the parallel per-step loops, and the meter's switches
             "fine_grained_share": state.grain.share_fine(),
@@ -373,12 +377,12 @@ def warm_rare_kernels() -> None:
     restart of a warm start."""
     X = as_csr_arrays(np.round(np.random.default_rng(0).normal(size=(12, 3)), 2))
     state = SmoState(X, np.zeros(12) + 1.0, np.arange(12, dtype=np.int64),
-                     np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (_RBF, 0.5, 0.0, 3),
+                     np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (RBF, 0.5, 0.0, 3),
                      1.0, chunks=2)
-    _warm_parallel(*state.kernel_args)
+    warm_parallel(*state.kernel_args)
     ones = as_csr_arrays(np.eye(12)[:, :8] + np.eye(12, 8, 1))  # 0/1 rows: bit sets
     SmoState(ones, ones.indptr[1:] - ones.indptr[:-1] + 0.0, np.arange(12, dtype=np.int64),
-             np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (_RBF, 0.5, 0.0, 3), 1.0,
+             np.array([1, -1] * 6, dtype=np.int8), np.ones(12), (RBF, 0.5, 0.0, 3), 1.0,
              chunks=2)
     state.snapshot()
     state.restart(np.full(12, 2.0))  # a search's C path: the warm-started gradient

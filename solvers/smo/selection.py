@@ -7,29 +7,24 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from solvers.smo.columns import (
-    _column_range,
-    _gather_positional_rows,
-    _get_column,
-    _scatter,
-    _swap_cached_entries,
-    _swap_positions,
-)
+from solvers.smo.cache import get_column, swap_cached_entries, swap_positions
+from solvers.smo.columns import column_range, scatter
 from solvers.smo.layout import (
-    _ACTIVE,
-    _EVALS,
-    _FREE,
-    _LOWER,
-    _NU,
-    _PENDING,
-    _RECONSTRUCTS,
-    _SHRINKS,
-    _TAU,
-    _UNSHRINK,
-    _UPPER,
-    _ZERO,
+    ACTIVE,
+    EVALS,
+    FREE,
+    LOWER,
+    NU,
+    PENDING,
+    RECONSTRUCTS,
+    SHRINKS,
+    TAU,
+    UNSHRINK,
+    UPPER,
+    ZERO,
     leaf,
 )
+from solvers.smo.rows import gather_positional_rows
 
 
 @njit(cache=True, inline="always")
@@ -43,17 +38,17 @@ def _gmax_sides(y, status, gradient, lo, hi):
     # unsigned indices (every range loop here): see columns._dense_dots
     for t in range(np.uint64(lo), np.uint64(hi)):
         if y[t] > 0:
-            if status[t] != _UPPER and -gradient[t] >= best_pos:
+            if status[t] != UPPER and -gradient[t] >= best_pos:
                 best_pos = -gradient[t]
                 best_pos_t = np.int64(t)
-        elif status[t] != _LOWER and gradient[t] >= best_neg:
+        elif status[t] != LOWER and gradient[t] >= best_neg:
             best_neg = gradient[t]
             best_neg_t = np.int64(t)
     return best_pos, best_pos_t, best_neg, best_neg_t
 
 
 @njit(cache=True, inline="always")
-def _later_max(value_a, index_a, value_b, index_b):
+def later_max(value_a, index_a, value_b, index_b):
     """The larger of two (max, last argmax) pairs, a tie to the later index: what one scan
     with `>=` over both finds."""
     if value_b > value_a or (value_b == value_a and index_b > index_a):
@@ -65,7 +60,7 @@ def _later_max(value_a, index_a, value_b, index_b):
 def _gmax_range(y, status, gradient, lo, hi):
     """max { -y_t G_t : t in I_up } over [lo, hi) and its last argmax (-1 if none)."""
     best_pos, best_pos_t, best_neg, best_neg_t = _gmax_sides(y, status, gradient, lo, hi)
-    return _later_max(best_pos, best_pos_t, best_neg, best_neg_t)
+    return later_max(best_pos, best_pos_t, best_neg, best_neg_t)
 
 
 @njit(cache=True, inline="always")
@@ -84,7 +79,7 @@ def _clip_to_sum(a, b, c_a, total):
 def _if_smaller(grad_diff, quad, best, best_t, t):
     """(decrease, t) when the decrease -b^2 / a_it of pairing t is <= best, else (best,
     best_t); a_it <= 0 counts as tau."""
-    decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else _TAU)
+    decrease = -(grad_diff * grad_diff) / (quad if quad > 0 else TAU)
     if decrease <= best:
         return decrease, t
     return best, best_t
@@ -103,7 +98,7 @@ def _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_
     best_t = -1
     for t in range(np.uint64(lo), np.uint64(hi)):
         if y[t] > 0:
-            if status[t] != _LOWER:
+            if status[t] != LOWER:
                 grad_diff = gmax_pos + gradient[t]
                 if gradient[t] >= gmax2_pos:
                     gmax2_pos = gradient[t]
@@ -111,7 +106,7 @@ def _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_
                     # a_it = K_ii + K_tt - 2 y_i Q_it (y_t = +1)
                     quad = diagonal_pos + diagonal[t] - 2.0 * y_pos * q_pos[t]
                     best, best_t = _if_smaller(grad_diff, quad, best, best_t, np.int64(t))
-        elif status[t] != _UPPER:
+        elif status[t] != UPPER:
             grad_diff = gmax_neg - gradient[t]
             if -gradient[t] >= gmax2_neg:
                 gmax2_neg = -gradient[t]
@@ -134,7 +129,7 @@ def _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, lo, hi):
 
 
 @njit(cache=True, parallel=True)
-def _gmax_parallel(y, status, gradient, n, chunks, values, indices):
+def gmax_parallel(y, status, gradient, n, chunks, values, indices):
     for c in prange(chunks):
         best, best_t = _gmax_range(y, status, gradient, c * n // chunks, (c + 1) * n // chunks)
         values[c] = best
@@ -142,9 +137,9 @@ def _gmax_parallel(y, status, gradient, n, chunks, values, indices):
 
 
 @njit(cache=True, parallel=True)
-def _select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
-                          gmax_neg, diagonal_neg, y_neg, q_neg, n, chunks, values, indices,
-                          values2):
+def select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                         gmax_neg, diagonal_neg, y_neg, q_neg, n, chunks, values, indices,
+                         values2):
     """`_select_pair_range` on [0, n) in chunks: chunk c's (decrease, argmin) in values[c],
     indices[c], its Gmax2 of each side in values2[c], values2[chunks + c]."""
     for c in prange(chunks):
@@ -158,22 +153,23 @@ def _select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos,
 
 
 @leaf()
-def _select_pair_seq(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
-                     gmax_neg, diagonal_neg, y_neg, q_neg, n):
+def select_pair_seq(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                    gmax_neg, diagonal_neg, y_neg, q_neg, n):
     """`_select_pair_range` on [0, n): the step loop's sequential choice."""
     return _select_pair_range(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos,
-                              q_pos, gmax_neg, diagonal_neg, y_neg, q_neg, _ZERO, n)
+                              q_pos, gmax_neg, diagonal_neg, y_neg, q_neg, ZERO, n)
 
 
 @njit(cache=True)
-def _select_pair(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
-                 gmax_neg, diagonal_neg, y_neg, q_neg, n, parallel):
+def select_pair(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                gmax_neg, diagonal_neg, y_neg, q_neg, n, parallel):
     """`_select_pair_range` on [0, n) in parallel: the same answer (the chunks reduced in
     order, ties to the later one, as one scan finds them)."""
-    chunks, decreases, indices, gmax2s, _, _, _ = parallel
-    _select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
-                          gmax_neg, diagonal_neg, y_neg, q_neg, n, chunks, decreases, indices,
-                          gmax2s)
+    chunks, decreases, indices, gmax2s = (parallel.chunks, parallel.values, parallel.indices,
+                                          parallel.values2)
+    select_pair_parallel(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q_pos,
+                         gmax_neg, diagonal_neg, y_neg, q_neg, n, chunks, decreases, indices,
+                         gmax2s)
     best = np.inf
     j = -1
     gmax2_pos = -np.inf
@@ -188,8 +184,8 @@ def _select_pair(y, status, gradient, diagonal, gmax_pos, diagonal_pos, y_pos, q
 
 
 @njit(cache=True, parallel=True)
-def _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, values,
-                     indices):
+def update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, values,
+                    indices):
     """`_update_range` on [0, n) in chunks: chunk c's max and last argmax of each side in
     values[c], indices[c] (y_t = +1) and values[chunks + c], indices[chunks + c]."""
     for c in prange(chunks):
@@ -202,10 +198,10 @@ def _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks,
 
 
 @njit(cache=True)
-def _reduce_max(parallel, first=0):
+def reduce_max(parallel, first=0):
     """Chunk results values[first + c], indices[first + c] in order, ties to the later chunk:
     the sequential scan's answer."""
-    chunks, values, indices, _, _, _, _ = parallel
+    chunks, values, indices = parallel.chunks, parallel.values, parallel.indices
     best = -np.inf
     best_t = -1
     for c in range(first, first + chunks):
@@ -216,11 +212,12 @@ def _reduce_max(parallel, first=0):
 
 
 @njit(cache=True)
-def _gmax(positions, n, parallel):
-    y, status, gradient = positions[2], positions[6], positions[7]
-    if parallel[0] > 1 and n >= parallel[4]:
-        _gmax_parallel(y, status, gradient, n, parallel[0], parallel[1], parallel[2])
-        return _reduce_max(parallel)
+def gmax_active(positions, n, parallel):
+    y, status, gradient = positions.y, positions.status, positions.gradient
+    if parallel.chunks > 1 and n >= parallel.min_pass:
+        gmax_parallel(y, status, gradient, n, parallel.chunks, parallel.values,
+                      parallel.indices)
+        return reduce_max(parallel)
     return _gmax_range(y, status, gradient, 0, n)
 
 
@@ -234,23 +231,23 @@ def _gmax(positions, n, parallel):
 
 
 @leaf()
-def _gmax_sides_seq(y, status, gradient, n):
+def gmax_sides_seq(y, status, gradient, n):
     """`_gmax_sides` on [0, n)."""
-    return _gmax_sides(y, status, gradient, _ZERO, n)
+    return _gmax_sides(y, status, gradient, ZERO, n)
 
 
 @njit(cache=True, inline="always")
-def _update_status(alpha, cost, status, t):
+def update_status(alpha, cost, status, t):
     if alpha[t] >= cost[t]:
-        status[t] = _UPPER
+        status[t] = UPPER
     elif alpha[t] <= 0.0:
-        status[t] = _LOWER
+        status[t] = LOWER
     else:
-        status[t] = _FREE
+        status[t] = FREE
 
 
 @leaf(error_model="numpy")
-def _pair_step(i, j, q_i, y, cost, diagonal, alpha, status, gradient):
+def pair_step(i, j, q_i, y, cost, diagonal, alpha, status, gradient):
     """LIBSVM's two-variable update of a_i, a_j (q_i = Q_{i, :active}) and their status:
     (delta_i, delta_j, crossed), crossed = 0 if the step is not finite (nothing changed),
     else 1 + 2 (a_i entered or left its upper bound) + 4 (a_j did): G_bar changes then."""
@@ -264,7 +261,7 @@ def _pair_step(i, j, q_i, y, cost, diagonal, alpha, status, gradient):
         # minimise along a_i - a_j = const:  delta = (-G_i - G_j) / (K_ii + K_jj + 2 Q_ij)
         quad = diagonal[i] + diagonal[j] + 2.0 * q_i[j]
         if quad <= 0:
-            quad = _TAU
+            quad = TAU
         delta = (-gradient[i] - gradient[j]) / quad
         diff = a_i - a_j
         a_i += delta
@@ -287,7 +284,7 @@ def _pair_step(i, j, q_i, y, cost, diagonal, alpha, status, gradient):
         # minimise along a_i + a_j = const:  delta = (G_i - G_j) / (K_ii + K_jj - 2 Q_ij)
         quad = diagonal[i] + diagonal[j] - 2.0 * q_i[j]
         if quad <= 0:
-            quad = _TAU
+            quad = TAU
         delta = (gradient[i] - gradient[j]) / quad
         total = a_i + a_j
         a_i -= delta
@@ -300,38 +297,38 @@ def _pair_step(i, j, q_i, y, cost, diagonal, alpha, status, gradient):
         return delta_i, delta_j, 0
     alpha[i] = a_i
     alpha[j] = a_j
-    was_upper_i = status[i] == _UPPER
-    was_upper_j = status[j] == _UPPER
-    _update_status(alpha, cost, status, i)
-    _update_status(alpha, cost, status, j)
+    was_upper_i = status[i] == UPPER
+    was_upper_j = status[j] == UPPER
+    update_status(alpha, cost, status, i)
+    update_status(alpha, cost, status, j)
     crossed = 1
-    if was_upper_i != (status[i] == _UPPER):
+    if was_upper_i != (status[i] == UPPER):
         crossed += 2
-    if was_upper_j != (status[j] == _UPPER):
+    if was_upper_j != (status[j] == UPPER):
         crossed += 4
     return delta_i, delta_j, crossed
 
 
 @leaf()
-def _update_seq(gradient, q_i, q_j, delta_i, delta_j, y, status, n):
+def update_seq(gradient, q_i, q_j, delta_i, delta_j, y, status, n):
     """`_update_range` on [0, n): G += Q_i d_i + Q_j d_j, and each side's next Gmax."""
-    return _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, _ZERO, n)
+    return _update_range(gradient, q_i, q_j, delta_i, delta_j, y, status, ZERO, n)
 
 
 @njit(cache=True)
-def _update_in_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, parallel):
-    """`_update_seq` in chunks on the fit's threads: the same values and maxima."""
-    chunks = parallel[0]
-    _update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, parallel[1],
-                     parallel[2])
-    best_pos, best_pos_t = _reduce_max(parallel)
-    best_neg, best_neg_t = _reduce_max(parallel, chunks)
+def update_in_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, parallel):
+    """`update_seq` in chunks on the fit's threads: the same values and maxima."""
+    chunks = parallel.chunks
+    update_parallel(gradient, q_i, q_j, delta_i, delta_j, y, status, n, chunks, parallel.values,
+                    parallel.indices)
+    best_pos, best_pos_t = reduce_max(parallel)
+    best_neg, best_neg_t = reduce_max(parallel, chunks)
     return best_pos, best_pos_t, best_neg, best_neg_t
 
 
 @leaf()
-def _bar_update(i, scale, q_i, gradient_bar, active, counters, pending_at, pending_scale,
-                cover):
+def bar_update(i, scale, q_i, gradient_bar, active, counters, pending_at, pending_scale,
+               cover):
     """G_bar += s Q_:i when a_i entered (s = C_i) or left (s = -C_i) its upper bound: now
     on the active set (Q_i is at hand), deferred on the inactive one (one pass at the next
     flush; the caller makes room)."""
@@ -339,11 +336,11 @@ def _bar_update(i, scale, q_i, gradient_bar, active, counters, pending_at, pendi
         gradient_bar[t] += scale * q_i[t]
     if active == gradient_bar.shape[0]:
         return
-    n = counters[_PENDING]
+    n = counters[PENDING]
     pending_at[n] = i
     pending_scale[n] = scale
     cover[n] = active
-    counters[_PENDING] = n + 1
+    counters[PENDING] = n + 1
 
 
 @njit(cache=True)
@@ -356,19 +353,19 @@ def _gradient_bar_range(rows, kernel, y, pending_at, pending_scale, cover, n_pen
         start = max(lo, cover[p])
         if start >= hi:
             continue
-        _scatter(rows[0], i, False)
-        _column_range(rows, kernel, y, i, start, hi, column)
+        scatter(rows[0], i, False)
+        column_range(rows, kernel, y, i, start, hi, column)
         scale = pending_scale[p]
         for t in range(start, hi):
             gradient_bar[t] += scale * column[t]
-        _scatter(rows[0], i, True)
+        scatter(rows[0], i, True)
 
 
 @njit(cache=True, parallel=True)
-def _gradient_bar_parallel(data, indices, indptr, sq_norms, n_features, Xd, dots, scale,
-                           cdata, cpos, cptr, bits, table, kind, gamma, coef0, degree, y,
-                           pending_at, pending_scale, cover, n_pending, gradient_bar, column,
-                           blocks):
+def gradient_bar_parallel(data, indices, indptr, sq_norms, n_features, Xd, dots, scale,
+                          cdata, cpos, cptr, bits, table, kind, gamma, coef0, degree, y,
+                          pending_at, pending_scale, cover, n_pending, gradient_bar, column,
+                          blocks):
     n = gradient_bar.shape[0]
     for b in prange(blocks):
         dense = np.zeros(n_features)  # each block scatters into its own buffer
@@ -380,67 +377,68 @@ def _gradient_bar_parallel(data, indices, indptr, sq_norms, n_features, Xd, dots
 
 
 @njit(cache=True)
-def _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel):
+def flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel):
     """Apply the deferred G_bar updates of the inactive variables (s_p Q_{i_p, t} for
     t >= the active size at update p), in their order, in parallel when large. Every G_bar_t
     receives its updates in time order, as with LIBSVM's immediate full-column update."""
-    n_pending = counters[_PENDING]
+    n_pending = counters[PENDING]
     if n_pending == 0:
         return
-    counters[_PENDING] = 0
+    counters[PENDING] = 0
     pending_at, pending_scale, cover = pending
-    y, gradient_bar = positions[2], positions[8]
+    y, gradient_bar = positions.y, positions.gradient_bar
     l = gradient_bar.shape[0]
     fresh = 0
     for p in range(n_pending):
         fresh += l - cover[p]
-    counters[_EVALS] += fresh
+    counters[EVALS] += fresh
     positional = rows[0]
     data, indices, indptr, sq_norms, dense = positional
     Xd, dots, scale, cdata, cpos, cptr, bits, table = rows[2]
     column = np.empty(l, dtype=np.float32)
-    chunks = parallel[0]
+    chunks = parallel.chunks
     work = fresh * (8 + (indptr[-1] // max(indptr.shape[0] - 1, 1)))
-    if chunks > 1 and work >= parallel[6]:
-        _gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], Xd, dots,
-                               scale, cdata, cpos, cptr, bits, table, kernel[0], kernel[1],
-                               kernel[2], kernel[3], y, pending_at, pending_scale, cover,
-                               n_pending, gradient_bar, column, chunks)
+    if chunks > 1 and work >= parallel.min_flush:
+        gradient_bar_parallel(data, indices, indptr, sq_norms, dense.shape[0], Xd, dots,
+                              scale, cdata, cpos, cptr, bits, table, kernel[0], kernel[1],
+                              kernel[2], kernel[3], y, pending_at, pending_scale, cover,
+                              n_pending, gradient_bar, column, chunks)
     else:
         _gradient_bar_range((positional, rows[2]), kernel, y, pending_at, pending_scale,
-                            cover, n_pending, gradient_bar, column, _ZERO, l)
+                            cover, n_pending, gradient_bar, column, ZERO, l)
 
 
 @njit(cache=True)
-def _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel):
+def reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel):
     """G of the inactive variables from G_bar and the free variables (LIBSVM)."""
-    _, _, _, _, _, alpha, status, gradient, gradient_bar, linear = positions
-    active = counters[_ACTIVE]
+    alpha, status, gradient = positions.alpha, positions.status, positions.gradient
+    gradient_bar, linear = positions.gradient_bar, positions.linear
+    active = counters[ACTIVE]
     l = alpha.shape[0]
     if active == l:
         return
-    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
-    counters[_RECONSTRUCTS] += 1
+    flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+    counters[RECONSTRUCTS] += 1
     for t in range(active, l):
         gradient[t] = gradient_bar[t] + linear[t]
     n_free = 0
     for t in range(active):
-        if status[t] == _FREE:
+        if status[t] == FREE:
             n_free += 1
     if n_free * l > 2 * active * (l - active):
         for i in range(active, l):
             # G_i += sum_{free t} a_t Q_it
-            column = _get_column(i, active, rows, kernel, positions, cache, counters, parallel)
+            column = get_column(i, active, rows, kernel, positions, cache, counters, parallel)
             total = gradient[i]
             for t in range(active):
-                if status[t] == _FREE:
+                if status[t] == FREE:
                     total += alpha[t] * column[t]
             gradient[i] = total
     else:
         for i in range(active):
-            if status[i] == _FREE:
+            if status[i] == FREE:
                 # G[active:] += a_i Q_i,active:
-                column = _get_column(i, l, rows, kernel, positions, cache, counters, parallel)
+                column = get_column(i, l, rows, kernel, positions, cache, counters, parallel)
                 a_i = alpha[i]
                 for t in range(active, l):
                     gradient[t] += a_i * column[t]
@@ -454,54 +452,54 @@ def _shrink_bounds(y, status, gradient, active):
     gmax2 = -np.inf  # max { y_t G_t : t in I_low }
     for t in range(active):
         if y[t] > 0:
-            if status[t] != _UPPER and -gradient[t] >= gmax1:
+            if status[t] != UPPER and -gradient[t] >= gmax1:
                 gmax1 = -gradient[t]
-            if status[t] != _LOWER and gradient[t] >= gmax2:
+            if status[t] != LOWER and gradient[t] >= gmax2:
                 gmax2 = gradient[t]
         else:
-            if status[t] != _UPPER and -gradient[t] >= gmax2:
+            if status[t] != UPPER and -gradient[t] >= gmax2:
                 gmax2 = -gradient[t]
-            if status[t] != _LOWER and gradient[t] >= gmax1:
+            if status[t] != LOWER and gradient[t] >= gmax1:
                 gmax1 = gradient[t]
     return gmax1, gmax2, gmax1, gmax2
 
 
 @njit(cache=True)
-def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel):
+def do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending, parallel):
     """LIBSVM's do_shrinking (Solver_NU's: the bounds of each side separately), with its
     one-time unshrink when m - M <= 10 eps."""
-    _flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
-    y, status, gradient = positions[2], positions[6], positions[7]
+    flush_gradient_bar(rows, kernel, positions, cache, counters, pending, parallel)
+    y, status, gradient = positions.y, positions.status, positions.gradient
     l = y.shape[0]
-    counters[_SHRINKS] += 1
-    active = counters[_ACTIVE]
-    if counters[_NU] == 1:
+    counters[SHRINKS] += 1
+    active = counters[ACTIVE]
+    if counters[NU] == 1:
         gmax1, gmax2, gmax3, gmax4 = _shrink_bounds_nu(y, status, gradient, active)
     else:
         gmax1, gmax2, gmax3, gmax4 = _shrink_bounds(y, status, gradient, active)
-    if counters[_UNSHRINK] == 0 and max(gmax1 + gmax2, gmax3 + gmax4) <= eps * 10:
-        counters[_UNSHRINK] = 1
-        _reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
+    if counters[UNSHRINK] == 0 and max(gmax1 + gmax2, gmax3 + gmax4) <= eps * 10:
+        counters[UNSHRINK] = 1
+        reconstruct_gradient(rows, kernel, positions, cache, counters, pending, parallel)
         active = l
-        counters[_ACTIVE] = l
+        counters[ACTIVE] = l
     n_swaps = 0
-    t = _ZERO
+    t = ZERO
     while t < active:
         if _be_shrunk(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
             active -= 1
             while active > t:
                 if not _be_shrunk(active, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
-                    _swap_positions(positions, cache, t, active)
+                    swap_positions(positions, cache, t, active)
                     swaps[n_swaps, 0] = t
                     swaps[n_swaps, 1] = active
                     n_swaps += 1
                     break
                 active -= 1
         t += 1
-    counters[_ACTIVE] = active
-    _swap_cached_entries(cache, counters, swaps, n_swaps, parallel)
+    counters[ACTIVE] = active
+    swap_cached_entries(cache, counters, swaps, n_swaps, parallel)
     if n_swaps > 0:
-        _gather_positional_rows(rows, positions[0], parallel[0], parallel[5])
+        gather_positional_rows(rows, positions.perm, parallel.chunks, parallel.min_kernel)
 
 
 # ---- Solver_NU (nu-SVC, nu-SVR): two equality constraints, y'a = const and e'a = const,
@@ -512,11 +510,11 @@ def _do_shrinking(rows, kernel, positions, cache, counters, eps, swaps, pending,
 def _be_shrunk(t, gmax1, gmax2, gmax3, gmax4, y, status, gradient):
     """Whether t leaves the active set (LIBSVM's be_shrunk); the bounds as in
     `_shrink_bounds_nu`. The C-SVC rule is this one with gmax3 = gmax1, gmax4 = gmax2."""
-    if status[t] == _UPPER:
+    if status[t] == UPPER:
         if y[t] > 0:
             return -gradient[t] > gmax1
         return -gradient[t] > gmax4
-    if status[t] == _LOWER:
+    if status[t] == LOWER:
         if y[t] > 0:
             return gradient[t] > gmax2
         return gradient[t] > gmax3
@@ -531,13 +529,13 @@ def _shrink_bounds_nu(y, status, gradient, active):
     gmax3 = -np.inf  # max { -y_t G_t : y_t = -1, t in I_up }
     gmax4 = -np.inf  # max { y_t G_t : y_t = -1, t in I_low }
     for t in range(active):
-        if status[t] != _UPPER:
+        if status[t] != UPPER:
             if y[t] > 0:
                 if -gradient[t] > gmax1:
                     gmax1 = -gradient[t]
             elif -gradient[t] > gmax4:
                 gmax4 = -gradient[t]
-        if status[t] != _LOWER:
+        if status[t] != LOWER:
             if y[t] > 0:
                 if gradient[t] > gmax2:
                     gmax2 = gradient[t]

@@ -356,7 +356,7 @@ def test_progress_events_and_cancellation() -> None:
 def test_kkt_violators_fall_from_all_to_none() -> None:
     """The progress events' kkt_violators: every variable at a = 0, none once m - M <= eps
     (they count the share of the work done while m - M barely moves)."""
-    from solvers.smo.steps import _kkt_violators
+    from solvers.smo.solution import kkt_violators
 
     X, y = a9a_subset()
     events: list[dict[str, Any]] = []
@@ -368,10 +368,10 @@ def test_kkt_violators_fall_from_all_to_none() -> None:
         assert 0 <= event["kkt_violators"] <= event["active_size"]
     labels = np.where(y[:2000] > 0, 1, -1).astype(np.int8)
     status = np.zeros(2000, dtype=np.int8)  # a = 0: every variable at its lower bound
-    assert _kkt_violators(labels, status, np.full(2000, -1.0), 2000, 1e-3) == 2000
+    assert kkt_violators(labels, status, np.full(2000, -1.0), 2000, 1e-3) == 2000
     # the stop rule's point: m - M <= eps leaves no variable outside b +- eps / 2
     gradient = -labels * np.linspace(-4e-4, 4e-4, 2000) * (labels > 0)
-    assert _kkt_violators(labels, status, gradient, 2000, 1e-3) == 0
+    assert kkt_violators(labels, status, gradient, 2000, 1e-3) == 0
 
 
 def test_max_seconds_stops_with_a_usable_model() -> None:

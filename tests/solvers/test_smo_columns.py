@@ -18,6 +18,7 @@ from numba import njit
 from solvers import grain
 from solvers.result import FitResult
 from solvers.smo import columns, steps
+from solvers.smo import rows as positional_rows
 from solvers.train import fit
 from testkit.datasets import load_local
 
@@ -70,9 +71,9 @@ def valued_rows(rows: int = 5000) -> tuple[sp.csr_matrix, np.ndarray]:
 
 def forced(monkeypatch: pytest.MonkeyPatch, source: str) -> None:
     """Allow only `source` (and the row gather) for sparse data."""
-    monkeypatch.setattr(steps, "bits_pay", columns.bits_pay if source == "bits"
+    monkeypatch.setattr(positional_rows, "bits_pay", columns.bits_pay if source == "bits"
                         else lambda *args: False)
-    monkeypatch.setattr(steps, "csc_pays", columns.csc_pays if source == "columns"
+    monkeypatch.setattr(positional_rows, "csc_pays", columns.csc_pays if source == "columns"
                         else lambda *args: False)
 
 
@@ -149,7 +150,7 @@ def test_dense_rows_give_the_fit_of_the_row_gather(monkeypatch: pytest.MonkeyPat
     params: dict[str, Any] = {"formulation": formulation, "C": 4.0, "gamma": 0.2}
     dense = fit(X, y, solver="smo", **params)
     with monkeypatch.context() as patch:
-        patch.setattr(steps, "use_dense_rows", lambda *args: False)
+        patch.setattr(positional_rows, "use_dense_rows", lambda *args: False)
         gathered = fit(X, y, solver="smo", **params)
     assert dense.per_output[0]["kernel_values"] == "dense"
     assert gathered.per_output[0]["kernel_values"] == "rows"
