@@ -99,8 +99,16 @@ def test_one_shard_is_cut_into_row_blocks_of_bounded_bytes(data):
     assert blocks[0].start == 0 and blocks[-1].stop == X.shape[0]
     assert all(b.nbytes <= 30_000 for b in blocks)
     view = Blocks(source, 30_000)
-    whole = concatenate(MemoryShards([view.load(k) for k in range(len(view))], X.shape[1]))
+    loaded = [view.load(k) for k in range(len(view))]
+    whole = concatenate(MemoryShards(loaded, X.shape[1]))
     assert (whole.X != X).nnz == 0
+    # each block holds the shard's own values and indices (SciPy's constructor would copy
+    # a view of less than half of its base: the anonymous memory of a block, per block)
+    shard = source.load(0)
+    for block in loaded[1:]:
+        assert np.shares_memory(block.X.data, shard.X.data)
+        assert np.shares_memory(block.X.indices, shard.X.indices)
+        assert block.X.indptr.dtype == block.X.indices.dtype and block.X.indptr[0] == 0
 
 
 class _Counting(MemoryShards):
