@@ -28,6 +28,7 @@ import numpy as np
 from bench.paths import REPO, results_dir
 
 CHILD = "bench.out_of_core"
+PAGE = 4096
 
 
 class MappedBlob:
@@ -47,6 +48,8 @@ class MappedBlob:
         if self._arrays is None:
             with open(self.path, "rb") as handle:
                 self._arrays = read_npz(handle)
+            for values in self._arrays.values():
+                _advise_random(values)
         return self._arrays
 
     def info(self, index: int) -> Any:
@@ -77,10 +80,16 @@ class MappedBlob:
             prefetch(values, lo, hi)
 
     def release_rows(self, index: int, start: int, stop: int) -> None:
+        """Hand the rows' mapped pages back (MADV_DONTNEED) and drop them from the page
+        cache (POSIX_FADV_DONTNEED over their bytes of the file): a block done with
+        holds no memory of the process nor of its cgroup."""
         from app.infra.mapped_arrays import release
 
         for values, lo, hi in self._ranges(start, stop):
             release(values, lo, hi)
+            span = _file_range(values, lo, hi)
+            if span is not None:
+                _drop_cache(self.path, *span)
 
     def release(self, index: int) -> None:
         from app.infra.mapped_arrays import release
@@ -90,12 +99,41 @@ class MappedBlob:
         _drop_cache(self.path)
 
 
-def _drop_cache(path: Path) -> None:
+def _drop_cache(path: Path, offset: int = 0, length: int = 0) -> None:
+    """POSIX_FADV_DONTNEED over `length` bytes of the file from `offset` (0: to its end)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def _advise_random(values: np.ndarray) -> None:
+    """MADV_RANDOM over a mapped array: a page fault reads that page only, not the
+    device's readahead window around it (read_ahead_kb, 8 MB on some disks: pages of
+    other blocks, charged to the cgroup until their block is released). The blocks'
+    pages come in by the Reader's MADV_WILLNEED over exactly their range, in order."""
+    import ctypes
+    import mmap
+
+    from app.infra.mapped_arrays import _libc, is_mapped
+
+    if values.size == 0 or not is_mapped(values):
+        return
+    first = values.ctypes.data // PAGE * PAGE
+    length = values.ctypes.data + values.nbytes - first
+    _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(length), mmap.MADV_RANDOM)
+
+
+def _file_range(values: np.ndarray, lo: int, hi: int) -> tuple[int, int] | None:
+    """(offset, length) of the whole pages of the blob file inside values[lo:hi] (a page
+    shared with the next block stays); None when there are none or values is not mapped."""
+    mapped = values.base
+    if not isinstance(mapped, np.memmap) or hi <= lo:
+        return None
+    first = -(-(mapped.offset + lo * values.itemsize) // PAGE) * PAGE
+    last = (mapped.offset + hi * values.itemsize) // PAGE * PAGE
+    return (first, last - first) if last > first else None
 
 
 def generate(path: Path, rows: int, features: int, nnz_per_row: float, seed: int) -> None:
@@ -124,18 +162,44 @@ def read_rate(path: Path) -> float:
     return total / seconds / 1e6
 
 
+def _anon_bytes() -> int:
+    """This process's resident anonymous memory now (/proc/self/status RssAnon)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def child(args: argparse.Namespace) -> None:
-    """One fit, in this process (run by `run_child`); prints a JSON line."""
+    """One fit, in this process (run by `run_child`); prints a JSON line. With --warm, it
+    first compiles (or loads) the kernels and prints "ready", before the parent puts it
+    in its cgroup (what it held until then stays charged where it was): the cgroup then
+    holds the fit's own memory only. Its anonymous memory is sampled at every progress
+    event (anon_peak, anon_start: before the fit)."""
+    if args.warm:
+        from solvers.out_of_core import warmup
+
+        warmup()
+        print("ready", flush=True)
     sys.stdin.readline()  # the parent has put this process in its cgroup
     from solvers import fit
     from solvers.out_of_core import fit_blocks
 
     source = MappedBlob(Path(args.blob), args.features)
-    params = {"loss": args.loss} if args.solver == "dcd" else {}
+    params: dict[str, Any] = {"loss": args.loss} if args.solver == "dcd" else {}
+    params["C"] = args.C
     _drop_cache(Path(args.blob))
+    anon_start = _anon_bytes()
+    anon_peak = [anon_start]
+
+    def sample(event: dict[str, Any]) -> None:
+        anon_peak[0] = max(anon_peak[0], _anon_bytes())
+
     started = time.perf_counter()
     if args.mode == "blocks":
-        result = fit_blocks(source, args.solver, max_block_bytes=args.block_bytes, **params)
+        result = fit_blocks(source, args.solver, max_block_bytes=args.block_bytes,
+                            progress=sample, progress_interval=0.02, **params)
         plan = result.data_plan or {}
     else:
         shard = source.load(0)
@@ -143,10 +207,12 @@ def child(args: argparse.Namespace) -> None:
         plan = {"mode": "in_memory", "blocks": 1, "passes": 1,
                 "bytes_read": source.info(0).nbytes}
     seconds = time.perf_counter() - started
+    anon_peak[0] = max(anon_peak[0], _anon_bytes())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"seconds": seconds, "primal": result.primal_objective,
                       "converged": result.converged, "relative_gap": result.relative_gap,
-                      "exit": result.exit_reason, "plan": plan, "peak_rss": peak}),
+                      "exit": result.exit_reason, "plan": plan, "peak_rss": peak,
+                      "anon_start": anon_start, "anon_peak": anon_peak[0]}),
           flush=True)
 
 
@@ -186,11 +252,13 @@ def run_child(args: argparse.Namespace, mode: str, solver: str, block_bytes: int
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", action="store_true")
+    parser.add_argument("--warm", action="store_true")
     parser.add_argument("--mode", default="blocks")
     parser.add_argument("--solver", default="dcd")
     parser.add_argument("--solvers", default="dcd")
     parser.add_argument("--blob")
     parser.add_argument("--loss", default="l1")
+    parser.add_argument("--C", type=float, default=1.0)
     parser.add_argument("--block-bytes", type=int, default=0)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--features", type=int, default=200_000)

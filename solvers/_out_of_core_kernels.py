@@ -92,6 +92,45 @@ def dcd_block_sweep(rows, labels, alpha, w, mask, index, active_size, rng, setti
     return dual_cd.MAX_ITER, active_size, pg_max_new, pg_min_new, work
 
 
+@njit(cache=True, inline="always")
+def row_margin(rows, w, y, bias_term, i):
+    """(start, end, m_i) of row i: its bounds (np.uint64) and margin
+    m_i = y_i (w.x_i + bias_term), bias_term = w_B B."""
+    data, indices, indptr = rows
+    start = np.uint64(indptr[i])
+    end = np.uint64(indptr[i + 1])
+    dot = 0.0
+    for k in range(start, end):
+        dot += w[np.uint32(indices[k])] * data[k]
+    return start, end, y[i] * (dot + bias_term)
+
+
+@njit(cache=True)
+def margins(rows, w, y, bias_scale, out):
+    """out_i = m_i = y_i w.z_i for every row (z_i: x_i, B last)."""
+    bias_term = w[w.shape[0] - 1] * bias_scale
+    for i in range(out.shape[0]):
+        out[i] = row_margin(rows, w, y, bias_term, i)[2]
+
+
+@njit(cache=True)
+def gather_rows(rows, picks, data_out, indices_out, indptr_out, first):
+    """The rows `picks` of `rows`, in that order, written into the CSR arrays *_out from
+    their row `first` on (indptr_out[first] set already); returns the next row."""
+    data, indices, indptr = rows
+    r = first
+    for p in picks:
+        start = indptr[p]
+        at = indptr_out[r]
+        length = indptr[p + 1] - start
+        for k in range(length):
+            data_out[at + k] = data[start + k]
+            indices_out[at + k] = indices[start + k]
+        indptr_out[r + 1] = at + length
+        r += 1
+    return r
+
+
 @njit(cache=True, error_model="numpy")
 def certificate_rows(rows, y, cost, w, bias_scale, loss_kind, acc, sums):
     """The certificate's pass over one block, at w (solvers/certificate.py `bounds_at`):
@@ -110,12 +149,7 @@ def certificate_rows(rows, y, cost, w, bias_scale, loss_kind, acc, sums):
     squares = 0.0
     positive = 0.0
     for i in range(indptr.shape[0] - 1):
-        start = np.uint64(indptr[i])
-        end = np.uint64(indptr[i + 1])
-        dot = 0.0
-        for k in range(start, end):
-            dot += w[np.uint32(indices[k])] * data[k]
-        m = y[i] * (dot + bias_term)
+        start, end, m = row_margin(rows, w, y, bias_term, i)
         if m > 0.0:
             positive += 1.0
         c = cost[i]

@@ -95,16 +95,27 @@ def plan_blocks(source: ShardSource, max_block_bytes: int) -> list[Block]:
 
 def slice_shard(shard: Shard, start: int, stop: int) -> Shard:
     """Rows [start, stop) of a loaded shard: views of its data and indices (no copy), a
-    rebased copy of its indptr."""
+    rebased copy of its indptr (O(rows), in the indices' dtype, as SciPy keeps them)."""
     X = shard.X
     if start == 0 and stop == X.shape[0]:
         return shard
-    indptr = np.asarray(X.indptr[start:stop + 1], dtype=np.int64)
-    lo, hi = int(indptr[0]), int(indptr[-1])
-    block = sp.csr_matrix((X.data[lo:hi], X.indices[lo:hi], indptr - lo),
-                          shape=(stop - start, X.shape[1]), copy=False)
+    lo, hi = int(X.indptr[start]), int(X.indptr[stop])
+    indptr = np.subtract(X.indptr[start:stop + 1], lo, dtype=X.indices.dtype)
+    block = csr_view(X.data[lo:hi], X.indices[lo:hi], indptr, X.shape[1])
     w = None if shard.w is None else shard.w[start:stop]
     return Shard(block, shard.y[start:stop], w)
+
+
+def csr_view(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+             n_features: int) -> sp.csr_matrix:
+    """A CSR matrix holding these arrays themselves. Not SciPy's constructor: it copies a
+    data or indices array that is a view of less than half of its base (its `prune`), so a
+    block of a mapped shard would become an anonymous copy of the block's values and
+    indices (the resident memory of two or three blocks beyond the plan, not reclaimable
+    as the mapped pages are)."""
+    X = sp.csr_matrix((indptr.shape[0] - 1, n_features), dtype=data.dtype)
+    X.data, X.indices, X.indptr = data, indices, indptr
+    return X
 
 
 def block_arrays(shard: Shard) -> list[np.ndarray]:

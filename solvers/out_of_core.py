@@ -7,9 +7,15 @@ each outer pass reads every block once, in order (the next block read ahead by a
 the last one released behind), and optimises the block's dual variables by DCD sweeps
 while the others wait. The per-row step is the in-memory solver's own:
 
-- `dcd` (L1 and L2 loss, solvers/dcd.py): up to `block_sweeps` sweeps of a random
-  permutation of the block's active variables, until the block's projected-gradient
-  extremes satisfy the stop rule. Shrinking carries across blocks and passes: a variable
+- `dcd` (L1 and L2 loss, solvers/dcd.py): selective block minimization (Chang & Roth,
+  KDD 2011; solvers/selective.py): up to `block_sweeps` sweeps of a random permutation of
+  the block's active variables, each followed by one of the cached informative rows (the
+  support vectors nearest the margin, kept in memory across blocks), until their
+  projected-gradient extremes satisfy the stop rule; the cache is then chosen again. The
+  blocks and the cache are half of max_block_bytes each (two blocks resident and the cache
+  twice while it is chosen: two blocks' bytes). On a 3,000-row set in 13 blocks the L1
+  loss certified in 91 passes against 666 without the cache; `selective=False` reads
+  whole blocks and keeps no cache. Shrinking carries across blocks and passes: a variable
   shrunk stays out (a mask of all rows) until the active set is reset; the thresholds of a
   block's first sweep are the previous pass's extremes (those of its first sweeps over all
   blocks), those of its later sweeps the block's previous sweep's, as LIBLINEAR updates
@@ -62,6 +68,7 @@ from solvers.inputs import TrainingSet, class_weights
 from solvers.objectives import _qbar_diagonal_kernel, dual_box
 from solvers.params import ParamError, validate_params
 from solvers.result import FitResult
+from solvers.selective import train_block
 from solvers.shards import ShardSource
 
 SOLVERS = ("dcd", "logistic_dcd", "tron")  # those with an out-of-core path
@@ -91,10 +98,12 @@ class _Output:
 class _Run:
     """What the outputs of one fit share: the reader, the monitor, the counters."""
 
-    def __init__(self, reader: Reader, monitor: ProgressMonitor, block_sweeps: int) -> None:
+    def __init__(self, reader: Reader, monitor: ProgressMonitor, block_sweeps: int,
+                 cache_bytes: int = 0) -> None:
         self.reader = reader
         self.monitor = monitor
         self.block_sweeps = block_sweeps
+        self.cache_bytes = cache_bytes
         self.certificate_passes = 0
         self.index = np.zeros(max((b.rows for b in reader.blocks.blocks), default=1),
                               dtype=np.int64)
@@ -172,6 +181,7 @@ class _DcdState:
         self.mask = np.ones(n, dtype=np.uint8)
         self.rng = np.array([seed_state(seed)], dtype=np.uint64)
         self.iteration = 0
+        self.cache: Any = None  # solvers/selective.py Cache, once the first block is read
 
     def active(self) -> int:
         return int(self.mask.sum())
@@ -208,27 +218,14 @@ def _dcd_solve(run: _Run, state: _DcdState, eps: float, max_iter: int,
                 if not np.all(np.isfinite(state.qbar[lo:hi])):
                     raise ValueError("some rows of X have a squared norm that is not a "
                                      "finite float64 (overflow or NaN); scale the features")
-            labels = (out.y[lo:hi], state.upper[lo:hi], state.diag[lo:hi], state.qbar[lo:hi])
-            alpha, mask = state.alpha[lo:hi], state.mask[lo:hi]
-            active = int(kernels.active_rows(mask, run.index))
             low, high = (math.inf, -math.inf) if confirming else (pg_max_old, pg_min_old)
-            for sweep in range(run.block_sweeps):
-                status, active, top, bottom, _ = kernels.dcd_block_sweep(
-                    rows, labels, alpha, out.w, mask, run.index, active, state.rng,
-                    (out.bias_scale, low, high))
-                if status == dual_cd.NON_FINITE:
-                    return "numerical_error", math.nan
-                if sweep == 0:
-                    pass_max, pass_min = max(pass_max, top), min(pass_min, bottom)
-                if top - bottom <= eps and top <= eps and bottom >= -eps:
-                    break
-                if not confirming:
-                    low = top if top > 0.0 else math.inf
-                    high = bottom if bottom < 0.0 else -math.inf
-                stop = run.interrupted(state.iteration, block.index, violation,
-                                       state.active, state.dual)
-                if stop is not None:
-                    return stop, violation
+            status, top, bottom, stop = train_block(run, state, block, rows, eps, low, high,
+                                                    confirming, violation)
+            if status == dual_cd.NON_FINITE:
+                return "numerical_error", math.nan
+            pass_max, pass_min = max(pass_max, top), min(pass_min, bottom)
+            if stop is not None:
+                return stop, violation
         state.iteration += 1
         spread = pass_max - pass_min
         violation = max(spread, abs(pass_max), abs(pass_min))
@@ -324,24 +321,22 @@ def _logistic_solve(run: _Run, state: _LogisticState, eps: float, max_iter: int,
 
 # -- one output: solver passes, the certificate, continuation ------------------------------
 
-def _tron_output(run: _Run, out: _Output, applied: dict[str, Any]) -> BinarySolution:
-    """tron out of core (solvers/streaming_tron.py), certified by one pass, continued
-    with eps / 10 from w while its stop rule holds without the certificate."""
-    loss, tol, eps = str(applied["loss"]), float(applied["tol"]), float(applied["eps"])
-    max_iter = int(applied["max_iter"])
-    counts: dict[str, float] = {}
-    passes_before = run.reader.passes
+Step = Callable[[float, int], tuple[str, float, Certificate, int]]
+
+
+def _continued(step: Step, solver: str, applied: dict[str, Any], restart: str
+               ) -> tuple[str, float, Certificate, list[dict[str, Any]]]:
+    """Run `step(eps, max_iter)` -> (exit, violation, certificate, iterations), and again
+    with eps / 10 (from where it stopped: `restart` says from what) while its stop rule
+    holds without the certificate, up to continuation.MAX_STEPS steps, as in memory;
+    (exit: "stalled" for a stop rule never certified, violation, certificate, path)."""
+    tol, eps, max_iter = float(applied["tol"]), float(applied["eps"]), int(applied["max_iter"])
     path: list[dict[str, Any]] = []
     reason = "requested"
     while True:
         started = time.perf_counter()
-        before = int(counts.get("newton_steps", 0))
-        exit_reason, violation = streaming_tron.solve(run, out, loss, eps, tol, max_iter,
-                                                      counts)
-        certificate = (Certificate(math.inf, -math.inf, "none") if exit_reason == "cancelled"
-                       else certify_pass(run, out, loss, -math.inf))
-        taken = int(counts["newton_steps"]) - before
-        path.append({"solver": "tron", "exit": exit_reason, "iterations": taken,
+        exit_reason, violation, certificate, taken = step(eps, max_iter)
+        path.append({"solver": solver, "exit": exit_reason, "iterations": taken,
                      "seconds": time.perf_counter() - started,
                      "relative_gap": certificate.relative_gap, "reason": reason,
                      "mode": "blocks"})
@@ -350,18 +345,40 @@ def _tron_output(run: _Run, out: _Output, applied: dict[str, Any]) -> BinarySolu
                 or eps / 10.0 < MIN_EPS or max_iter <= 0 or not applied.get("fallback", True)):
             break
         eps /= 10.0
-        reason = (f"tron's stop rule held at eps {eps * 10:g} without a certificate: "
-                  "continued from w with eps / 10")
-    converged = certificate.holds(tol)
-    if exit_reason == "converged" and not converged:
+        reason = (f"{solver}'s stop rule held at eps {eps * 10:g} without a certificate: "
+                  f"continued from {restart} with eps / 10")
+    if exit_reason == "converged" and not certificate.holds(tol):
         exit_reason = "stalled"
+    return exit_reason, violation, certificate, path
+
+
+def _certificate_details(certificate: Certificate, tol: float) -> dict[str, Any]:
+    return {"converged": certificate.holds(tol), "relative_gap": certificate.relative_gap,
+            "certified_gap": certificate.gap, "lower_bound": certificate.lower_bound,
+            "bound": certificate.source, "tol": tol}
+
+
+def _tron_output(run: _Run, out: _Output, applied: dict[str, Any]) -> BinarySolution:
+    """tron out of core (solvers/streaming_tron.py), certified by one pass, continued
+    with eps / 10 from w while its stop rule holds without the certificate."""
+    loss, tol = str(applied["loss"]), float(applied["tol"])
+    counts: dict[str, float] = {}
+    passes_before = run.reader.passes
+
+    def step(eps: float, max_iter: int) -> tuple[str, float, Certificate, int]:
+        before = int(counts.get("newton_steps", 0))
+        exit_reason, violation = streaming_tron.solve(run, out, loss, eps, tol, max_iter,
+                                                      counts)
+        certificate = (Certificate(math.inf, -math.inf, "none") if exit_reason == "cancelled"
+                       else certify_pass(run, out, loss, -math.inf))
+        return exit_reason, violation, certificate, int(counts["newton_steps"]) - before
+
+    exit_reason, violation, certificate, path = _continued(step, "tron", applied, "w")
     return BinarySolution(
         w=out.w[: out.n_weights].copy(), iterations=int(counts["newton_steps"]),
         exit_reason=exit_reason, primal=certificate.primal, violation=violation,
-        details={"active_size": out.y.shape[0], "path": path, "converged": converged,
-                 "relative_gap": certificate.relative_gap, "certified_gap": certificate.gap,
-                 "lower_bound": certificate.lower_bound, "bound": certificate.source,
-                 "solver": "tron", "tol": tol, "loss": loss,
+        details={"active_size": out.y.shape[0], "path": path,
+                 **_certificate_details(certificate, tol), "solver": "tron", "loss": loss,
                  "newton_steps": int(counts["newton_steps"]),
                  "cg_iterations": int(counts["cg_iterations"]),
                  "passes": run.reader.passes - passes_before})
@@ -372,61 +389,44 @@ def _solve_output(run: _Run, solver: str, out: _Output, applied: dict[str, Any]
     if solver == "tron":
         return _tron_output(run, out, applied)
     loss = "logistic" if solver == "logistic_dcd" else str(applied["loss"])
-    tol, eps = float(applied["tol"]), float(applied["eps"])
-    max_iter = int(applied["max_iter"])
+    tol = float(applied["tol"])
     state: _DcdState | _LogisticState
     passes_before = run.reader.passes
     state = (_LogisticState(run, out, int(applied["seed"])) if loss == "logistic"
              else _DcdState(out, loss, int(applied["seed"])))
-    path: list[dict[str, Any]] = []
-    reason = "requested"
     latest: list[Certificate] = []
+    duals = [-math.inf]
 
     def certified() -> bool:  # the certificate at the current w: one pass
         latest[:] = [certify_pass(run, out, loss, state.dual())]
         return latest[0].holds(tol)
 
-    while True:
-        started = time.perf_counter()
+    def step(eps: float, max_iter: int) -> tuple[str, float, Certificate, int]:
         before = state.iteration
         latest.clear()
         if isinstance(state, _LogisticState):
             exit_reason, violation = _logistic_solve(run, state, eps, max_iter, certified)
         else:
             exit_reason, violation = _dcd_solve(run, state, eps, max_iter, certified)
-        dual = state.dual() if exit_reason != "numerical_error" else -math.inf
+        dual = duals[0] = state.dual() if exit_reason != "numerical_error" else -math.inf
         if exit_reason == "cancelled":
             certificate = Certificate(math.inf, -math.inf, "none")
         elif latest and state.iteration > before and latest[0].holds(tol):
             certificate = latest[0]  # computed at this w, after the last pass
         else:
             certificate = certify_pass(run, out, loss, dual)
-        path.append({"solver": solver, "exit": exit_reason,
-                     "iterations": state.iteration - before,
-                     "seconds": time.perf_counter() - started,
-                     "relative_gap": certificate.relative_gap, "reason": reason,
-                     "mode": "blocks"})
-        max_iter -= state.iteration - before
-        if (certificate.holds(tol) or exit_reason != "converged" or len(path) >= MAX_STEPS
-                or eps / 10.0 < MIN_EPS or max_iter <= 0 or not applied.get("fallback", True)):
-            break
-        eps /= 10.0
-        reason = (f"{solver}'s stop rule held at eps {eps * 10:g} without a certificate: "
-                  "continued from its dual point with eps / 10")
-    converged = certificate.holds(tol)
-    if exit_reason == "converged" and not converged:
-        exit_reason = "stalled"
+        return exit_reason, violation, certificate, state.iteration - before
+
+    exit_reason, violation, certificate, path = _continued(step, solver, applied,
+                                                           "its dual point")
     alpha = state.alpha if isinstance(state, _DcdState) else state.alpha[:, 0].copy()
-    primal = certificate.primal
+    primal, dual = certificate.primal, duals[0]
     return BinarySolution(
         w=out.w[: out.n_weights].copy(), iterations=state.iteration, exit_reason=exit_reason,
         primal=primal, dual=dual, gap=primal - dual, violation=violation, alpha=alpha,
         details={"active_size": int(state.mask.sum()) if isinstance(state, _DcdState)
                  else out.y.shape[0], "n_support": int(np.count_nonzero(alpha)),
-                 "path": path, "converged": converged,
-                 "relative_gap": certificate.relative_gap, "certified_gap": certificate.gap,
-                 "lower_bound": certificate.lower_bound, "bound": certificate.source,
-                 "solver": solver, "tol": tol,
+                 "path": path, **_certificate_details(certificate, tol), "solver": solver,
                  "passes": run.reader.passes - passes_before},
     )
 
@@ -436,10 +436,11 @@ def _solve_output(run: _Run, solver: str, out: _Output, applied: dict[str, Any]
 def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int,
                progress: ProgressCallback | None = None, progress_interval: float = 0.2,
                use_weights: bool = True, block_sweeps: int = DEFAULT_BLOCK_SWEEPS,
-               **params: Any) -> FitResult:
+               selective: bool = True, **params: Any) -> FitResult:
     """Train `solver` (one of SOLVERS) on the rows of `source`, read in blocks of at most
     `max_block_bytes`; the FitResult of solvers.train.fit, with `data_plan` (mode
-    "blocks", blocks, passes, certificate_passes, bytes_read, max_block_bytes).
+    "blocks", blocks, passes, certificate_passes, bytes_read, max_block_bytes (of the
+    blocks read), cache_bytes (0: no selective cache)).
     `use_weights`: the shards' per-row weights w (when they have them) multiply C_i."""
     if solver not in SOLVERS:
         raise ParamError(f"solver {solver!r} has no out-of-core path; these do: "
@@ -451,7 +452,13 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
     if applied.get("method", "line_search") != "line_search":
         raise ParamError("out of core, tron runs its line search (method 'line_search')",
                          "method")
-    blocks = Blocks(source, max_block_bytes)
+    cache_bytes = 0
+    if (solver == "dcd" and selective
+            and sum(source.info(i).nbytes for i in range(len(source))) > max_block_bytes):
+        # two blocks (trained, read ahead) and the cache, twice while it is chosen again,
+        # each half a block: the resident bytes of two blocks of max_block_bytes
+        cache_bytes = max_block_bytes // 2
+    blocks = Blocks(source, max_block_bytes // 2 if cache_bytes else max_block_bytes)
     reader = Reader(blocks)
     try:
         labels, weights, label_bytes = blocks.labels()
@@ -470,7 +477,7 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
         positives = [1] if classes.shape[0] == 2 else list(range(classes.shape[0]))
         monitor = ProgressMonitor(progress, applied.get("max_seconds"),
                                   n_classes=len(positives), interval=progress_interval)
-        run = _Run(reader, monitor, block_sweeps)
+        run = _Run(reader, monitor, block_sweeps, cache_bytes)
         validate_s = time.perf_counter() - t0
         solutions: list[BinarySolution] = []
         for k, positive in enumerate(positives):
@@ -518,7 +525,8 @@ def _result(solver: str, applied: dict[str, Any], classes: np.ndarray,
                         "passes": run.reader.passes,
                         "certificate_passes": run.certificate_passes,
                         "bytes_read": run.reader.bytes_read,
-                        "max_block_bytes": blocks.max_block_bytes}
+                        "max_block_bytes": blocks.max_block_bytes,
+                        "cache_bytes": run.cache_bytes}
     return result
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from solvers import _out_of_core_kernels as ook
 from solvers import _tron_kernels as tk
 
 ALPHA_PCG, EPS_CG = 0.01, 0.5
@@ -48,12 +49,7 @@ def evaluate_rows(rows, y, cost, w, bias_scale, loss_kind, margins, acc_g, acc_d
     bias_term = w[bias_slot] * bias_scale
     total = 0.0
     for i in range(indptr.shape[0] - 1):
-        start = np.uint64(indptr[i])
-        end = np.uint64(indptr[i + 1])
-        dot = 0.0
-        for k in range(start, end):
-            dot += w[np.uint32(indices[k])] * data[k]
-        m = y[i] * (dot + bias_term)
+        start, end, m = ook.row_margin(rows, w, y, bias_term, i)
         margins[i] = m
         total += cost[i] * tk._loss(m, loss_kind)
         u, h = tk._coefficients(m, y[i], cost[i], loss_kind)

@@ -1,0 +1,145 @@
+"""Selective block minimization's cache (Chang & Roth, "Selective block minimization for
+faster convergence of limited memory large-scale linear models", KDD 2011), for the
+out-of-core dcd (solvers/out_of_core.py).
+
+Block minimization alone couples the blocks only through w: a block's sub-problem is
+solved while the others wait, so the variables that still move near the optimum (the
+support vectors on the margin) are revisited once a pass, and the dual creeps up (an L1
+loss fit on 30,000 rows in 9 blocks gained 0.007 of 15,482 a pass after 100 passes, never
+certified). The cache keeps the informative rows in memory across blocks, copies of their
+values and indices, at most `capacity` bytes: with every block, the cached rows are swept
+too (between the block's own sweeps), so they are optimised against every block. After a
+block, the cache is chosen again from the rows cached and those of the block: the support
+vectors (a_i > 0), those nearest the margin (|1 - y_i w.z_i| smallest) first, until the
+capacity is full. A cached row of the block being trained is swept as a cached row only
+(masked out of the block's own sweeps), so no variable has two copies at once.
+`train_block` is the out-of-core dcd's step on one block: its sweeps, the cache's, the
+cache chosen again.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from solvers import _out_of_core_kernels as kernels
+from solvers import dual_cd
+
+ROW_BYTES = 8 + 8 + 6 * 8  # indptr, id; alpha, y, U, D, Qbar and the margin gathered
+
+
+class Cache:
+    """The cached rows: their global row numbers `ids` and a CSR copy of them (int64
+    indptr), at most `capacity` bytes (ROW_BYTES a row besides its values and indices).
+    While it is chosen again the old copy and the new one coexist: the plan counts two."""
+
+    def __init__(self, capacity: int, value_dtype: Any) -> None:
+        self.capacity = int(capacity)
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.rows = (np.zeros(0, dtype=value_dtype), np.zeros(0, dtype=np.int32),
+                     np.zeros(1, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        data, indices, _ = self.rows
+        return int(data.nbytes + indices.nbytes) + len(self) * ROW_BYTES
+
+    def local(self, lo: int, hi: int) -> np.ndarray:
+        """The block [lo, hi)'s rows that are cached, as the block's row numbers."""
+        inside = (self.ids >= lo) & (self.ids < hi)
+        return self.ids[inside] - lo
+
+    def sweep(self, state: Any, rng: np.ndarray, bias_scale: float) -> tuple[int, float, float]:
+        """One DCD sweep over the cached rows (a random permutation of them, no shrinking):
+        (status, largest and smallest projected gradient)."""
+        ids = self.ids
+        out = state.out
+        alpha = state.alpha[ids]
+        labels = (out.y[ids], state.upper[ids], state.diag[ids], state.qbar[ids])
+        status, _, top, bottom, _ = kernels.dcd_block_sweep(
+            self.rows, labels, alpha, out.w, np.ones(len(ids), dtype=np.uint8),
+            np.arange(len(ids), dtype=np.int64), len(ids), rng,
+            (bias_scale, math.inf, -math.inf))
+        state.alpha[ids] = alpha
+        return status, top, bottom
+
+    def update(self, rows: tuple[np.ndarray, np.ndarray, np.ndarray], lo: int,
+               state: Any, bias_scale: float) -> None:
+        """Choose the cache again from its rows and those of the block just trained (rows
+        lo, lo + 1, ... of the dataset, `rows` its arrays)."""
+        out = state.out
+        hi = lo + rows[2].shape[0] - 1
+        old = np.flatnonzero((self.ids < lo) | (self.ids >= hi))  # the block's own: anew
+        ids = np.concatenate([self.ids[old], np.arange(lo, hi, dtype=np.int64)])
+        candidates = np.flatnonzero(state.alpha[ids] > 0.0)  # the support vectors
+        margins = np.empty(ids.shape[0])
+        kernels.margins(self.rows, out.w, out.y[self.ids], bias_scale, margins[: len(self)])
+        margins[: old.shape[0]] = margins[old]
+        kernels.margins(rows, out.w, out.y[lo:hi], bias_scale, margins[old.shape[0]:])
+        candidates = candidates[np.argsort(np.abs(1.0 - margins[candidates]), kind="stable")]
+        del margins
+        lengths = np.concatenate([np.diff(self.rows[2])[old], np.diff(rows[2])])
+        per_value = rows[0].itemsize + 4
+        used = np.cumsum(lengths[candidates] * per_value + ROW_BYTES)
+        chosen = np.sort(candidates[: int(np.searchsorted(used, self.capacity, "right"))])
+        from_old = old[chosen[chosen < old.shape[0]]]
+        from_block = chosen[chosen >= old.shape[0]] - old.shape[0]
+        nnz = int(lengths[chosen].sum())
+        new = (np.empty(nnz, dtype=rows[0].dtype), np.empty(nnz, dtype=np.int32),
+               np.zeros(chosen.shape[0] + 1, dtype=np.int64))
+        following = kernels.gather_rows(self.rows, from_old, *new, 0)
+        kernels.gather_rows(rows, from_block, *new, following)
+        self.ids, self.rows = ids[chosen], new
+
+
+def train_block(run: Any, state: Any, block: Any,
+               rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+               eps: float, low: float, high: float, confirming: bool, violation: float
+               ) -> tuple[int, float, float, str | None]:
+    """A block's sub-problem: up to block_sweeps sweeps of its active rows, each followed
+    by one of the cached rows (solvers/selective.py), until their projected-gradient
+    extremes satisfy the stop rule; then the cache chosen again. (status, the extremes of
+    the first sweeps, the monitor's stop or None)."""
+    out = state.out
+    lo, hi = block.first_row, block.first_row + block.rows
+    labels = (out.y[lo:hi], state.upper[lo:hi], state.diag[lo:hi], state.qbar[lo:hi])
+    alpha, mask = state.alpha[lo:hi], state.mask[lo:hi]
+    cache = state.cache
+    if cache is None and run.cache_bytes > 0:
+        cache = state.cache = Cache(run.cache_bytes, rows[0].dtype)
+    cached = cache.local(lo, hi) if cache is not None else np.zeros(0, dtype=np.int64)
+    held = mask[cached].copy()
+    mask[cached] = 0  # swept as cached rows
+    active = int(kernels.active_rows(mask, run.index))
+    first_top, first_bottom, stop = -math.inf, math.inf, None
+    for sweep in range(run.block_sweeps):
+        status, active, top, bottom, _ = kernels.dcd_block_sweep(
+            rows, labels, alpha, out.w, mask, run.index, active, state.rng,
+            (out.bias_scale, low, high))
+        if status == dual_cd.NON_FINITE:
+            break
+        if cache is not None and len(cache):
+            status, cache_top, cache_bottom = cache.sweep(state, state.rng, out.bias_scale)
+            if status == dual_cd.NON_FINITE:
+                break
+            top, bottom = max(top, cache_top), min(bottom, cache_bottom)
+        if sweep == 0:
+            first_top, first_bottom = top, bottom
+        if top - bottom <= eps and top <= eps and bottom >= -eps:
+            break
+        if not confirming:
+            low = top if top > 0.0 else math.inf
+            high = bottom if bottom < 0.0 else -math.inf
+        stop = run.interrupted(state.iteration, block.index, violation, state.active,
+                               state.dual)
+        if stop is not None:
+            break
+    mask[cached] = held
+    if cache is not None and status != dual_cd.NON_FINITE:
+        cache.update(rows, lo, state, out.bias_scale)
+    return status, first_top, first_bottom, stop
