@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.domain import lifecycle, outbox
 from app.domain.errors import Invalid, OverLimit
 from app.domain.job_status import TERMINAL_STATUSES, JobStatus
+from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.services.limits import (
@@ -109,12 +110,10 @@ def add_event(session: Session, job_id: str, kind: str, payload: dict[str, Any])
 # -- the worker's side: claim, lease, finish -------------------------------------------
 
 @dataclass(frozen=True)
-class Claim:
-    """What a worker holds once it has claimed a job: this attempt, and what to train."""
+class JobWork:
+    """What a claimed job trains (its `lifecycle.Claim`'s work)."""
 
-    job_id: str
     tenant_id: str
-    attempt: int
     solver: str
     params: dict[str, Any]
     dataset_id: str | None
@@ -130,7 +129,7 @@ JOBS = lifecycle.WorkKind(
 
 
 def claim_job(session: Session, job_id: str, worker: str,
-              settings: Settings | None = None) -> Claim | None:
+              settings: Settings | None = None) -> Claim[JobWork] | None:
     """queued -> running on the next attempt; None if the job is not queued (any more).
 
     With `settings`, only while its tenant runs fewer jobs than its limit
@@ -141,14 +140,13 @@ def claim_job(session: Session, job_id: str, worker: str,
     job = session.get(Job, job_id)
     assert job is not None
     dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
-    return Claim(
-        job_id=job_id, tenant_id=job.tenant_id, attempt=attempt, solver=job.solver,
-        params=dict(job.params),
+    return Claim(JOBS, job_id, attempt, JobWork(
+        tenant_id=job.tenant_id, solver=job.solver, params=dict(job.params),
         dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
         blob_path=dataset.blob_path if dataset else None,
         features=dataset.features if dataset else 0,
         shards=dataset.shards if dataset else None,
-    )
+    ))
 
 
 def renew_lease(session: Session, job_id: str, attempt: int) -> bool:
@@ -166,19 +164,11 @@ def record_progress(session: Session, job_id: str, attempt: int, payload: dict[s
     return answer
 
 
-def fail(session: Session, claim: Claim, error: str) -> bool:
-    return lifecycle.fail(session, JOBS, claim.job_id, claim.attempt, error)
-
-
-def cancelled(session: Session, claim: Claim) -> bool:
-    return lifecycle.finish(session, JOBS, claim.job_id, claim.attempt, JobStatus.CANCELLED)
-
-
-def succeed(session: Session, claim: Claim, summary: dict[str, Any], model: Model) -> bool:
+def succeed(session: Session, claim: Claim[JobWork], summary: dict[str, Any], model: Model
+            ) -> bool:
     """running -> succeeded with its model, in one transaction; False if the lease is lost
     (then nothing is added)."""
-    if not lifecycle.finish(session, JOBS, claim.job_id, claim.attempt, JobStatus.SUCCEEDED,
-                            result=summary, model_id=model.id):
+    if not claim.finish(session, JobStatus.SUCCEEDED, result=summary, model_id=model.id):
         return False
     session.add(model)
     return True

@@ -57,6 +57,7 @@ from sqlalchemy.orm import Session
 from app.domain import lifecycle, outbox
 from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
+from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Search, SearchResult, SearchTask, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.search_schemas import METRICS, CrossValidation, Holdout, SearchCreate
@@ -329,11 +330,11 @@ def cancel(session: Session, tenant_id: str, search_id: str) -> Search:
 # -- the worker's side -------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class TaskClaim:
-    task_id: str
+class TaskWork:
+    """What a claimed search task fits (its `lifecycle.Claim`'s work)."""
+
     search_id: str
     tenant_id: str
-    attempt: int
     solver: str
     points: list[tuple[int, dict[str, Any]]]  # (index, params) in fitting order
     fold: int | None  # None: every fold
@@ -351,7 +352,7 @@ class TaskClaim:
     holdout_shards: list[dict[str, Any]] | None = None
 
 
-def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
+def claim_task(session: Session, task_id: str, worker: str) -> Claim[TaskWork] | None:
     """queued -> running; None if the task is not queued, or its search is over."""
     attempt = lifecycle.claim(session, SEARCH_TASKS, task_id, worker)
     if attempt is None:
@@ -371,9 +372,8 @@ def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
                if search.holdout_dataset_id else None)
     done = session.execute(select(SearchResult.point, SearchResult.fold)
                            .where(SearchResult.search_id == search.id)).all()
-    return TaskClaim(
-        task_id=task_id, search_id=search.id, tenant_id=search.tenant_id, attempt=attempt,
-        solver=search.solver,
+    return Claim(SEARCH_TASKS, task_id, attempt, TaskWork(
+        search_id=search.id, tenant_id=search.tenant_id, solver=search.solver,
         points=[(i, dict(search.point_specs[i]["params"])) for i in task.point_indices],
         fold=task.fold, folds=search.folds, cv=dict(search.spec["cv"]),
         metric=search.spec["metric"],
@@ -386,13 +386,13 @@ def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
         subsample_seed=int(search.spec.get("strategy", {}).get("seed", 0)),
         shards=dataset.shards if dataset else None,
         holdout_shards=holdout.shards if holdout else None,
-    )
+    ))
 
 
-def holds(session: Session, claim: TaskClaim) -> bool:
+def holds(session: Session, claim: Claim[TaskWork]) -> bool:
     """Renew the task's lease; False when this attempt lost it (the search was cancelled
     or failed, or the sweep gave the task to another attempt)."""
-    return lifecycle.renew(session, SEARCH_TASKS, claim.task_id, claim.attempt)
+    return lifecycle.renew(session, SEARCH_TASKS, claim.id, claim.attempt)
 
 
 @dataclass(frozen=True)
@@ -418,19 +418,19 @@ class Recorded:
     task_ids: tuple[str, ...] = ()
 
 
-def record(session: Session, settings: Settings, claim: TaskClaim,
+def record(session: Session, settings: Settings, claim: Claim[TaskWork],
            outcomes: list[FitOutcome]) -> Recorded:
     """Store fits' results (under the search's row lock) while this attempt holds the
     task. The last result of a halving round starts the next round; the last result of
     the search ends it. The messages of what that queues (the next round's tasks, the
     refit job) go through the outbox: they commit with the results and are sent right
     after (app.domain.outbox)."""
-    search = session.scalar(select(Search).where(Search.id == claim.search_id)
+    search = session.scalar(select(Search).where(Search.id == claim.work.search_id)
                             .with_for_update().execution_options(populate_existing=True))
     if search is None or search.status != RUNNING:
         return Recorded(False)
     if not session.scalar(select(func.count()).select_from(SearchTask).where(
-            *lifecycle.leased(SEARCH_TASKS, claim.task_id, claim.attempt))):
+            *claim.leased())):
         return Recorded(False)
     recorded = {(point, fold) for point, fold in session.execute(
         select(SearchResult.point, SearchResult.fold).where(
@@ -451,7 +451,7 @@ def record(session: Session, settings: Settings, claim: TaskClaim,
     if search.done < search.total:
         result = Recorded(True, None, tuple(_next_round(session, search)))
     else:
-        result = Recorded(True, _complete(session, settings, search, claim.task_id))
+        result = Recorded(True, _complete(session, settings, search, claim.id))
     for task_id in result.task_ids:
         outbox.post(session, settings, SEARCH_TASK, task_id)
     return result
@@ -523,15 +523,14 @@ def _complete(session: Session, settings: Settings, search: Search, task_id: str
     return refit_job_id
 
 
-def finish_task(session: Session, claim: TaskClaim, error: str | None = None) -> bool:
+def finish_task(session: Session, claim: Claim[TaskWork], error: str | None = None) -> bool:
     """running -> succeeded, or failed with its search (a task that cannot be done makes
     the search's result incomplete)."""
     if error is None:
-        return lifecycle.finish(session, SEARCH_TASKS, claim.task_id, claim.attempt,
-                                SUCCEEDED)
-    if not lifecycle.fail(session, SEARCH_TASKS, claim.task_id, claim.attempt, error):
+        return claim.finish(session, SUCCEEDED)
+    if not claim.fail(session, error):
         return False
-    _end_search(session, claim.search_id, FAILED, error=f"a task failed: {error}"[:2000])
+    _end_search(session, claim.work.search_id, FAILED, error=f"a task failed: {error}"[:2000])
     return True
 
 
