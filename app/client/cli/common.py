@@ -52,11 +52,11 @@ class Options:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             where = "--url" if self.url_from == "--url" else "HINGE_URL"
             usage_error(f"{where} is {url!r}, not an http:// or https:// address: set "
-                         "HINGE_URL or pass --url, e.g. --url http://127.0.0.1:8000")
+                        "HINGE_URL or pass --url, e.g. --url http://127.0.0.1:8000")
         if not self.api_key:
             usage_error("no API key: set HINGE_API_KEY=hk_... or pass --api-key hk_... "
-                         "before the command (`make run` prints a key; an admin makes "
-                         "more with `python -m app.admin keys create`)")
+                        "before the command (`make run` prints a key; an admin makes "
+                        "more with `python -m app.admin keys create`)")
         return HingeClient(url, self.api_key)
 
 
@@ -127,7 +127,7 @@ def show_command(noun: str, doc: str, fetch: Callable[[HingeClient, str], Any]) 
 
 
 def print_answer(ctx: typer.Context, as_json: bool, fetch: Callable[[HingeClient], Any],
-            line: Callable[[Any], str]) -> None:
+                 line: Callable[[Any], str]) -> None:
     """A command's one answer from the API: as JSON with --json, else as `line` says it."""
     options = options_of(ctx, as_json)
     with options.client() as client, calling_the_api():

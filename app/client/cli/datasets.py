@@ -19,25 +19,8 @@ from rich.progress import (
 from rich.text import Text
 
 from app.client import sample as samples
-from app.client.cli.common import (
-    EXIT_API_ERROR,
-    EXIT_INTERRUPTED,
-    IdArg,
-    Ids,
-    JsonFlag,
-    WideFlag,
-    app,
-    calling_the_api,
-    classes_cell,
-    dataset_line,
-    err,
-    listing,
-    options_of,
-    out,
-    print_answer,
-    print_json,
-    when,
-)
+from app.client.cli import common
+from app.client.cli.common import IdArg, JsonFlag, WideFlag, app
 
 
 @app.command()
@@ -71,33 +54,33 @@ def upload(ctx: typer.Context,
 
     The same content uploaded again is stored again (the earlier datasets are named)
     unless --reuse."""
-    options = options_of(ctx, as_json)
+    options = common.options_of(ctx, as_json)
     columns = (TextColumn("uploading {task.description}", markup=False), BarColumn(),
                TaskProgressColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
-    with options.client() as client, Progress(*columns, console=err,
+    with options.client() as client, Progress(*columns, console=common.err,
                                               disable=quiet or options.as_json) as bar:
         bar_task = bar.add_task(file.name, total=file.stat().st_size)
-        with calling_the_api():
+        with common.calling_the_api():
             dataset = client.upload(file, name, reuse=reuse, progress=lambda sent, _total:
                                     bar.update(bar_task, completed=sent), format=format,
                                     label_column=label_column, task=task,
                                     weight_column=weight_column)
     if options.as_json:
-        print_json(dataset)
+        common.print_json(dataset)
         return
     if quiet:
         print(dataset["id"])
     elif dataset.get("reused"):
-        out.print(f"reused {dataset_line(dataset)} (the same content; nothing stored)",
-                  highlight=False)
+        common.out.print(f"reused {common.dataset_line(dataset)} (the same content; nothing "
+                         "stored)", highlight=False)
     else:
-        out.print(dataset_line(dataset), highlight=False)
+        common.out.print(common.dataset_line(dataset), highlight=False)
     earlier = dataset.get("duplicate_of") or []
     if earlier and not dataset.get("reused"):
-        err.print(f"note: the same content as dataset{'s' if len(earlier) > 1 else ''} "
-                  f"{', '.join(earlier)}, stored again; `hinge upload --reuse` uses the "
-                  "earlier one instead", highlight=False)
+        common.err.print(f"note: the same content as dataset{'s' if len(earlier) > 1 else ''} "
+                         f"{', '.join(earlier)}, stored again; `hinge upload --reuse` uses the "
+                         "earlier one instead", highlight=False)
 
 
 @app.command("import")
@@ -114,14 +97,14 @@ def import_(ctx: typer.Context,
             as_json: JsonFlag = False) -> None:
     """Import a dataset the server reads itself (from S3, or its own disk), following its
     progress with a bar. Ctrl-C cancels the import."""
-    options = options_of(ctx, as_json)
+    options = common.options_of(ctx, as_json)
     columns = (TextColumn("importing {task.description}", markup=False), BarColumn(),
                TaskProgressColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
-    with options.client() as client, calling_the_api():
+    with options.client() as client, common.calling_the_api():
         record = client.start_import(source if len(source) > 1 else source[0], name,
                                      task=task)
-        with Progress(*columns, console=err, disable=quiet or options.as_json) as bar:
+        with Progress(*columns, console=common.err, disable=quiet or options.as_json) as bar:
             shown = bar.add_task(f"{record['name']} ({record['parts_total']} parts)",
                                  total=record["bytes_total"])
             try:
@@ -129,22 +112,22 @@ def import_(ctx: typer.Context,
                                             bar.update(shown, completed=done))
             except KeyboardInterrupt:
                 client.cancel_import(record["id"])
-                err.print(f"import {record['id']} cancelled", highlight=False)
-                raise typer.Exit(EXIT_INTERRUPTED) from None
+                common.err.print(f"import {record['id']} cancelled", highlight=False)
+                raise typer.Exit(common.EXIT_INTERRUPTED) from None
         if record["status"] != "succeeded":
             if options.as_json:
-                print_json(record)
-            err.print(Text("error: ", style="bold red") + Text(
+                common.print_json(record)
+            common.err.print(Text("error: ", style="bold red") + Text(
                 f"import {record['id']} {record['status']}: {record.get('error') or ''}"),
                 highlight=False)
-            raise typer.Exit(EXIT_API_ERROR)
+            raise typer.Exit(common.EXIT_API_ERROR)
         dataset = client.dataset(record["dataset_id"])
     if options.as_json:
-        print_json({**record, "dataset": dataset})
+        common.print_json({**record, "dataset": dataset})
     elif quiet:
         print(dataset["id"])
     else:
-        out.print(dataset_line(dataset), highlight=False)
+        common.out.print(common.dataset_line(dataset), highlight=False)
 
 
 @app.command()
@@ -169,7 +152,7 @@ def sample(
         sys.stdout.write(text)
         return
     out_file.write_text(text)
-    err.print(f"wrote {rows:,} {kind} rows to {out_file}")
+    common.err.print(f"wrote {rows:,} {kind} rows to {out_file}")
 
 
 @app.command()
@@ -178,19 +161,19 @@ def datasets(ctx: typer.Context,
                               "ids (whole), newest first")] = False,
              wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List the datasets, newest first."""
-    options = options_of(ctx, as_json)
-    with options.client() as client, calling_the_api():
+    options = common.options_of(ctx, as_json)
+    with options.client() as client, common.calling_the_api():
         rows = client.datasets()
     if options.as_json or quiet:
-        print_json(rows) if options.as_json else print("\n".join(r["id"] for r in rows))
+        common.print_json(rows) if options.as_json else print("\n".join(r["id"] for r in rows))
         return
-    ids = Ids(wide, [r["id"] for r in rows])
-    table = listing(ids, "id", "name", "rows", "features", "non-zeros", "classes", "created")
+    ids = common.Ids(wide, [r["id"] for r in rows])
+    table = common.listing(ids, "id", "name", "rows", "features", "non-zeros", "classes", "created")
     for row in rows:
         table.add_row(ids(row["id"]), row["name"], f"{row['rows']:,}",
-                      f"{row['features']:,}", f"{row['nnz']:,}", classes_cell(row),
-                      when(row.get("created_at")))
-    out.print(table)
+                      f"{row['features']:,}", f"{row['nnz']:,}", common.classes_cell(row),
+                      common.when(row.get("created_at")))
+    common.out.print(table)
 
 
 @app.command()
@@ -198,6 +181,7 @@ def dataset(ctx: typer.Context,
             dataset_id: Annotated[str, IdArg(help="The dataset's id (or a unique prefix)")],
             as_json: JsonFlag = False) -> None:
     """Show a dataset (as JSON with --json)."""
-    print_answer(ctx, as_json, lambda client: client.dataset(dataset_id), dataset_line)
+    common.print_answer(ctx, as_json, lambda client: client.dataset(dataset_id),
+                        common.dataset_line)
 
 

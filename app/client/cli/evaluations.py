@@ -6,22 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from app.client.cli.common import (
-    IdArg,
-    Ids,
-    JsonFlag,
-    WideFlag,
-    app,
-    calling_the_api,
-    list_rows,
-    listing,
-    metric,
-    options_of,
-    out,
-    print_json,
-    show_json,
-    when,
-)
+from app.client.cli import common
+from app.client.cli.common import IdArg, JsonFlag, WideFlag, app
 
 # what an evaluation's one line shows, by the model's task
 REPORT_FIGURES = {"regression": ("mse", "rmse", "mae", "r2", "squared_correlation"),
@@ -32,7 +18,7 @@ REPORT_FIGURES = {"regression": ("mse", "rmse", "mae", "r2", "squared_correlatio
 
 def _report_line(report: dict[str, Any]) -> str:
     figures = REPORT_FIGURES.get(str(report.get("task")), REPORT_FIGURES["classification"])
-    return ", ".join(f"{name.replace('_', ' ')} {metric(report.get(name))}"
+    return ", ".join(f"{name.replace('_', ' ')} {common.metric(report.get(name))}"
                      for name in figures if name in report)
 
 
@@ -43,17 +29,17 @@ def evaluate(ctx: typer.Context,
              as_json: JsonFlag = False) -> None:
     """Score a model on a stored dataset (accuracy, confusion matrix, ...; regression:
     mse, rmse, mae, r2, squared correlation; one-class: the outlier fraction, ...)."""
-    options = options_of(ctx, as_json)
-    with options.client() as client, calling_the_api():
+    options = common.options_of(ctx, as_json)
+    with options.client() as client, common.calling_the_api():
         found = client.evaluate(model, dataset)
     if options.as_json:
-        print_json(found)
+        common.print_json(found)
     elif found.get("status") == "succeeded":
-        out.print(f"evaluation {found['id']} succeeded: "
-                  f"{_report_line(found.get('report') or {})}", highlight=False)
+        common.out.print(f"evaluation {found['id']} succeeded: "
+                         f"{_report_line(found.get('report') or {})}", highlight=False)
     else:  # a large dataset: a worker computes it
-        out.print(f"evaluation {found['id']} {found.get('status')}; see it with: hinge "
-                  f"evaluation {found['model_id']} {found['id']}", highlight=False)
+        common.out.print(f"evaluation {found['id']} {found.get('status')}; see it with: hinge "
+                         f"evaluation {found['model_id']} {found['id']}", highlight=False)
 
 
 @app.command()
@@ -61,16 +47,16 @@ def evaluations(ctx: typer.Context,
                 model: Annotated[str, IdArg(help="The model's id (or a unique prefix)")],
                 wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List a model's evaluations, newest first."""
-    rows = list_rows(ctx, as_json, lambda client: client.evaluations(model))
+    rows = common.list_rows(ctx, as_json, lambda client: client.evaluations(model))
     if rows is None:
         return
-    ids = Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows])
-    table = listing(ids, "id", "status", "dataset", "accuracy", "created")
+    ids = common.Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows])
+    table = common.listing(ids, "id", "status", "dataset", "accuracy", "created")
     for row in rows:
         table.add_row(ids(row["id"]), str(row.get("status", "")), ids(row.get("dataset_id")),
-                      metric((row.get("report") or {}).get("accuracy")),
-                      when(row.get("created_at")))
-    out.print(table)
+                      common.metric((row.get("report") or {}).get("accuracy")),
+                      common.when(row.get("created_at")))
+    common.out.print(table)
 
 
 @app.command()
@@ -80,4 +66,4 @@ def evaluation(ctx: typer.Context,
                                                    "prefix)")],
                as_json: JsonFlag = True) -> None:
     """Show an evaluation (as JSON)."""
-    show_json(ctx, lambda client: client.evaluation(model, evaluation_id))
+    common.show_json(ctx, lambda client: client.evaluation(model, evaluation_id))

@@ -18,27 +18,8 @@ from rich.progress import (
 from rich.prompt import Confirm
 
 from app.client import HingeClient, HingeError, Job
-from app.client.cli.common import (
-    EXIT_INTERRUPTED,
-    EXIT_JOB_NOT_SUCCEEDED,
-    EXIT_OK,
-    IdArg,
-    Ids,
-    JsonFlag,
-    WideFlag,
-    app,
-    calling_the_api,
-    err,
-    list_rows,
-    listing,
-    options_of,
-    out,
-    print_answer,
-    print_json,
-    show_command,
-    solver_cell,
-    when,
-)
+from app.client.cli import common
+from app.client.cli.common import IdArg, JsonFlag, WideFlag, app
 
 
 def parse_param(text: str) -> tuple[str, Any]:
@@ -100,7 +81,7 @@ def watch_job(client: HingeClient, job: Job, as_json: bool) -> int:
                TextColumn("{task.fields[measure]}"), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())
     try:
-        with Progress(*columns, console=err, disable=as_json) as bar:
+        with Progress(*columns, console=common.err, disable=as_json) as bar:
             task = bar.add_task(f"{job.get('solver', '')} {job.get('status', '')}",
                                 total=None, measure="")
             for event in client.events(job_id):
@@ -121,10 +102,10 @@ def watch_job(client: HingeClient, job: Job, as_json: bool) -> int:
         return _interrupted(client, job_id)
     final = client.job(job_id)
     if as_json:
-        print_json(final)
+        common.print_json(final)
     else:
-        out.print(_summary(final), highlight=False)
-    return EXIT_OK if final.get("status") == "succeeded" else EXIT_JOB_NOT_SUCCEEDED
+        common.out.print(_summary(final), highlight=False)
+    return common.EXIT_OK if final.get("status") == "succeeded" else common.EXIT_JOB_NOT_SUCCEEDED
 
 
 def _cancelled_line(job: Job) -> str:
@@ -136,18 +117,18 @@ def _cancelled_line(job: Job) -> str:
 
 def _interrupted(client: HingeClient, job_id: str) -> int:
     try:
-        cancel = Confirm.ask(f"\nCancel job {job_id}?", console=err, default=False)
+        cancel = Confirm.ask(f"\nCancel job {job_id}?", console=common.err, default=False)
     except (KeyboardInterrupt, EOFError):
         cancel = False
     if not cancel:
-        err.print(f"job {job_id} keeps running; follow it with: hinge job {job_id}",
-                  highlight=False)
-        return EXIT_INTERRUPTED
+        common.err.print(f"job {job_id} keeps running; follow it with: hinge job {job_id}",
+                         highlight=False)
+        return common.EXIT_INTERRUPTED
     try:
-        err.print(_cancelled_line(client.cancel(job_id)), highlight=False)
+        common.err.print(_cancelled_line(client.cancel(job_id)), highlight=False)
     except HingeError as exc:  # it finished meanwhile (409), or the server went away
-        err.print(f"job {job_id} not cancelled: {exc.message}", highlight=False)
-    return EXIT_INTERRUPTED
+        common.err.print(f"job {job_id} not cancelled: {exc.message}", highlight=False)
+    return common.EXIT_INTERRUPTED
 
 
 # the registered solvers (solvers.params.SOLVERS, which the client does not import; a test
@@ -174,13 +155,13 @@ def train(ctx: typer.Context,
               "dataset uploaded with --weight-column trains weighted)")] = False,
           as_json: JsonFlag = False) -> None:
     """Submit a training job (and, with --watch, follow it)."""
-    options = options_of(ctx, as_json)
+    options = common.options_of(ctx, as_json)
     params = dict(parse_param(p) for p in param or [])
-    with options.client() as client, calling_the_api():
+    with options.client() as client, common.calling_the_api():
         job = client.train(dataset, solver, params,
                            sample_weight="none" if unweighted else None)
         if not options.as_json or not watch:
-            print_json(job) if options.as_json else out.print(
+            common.print_json(job) if options.as_json else common.out.print(
                 f"job {job['id']} {job['status']} ({job['solver']})", highlight=False)
         if watch:
             raise typer.Exit(watch_job(client, job, options.as_json))
@@ -191,26 +172,26 @@ def jobs(ctx: typer.Context,
          status: Annotated[str | None, typer.Option(help="Only jobs in this status")] = None,
          wide: WideFlag = False, as_json: JsonFlag = False) -> None:
     """List the jobs, newest first."""
-    rows = list_rows(ctx, as_json, lambda client: client.jobs(status=status))
+    rows = common.list_rows(ctx, as_json, lambda client: client.jobs(status=status))
     if rows is None:
         return
-    ids = Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
-               [r.get("model_id") for r in rows])
-    table = listing(ids, "id", "status", "solver", "dataset", "progress", "exit", "model",
-                     "created")
+    ids = common.Ids(wide, [r["id"] for r in rows], [r.get("dataset_id") for r in rows],
+                     [r.get("model_id") for r in rows])
+    table = common.listing(ids, "id", "status", "solver", "dataset", "progress", "exit", "model",
+                           "created")
     for row in rows:
         result = row.get("result") or {}
         fraction = row.get("progress_fraction")
-        table.add_row(ids(row["id"]), row["status"], solver_cell(row),
+        table.add_row(ids(row["id"]), row["status"], common.solver_cell(row),
                       ids(row.get("dataset_id")),
                       "" if fraction is None else f"{fraction:.0%}",
                       str(result.get("exit_reason") or ""), ids(row.get("model_id")),
-                      when(row.get("created_at")))
-    out.print(table)
+                      common.when(row.get("created_at")))
+    common.out.print(table)
 
 
-show_command("job", "Show a job: status, parameters, progress, result (as JSON).",
-              HingeClient.job)
+common.show_command("job", "Show a job: status, parameters, progress, result (as JSON).",
+                    HingeClient.job)
 
 
 @app.command()
@@ -218,6 +199,6 @@ def cancel(ctx: typer.Context,
            job_id: Annotated[str, IdArg(help="The job's id (or a unique prefix)")],
            as_json: JsonFlag = False) -> None:
     """Cancel a queued or running job."""
-    print_answer(ctx, as_json, lambda client: client.cancel(job_id), _cancelled_line)
+    common.print_answer(ctx, as_json, lambda client: client.cancel(job_id), _cancelled_line)
 
 
