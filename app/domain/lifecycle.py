@@ -183,6 +183,18 @@ def claim(session: Session, kind: WorkKind, item_id: str, worker: str,
     return None
 
 
+def claim_as(session: Session, kind: WorkKind, item_id: str, worker: str,
+             work: Callable[[Any], W], settings: Settings | None = None) -> Claim[W] | None:
+    """`claim`, then what the worker holds: the Claim, its work made by `work` from the
+    claimed row; None if the item is not queued (any more)."""
+    attempt = claim(session, kind, item_id, worker, settings)
+    if attempt is None:
+        return None
+    row = session.get(kind.table, item_id)
+    assert row is not None
+    return Claim(kind, item_id, attempt, work(row))
+
+
 def leased(kind: WorkKind, item_id: str, attempt: int) -> tuple[ColumnElement[bool], ...]:
     """The WHERE clause of 'this attempt still holds the item'."""
     table = kind.table

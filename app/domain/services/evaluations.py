@@ -192,15 +192,12 @@ class EvaluationWork:
 def claim_evaluation(session: Session, evaluation_id: str,
                      worker: str) -> Claim[EvaluationWork] | None:
     """queued -> running on the next attempt; None if it is not queued (any more)."""
-    attempt = lifecycle.claim(session, EVALUATIONS, evaluation_id, worker)
-    if attempt is None:
-        return None
-    evaluation = session.get(Evaluation, evaluation_id)
-    assert evaluation is not None
-    dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
-    return Claim(EVALUATIONS, evaluation_id, attempt, EvaluationWork(
-        evaluation.model_id, dataset.blob_path if dataset else None,
-        dataset.shards if dataset else None))
+    def work(evaluation: Evaluation) -> EvaluationWork:
+        dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
+        return EvaluationWork(evaluation.model_id, dataset.blob_path if dataset else None,
+                              dataset.shards if dataset else None)
+
+    return lifecycle.claim_as(session, EVALUATIONS, evaluation_id, worker, work)
 
 
 def run_claimed_evaluation(session: Session, settings: Settings,

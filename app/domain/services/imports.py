@@ -40,12 +40,17 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from app.domain import lifecycle, outbox
-from app.domain.errors import Invalid, OverLimit, TooLarge
+from app.domain.errors import Invalid, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, JobStatus
 from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Import, ImportPart, Tenant, new_id, utcnow
 from app.domain.services.datasets import check_quota
-from app.domain.services.limits import below_running_limit, lock_tenant, tenant_limit
+from app.domain.services.limits import (
+    below_running_limit,
+    check_tenant_active,
+    lock_tenant,
+    tenant_limit,
+)
 from app.domain.services.owned import get_owned
 from app.domain.tasks import DETECT
 from app.infra.bus import notify
@@ -108,14 +113,8 @@ def create_import(session: Session, settings: Settings, tenant_id: str, sources:
         raise Invalid(str(exc), {"reason": exc.reason, "source": exc.uri},
                       field="source") from None
     total = sum(p.size for p in parts)
-    tenant = lock_tenant(session, tenant_id)
-    waiting = session.scalar(select(func.count()).select_from(Import).where(
-        Import.tenant_id == tenant_id, Import.status.in_(ACTIVE_STATUSES))) or 0
-    limit = tenant_limit(tenant, settings, "max_queued_jobs")
-    if waiting >= limit:
-        raise OverLimit(f"the tenant has {waiting} imports queued or running, its limit "
-                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
-                        "later", {"limit": limit}, retry_after=10)
+    tenant = check_tenant_active(session, settings, tenant_id, Import,
+                                 "imports queued or running")
     try:
         check_quota(session, settings, tenant, total)
     except TooLarge as exc:
@@ -214,13 +213,8 @@ class PartTaken:
 
 def claim_import(session: Session, settings: Settings, import_id: str, worker: str
                  ) -> Claim[ImportWork] | None:
-    attempt = lifecycle.claim(session, IMPORTS, import_id, worker, settings)
-    if attempt is None:
-        return None
-    item = session.get(Import, import_id)
-    assert item is not None
-    return Claim(IMPORTS, import_id, attempt, ImportWork(
-        item.tenant_id, item.dataset_id, item.name, item.task, item.parts_total))
+    return lifecycle.claim_as(session, IMPORTS, import_id, worker, lambda item: ImportWork(
+        item.tenant_id, item.dataset_id, item.name, item.task, item.parts_total), settings)
 
 
 def active(session: Session, import_id: str) -> bool:

@@ -32,7 +32,7 @@ from app.domain.services.limits import (
     lock_tenant,
     tenant_limit,
 )
-from app.domain.services.owned import get_owned, owned_exists
+from app.domain.services.owned import get_owned
 from app.domain.tasks import check_task
 from app.domain.weights import DATASET, job_weights
 from app.infra.bus import notify
@@ -134,19 +134,16 @@ def claim_job(session: Session, job_id: str, worker: str,
 
     With `settings`, only while its tenant runs fewer jobs than its limit
     (lifecycle.NotAdmitted if not: the job stays queued)."""
-    attempt = lifecycle.claim(session, JOBS, job_id, worker, settings)
-    if attempt is None:
-        return None
-    job = session.get(Job, job_id)
-    assert job is not None
-    dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
-    return Claim(JOBS, job_id, attempt, JobWork(
-        tenant_id=job.tenant_id, solver=job.solver, params=dict(job.params),
-        dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
-        blob_path=dataset.blob_path if dataset else None,
-        features=dataset.features if dataset else 0,
-        shards=dataset.shards if dataset else None,
-    ))
+    def work(job: Job) -> JobWork:
+        dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
+        return JobWork(
+            tenant_id=job.tenant_id, solver=job.solver, params=dict(job.params),
+            dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
+            blob_path=dataset.blob_path if dataset else None,
+            features=dataset.features if dataset else 0,
+            shards=dataset.shards if dataset else None)
+
+    return lifecycle.claim_as(session, JOBS, job_id, worker, work, settings)
 
 
 def renew_lease(session: Session, job_id: str, attempt: int) -> bool:
@@ -362,9 +359,6 @@ def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) ->
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
     return get_owned(session, Job, "job", tenant_id, job_id)
 
-
-def job_exists(session: Session, tenant_id: str, job_id: str) -> bool:
-    return owned_exists(session, Job, tenant_id, job_id)
 
 
 def events_after(session: Session, job_id: str, after: int, limit: int

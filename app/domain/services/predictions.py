@@ -172,16 +172,14 @@ def claim_prediction(session: Session, settings: Settings, prediction_id: str, w
                      ) -> Claim[PredictionWork] | None:
     """queued -> running on the next attempt (rows_done back to 0); None if it is not
     queued (any more); NotAdmitted over the tenant's running limit."""
-    attempt = lifecycle.claim(session, PREDICTIONS, prediction_id, worker, settings)
-    if attempt is None:
-        return None
-    prediction = session.get(Prediction, prediction_id)
-    assert prediction is not None
-    prediction.rows_done = 0
-    dataset = session.get(Dataset, prediction.dataset_id) if prediction.dataset_id else None
-    return Claim(PREDICTIONS, prediction_id, attempt, PredictionWork(
-        prediction.model_id, tuple(prediction.outputs), prediction.rows,
-        dataset.blob_path if dataset else None, dataset.shards if dataset else None))
+    def work(prediction: Prediction) -> PredictionWork:
+        prediction.rows_done = 0
+        dataset = session.get(Dataset, prediction.dataset_id) if prediction.dataset_id else None
+        return PredictionWork(prediction.model_id, tuple(prediction.outputs), prediction.rows,
+                              dataset.blob_path if dataset else None,
+                              dataset.shards if dataset else None)
+
+    return lifecycle.claim_as(session, PREDICTIONS, prediction_id, worker, work, settings)
 
 
 def progress(session: Session, claim: Claim[PredictionWork], rows_done: int

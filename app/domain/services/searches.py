@@ -55,7 +55,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.domain import lifecycle, outbox
-from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge
+from app.domain.errors import Conflict, Invalid, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
 from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Search, SearchResult, SearchTask, new_id, utcnow
@@ -77,14 +77,18 @@ from app.domain.services.jobs import (
     queue,
     validated_params,
 )
-from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
+from app.domain.services.limits import (
+    check_tenant_active,
+    lock_dataset,
+    lock_submissions,
+)
 from app.domain.services.search_results import (
     LOWER_IS_BETTER,
-    _rounds,
-    _simplicity,
     best_point,
     get_search,
     point_table,
+    simplicity,
+    stored_rounds,
 )
 
 # reading a search lives in search_results; the routes find it here too
@@ -234,17 +238,6 @@ def plan_tasks(solver: str, points: list[dict[str, Any]], folds: int
     return [(path, fold) for path in paths for fold in range(folds)]
 
 
-def _check_active_searches(session: Session, settings: Settings, tenant_id: str) -> None:
-    tenant = lock_tenant(session, tenant_id)
-    active = session.scalar(select(func.count()).select_from(Search).where(
-        Search.tenant_id == tenant_id, Search.status.in_(ACTIVE_STATUSES))) or 0
-    limit = tenant_limit(tenant, settings, "max_queued_jobs")
-    if active >= limit:
-        raise OverLimit(f"the tenant has {active} active searches, its limit "
-                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
-                        "later", {"limit": limit}, retry_after=10)
-
-
 def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCreate) -> Search:
     """Validate and add a queued search with its tasks and their messages in the outbox;
     the caller commits (then the messages are sent: app.domain.outbox)."""
@@ -253,7 +246,7 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
     points = _points(spec, settings, folds)
     lock_submissions(session)
     check_queue_caps(session, settings, tenant_id)
-    _check_active_searches(session, settings, tenant_id)
+    check_tenant_active(session, settings, tenant_id, Search, "active searches")
     dataset = lock_dataset(session, tenant_id, spec.dataset_id)
     job = JobCreate(dataset_id=spec.dataset_id, solver=spec.solver, params={})
     for point in points:
@@ -458,7 +451,7 @@ def record(session: Session, settings: Settings, claim: Claim[TaskWork],
 
 
 def _final_round(search: Search) -> int:
-    return max(0, len(_rounds(search)) - 1)
+    return max(0, len(stored_rounds(search)) - 1)
 
 
 def _rank_key(point: dict[str, Any], metric: str) -> tuple[Any, ...]:
@@ -466,7 +459,7 @@ def _rank_key(point: dict[str, Any], metric: str) -> tuple[Any, ...]:
     C, then gamma, then the earliest)."""
     sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
     mean = point["mean"]
-    return (mean is None, -sign * mean if mean is not None else 0.0, *_simplicity(point))
+    return (mean is None, -sign * mean if mean is not None else 0.0, *simplicity(point))
 
 
 def _next_round(session: Session, search: Search) -> list[str]:
@@ -474,7 +467,7 @@ def _next_round(session: Session, search: Search) -> list[str]:
     fits: earlier rounds are complete), its best `candidates of the next round` points
     (`_rank_key`) are evaluated again on the next round's rows: new points and tasks,
     committed with the last fit; the new task ids."""
-    rounds = _rounds(search)
+    rounds = stored_rounds(search)
     current = max((p.get("round", 0) for p in search.point_specs), default=0)
     if current + 1 >= len(rounds):
         return []
