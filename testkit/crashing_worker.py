@@ -22,6 +22,7 @@ import socket
 import time
 from typing import Any
 
+from app.domain.lifecycle import Claim
 from app.domain.orm import Prediction
 from app.domain.services import predictions
 from app.infra.db import read_sessionmaker_for
@@ -44,7 +45,7 @@ def train_or_crash(self: Any, job_id: str) -> str:
     hostname = getattr(self.request, "hostname", None) or socket.gethostname()
     claimed = training.claim(settings, job_id, runner.worker_name(hostname))
     doomed = os.environ.get(KILL_WORKER_ON)
-    if claimed is not None and doomed and claimed.dataset_name == doomed:
+    if claimed is not None and doomed and claimed.work.dataset_name == doomed:
         log.error("fault injection: killing this worker process on job %s", job_id)
         os.kill(os.getpid(), signal.SIGKILL)
     return training.run_claimed(settings, job_id, claimed)
@@ -53,14 +54,14 @@ def train_or_crash(self: Any, job_id: str) -> str:
 _progress = predictions.progress
 
 
-def _progress_or_crash(session: Any, claim: predictions.PredictionClaim, rows_done: int
-                       ) -> bool | None:
+def _progress_or_crash(session: Any, claim: Claim[predictions.PredictionWork],
+                       rows_done: int) -> bool | None:
     doomed = os.environ.get(KILL_WORKER_ON)
-    if claim.attempt == 1 and rows_done * 2 >= claim.rows:
-        row = session.get(Prediction, claim.prediction_id)
+    if claim.attempt == 1 and rows_done * 2 >= claim.work.rows:
+        row = session.get(Prediction, claim.id)
         if doomed and row is not None and row.dataset_name == doomed:
             log.error("fault injection: killing this worker process halfway through "
-                      "prediction %s", claim.prediction_id)
+                      "prediction %s", claim.id)
             os.kill(os.getpid(), signal.SIGKILL)
     return _progress(session, claim, rows_done)
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import SecretStr
 
-from app.domain.services.jobs import DISTRIBUTED_SOLVERS, Claim
+from app.domain.lifecycle import Claim
+from app.domain.services.jobs import DISTRIBUTED_SOLVERS, JobWork
 from app.infra.storage import BlobShards, blob_store, dataset_shards
 from app.settings import Settings
 from solvers.shards import Shard, ShardInfo
@@ -63,20 +64,20 @@ class StoreShards:
         self._open().release(index)
 
 
-def job_source(settings: Settings, claimed: Claim) -> StoreShards:
-    assert claimed.blob_path is not None
-    if claimed.shards:
-        paths = [str(s["blob_path"]) for s in claimed.shards]
+def job_source(settings: Settings, claimed: Claim[JobWork]) -> StoreShards:
+    assert claimed.work.blob_path is not None
+    if claimed.work.shards:
+        paths = [str(s["blob_path"]) for s in claimed.work.shards]
         infos = [ShardInfo(int(s["rows"]), int(s["nnz"]), int(s["nbytes"]))
-                 for s in claimed.shards]
-        return StoreShards(settings, paths, claimed.features, infos)
-    return StoreShards(settings, [claimed.blob_path], claimed.features)
+                 for s in claimed.work.shards]
+        return StoreShards(settings, paths, claimed.work.features, infos)
+    return StoreShards(settings, [claimed.work.blob_path], claimed.work.features)
 
 
-def dataset_bytes(claimed: Claim, blob_nbytes: Callable[[], int]) -> int:
+def dataset_bytes(claimed: Claim[JobWork], blob_nbytes: Callable[[], int]) -> int:
     """The dataset's array bytes: its shards' sum, or what `blob_nbytes` measures."""
-    if claimed.shards:
-        return sum(int(s["nbytes"]) for s in claimed.shards)
+    if claimed.work.shards:
+        return sum(int(s["nbytes"]) for s in claimed.work.shards)
     return blob_nbytes()
 
 
@@ -85,21 +86,21 @@ def fits_one_worker(settings: Settings, nbytes: int) -> bool:
     return not settings.worker_memory_bytes or nbytes <= settings.worker_memory_bytes
 
 
-def engine_for(settings: Settings, claimed: Claim, engine: str,
+def engine_for(settings: Settings, claimed: Claim[JobWork], engine: str,
                blob_nbytes: Callable[[], int]) -> str:
     """"local" or "dask" for a job of engine `engine` ("auto", "local", "dask")."""
     if engine in ("local", "dask"):
         return engine
     if not settings.dask_scheduler:
         return "local"
-    losses = DISTRIBUTED_SOLVERS.get(claimed.solver)
-    if losses is None or claimed.params.get("loss", losses[0]) not in losses:
+    losses = DISTRIBUTED_SOLVERS.get(claimed.work.solver)
+    if losses is None or claimed.work.params.get("loss", losses[0]) not in losses:
         return "local"
     return "local" if fits_one_worker(settings, dataset_bytes(claimed, blob_nbytes)) \
         else "dask"
 
 
-def fit_on_cluster(settings: Settings, claimed: Claim, params: dict[str, Any],
+def fit_on_cluster(settings: Settings, claimed: Claim[JobWork], params: dict[str, Any],
                    progress: Callable[[dict[str, Any]], bool]) -> FitResult:
     """The job's fit on the Dask workers, with its progress and cancellation."""
     from solvers.distributed import fit_on_dask
@@ -111,7 +112,7 @@ def fit_on_cluster(settings: Settings, claimed: Claim, params: dict[str, Any],
     if params.get("bias") not in (None, "augment"):
         taken["bias"] = "none"
     return fit_on_dask(settings.dask_scheduler, job_source(settings, claimed),
-                       solver=claimed.solver, progress=progress,
+                       solver=claimed.work.solver, progress=progress,
                        progress_interval=settings.progress_interval_seconds,
                        round_timeout=settings.dask_round_timeout_seconds,
                        connect_timeout=min(settings.dask_round_timeout_seconds, 60.0),

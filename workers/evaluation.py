@@ -11,30 +11,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.domain.job_status import JobStatus
+from app.domain.lifecycle import Claim
 from app.domain.services import evaluations
-from app.domain.services.evaluations import EvaluationClaim
+from app.domain.services.evaluations import EvaluationWork
 from app.infra.db import read_sessionmaker_for
 from app.settings import Settings
 from workers import runner
 from workers.runner import Heartbeat, Work
 
 
-def _report(settings: Settings, claim: EvaluationClaim, _heartbeat: Heartbeat
+def _report(settings: Settings, claim: Claim[EvaluationWork], _heartbeat: Heartbeat
             ) -> dict[str, Any]:
     with read_sessionmaker_for(settings.database_url)() as reader:
         return evaluations.run_claimed_evaluation(reader, settings, claim)
 
 
-EVALUATION: Work[EvaluationClaim, dict[str, Any]] = Work(
+EVALUATION: Work[EvaluationWork, dict[str, Any]] = Work(
     kind=evaluations.EVALUATIONS,
     claim=lambda session, _settings, evaluation_id, worker: evaluations.claim_evaluation(
         session, evaluation_id, worker),
     run=_report,
     finish=lambda settings, claim, report, heartbeat: runner.stop_and_finish(
         heartbeat, settings,
-        lambda session: evaluations.finish_evaluation(session, claim, report=report)),
-    fail=lambda session, claim, error: evaluations.finish_evaluation(session, claim,
-                                                                     error=error))
+        lambda session: claim.finish(session, JobStatus.SUCCEEDED, report=report)))
 
 
 def run_evaluation(settings: Settings, evaluation_id: str, hostname: str) -> str:

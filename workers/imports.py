@@ -30,9 +30,10 @@ import numpy as np
 
 from app.domain import lifecycle
 from app.domain.errors import TooLarge
+from app.domain.lifecycle import Claim
 from app.domain.orm import Import
 from app.domain.services import imports
-from app.domain.services.imports import ImportClaim, PartResult, PartTaken
+from app.domain.services.imports import ImportWork, PartResult, PartTaken
 from app.infra.bus import notify
 from app.infra.db import read_sessionmaker_for, session_scope
 from app.infra.import_sources import SourceError, read_part
@@ -247,29 +248,29 @@ class Outcome:
     what: str  # "assemble" or "cancelled"
 
 
-def _run(settings: Settings, claim: ImportClaim, heartbeat: Heartbeat) -> Outcome:
-    for _ in range(min(settings.import_helpers, claim.parts_total - 1)):
+def _run(settings: Settings, claim: Claim[ImportWork], heartbeat: Heartbeat) -> Outcome:
+    for _ in range(min(settings.import_helpers, claim.work.parts_total - 1)):
         try:
-            enqueue(settings.broker_url, settings.queue, IMPORT_PART_TASK, claim.import_id)
+            enqueue(settings.broker_url, settings.queue, IMPORT_PART_TASK, claim.id)
         except Exception:  # the coordinator parses every part itself then
-            log.warning("import %s: a helper could not be sent", claim.import_id,
+            log.warning("import %s: a helper could not be sent", claim.id,
                         exc_info=True)
             break
     while True:
         if heartbeat.lost:
-            raise Lost(claim.import_id)
+            raise Lost(claim.id)
         with session_scope(settings.database_url) as session:
-            taken = imports.take_part(session, settings, claim.import_id)
+            taken = imports.take_part(session, settings, claim.id)
         if taken is not None:
-            run_part(settings, taken, claim.dataset_id, lambda: heartbeat.lost)
+            run_part(settings, taken, claim.work.dataset_id, lambda: heartbeat.lost)
             continue
         with read_sessionmaker_for(settings.database_url)() as session:
-            item = session.get(Import, claim.import_id)
+            item = session.get(Import, claim.id)
             if item is None or item.attempt != claim.attempt:
-                raise Lost(claim.import_id)
+                raise Lost(claim.id)
             if item.cancel_requested:
                 return Outcome("cancelled")
-            state = imports.parts_state(session, claim.import_id)
+            state = imports.parts_state(session, claim.id)
             failed = imports.failure_of(state.failed) if state.failed else None
         if failed is not None:
             message, detail = failed
@@ -295,7 +296,7 @@ def _targets(settings: Settings) -> Callable[[list[dict[str, Any]]], np.ndarray]
     return read
 
 
-def _finish(settings: Settings, claim: ImportClaim, outcome: Outcome,
+def _finish(settings: Settings, claim: Claim[ImportWork], outcome: Outcome,
             heartbeat: Heartbeat) -> str:
     if outcome.what == "cancelled":
         done = runner.stop_and_finish(heartbeat, settings, lambda session: imports.cancelled(
@@ -315,12 +316,12 @@ def _finish(settings: Settings, claim: ImportClaim, outcome: Outcome,
     return "succeeded" if dataset is not None else "lost"
 
 
-def import_work(settings: Settings) -> Work[ImportClaim, Outcome]:
+def import_work(settings: Settings) -> Work[ImportWork, Outcome]:
     """The runner's view of an import (workers.runner)."""
     return Work(kind=imports.IMPORTS, claim=imports.claim_import, run=_run, finish=_finish,
                 fail=lambda session, claim, error: imports.fail(settings, session, claim,
                                                                 error),
-                subject=lambda claim: claim.import_id)
+                subject=lambda claim: claim.id)
 
 
 def run_import(settings: Settings, import_id: str, hostname: str) -> str:

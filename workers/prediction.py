@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.domain.batch_output import OutputWriter
+from app.domain.job_status import JobStatus
+from app.domain.lifecycle import Claim
 from app.domain.services import predictions
-from app.domain.services.predictions import PredictionClaim, output_key
+from app.domain.services.predictions import PredictionWork, output_key
 from app.infra.blobs import StoredBlob
 from app.infra.bus import notify
 from app.infra.db import read_sessionmaker_for, session_scope
@@ -30,9 +32,9 @@ class Output:
     stored: StoredBlob | None  # None: cancelled before the last block
 
 
-def _run(settings: Settings, claim: PredictionClaim, heartbeat: Heartbeat) -> Output:
+def _run(settings: Settings, claim: Claim[PredictionWork], heartbeat: Heartbeat) -> Output:
     store = blob_store(settings)
-    key = output_key(claim.prediction_id)
+    key = output_key(claim.id)
     scratch = store.scratch(key)
 
     def go_on(rows_done: int) -> bool:
@@ -40,43 +42,42 @@ def _run(settings: Settings, claim: PredictionClaim, heartbeat: Heartbeat) -> Ou
             answer = predictions.progress(session, claim, rows_done)
         if answer == "lost":
             heartbeat.lose()
-            raise Lost(claim.prediction_id)
-        notify(settings, claim.prediction_id)
+            raise Lost(claim.id)
+        notify(settings, claim.id)
         return answer == "go"
 
     try:
-        parts = scratch.parent / f".{claim.prediction_id}.parts"
-        with OutputWriter(claim.rows, parts) as writer:
+        parts = scratch.parent / f".{claim.id}.parts"
+        with OutputWriter(claim.work.rows, parts) as writer:
             with read_sessionmaker_for(settings.database_url)() as reader:
                 complete = predictions.run_blocks(settings, reader, claim, writer, go_on)
             if not complete:
                 return Output(None)
             writer.close(scratch)
         if heartbeat.lost:
-            raise Lost(claim.prediction_id)
+            raise Lost(claim.id)
         return Output(store.commit(key, scratch))
     finally:
         scratch.unlink(missing_ok=True)
 
 
-def _finish(settings: Settings, claim: PredictionClaim, output: Output,
+def _finish(settings: Settings, claim: Claim[PredictionWork], output: Output,
             heartbeat: Heartbeat) -> str:
     stored = output.stored
     if stored is None:
         return "cancelled" if runner.stop_and_finish(
-            heartbeat, settings, lambda s: predictions.cancelled(s, claim)) == "succeeded" \
+            heartbeat, settings, lambda s: claim.finish(s, JobStatus.CANCELLED)) == "succeeded" \
             else "lost"
     return runner.stop_and_finish(heartbeat, settings, lambda session: predictions.succeed(
         session, claim, str(stored.ref), stored.size))
 
 
-PREDICTION: Work[PredictionClaim, Output] = Work(
+PREDICTION: Work[PredictionWork, Output] = Work(
     kind=predictions.PREDICTIONS,
     claim=predictions.claim_prediction,
     run=_run,
     finish=_finish,
-    fail=predictions.fail,
-    subject=lambda claim: claim.prediction_id)
+    subject=lambda claim: claim.id)
 
 
 def run_prediction(settings: Settings, prediction_id: str, hostname: str) -> str:

@@ -1,8 +1,9 @@
 """One worker runner for every kind of durable work item (app.domain.lifecycle): claim ->
 heartbeat -> run -> finish.
 
-A kind's worker gives a `Work`: how to claim an item (its claim object has `attempt`),
-how to run it under the heartbeat, how to store its result and how to store a failure.
+A kind's worker gives a `Work`: how to claim an item (an app.domain.lifecycle.Claim, the
+same type for every kind), how to run it under the heartbeat, how to store its result and,
+where the kind does more than `Claim.fail`, how to store a failure.
 The runner does the rest, the same for every kind:
 
 - a duplicate delivery (the item is not queued any more) is "skipped";
@@ -24,11 +25,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from sqlalchemy.orm import Session
 
-from app.domain.lifecycle import Failed, NotAdmitted, WorkKind, public_error, renew
+from app.domain.lifecycle import Claim, Failed, NotAdmitted, WorkKind, public_error, renew
 from app.infra.bus import notify
 from app.infra.db import session_scope
 from app.infra.queue import enqueue
@@ -39,12 +40,7 @@ log = logging.getLogger("hinge.worker")
 DEFER_SECONDS = 1.0  # an item not admitted now is delivered again after this long
 
 
-class Claimed(Protocol):
-    @property
-    def attempt(self) -> int: ...
-
-
-C = TypeVar("C", bound=Claimed)
+W = TypeVar("W")  # a kind's work (Claim.work)
 R = TypeVar("R")
 
 
@@ -169,26 +165,26 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
-class Work(Generic[C, R]):
+class Work(Generic[W, R]):
     """What one kind's worker gives the runner."""
 
     kind: WorkKind
     # queued -> running in the session (None: not queued any more); may raise
     # app.domain.lifecycle.NotAdmitted
-    claim: Callable[[Session, Settings, str, str], C | None]
+    claim: Callable[[Session, Settings, str, str], Claim[W] | None]
     # the work of a claimed attempt, under its heartbeat; raises Lost when the lease is
     # lost, Failed (stored as it is) or any exception (stored as public_error) to fail
-    run: Callable[[Settings, C, Heartbeat], R]
+    run: Callable[[Settings, Claim[W], Heartbeat], R]
     # store the result while the attempt holds the item: "succeeded" (or "cancelled",
     # "failed"), "lost" if it does not; it stops the heartbeat before its final write
-    finish: Callable[[Settings, C, R, Heartbeat], str]
-    # running -> failed with this error while the attempt holds the item
-    fail: Callable[[Session, C, str], bool]
+    finish: Callable[[Settings, Claim[W], R, Heartbeat], str]
+    # running -> failed with this error while the attempt holds the item; None: Claim.fail
+    fail: Callable[[Session, Claim[W], str], bool] | None = None
     # the id whose listeners hear of the attempt's start and end (app.infra.bus); None: none
-    subject: Callable[[C], str] | None = None
+    subject: Callable[[Claim[W]], str] | None = None
 
 
-def run(settings: Settings, work: Work[C, R], item_id: str, hostname: str) -> str:
+def run(settings: Settings, work: Work[W, R], item_id: str, hostname: str) -> str:
     """Run one delivery of an item: succeeded (or what `finish` says), failed, lost,
     skipped or deferred."""
     try:
@@ -203,7 +199,7 @@ def run(settings: Settings, work: Work[C, R], item_id: str, hostname: str) -> st
     return run_claimed(settings, work, item_id, claimed)
 
 
-def run_claimed(settings: Settings, work: Work[C, R], item_id: str, claimed: C | None
+def run_claimed(settings: Settings, work: Work[W, R], item_id: str, claimed: Claim[W] | None
                 ) -> str:
     """Run a claimed attempt to its end; "skipped" without a claim."""
     if claimed is None:
@@ -221,7 +217,7 @@ def run_claimed(settings: Settings, work: Work[C, R], item_id: str, claimed: C |
             notify(settings, subject)
 
 
-def _attempt(settings: Settings, work: Work[C, R], item_id: str, claimed: C,
+def _attempt(settings: Settings, work: Work[W, R], item_id: str, claimed: Claim[W],
              heartbeat: Heartbeat) -> str:
     name = work.kind.name
     try:
@@ -235,7 +231,9 @@ def _attempt(settings: Settings, work: Work[C, R], item_id: str, claimed: C,
             log.exception("%s %s failed", name, item_id)
         heartbeat.stop()
         with session_scope(settings.database_url) as session:
-            done = work.fail(session, claimed, public_error(exc, name))
+            error = public_error(exc, name)
+            done = (claimed.fail(session, error) if work.fail is None
+                    else work.fail(session, claimed, error))
         return "failed" if done else "lost"
     if heartbeat.gone:
         # Finished without the lease: nothing is written, the item is another attempt's,

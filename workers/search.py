@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from app.domain.lifecycle import Claim, Failed
 from app.domain.search_space import stratified_counts
 from app.domain.services import searches
-from app.domain.services.searches import FitOutcome, TaskClaim
+from app.domain.services.searches import FitOutcome, TaskWork
 from app.domain.tasks import REGRESSION_METRICS, regression_score
 from app.infra.bus import notify
 from app.infra.db import session_scope
@@ -127,7 +128,7 @@ class Recorder:
     so that fits of milliseconds do not each wait for a commit; a killed worker loses at
     most that much work, which its task's next attempt redoes."""
 
-    def __init__(self, settings: Settings, claim: TaskClaim) -> None:
+    def __init__(self, settings: Settings, claim: Claim[TaskWork]) -> None:
         self.settings = settings
         self.claim = claim
         self.pending: list[FitOutcome] = []
@@ -147,14 +148,14 @@ class Recorder:
         self.pending = []
         if not recorded.held:
             raise Lost
-        notify(self.settings, self.claim.search_id)
+        notify(self.settings, self.claim.work.search_id)
 
 
-def _run_task(settings: Settings, claim: TaskClaim, heartbeat: Heartbeat) -> None:
+def _run_task(settings: Settings, claim: Claim[TaskWork], heartbeat: Heartbeat) -> None:
     _run(settings, claim, LeaseCheck(heartbeat))
 
 
-SEARCH: Work[TaskClaim, None] = Work(
+SEARCH: Work[TaskWork, None] = Work(
     kind=searches.SEARCH_TASKS,
     claim=lambda session, _settings, task_id, worker: searches.claim_task(session, task_id,
                                                                           worker),
@@ -162,7 +163,7 @@ SEARCH: Work[TaskClaim, None] = Work(
     finish=lambda settings, claim, _none, heartbeat: runner.stop_and_finish(
         heartbeat, settings, lambda session: searches.finish_task(session, claim)),
     fail=searches.finish_task,
-    subject=lambda claim: claim.search_id)
+    subject=lambda claim: claim.work.search_id)
 
 
 def run_search_task(settings: Settings, task_id: str, hostname: str) -> str:
@@ -171,44 +172,45 @@ def run_search_task(settings: Settings, task_id: str, hostname: str) -> str:
     return runner.run(settings, SEARCH, task_id, hostname)
 
 
-def _split(settings: Settings, claim: TaskClaim, X: sp.csr_matrix, y: np.ndarray, fold: int,
+def _split(settings: Settings, task: TaskWork, X: sp.csr_matrix, y: np.ndarray, fold: int,
            rows: np.ndarray | None) -> tuple[Any, np.ndarray, Any, np.ndarray]:
-    if claim.holdout:
-        if claim.holdout_blob_path is None:
-            raise ValueError("the holdout dataset was deleted before the task ran")
-        X_test, y_test = load_dataset(blob_store(settings), claim.holdout_blob_path,
-                                      X.shape[1], claim.holdout_shards)
+    if task.holdout:
+        if task.holdout_blob_path is None:
+            raise Failed("the holdout dataset was deleted before the task ran")
+        X_test, y_test = load_dataset(blob_store(settings), task.holdout_blob_path,
+                                      X.shape[1], task.holdout_shards)
         return X, y, X_test, y_test
     assert rows is not None
     test = rows == fold
     return X[~test], y[~test], X[test], y[test]
 
 
-def _run(settings: Settings, claim: TaskClaim, check: LeaseCheck) -> None:
-    if claim.blob_path is None:
-        raise ValueError("the dataset was deleted before the task ran")
-    X, y = load_dataset(blob_store(settings), claim.blob_path, claim.features, claim.shards)
+def _run(settings: Settings, claim: Claim[TaskWork], check: LeaseCheck) -> None:
+    task = claim.work
+    if task.blob_path is None:
+        raise Failed("the dataset was deleted before the task ran")
+    X, y = load_dataset(blob_store(settings), task.blob_path, task.features, task.shards)
     # the strata of a halving round's subsample: the classes (regression: one stratum)
-    strata = np.zeros_like(y) if claim.metric in REGRESSION_METRICS else y
-    if claim.n_rows is not None and claim.n_rows < y.shape[0]:  # a halving round
-        keep = subsample_rows(strata, claim.n_rows, claim.folds, claim.subsample_seed)
+    strata = np.zeros_like(y) if task.metric in REGRESSION_METRICS else y
+    if task.n_rows is not None and task.n_rows < y.shape[0]:  # a halving round
+        keep = subsample_rows(strata, task.n_rows, task.folds, task.subsample_seed)
         X, y = X[keep], y[keep]
     rows = None
-    if not claim.holdout:
-        rows = fold_of_rows(y, claim.folds, bool(claim.cv.get("stratified", True)),
-                            int(claim.cv.get("seed", 0)))
-    folds = range(claim.folds) if claim.fold is None else [claim.fold]
+    if not task.holdout:
+        rows = fold_of_rows(y, task.folds, bool(task.cv.get("stratified", True)),
+                            int(task.cv.get("seed", 0)))
+    folds = range(task.folds) if task.fold is None else [task.fold]
     recorder = Recorder(settings, claim)
     for fold in folds:
-        todo = [(i, p) for i, p in claim.points if (i, fold) not in claim.done]
+        todo = [(i, p) for i, p in task.points if (i, fold) not in task.done]
         if todo:
-            parts = _split(settings, claim, X, y, fold, rows)
-            _fit_fold(settings, claim, check, recorder, parts, fold, todo)
+            parts = _split(settings, task, X, y, fold, rows)
+            _fit_fold(settings, task, check, recorder, parts, fold, todo)
     recorder.flush()
 
 
-def _warm_path(claim: TaskClaim, params: dict[str, Any]) -> bool:
-    return SOLVERS[claim.solver].continues_fits and not params.get("probability")
+def _warm_path(task: TaskWork, params: dict[str, Any]) -> bool:
+    return SOLVERS[task.solver].continues_fits and not params.get("probability")
 
 
 def _warm_started(result: Any, previous: Any) -> bool:
@@ -226,14 +228,14 @@ def _nonzero_total(result: Any) -> int | None:
     return None if counts is None else sum(counts)
 
 
-def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder: Recorder,
+def _fit_fold(settings: Settings, task: TaskWork, check: LeaseCheck, recorder: Recorder,
               parts: tuple[Any, np.ndarray, Any, np.ndarray], fold: int,
               todo: list[tuple[int, dict[str, Any]]]) -> None:
     from solvers import fit
     from solvers.scaling import fit_scaler
 
     X_train, y_train, X_test, y_test = parts
-    warm = _warm_path(claim, todo[0][1])
+    warm = _warm_path(task, todo[0][1])
     if warm and todo[0][1].get("scale", "none") != "none":  # one scaler for the whole path
         method = todo[0][1]["scale"]
         lower = float(todo[0][1].get("scale_lower", -1.0)) if method == "minmax" else -1.0
@@ -251,15 +253,15 @@ def _fit_fold(settings: Settings, claim: TaskClaim, check: LeaseCheck, recorder:
         if warm:
             params["scale"] = "none"
         started = time.perf_counter()
-        if warm and SOLVERS[claim.solver].warm_start == "state":
+        if warm and SOLVERS[task.solver].warm_start == "state":
             params["keep_solver_state"] = True
-        result = fit(X_train, y_train, solver=claim.solver, progress=check,
+        result = fit(X_train, y_train, solver=task.solver, progress=check,
                      warm_start=previous if warm else None, **params)
         seconds = time.perf_counter() - started
         if result.exit_reason == "cancelled":
             raise Lost
         value = None if result.exit_reason == "numerical_error" else score(
-            result.model, X_test, y_test, claim.metric)
+            result.model, X_test, y_test, task.metric)
         outcome = FitOutcome(point=index, fold=fold, score=value, fit_seconds=seconds,
                              converged=bool(result.converged), exit_reason=result.exit_reason,
                              iterations=int(result.iterations),

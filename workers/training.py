@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from app.domain.job_result import JobResult
-from app.domain.lifecycle import Failed
+from app.domain.job_status import JobStatus
+from app.domain.lifecycle import Claim, Failed
 from app.domain.memory import host_free_bytes, plan_fit
 from app.domain.orm import Model, new_id
 from app.domain.services import jobs
-from app.domain.services.jobs import Claim
+from app.domain.services.jobs import JobWork
 from app.domain.services.lineage import code_version
 from app.domain.tasks import model_task, outlier_report, regression_report
 from app.infra.bus import notify
@@ -177,16 +178,16 @@ def job_threads(settings: Settings, params: dict[str, Any]) -> int:
     return min(wanted, settings.solver_thread_budget())
 
 
-def claim(settings: Settings, job_id: str, worker: str) -> Claim | None:
+def claim(settings: Settings, job_id: str, worker: str) -> Claim[JobWork] | None:
     """Claim a queued job for this process (None: not queued, e.g. a duplicate delivery);
     app.domain.lifecycle.NotAdmitted when its tenant runs as many jobs as it may."""
     with session_scope(settings.database_url) as session:
         return jobs.claim_job(session, job_id, worker, settings)
 
 
-def _fail(settings: Settings, claimed: Claim, error: str) -> None:
+def _fail(settings: Settings, claimed: Claim[JobWork], error: str) -> None:
     with session_scope(settings.database_url) as session:
-        jobs.fail(session, claimed, error)
+        claimed.fail(session, error)
 
 
 @dataclass(frozen=True)
@@ -197,17 +198,17 @@ class Fitted:
     figures: tuple[float | None, dict[str, Any] | None] | None = None
 
 
-def _shard_source(settings: Settings, claimed: Claim) -> Any:
+def _shard_source(settings: Settings, claimed: Claim[JobWork]) -> Any:
     """The dataset's rows as a ShardSource (solvers/shards.py): its shards, or its one
     blob."""
     from solvers.shards import ShardInfo
 
-    store = blob_store(settings)
-    if not claimed.shards:
-        return dataset_shards(store, [cast(str, claimed.blob_path)], claimed.features)
-    return dataset_shards(store, [s["blob_path"] for s in claimed.shards], claimed.features,
+    store, job = blob_store(settings), claimed.work
+    if not job.shards:
+        return dataset_shards(store, [cast(str, job.blob_path)], job.features)
+    return dataset_shards(store, [s["blob_path"] for s in job.shards], job.features,
                           [ShardInfo(int(s["rows"]), int(s["nnz"]), int(s["nbytes"]))
-                           for s in claimed.shards])
+                           for s in job.shards])
 
 
 def _figures(source: Any) -> tuple[int, int, int]:
@@ -222,15 +223,15 @@ def _figures(source: Any) -> tuple[int, int, int]:
     return rows, nbytes, len(labels)
 
 
-def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
+def _fit(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat) -> Fitted:
     """Plan how the data is read (app.domain.memory.plan_fit: in memory, or out of core in
     blocks), load it and fit, under the attempt's heartbeat."""
-    if claimed.blob_path is None:
+    if claimed.work.blob_path is None:
         raise Failed("the dataset was deleted before the job started")
     from solvers.out_of_core import SOLVERS as OUT_OF_CORE
 
     source = _shard_source(settings, claimed)
-    params = dict(claimed.params)
+    params = dict(claimed.work.params)
     rows, dataset_bytes, classes = _figures(source)
     engine = dask_fit.engine_for(settings, claimed, str(params.pop("engine", "auto")),
                                  lambda: dataset_bytes)
@@ -238,29 +239,29 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
         return _fit_on_dask(settings, claimed, heartbeat, params)
     weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list
     budget = settings.worker_memory_bytes or host_free_bytes()
-    plan = plan_fit(claimed.solver, params, rows, claimed.features, classes, dataset_bytes,
-                    budget, OUT_OF_CORE)
+    plan = plan_fit(claimed.work.solver, params, rows, claimed.work.features, classes,
+                    dataset_bytes, budget, OUT_OF_CORE)
     if plan["mode"] == "refused":
         raise Failed(plan.pop("error"))
     if "threads" in params:
         params["threads"] = job_threads(settings, params)
     if params.get("max_seconds") is None:
         params["max_seconds"] = settings.job_max_seconds
-    recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
+    recorder = ProgressRecorder(settings, claimed.id, claimed.attempt,
                                 params.get("eps"), heartbeat=heartbeat,
                                 calibrated=bool(params.get("probability")))
     # the stored spec, validated once at the API (POST /v1/jobs): not validated again
     if plan["mode"] == "blocks":
         return _fit_blocks(settings, claimed, source, plan, params, weights, recorder)
     # mapped, read once; a sharded dataset's shards in one set (as every other reader)
-    arrays = dataset_arrays(blob_store(settings), cast(str, claimed.blob_path),
-                            claimed.shards)
-    X, y = csr_from_arrays(arrays, claimed.features), arrays["y"]
+    arrays = dataset_arrays(blob_store(settings), cast(str, claimed.work.blob_path),
+                            claimed.work.shards)
+    X, y = csr_from_arrays(arrays, claimed.work.features), arrays["y"]
     if weights == "dataset":
         weights = arrays.get("w")  # None: the dataset has no weights
     from solvers import fit
 
-    result = fit(X, y, solver=claimed.solver, progress=recorder,
+    result = fit(X, y, solver=claimed.work.solver, progress=recorder,
                  progress_interval=settings.progress_interval_seconds,
                  sample_weight=None if weights is None else np.asarray(weights, np.float64),
                  applied=params)
@@ -270,7 +271,7 @@ def _fit(settings: Settings, claimed: Claim, heartbeat: Heartbeat) -> Fitted:
     return Fitted(result, X, y)
 
 
-def _fit_on_dask(settings: Settings, claimed: Claim, heartbeat: Heartbeat,
+def _fit_on_dask(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat,
                  params: dict[str, Any]) -> Fitted:
     from solvers.distributed import DistributedFitError
 
@@ -283,7 +284,7 @@ def _fit_on_dask(settings: Settings, claimed: Claim, heartbeat: Heartbeat,
         params["threads"] = job_threads(settings, params)
     if params.get("max_seconds") is None:
         params["max_seconds"] = settings.job_max_seconds
-    recorder = ProgressRecorder(settings, claimed.job_id, claimed.attempt,
+    recorder = ProgressRecorder(settings, claimed.id, claimed.attempt,
                                 params.get("eps"), heartbeat=heartbeat)
     try:
         result = dask_fit.fit_on_cluster(settings, claimed, params, recorder)
@@ -295,7 +296,7 @@ def _fit_on_dask(settings: Settings, claimed: Claim, heartbeat: Heartbeat,
     return Fitted(result, None, None, (accuracy, None))
 
 
-def _fit_blocks(settings: Settings, claimed: Claim, source: Any, plan: dict[str, Any],
+def _fit_blocks(settings: Settings, claimed: Claim[JobWork], source: Any, plan: dict[str, Any],
                 params: dict[str, Any], weights: Any, recorder: ProgressRecorder) -> Fitted:
     """The out-of-core fit (solvers/out_of_core.py) and its training accuracy (one more
     pass)."""
@@ -305,7 +306,7 @@ def _fit_blocks(settings: Settings, claimed: Claim, source: Any, plan: dict[str,
         raise Failed("out of core, sample_weight may only be \"dataset\" (the weights "
                      "stored with the rows)")
     block = int(plan["max_block_bytes"])
-    result = fit_blocks(source, claimed.solver, max_block_bytes=block, progress=recorder,
+    result = fit_blocks(source, claimed.work.solver, max_block_bytes=block, progress=recorder,
                         progress_interval=settings.progress_interval_seconds,
                         use_weights=weights == "dataset", **params)
     if recorder.lease_lost:
@@ -319,7 +320,7 @@ def _fit_blocks(settings: Settings, claimed: Claim, source: Any, plan: dict[str,
     return Fitted(result, None, None, (accuracy, None))
 
 
-TRAINING: Work[Claim, Fitted] = Work(
+TRAINING: Work[JobWork, Fitted] = Work(
     kind=jobs.JOBS,
     claim=lambda session, settings, job_id, worker: jobs.claim_job(session, job_id, worker,
                                                                    settings),
@@ -327,8 +328,7 @@ TRAINING: Work[Claim, Fitted] = Work(
     finish=lambda settings, claimed, fitted, heartbeat: finish(
         settings, claimed, fitted.result, fitted.X, fitted.y, heartbeat=heartbeat,
         figures=fitted.figures),
-    fail=jobs.fail,
-    subject=lambda claimed: claimed.job_id)
+    subject=lambda claimed: claimed.id)
 
 
 def run_job(settings: Settings, job_id: str, hostname: str) -> str:
@@ -337,13 +337,13 @@ def run_job(settings: Settings, job_id: str, hostname: str) -> str:
     return runner.run(settings, TRAINING, job_id, hostname)
 
 
-def run_claimed(settings: Settings, job_id: str, claimed: Claim | None) -> str:
+def run_claimed(settings: Settings, job_id: str, claimed: Claim[JobWork] | None) -> str:
     """Train a claimed job to its end: succeeded, failed, cancelled, or lost (its lease
     went to another attempt); "skipped" without a claim."""
     return runner.run_claimed(settings, TRAINING, job_id, claimed)
 
 
-def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any,
+def finish(settings: Settings, claimed: Claim[JobWork], result: FitResult, X: Any,
            y: np.ndarray | None, heartbeat: Heartbeat | None = None,
            figures: tuple[float | None, dict[str, Any] | None] | None = None) -> str:
     """Store the outcome of a fit: cancelled, failed (non-finite iterates), or succeeded
@@ -355,7 +355,7 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any,
         heartbeat.stop()
     if result.exit_reason == "cancelled":
         with session_scope(settings.database_url) as session:
-            done = jobs.cancelled(session, claimed)
+            done = claimed.finish(session, JobStatus.CANCELLED)
         return "cancelled" if done else "lost"
     if result.exit_reason == "numerical_error":
         _fail(settings, claimed, "numerical_error: the solver's iterates became "
@@ -368,15 +368,15 @@ def finish(settings: Settings, claimed: Claim, result: FitResult, X: Any,
     payload = model_to_bytes(result.model)
     if heartbeat is not None and heartbeat.gone:
         log.warning("job %s attempt %d: the lease was lost before the model was stored",
-                    claimed.job_id, claimed.attempt)
+                    claimed.id, claimed.attempt)
         return "lost"
     model_id = new_id()
     store = blob_store(settings)
     arrays, in_blob = store_model_arrays(store, settings, model_id, payload)
     model = Model(
-        id=model_id, tenant_id=claimed.tenant_id, job_id=claimed.job_id,
-        dataset_id=claimed.dataset_id,
-        kind=result.model.kind, task=task, solver=claimed.solver, params=claimed.params,
+        id=model_id, tenant_id=claimed.work.tenant_id, job_id=claimed.id,
+        dataset_id=claimed.work.dataset_id,
+        kind=result.model.kind, task=task, solver=claimed.work.solver, params=claimed.work.params,
         labels=[float(v) for v in result.classes], n_features=int(result.model.n_features),
         result=summary, converged=summary["converged"], arrays=arrays,
         size_bytes=len(payload), train_accuracy=train_accuracy,

@@ -54,6 +54,20 @@ async def resolve_off_loop(database_url: str, kind: str, tenant_id: str, ident: 
     return await anyio.to_thread.run_sync(lookup)
 
 
+async def owned_off_loop(database_url: str, kind: str, tenant_id: str, ident: str) -> str:
+    """resolve_off_loop(), then a 404 unless the tenant holds that row (a whole id is taken
+    as it is there: the event streams look it up before they start)."""
+    item_id = await resolve_off_loop(database_url, kind, tenant_id, ident)
+
+    def exists() -> bool:
+        with read_sessionmaker_for(database_url)() as session:
+            return owned.owned_exists(session, TABLES[kind], tenant_id, item_id)
+
+    if not await anyio.to_thread.run_sync(exists):
+        raise NotFound(kind, item_id)
+    return item_id
+
+
 def resolve_model(session: Session, tenant_id: str, ident: str
                   ) -> tuple[str, registry.Served | None]:
     """The model's whole id, and the version a registry reference resolved to (None for

@@ -1,5 +1,5 @@
 """A small typed Python client of Hinge's HTTP API, for other services and for the `hinge`
-command line (app/client/cli.py).
+command line (app/client/cli/).
 
 It needs only httpx and httpx-sse: no server module is imported (an import-linter contract
 in pyproject.toml says so), so a service that talks to Hinge imports this package alone.

@@ -7,7 +7,10 @@ and hooks for what differs (the jobs' history and events, the tenant's running l
 search task's failure failing its search). Every kind follows the same rules:
 
 - the claim is a conditional UPDATE `queued -> running` on the attempt it read (attempt
-  + 1, the worker, the first heartbeat), so a duplicate delivery does nothing. A kind
+  + 1, the worker, the first heartbeat), so a duplicate delivery does nothing; what the
+  worker holds then is a `Claim`, the same type for every kind (the kind, the item's id,
+  the attempt, and the kind's own `work`: what to train, score, predict, fit or import).
+  A kind
   with `admission` adds its condition to that UPDATE (jobs: the tenant runs fewer jobs
   than its limit): an item refused there stays queued (`NotAdmitted`) and its worker
   sends it round again with a countdown (workers.runner) instead of waiting for it;
@@ -33,7 +36,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session
@@ -81,6 +84,38 @@ class WorkKind:
     waiting: Callable[[Session, Settings, datetime], list[str]] | None = None
     # what follows the sweep failing an item for lost workers (a search task: its search)
     on_lost: Callable[[Session, Settings, str], None] | None = None
+
+
+W = TypeVar("W")
+
+
+@dataclass(frozen=True)
+class Claim(Generic[W]):
+    """What a worker holds once it has claimed an item: its kind and id, this attempt (every
+    later write of the attempt is conditional on it holding the item) and what the kind's
+    worker needs (`work`, the kind's own: a job's solver and dataset, a search task's
+    points, ...). The writes of the attempt, the same for every kind, are its methods."""
+
+    kind: WorkKind
+    id: str
+    attempt: int
+    work: W
+
+    def progress(self, session: Session, **values: Any) -> Answer:
+        """`progress`: "go", "stop" or "lost"."""
+        return progress(session, self.kind, self.id, self.attempt, **values)
+
+    def finish(self, session: Session, to_status: JobStatus, **values: Any) -> bool:
+        """`finish`: running -> to_status while this attempt holds the item."""
+        return finish(session, self.kind, self.id, self.attempt, to_status, **values)
+
+    def fail(self, session: Session, error: str) -> bool:
+        """`fail`: running -> failed with `error` while this attempt holds the item."""
+        return fail(session, self.kind, self.id, self.attempt, error)
+
+    def leased(self) -> tuple[ColumnElement[bool], ...]:
+        """`leased`: the WHERE clause of 'this attempt still holds the item'."""
+        return leased(self.kind, self.id, self.attempt)
 
 
 class NotAdmitted(Exception):
@@ -146,6 +181,18 @@ def claim(session: Session, kind: WorkKind, item_id: str, worker: str,
     ).first() is not None:
         raise NotAdmitted(item_id)
     return None
+
+
+def claim_as(session: Session, kind: WorkKind, item_id: str, worker: str,
+             work: Callable[[Any], W], settings: Settings | None = None) -> Claim[W] | None:
+    """`claim`, then what the worker holds: the Claim, its work made by `work` from the
+    claimed row; None if the item is not queued (any more)."""
+    attempt = claim(session, kind, item_id, worker, settings)
+    if attempt is None:
+        return None
+    row = session.get(kind.table, item_id)
+    assert row is not None
+    return Claim(kind, item_id, attempt, work(row))
 
 
 def leased(kind: WorkKind, item_id: str, attempt: int) -> tuple[ColumnElement[bool], ...]:

@@ -7,12 +7,16 @@ from typing import Any, cast
 
 import pytest
 
-from app.domain.lifecycle import Failed, public_error
-from app.domain.services.evaluations import EvaluationClaim, run_claimed_evaluation
+from app.domain.lifecycle import Claim, Failed, public_error
+from app.domain.services.evaluations import (
+    EVALUATIONS,
+    EvaluationWork,
+    run_claimed_evaluation,
+)
 
 
 def test_an_evaluation_whose_dataset_is_gone_fails_with_its_own_message() -> None:
-    claim = EvaluationClaim("ev_1", 1, "model_1", None)
+    claim = Claim(EVALUATIONS, "ev_1", 1, EvaluationWork("model_1", None))
     with pytest.raises(Failed) as failed:
         run_claimed_evaluation(cast(Any, None), cast(Any, None), claim)
     assert public_error(failed.value, "evaluation") == (

@@ -6,7 +6,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api.main import create_app
-from app.domain.services.jobs import DISTRIBUTED_SOLVERS, Claim
+from app.domain.lifecycle import Claim
+from app.domain.services.jobs import DISTRIBUTED_SOLVERS, JOBS, JobWork
 from app.settings import Settings
 from workers.dask_fit import engine_for
 
@@ -54,10 +55,11 @@ def test_the_app_lists_what_the_distributed_solvers_train() -> None:
     assert DISTRIBUTED_SOLVERS == SOLVERS
 
 
-def _claim(solver: str = "tron", nbytes: int = 1000, **params: object) -> Claim:
-    return Claim(job_id="j", tenant_id="t", attempt=1, solver=solver, params=dict(params),
-                 dataset_id="d", dataset_name="n", blob_path="b", features=10,
-                 shards=[{"blob_path": "b", "rows": 10, "nnz": 10, "nbytes": nbytes}])
+def _claim(solver: str = "tron", nbytes: int = 1000, **params: object) -> Claim[JobWork]:
+    return Claim(JOBS, "j", 1, JobWork(
+        tenant_id="t", solver=solver, params=dict(params), dataset_id="d", dataset_name="n",
+        blob_path="b", features=10,
+        shards=[{"blob_path": "b", "rows": 10, "nnz": 10, "nbytes": nbytes}]))
 
 
 def test_auto_goes_to_dask_only_for_a_dataset_over_one_workers_memory(

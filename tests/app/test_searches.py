@@ -326,7 +326,8 @@ def test_a_duplicate_delivery_does_nothing_and_a_retry_counts_no_fit_twice(
     with session_scope(settings.database_url) as session:
         claim = searches.claim_task(session, second.id, "doomed")
     assert claim is not None
-    for index, _params in claim.points[:2]:
+    assert (claim.kind, claim.id, claim.attempt) == (searches.SEARCH_TASKS, second.id, 1)
+    for index, _params in claim.work.points[:2]:
         with session_scope(settings.database_url) as session:
             held = searches.record(session, settings, claim, [searches.FitOutcome(
                 index, 1, 0.5, 0.01, True, "converged", 1, False)]).held
@@ -337,7 +338,7 @@ def test_a_duplicate_delivery_does_nothing_and_a_retry_counts_no_fit_twice(
     assert sweep(settings)["search_tasks_enqueued"] == 1
     with session_scope(settings.database_url) as session:  # the old attempt is out
         held = searches.record(session, settings, claim, [searches.FitOutcome(
-            claim.points[2][0], 1, 0.5, 0.01, True, "converged", 1, False)]).held
+            claim.work.points[2][0], 1, 0.5, 0.01, True, "converged", 1, False)]).held
         assert not held
     assert run_search_task(settings, second.id, "test") == "succeeded"
     body = client.get(f"/v1/searches/{created['id']}").json()
@@ -349,7 +350,7 @@ def test_a_duplicate_delivery_does_nothing_and_a_retry_counts_no_fit_twice(
                                .where(SearchResult.search_id == created["id"])).all()
     assert count == 12 and sorted(seqs) == list(range(1, 13))
     kept = [p["scores"][1] for p in body["points"] if p["index"] in
-            [i for i, _ in claim.points[:2]]]
+            [i for i, _ in claim.work.points[:2]]]
     assert kept == [0.5, 0.5]  # the dead attempt's fits were kept, not redone
 
 

@@ -1,5 +1,5 @@
 """The Python client (app/client/__init__.py) and the `hinge` command line
-(app/client/cli.py) against a live service: a real API server process and a real Celery
+(app/client/cli/) against a live service: a real API server process and a real Celery
 worker process on SQLite."""
 
 from __future__ import annotations

@@ -21,11 +21,11 @@ import pytest
 from sqlalchemy import func, select, update
 
 from app.domain.job_status import JobStatus
-from app.domain.lifecycle import NotAdmitted
+from app.domain.lifecycle import Claim, NotAdmitted
 from app.domain.orm import Dataset, Job, JobEvent, Model, Tenant, new_id, utcnow
 from app.domain.services import datasets as dataset_service
 from app.domain.services import jobs as job_service
-from app.domain.services.jobs import JOBS, Claim
+from app.domain.services.jobs import JOBS, JobWork
 from app.infra.db import session_scope
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
@@ -91,26 +91,27 @@ def _models_of(settings: Settings, job_id: str) -> list[Model]:
         return list(session.scalars(select(Model).where(Model.job_id == job_id)))
 
 
-def _claimed(settings: Settings, job_id: str) -> Claim:
+def _claimed(settings: Settings, job_id: str) -> Claim[JobWork]:
     claimed = claim(settings, job_id, WORKER)
     assert claimed is not None
     return claimed
 
 
-def _requeue_and_claim_again(settings: Settings, job_id: str) -> Claim:
+def _requeue_and_claim_again(settings: Settings, job_id: str) -> Claim[JobWork]:
     """What the sweep does to a job whose worker went silent, then a second worker."""
     with session_scope(settings.database_url) as session:
         assert job_service.transition(session, job_id, (JobStatus.RUNNING,), JobStatus.QUEUED)
     return _claimed(settings, job_id)
 
 
-def _fit(settings: Settings, claimed: Claim, progress: Any = None) -> Any:
+def _fit(settings: Settings, claimed: Claim[JobWork], progress: Any = None) -> Any:
     from solvers import fit
 
-    assert claimed.blob_path is not None
-    X, y = load_dataset(blob_store(settings), claimed.blob_path, claimed.features)
-    return X, y, fit(X, y, solver=claimed.solver, progress=progress,
-                     progress_interval=settings.progress_interval_seconds, **claimed.params)
+    job = claimed.work
+    assert job.blob_path is not None
+    X, y = load_dataset(blob_store(settings), job.blob_path, job.features)
+    return X, y, fit(X, y, solver=job.solver, progress=progress,
+                     progress_interval=settings.progress_interval_seconds, **job.params)
 
 
 # -- claim -----------------------------------------------------------------------------
@@ -121,9 +122,9 @@ def test_a_claim_runs_the_next_attempt_and_a_second_delivery_gets_nothing(
     job_id = _queued_job(settings, cancer, C=2.0)
     with session_scope(settings.database_url) as session:
         blob_path = dataset_service.get_dataset(session, TENANT, cancer).blob_path
-    assert claim(settings, job_id, WORKER) == Claim(
-        job_id=job_id, tenant_id=TENANT, attempt=1, solver="dcd", params={"eps": 0.1, "C": 2.0},
-        dataset_id=cancer, dataset_name="cancer", blob_path=blob_path, features=FEATURES)
+    assert claim(settings, job_id, WORKER) == Claim(JOBS, job_id, 1, JobWork(
+        tenant_id=TENANT, solver="dcd", params={"eps": 0.1, "C": 2.0}, dataset_id=cancer,
+        dataset_name="cancer", blob_path=blob_path, features=FEATURES))
     assert claim(settings, job_id, "celery@other pid 2") is None  # duplicate delivery
     job = _job(settings, job_id)
     assert job.status == JobStatus.RUNNING and job.attempt == 1 and job.worker == WORKER
@@ -148,7 +149,7 @@ def test_a_tenant_at_its_running_limit_is_not_claimed_until_a_job_ends(
     assert job.status == JobStatus.QUEUED and job.attempt == 0 and job.worker is None
     assert [h["status"] for h in job.status_history] == ["queued"]
     with session_scope(settings.database_url) as session:
-        assert job_service.fail(session, running[0], "done")
+        assert running[0].fail(session, "done")
     assert _claimed(settings, waiting).attempt == 1
     other = _queued_job(settings, cancer)
     with session_scope(settings.database_url) as session:  # without settings: no admission
@@ -172,7 +173,7 @@ def test_a_job_whose_dataset_is_gone_fails_with_the_reason(settings: Settings,
     with session_scope(settings.database_url) as session:  # as a racing delete could
         session.delete(session.get(Dataset, cancer))
     claimed = _claimed(settings, job_id)
-    assert claimed.dataset_id is None and claimed.blob_path is None
+    assert claimed.work.dataset_id is None and claimed.work.blob_path is None
     assert run_claimed(settings, job_id, claimed) == "failed"
     job = _job(settings, job_id)
     assert job.status == JobStatus.FAILED
@@ -425,6 +426,6 @@ def test_a_failed_job_keeps_its_error_and_no_model(settings: Settings, cancer: s
     job_id = _queued_job(settings, cancer)
     claimed = _claimed(settings, job_id)
     with session_scope(settings.database_url) as session:
-        assert job_service.fail(session, claimed, "x" * 5000)
+        assert claimed.fail(session, "x" * 5000)
     job = _job(settings, job_id)
     assert job.status == JobStatus.FAILED and job.error == "x" * 2000

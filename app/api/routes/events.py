@@ -28,7 +28,6 @@ from app.api import ids
 from app.api.auth import ReadAuth
 from app.api.deps import SettingsDep
 from app.api.http_errors import ApiError
-from app.domain.errors import not_found
 from app.domain.job_status import TERMINAL_STATUSES
 from app.domain.metrics import observe_progress_lag
 from app.domain.orm import JobEvent
@@ -43,11 +42,6 @@ POLL_SECONDS = 0.1  # database poll without Redis
 NUDGED_POLL_SECONDS = 1.0  # fallback poll when pub/sub nudges arrive
 BATCH = 500
 MAX_EVENT_ID = 2**31 - 1  # event ids are the job_events.seq integers
-
-
-def _exists(database_url: str, tenant_id: str, job_id: str) -> bool:
-    with read_sessionmaker_for(database_url)() as session:
-        return service.job_exists(session, tenant_id, job_id)
 
 
 def parse_last_event_id(value: str | None) -> int:
@@ -95,6 +89,27 @@ def live_stream(request: Request, settings: Settings, channel: str,
                                                            "X-Accel-Buffering": "no"})
 
 
+def state_stream(request: Request, settings: Settings, item_id: str,
+                 read_state: Callable[[], dict[str, Any]]) -> EventSourceResponse:
+    """A live stream of an item's state (`read_state`, read in a thread: a dict with its
+    `status`): a `progress` event each time the state changes, then one `status` event once
+    the item is finished, after which the stream ends (an import's, a prediction's)."""
+    last: dict[str, Any] = {}
+
+    async def read_round() -> Round:
+        state = await anyio.to_thread.run_sync(read_state)
+        if state["status"] in {s.value for s in TERMINAL_STATUSES}:
+            return [{"event": "status", "data": json.dumps(state)}], True, False
+        messages = []
+        if state != last:
+            last.clear()
+            last.update(state)
+            messages.append({"event": "progress", "data": json.dumps(state)})
+        return messages, False, False
+
+    return live_stream(request, settings, item_id, read_round)
+
+
 async def _wait_for_news(pubsub: Any) -> Any:
     """Until a nudge or the poll interval; the subscription to keep (None once Redis has
     gone away: the stream then goes on from the database alone)."""
@@ -138,11 +153,8 @@ async def job_events(
 ) -> EventSourceResponse:
     """`curl -N` shows a job's progress live; the stream ends after the terminal status."""
     after = parse_last_event_id(last_event_id)
-    job_id = await ids.resolve_off_loop(settings.database_url, "job", principal.tenant_id,
-                                        job_id)
-    if not await anyio.to_thread.run_sync(_exists, settings.database_url,
-                                          principal.tenant_id, job_id):
-        raise not_found("job", job_id)
+    job_id = await ids.owned_off_loop(settings.database_url, "job", principal.tenant_id,
+                                      job_id)
 
     connected = time.time()
     seq, last_live = after, None

@@ -7,10 +7,8 @@ does); the rest `read`. Another tenant's import is a 404."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
@@ -19,13 +17,10 @@ from sse_starlette import EventSourceResponse
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
-from app.api.routes.events import Round, live_stream
-from app.domain.errors import not_found
+from app.api.routes.events import state_stream
 from app.domain.import_schemas import ImportCreate, ImportPublic, ImportsPublic
-from app.domain.job_status import TERMINAL_STATUSES
 from app.domain.orm import Import
 from app.domain.services import imports as service
-from app.domain.services.owned import owned_exists
 from app.infra.db import read_sessionmaker_for
 
 router = APIRouter(prefix="/v1/imports", tags=["imports"])
@@ -92,11 +87,6 @@ def _state(database_url: str, import_id: str) -> dict[str, Any]:
                            "rows_done", "nnz_done", "dataset_id", "error", "error_detail")}
 
 
-def _exists(database_url: str, tenant_id: str, import_id: str) -> bool:
-    with read_sessionmaker_for(database_url)() as session:
-        return owned_exists(session, Import, tenant_id, import_id)
-
-
 @router.get("/{import_id}/events", response_class=EventSourceResponse,
             responses={200: {"content": {"text/event-stream": {}},
                              "description": "SSE stream of `progress` and `status` events"}})
@@ -106,20 +96,6 @@ async def import_events(import_id: str, request: Request, settings: SettingsDep,
     rows_done, nnz_done}) as the workers parse, then one terminal `status` event (with
     `dataset_id` on success, `error` on failure), after which the stream ends."""
     tenant = principal.tenant_id
-    import_id = await ids.resolve_off_loop(settings.database_url, "import", tenant, import_id)
-    if not await anyio.to_thread.run_sync(_exists, settings.database_url, tenant, import_id):
-        raise not_found("import", import_id)
-    last: dict[str, Any] = {}
-
-    async def read_round() -> Round:
-        state = await anyio.to_thread.run_sync(_state, settings.database_url, import_id)
-        if state["status"] in {s.value for s in TERMINAL_STATUSES}:
-            return [{"event": "status", "data": json.dumps(state)}], True, False
-        messages = []
-        if state != last:
-            last.clear()
-            last.update(state)
-            messages.append({"event": "progress", "data": json.dumps(state)})
-        return messages, False, False
-
-    return live_stream(request, settings, import_id, read_round)
+    import_id = await ids.owned_off_loop(settings.database_url, "import", tenant, import_id)
+    return state_stream(request, settings, import_id,
+                        lambda: _state(settings.database_url, import_id))

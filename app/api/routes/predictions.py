@@ -7,10 +7,8 @@ the rest `read`. Another tenant's prediction is a 404."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from sse_starlette import EventSourceResponse
@@ -18,15 +16,12 @@ from sse_starlette import EventSourceResponse
 from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
-from app.api.routes.events import Round, live_stream
+from app.api.routes.events import state_stream
 from app.domain.batch_output import FORMATS, encode
-from app.domain.errors import not_found
-from app.domain.job_status import TERMINAL_STATUSES
 from app.domain.orm import Prediction
 from app.domain.prediction_schemas import PredictionCreate, PredictionPublic, PredictionsPublic
 from app.domain.services import predictions as service
 from app.domain.services.models import get_model
-from app.domain.services.owned import owned_exists
 from app.infra.db import read_sessionmaker_for
 from app.infra.storage import blob_store
 
@@ -114,11 +109,6 @@ def _state(database_url: str, prediction_id: str) -> dict[str, Any]:
                 "error": row.error}
 
 
-def _exists(database_url: str, tenant_id: str, prediction_id: str) -> bool:
-    with read_sessionmaker_for(database_url)() as session:
-        return owned_exists(session, Prediction, tenant_id, prediction_id)
-
-
 @router.get("/{prediction_id}/events", response_class=EventSourceResponse,
             responses={200: {"content": {"text/event-stream": {}},
                              "description": "SSE stream of `progress` and `status` events"}})
@@ -127,22 +117,7 @@ async def prediction_events(prediction_id: str, request: Request, settings: Sett
     """`progress` events ({rows_done, rows}) as the worker passes its blocks, then one
     terminal `status` event, after which the stream ends."""
     tenant = principal.tenant_id
-    prediction_id = await ids.resolve_off_loop(settings.database_url, "prediction", tenant,
-                                               prediction_id)
-    if not await anyio.to_thread.run_sync(_exists, settings.database_url, tenant,
-                                          prediction_id):
-        raise not_found("prediction", prediction_id)
-    last: dict[str, Any] = {}
-
-    async def read_round() -> Round:
-        state = await anyio.to_thread.run_sync(_state, settings.database_url, prediction_id)
-        messages = []
-        if state["status"] in {s.value for s in TERMINAL_STATUSES}:
-            return [{"event": "status", "data": json.dumps(state)}], True, False
-        if state != last:
-            last.clear()
-            last.update(state)
-            messages.append({"event": "progress", "data": json.dumps(state)})
-        return messages, False, False
-
-    return live_stream(request, settings, prediction_id, read_round)
+    prediction_id = await ids.owned_off_loop(settings.database_url, "prediction", tenant,
+                                             prediction_id)
+    return state_stream(request, settings, prediction_id,
+                        lambda: _state(settings.database_url, prediction_id))

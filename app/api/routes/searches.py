@@ -16,7 +16,6 @@ from app.api import idempotency, ids
 from app.api.auth import ReadAuth, TrainAuth
 from app.api.deps import PageDep, SessionDep, SettingsDep, WriteSessionDep
 from app.api.routes.events import Round, live_stream, parse_last_event_id
-from app.domain.errors import not_found
 from app.domain.job_status import TERMINAL_STATUSES
 from app.domain.orm import Search
 from app.domain.search_schemas import (
@@ -28,7 +27,6 @@ from app.domain.search_schemas import (
     SearchRound,
 )
 from app.domain.services import searches as service
-from app.domain.services.owned import owned_exists
 from app.infra.db import read_sessionmaker_for
 
 router = APIRouter(prefix="/v1/searches", tags=["searches"])
@@ -95,11 +93,6 @@ def cancel_search(search_id: str, session: WriteSessionDep, settings: SettingsDe
 
 # -- events ------------------------------------------------------------------------------
 
-def _exists(database_url: str, tenant_id: str, search_id: str) -> bool:
-    with read_sessionmaker_for(database_url)() as session:
-        return owned_exists(session, Search, tenant_id, search_id)
-
-
 def _snapshot(database_url: str, search_id: str, known_done: int
               ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """The search's status fields, and its point table when `done` moved."""
@@ -139,11 +132,8 @@ async def search_events(
     of its last fit, so `Last-Event-ID` resumes without gaps), `progress` events with
     done/total, and a final `status` event, after which the stream ends."""
     after = parse_last_event_id(last_event_id)
-    search_id = await ids.resolve_off_loop(settings.database_url, "search",
-                                           principal.tenant_id, search_id)
-    if not await anyio.to_thread.run_sync(_exists, settings.database_url,
-                                          principal.tenant_id, search_id):
-        raise not_found("search", search_id)
+    search_id = await ids.owned_off_loop(settings.database_url, "search",
+                                         principal.tenant_id, search_id)
 
     seq, known_done = after, -1
 

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from app.domain import lifecycle, outbox
 from app.domain.errors import Invalid, not_found
 from app.domain.job_status import JobStatus
+from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Evaluation, Model, new_id, utcnow
 from app.domain.predict import ServableModel
 from app.domain.schemas import EvaluationCreate
@@ -180,44 +181,31 @@ def get_evaluation(session: Session, tenant_id: str, model_id: str,
 # -- the worker's side: claim, lease, finish ---------------------------------------------
 
 @dataclass(frozen=True)
-class EvaluationClaim:
-    evaluation_id: str
-    attempt: int
+class EvaluationWork:
+    """What a claimed evaluation scores (its `lifecycle.Claim`'s work)."""
+
     model_id: str
     blob_path: str | None  # None: the dataset was deleted
     shards: list[dict[str, Any]] | None = None  # the dataset's row shards (None: one blob)
 
 
 def claim_evaluation(session: Session, evaluation_id: str,
-                     worker: str) -> EvaluationClaim | None:
+                     worker: str) -> Claim[EvaluationWork] | None:
     """queued -> running on the next attempt; None if it is not queued (any more)."""
-    attempt = lifecycle.claim(session, EVALUATIONS, evaluation_id, worker)
-    if attempt is None:
-        return None
-    evaluation = session.get(Evaluation, evaluation_id)
-    assert evaluation is not None
-    dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
-    return EvaluationClaim(evaluation_id, attempt, evaluation.model_id,
-                           dataset.blob_path if dataset else None,
-                           dataset.shards if dataset else None)
+    def work(evaluation: Evaluation) -> EvaluationWork:
+        dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
+        return EvaluationWork(evaluation.model_id, dataset.blob_path if dataset else None,
+                              dataset.shards if dataset else None)
+
+    return lifecycle.claim_as(session, EVALUATIONS, evaluation_id, worker, work)
 
 
-def finish_evaluation(session: Session, claim: EvaluationClaim, *,
-                      report: dict[str, Any] | None = None, error: str | None = None) -> bool:
-    """running -> succeeded with its report, or failed with `error`, while this attempt
-    holds the evaluation; False when it does not."""
-    if error is not None:
-        return lifecycle.fail(session, EVALUATIONS, claim.evaluation_id, claim.attempt, error)
-    return lifecycle.finish(session, EVALUATIONS, claim.evaluation_id, claim.attempt,
-                            SUCCEEDED, report=report)
-
-
-def run_claimed_evaluation(session: Session, settings: Settings, claim: EvaluationClaim
-                           ) -> dict[str, Any]:
+def run_claimed_evaluation(session: Session, settings: Settings,
+                           claim: Claim[EvaluationWork]) -> dict[str, Any]:
     """The report of a claimed evaluation (raises when the model or dataset is gone)."""
-    if claim.blob_path is None:
+    work = claim.work
+    if work.blob_path is None:
         raise lifecycle.Failed("the dataset was deleted before the evaluation started")
-    model = servable_model(session, settings, claim.model_id)
-    X, y = load_dataset(blob_store(settings), claim.blob_path, model.n_features,
-                        claim.shards)
+    model = servable_model(session, settings, work.model_id)
+    X, y = load_dataset(blob_store(settings), work.blob_path, model.n_features, work.shards)
     return compute_report(model, X, y)

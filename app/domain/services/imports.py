@@ -40,11 +40,17 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from app.domain import lifecycle, outbox
-from app.domain.errors import Invalid, OverLimit, TooLarge
+from app.domain.errors import Invalid, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, JobStatus
+from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Import, ImportPart, Tenant, new_id, utcnow
 from app.domain.services.datasets import check_quota
-from app.domain.services.limits import below_running_limit, lock_tenant, tenant_limit
+from app.domain.services.limits import (
+    below_running_limit,
+    check_tenant_active,
+    lock_tenant,
+    tenant_limit,
+)
 from app.domain.services.owned import get_owned
 from app.domain.tasks import DETECT
 from app.infra.bus import notify
@@ -107,14 +113,8 @@ def create_import(session: Session, settings: Settings, tenant_id: str, sources:
         raise Invalid(str(exc), {"reason": exc.reason, "source": exc.uri},
                       field="source") from None
     total = sum(p.size for p in parts)
-    tenant = lock_tenant(session, tenant_id)
-    waiting = session.scalar(select(func.count()).select_from(Import).where(
-        Import.tenant_id == tenant_id, Import.status.in_(ACTIVE_STATUSES))) or 0
-    limit = tenant_limit(tenant, settings, "max_queued_jobs")
-    if waiting >= limit:
-        raise OverLimit(f"the tenant has {waiting} imports queued or running, its limit "
-                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
-                        "later", {"limit": limit}, retry_after=10)
+    tenant = check_tenant_active(session, settings, tenant_id, Import,
+                                 "imports queued or running")
     try:
         check_quota(session, settings, tenant, total)
     except TooLarge as exc:
@@ -192,9 +192,9 @@ def cancel(session: Session, settings: Settings, tenant_id: str, import_id: str)
 # -- the worker's side -------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ImportClaim:
-    import_id: str
-    attempt: int
+class ImportWork:
+    """What a claimed import assembles (its `lifecycle.Claim`'s work)."""
+
     tenant_id: str
     dataset_id: str
     name: str
@@ -212,14 +212,9 @@ class PartTaken:
 
 
 def claim_import(session: Session, settings: Settings, import_id: str, worker: str
-                 ) -> ImportClaim | None:
-    attempt = lifecycle.claim(session, IMPORTS, import_id, worker, settings)
-    if attempt is None:
-        return None
-    item = session.get(Import, import_id)
-    assert item is not None
-    return ImportClaim(import_id, attempt, item.tenant_id, item.dataset_id, item.name,
-                       item.task, item.parts_total)
+                 ) -> Claim[ImportWork] | None:
+    return lifecycle.claim_as(session, IMPORTS, import_id, worker, lambda item: ImportWork(
+        item.tenant_id, item.dataset_id, item.name, item.task, item.parts_total), settings)
 
 
 def active(session: Session, import_id: str) -> bool:
@@ -321,9 +316,9 @@ def failure_of(part: ImportPart) -> tuple[str, dict[str, Any]]:
                      "line": part.error_line, "reason": part.error}
 
 
-def record_failure(session: Session, claim: ImportClaim, detail: dict[str, Any]) -> None:
-    session.execute(update(Import).where(*lifecycle.leased(IMPORTS, claim.import_id,
-                                                           claim.attempt))
+def record_failure(session: Session, claim: Claim[ImportWork], detail: dict[str, Any]
+                   ) -> None:
+    session.execute(update(Import).where(*claim.leased())
                     .values(error_detail=detail).execution_options(synchronize_session=False))
 
 
@@ -344,7 +339,7 @@ def _labels(parts: list[ImportPart], task: str, max_classes: int
             {label_key(v): merged[label_key(v)] for v in labels}, None)
 
 
-def assemble(session: Session, settings: Settings, claim: ImportClaim,
+def assemble(session: Session, settings: Settings, claim: Claim[ImportWork],
              read_targets: Any) -> Dataset | None:
     """The dataset of a claimed import whose parts are all done, and the import finished
     `succeeded` with it, in the session's transaction; None when this attempt no longer
@@ -352,51 +347,53 @@ def assemble(session: Session, settings: Settings, claim: ImportClaim,
     targets of the shards in order (for a regression summary)."""
     from app.domain.tasks import dataset_task, label_summary
 
+    work = claim.work
     parts = list(session.scalars(select(ImportPart).where(
-        ImportPart.import_id == claim.import_id).order_by(ImportPart.part)))
+        ImportPart.import_id == claim.id).order_by(ImportPart.part)))
     assert all(p.state == DONE for p in parts), "assemble before every part is done"
     shards = [shard for p in parts for shard in (p.shards or [])]
     if not shards:
         raise lifecycle.Failed("invalid dataset: no data rows in any part")
-    summary = _labels(parts, claim.task, settings.max_classes)
+    summary = _labels(parts, work.task, settings.max_classes)
     if summary is None:
         y = read_targets(shards)
-        task = dataset_task(y, claim.task, settings.max_classes)
+        task = dataset_task(y, work.task, settings.max_classes)
         labels, class_counts, label_stats = label_summary(y, task)
     else:
         task, labels, class_counts, label_stats = summary
     stored = sum(int(s["stored_bytes"]) for s in shards)
-    tenant = lock_tenant(session, claim.tenant_id)
+    tenant = lock_tenant(session, work.tenant_id)
     check_quota(session, settings, tenant, stored)
     digest = hashlib.sha256("\n".join(str(p.sha256) for p in parts).encode()).hexdigest()
     dataset = Dataset(
-        id=claim.dataset_id, tenant_id=claim.tenant_id, name=claim.name,
+        id=work.dataset_id, tenant_id=work.tenant_id, name=work.name,
         rows=sum(p.rows for p in parts), features=max(p.features for p in parts),
         nnz=sum(p.nnz for p in parts), labels=labels, class_counts=class_counts, task=task,
         label_stats=label_stats, weight_stats=None, sha256=digest,
-        size_bytes=sum(p.text_bytes for p in parts), blob_path=sharded_blob_path(claim.dataset_id),
+        size_bytes=sum(p.text_bytes for p in parts), blob_path=sharded_blob_path(work.dataset_id),
         stored_bytes=stored, source_format="svmlight",
         shards=[{k: s[k] for k in ("blob_path", "rows", "nnz", "nbytes")} for s in shards],
         value_dtype="float64")
-    if not lifecycle.finish(session, IMPORTS, claim.import_id, claim.attempt, SUCCEEDED):
+    if not claim.finish(session, SUCCEEDED):
         return None
     session.add(dataset)
     session.flush()
     return dataset
 
 
-def fail(settings: Settings, session: Session, claim: ImportClaim, error: str) -> bool:
-    done = lifecycle.fail(session, IMPORTS, claim.import_id, claim.attempt, error)
-    if done:
-        dataset_id = claim.dataset_id
-        after_commit(session, lambda: remove_shards(settings, dataset_id))
-    return done
+def fail(settings: Settings, session: Session, claim: Claim[ImportWork], error: str) -> bool:
+    return _removing_shards(settings, session, claim, claim.fail(session, error))
 
 
-def cancelled(settings: Settings, session: Session, claim: ImportClaim) -> bool:
-    done = lifecycle.finish(session, IMPORTS, claim.import_id, claim.attempt, CANCELLED)
+def cancelled(settings: Settings, session: Session, claim: Claim[ImportWork]) -> bool:
+    return _removing_shards(settings, session, claim, claim.finish(session, CANCELLED))
+
+
+def _removing_shards(settings: Settings, session: Session, claim: Claim[ImportWork],
+                     done: bool) -> bool:
+    """`done`; when it is, the import's shards are removed after the commit."""
     if done:
-        dataset_id = claim.dataset_id
+        dataset_id = claim.work.dataset_id
         after_commit(session, lambda: remove_shards(settings, dataset_id))
     return done
 

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.domain import lifecycle, outbox
 from app.domain.errors import Invalid, OverLimit
 from app.domain.job_status import TERMINAL_STATUSES, JobStatus
+from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.services.limits import (
@@ -31,7 +32,7 @@ from app.domain.services.limits import (
     lock_tenant,
     tenant_limit,
 )
-from app.domain.services.owned import get_owned, owned_exists
+from app.domain.services.owned import get_owned
 from app.domain.tasks import check_task
 from app.domain.weights import DATASET, job_weights
 from app.infra.bus import notify
@@ -109,12 +110,10 @@ def add_event(session: Session, job_id: str, kind: str, payload: dict[str, Any])
 # -- the worker's side: claim, lease, finish -------------------------------------------
 
 @dataclass(frozen=True)
-class Claim:
-    """What a worker holds once it has claimed a job: this attempt, and what to train."""
+class JobWork:
+    """What a claimed job trains (its `lifecycle.Claim`'s work)."""
 
-    job_id: str
     tenant_id: str
-    attempt: int
     solver: str
     params: dict[str, Any]
     dataset_id: str | None
@@ -130,25 +129,21 @@ JOBS = lifecycle.WorkKind(
 
 
 def claim_job(session: Session, job_id: str, worker: str,
-              settings: Settings | None = None) -> Claim | None:
+              settings: Settings | None = None) -> Claim[JobWork] | None:
     """queued -> running on the next attempt; None if the job is not queued (any more).
 
     With `settings`, only while its tenant runs fewer jobs than its limit
     (lifecycle.NotAdmitted if not: the job stays queued)."""
-    attempt = lifecycle.claim(session, JOBS, job_id, worker, settings)
-    if attempt is None:
-        return None
-    job = session.get(Job, job_id)
-    assert job is not None
-    dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
-    return Claim(
-        job_id=job_id, tenant_id=job.tenant_id, attempt=attempt, solver=job.solver,
-        params=dict(job.params),
-        dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
-        blob_path=dataset.blob_path if dataset else None,
-        features=dataset.features if dataset else 0,
-        shards=dataset.shards if dataset else None,
-    )
+    def work(job: Job) -> JobWork:
+        dataset = session.get(Dataset, job.dataset_id) if job.dataset_id else None
+        return JobWork(
+            tenant_id=job.tenant_id, solver=job.solver, params=dict(job.params),
+            dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
+            blob_path=dataset.blob_path if dataset else None,
+            features=dataset.features if dataset else 0,
+            shards=dataset.shards if dataset else None)
+
+    return lifecycle.claim_as(session, JOBS, job_id, worker, work, settings)
 
 
 def renew_lease(session: Session, job_id: str, attempt: int) -> bool:
@@ -166,19 +161,11 @@ def record_progress(session: Session, job_id: str, attempt: int, payload: dict[s
     return answer
 
 
-def fail(session: Session, claim: Claim, error: str) -> bool:
-    return lifecycle.fail(session, JOBS, claim.job_id, claim.attempt, error)
-
-
-def cancelled(session: Session, claim: Claim) -> bool:
-    return lifecycle.finish(session, JOBS, claim.job_id, claim.attempt, JobStatus.CANCELLED)
-
-
-def succeed(session: Session, claim: Claim, summary: dict[str, Any], model: Model) -> bool:
+def succeed(session: Session, claim: Claim[JobWork], summary: dict[str, Any], model: Model
+            ) -> bool:
     """running -> succeeded with its model, in one transaction; False if the lease is lost
     (then nothing is added)."""
-    if not lifecycle.finish(session, JOBS, claim.job_id, claim.attempt, JobStatus.SUCCEEDED,
-                            result=summary, model_id=model.id):
+    if not claim.finish(session, JobStatus.SUCCEEDED, result=summary, model_id=model.id):
         return False
     session.add(model)
     return True
@@ -372,9 +359,6 @@ def cancel(session: Session, settings: Settings, tenant_id: str, job_id: str) ->
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
     return get_owned(session, Job, "job", tenant_id, job_id)
 
-
-def job_exists(session: Session, tenant_id: str, job_id: str) -> bool:
-    return owned_exists(session, Job, tenant_id, job_id)
 
 
 def events_after(session: Session, job_id: str, after: int, limit: int

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, select, text
 from sqlalchemy.orm import Session, aliased
 
-from app.domain.errors import not_found
-from app.domain.job_status import JobStatus
+from app.domain.errors import OverLimit, not_found
+from app.domain.job_status import ACTIVE_STATUSES, JobStatus
 from app.domain.orm import Dataset, Tenant
 from app.settings import Settings
 
@@ -32,6 +32,22 @@ def tenant_limit(tenant: Tenant, settings: Settings, name: str) -> int:
     """The tenant's own limit `name` if set, else the setting `tenant_<name>`."""
     own = getattr(tenant, name)
     return int(own) if own is not None else int(getattr(settings, f"tenant_{name}"))
+
+
+def check_tenant_active(session: Session, settings: Settings, tenant_id: str, table: Any,
+                        noun: str) -> Tenant:
+    """429 when the tenant has as many active (queued or running) rows of `table` as its
+    queue limit (`max_queued_jobs`: HINGE_TENANT_MAX_QUEUED_JOBS or its own); `noun` says
+    what they are ("active searches"). The tenant's row, locked first (run under it)."""
+    tenant = lock_tenant(session, tenant_id)
+    active = session.scalar(select(func.count()).select_from(table).where(
+        table.tenant_id == tenant_id, table.status.in_(ACTIVE_STATUSES))) or 0
+    limit = tenant_limit(tenant, settings, "max_queued_jobs")
+    if active >= limit:
+        raise OverLimit(f"the tenant has {active} {noun}, its limit "
+                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
+                        "later", {"limit": limit}, retry_after=10)
+    return tenant
 
 
 def below_running_limit(table: Any) -> Callable[[Session, Settings, str], ColumnElement[bool]]:

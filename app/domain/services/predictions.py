@@ -30,6 +30,7 @@ from app.domain import lifecycle, outbox
 from app.domain.batch_output import OUTPUTS, OutputWriter
 from app.domain.errors import Conflict, Invalid, OverLimit
 from app.domain.job_status import JobStatus
+from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Prediction, new_id, utcnow
 from app.domain.services.datasets import find_dataset
 from app.domain.services.limits import (
@@ -157,9 +158,9 @@ def output_ref(prediction: Prediction) -> BlobRef:
 # -- the worker's side: claim, blocks, finish -------------------------------------------
 
 @dataclass(frozen=True)
-class PredictionClaim:
-    prediction_id: str
-    attempt: int
+class PredictionWork:
+    """What a claimed prediction predicts (its `lifecycle.Claim`'s work)."""
+
     model_id: str
     outputs: tuple[str, ...]
     rows: int
@@ -168,27 +169,24 @@ class PredictionClaim:
 
 
 def claim_prediction(session: Session, settings: Settings, prediction_id: str, worker: str
-                     ) -> PredictionClaim | None:
+                     ) -> Claim[PredictionWork] | None:
     """queued -> running on the next attempt (rows_done back to 0); None if it is not
     queued (any more); NotAdmitted over the tenant's running limit."""
-    attempt = lifecycle.claim(session, PREDICTIONS, prediction_id, worker, settings)
-    if attempt is None:
-        return None
-    prediction = session.get(Prediction, prediction_id)
-    assert prediction is not None
-    prediction.rows_done = 0
-    dataset = session.get(Dataset, prediction.dataset_id) if prediction.dataset_id else None
-    return PredictionClaim(prediction_id, attempt, prediction.model_id,
-                           tuple(prediction.outputs), prediction.rows,
-                           dataset.blob_path if dataset else None,
-                           dataset.shards if dataset else None)
+    def work(prediction: Prediction) -> PredictionWork:
+        prediction.rows_done = 0
+        dataset = session.get(Dataset, prediction.dataset_id) if prediction.dataset_id else None
+        return PredictionWork(prediction.model_id, tuple(prediction.outputs), prediction.rows,
+                              dataset.blob_path if dataset else None,
+                              dataset.shards if dataset else None)
+
+    return lifecycle.claim_as(session, PREDICTIONS, prediction_id, worker, work, settings)
 
 
-def progress(session: Session, claim: PredictionClaim, rows_done: int) -> lifecycle.Answer:
+def progress(session: Session, claim: Claim[PredictionWork], rows_done: int
+             ) -> lifecycle.Answer:
     """Record the rows done (and the heartbeat) while this attempt holds the prediction:
     lifecycle.progress's "go", "stop" (asked to) or "lost"."""
-    return lifecycle.progress(session, PREDICTIONS, claim.prediction_id, claim.attempt,
-                              rows_done=rows_done)
+    return claim.progress(session, rows_done=rows_done)
 
 
 def _row_block(X: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
@@ -229,30 +227,20 @@ def predict_blocks(model: Any, X: Any, outputs: Sequence[str], block_rows: int,
     return True
 
 
-def run_blocks(settings: Settings, session: Session, claim: PredictionClaim,
+def run_blocks(settings: Settings, session: Session, claim: Claim[PredictionWork],
                writer: OutputWriter, go_on: Callable[[int], bool]) -> bool:
     """A claimed prediction's model over its dataset, a block of HINGE_PREDICT_BLOCK_ROWS
     rows at a time (`predict_blocks`)."""
-    if claim.blob_path is None:
+    work = claim.work
+    if work.blob_path is None:
         raise lifecycle.Failed("the dataset was deleted before the prediction started")
-    model = servable_model(session, settings, claim.model_id)
+    model = servable_model(session, settings, work.model_id)
     session.close()
-    X, _y = load_dataset(blob_store(settings), claim.blob_path, model.n_features,
-                         claim.shards)
-    return predict_blocks(model, X, claim.outputs, settings.predict_block_rows, writer,
-                          go_on)
+    X, _y = load_dataset(blob_store(settings), work.blob_path, model.n_features, work.shards)
+    return predict_blocks(model, X, work.outputs, settings.predict_block_rows, writer, go_on)
 
 
-def succeed(session: Session, claim: PredictionClaim, output_path: str, size: int) -> bool:
-    return lifecycle.finish(session, PREDICTIONS, claim.prediction_id, claim.attempt,
-                            SUCCEEDED, output_path=output_path, output_bytes=size,
-                            rows_done=claim.rows)
-
-
-def cancelled(session: Session, claim: PredictionClaim) -> bool:
-    return lifecycle.finish(session, PREDICTIONS, claim.prediction_id, claim.attempt,
-                            CANCELLED)
-
-
-def fail(session: Session, claim: PredictionClaim, error: str) -> bool:
-    return lifecycle.fail(session, PREDICTIONS, claim.prediction_id, claim.attempt, error)
+def succeed(session: Session, claim: Claim[PredictionWork], output_path: str, size: int
+            ) -> bool:
+    return claim.finish(session, SUCCEEDED, output_path=output_path, output_bytes=size,
+                        rows_done=claim.work.rows)

@@ -16,7 +16,7 @@ from app.domain.services.owned import get_owned
 LOWER_IS_BETTER = {"log_loss"}
 
 
-def _rounds(search: Search) -> list[dict[str, Any]]:
+def stored_rounds(search: Search) -> list[dict[str, Any]]:
     """A halving search's rounds ({"round", "candidates", "n_rows"}); [] otherwise."""
     halving = search.spec.get("halving")
     return list(halving["rounds"]) if halving else []
@@ -83,7 +83,7 @@ def _summary(index: int, point: dict[str, Any], results: list[SearchResult], fol
 
 def round_table(search: Search) -> list[dict[str, Any]] | None:
     """A halving search's rounds with the indices of their points (None: not halving)."""
-    rounds = _rounds(search)
+    rounds = stored_rounds(search)
     if not rounds:
         return None
     members: dict[int, list[int]] = {}
@@ -102,7 +102,7 @@ def best_point(table: list[dict[str, Any]], metric: str, select_rule: str
     top = max(scored, key=lambda p: (sign * p["mean"], -p["index"]))
     margin = top["std"] if select_rule == "one_std" else 0.0
     tied = [p for p in scored if sign * p["mean"] >= sign * top["mean"] - margin - 1e-12]
-    chosen = min(tied, key=_simplicity)
+    chosen = min(tied, key=simplicity)
     return {"index": chosen["index"], "values": chosen["values"], "mean": chosen["mean"],
             "std": chosen["std"], "params": chosen["params"], "metric": metric,
             "rule": select_rule, "round": chosen["round"], "n_rows": chosen["n_rows"],
@@ -110,7 +110,7 @@ def best_point(table: list[dict[str, Any]], metric: str, select_rule: str
                if chosen.get("nonzero_weights") is not None else {})}
 
 
-def _simplicity(point: dict[str, Any]) -> tuple[float, float, int]:
+def simplicity(point: dict[str, Any]) -> tuple[float, float, int]:
     gamma = point["params"].get("gamma")
     return (float(point["params"].get("C", 0.0)),
             float(gamma) if gamma is not None else 0.0, point["index"])

@@ -55,8 +55,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.domain import lifecycle, outbox
-from app.domain.errors import Conflict, Invalid, OverLimit, TooLarge
+from app.domain.errors import Conflict, Invalid, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, TERMINAL_STATUSES, JobStatus, already
+from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Search, SearchResult, SearchTask, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.search_schemas import METRICS, CrossValidation, Holdout, SearchCreate
@@ -76,14 +77,18 @@ from app.domain.services.jobs import (
     queue,
     validated_params,
 )
-from app.domain.services.limits import lock_dataset, lock_submissions, lock_tenant, tenant_limit
+from app.domain.services.limits import (
+    check_tenant_active,
+    lock_dataset,
+    lock_submissions,
+)
 from app.domain.services.search_results import (
     LOWER_IS_BETTER,
-    _rounds,
-    _simplicity,
     best_point,
     get_search,
     point_table,
+    simplicity,
+    stored_rounds,
 )
 
 # reading a search lives in search_results; the routes find it here too
@@ -233,17 +238,6 @@ def plan_tasks(solver: str, points: list[dict[str, Any]], folds: int
     return [(path, fold) for path in paths for fold in range(folds)]
 
 
-def _check_active_searches(session: Session, settings: Settings, tenant_id: str) -> None:
-    tenant = lock_tenant(session, tenant_id)
-    active = session.scalar(select(func.count()).select_from(Search).where(
-        Search.tenant_id == tenant_id, Search.status.in_(ACTIVE_STATUSES))) or 0
-    limit = tenant_limit(tenant, settings, "max_queued_jobs")
-    if active >= limit:
-        raise OverLimit(f"the tenant has {active} active searches, its limit "
-                        "(HINGE_TENANT_MAX_QUEUED_JOBS or the tenant's own); try again "
-                        "later", {"limit": limit}, retry_after=10)
-
-
 def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCreate) -> Search:
     """Validate and add a queued search with its tasks and their messages in the outbox;
     the caller commits (then the messages are sent: app.domain.outbox)."""
@@ -252,7 +246,7 @@ def submit(session: Session, settings: Settings, tenant_id: str, spec: SearchCre
     points = _points(spec, settings, folds)
     lock_submissions(session)
     check_queue_caps(session, settings, tenant_id)
-    _check_active_searches(session, settings, tenant_id)
+    check_tenant_active(session, settings, tenant_id, Search, "active searches")
     dataset = lock_dataset(session, tenant_id, spec.dataset_id)
     job = JobCreate(dataset_id=spec.dataset_id, solver=spec.solver, params={})
     for point in points:
@@ -329,11 +323,11 @@ def cancel(session: Session, tenant_id: str, search_id: str) -> Search:
 # -- the worker's side -------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class TaskClaim:
-    task_id: str
+class TaskWork:
+    """What a claimed search task fits (its `lifecycle.Claim`'s work)."""
+
     search_id: str
     tenant_id: str
-    attempt: int
     solver: str
     points: list[tuple[int, dict[str, Any]]]  # (index, params) in fitting order
     fold: int | None  # None: every fold
@@ -351,7 +345,7 @@ class TaskClaim:
     holdout_shards: list[dict[str, Any]] | None = None
 
 
-def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
+def claim_task(session: Session, task_id: str, worker: str) -> Claim[TaskWork] | None:
     """queued -> running; None if the task is not queued, or its search is over."""
     attempt = lifecycle.claim(session, SEARCH_TASKS, task_id, worker)
     if attempt is None:
@@ -371,9 +365,8 @@ def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
                if search.holdout_dataset_id else None)
     done = session.execute(select(SearchResult.point, SearchResult.fold)
                            .where(SearchResult.search_id == search.id)).all()
-    return TaskClaim(
-        task_id=task_id, search_id=search.id, tenant_id=search.tenant_id, attempt=attempt,
-        solver=search.solver,
+    return Claim(SEARCH_TASKS, task_id, attempt, TaskWork(
+        search_id=search.id, tenant_id=search.tenant_id, solver=search.solver,
         points=[(i, dict(search.point_specs[i]["params"])) for i in task.point_indices],
         fold=task.fold, folds=search.folds, cv=dict(search.spec["cv"]),
         metric=search.spec["metric"],
@@ -386,13 +379,13 @@ def claim_task(session: Session, task_id: str, worker: str) -> TaskClaim | None:
         subsample_seed=int(search.spec.get("strategy", {}).get("seed", 0)),
         shards=dataset.shards if dataset else None,
         holdout_shards=holdout.shards if holdout else None,
-    )
+    ))
 
 
-def holds(session: Session, claim: TaskClaim) -> bool:
+def holds(session: Session, claim: Claim[TaskWork]) -> bool:
     """Renew the task's lease; False when this attempt lost it (the search was cancelled
     or failed, or the sweep gave the task to another attempt)."""
-    return lifecycle.renew(session, SEARCH_TASKS, claim.task_id, claim.attempt)
+    return lifecycle.renew(session, SEARCH_TASKS, claim.id, claim.attempt)
 
 
 @dataclass(frozen=True)
@@ -418,19 +411,19 @@ class Recorded:
     task_ids: tuple[str, ...] = ()
 
 
-def record(session: Session, settings: Settings, claim: TaskClaim,
+def record(session: Session, settings: Settings, claim: Claim[TaskWork],
            outcomes: list[FitOutcome]) -> Recorded:
     """Store fits' results (under the search's row lock) while this attempt holds the
     task. The last result of a halving round starts the next round; the last result of
     the search ends it. The messages of what that queues (the next round's tasks, the
     refit job) go through the outbox: they commit with the results and are sent right
     after (app.domain.outbox)."""
-    search = session.scalar(select(Search).where(Search.id == claim.search_id)
+    search = session.scalar(select(Search).where(Search.id == claim.work.search_id)
                             .with_for_update().execution_options(populate_existing=True))
     if search is None or search.status != RUNNING:
         return Recorded(False)
     if not session.scalar(select(func.count()).select_from(SearchTask).where(
-            *lifecycle.leased(SEARCH_TASKS, claim.task_id, claim.attempt))):
+            *claim.leased())):
         return Recorded(False)
     recorded = {(point, fold) for point, fold in session.execute(
         select(SearchResult.point, SearchResult.fold).where(
@@ -451,14 +444,14 @@ def record(session: Session, settings: Settings, claim: TaskClaim,
     if search.done < search.total:
         result = Recorded(True, None, tuple(_next_round(session, search)))
     else:
-        result = Recorded(True, _complete(session, settings, search, claim.task_id))
+        result = Recorded(True, _complete(session, settings, search, claim.id))
     for task_id in result.task_ids:
         outbox.post(session, settings, SEARCH_TASK, task_id)
     return result
 
 
 def _final_round(search: Search) -> int:
-    return max(0, len(_rounds(search)) - 1)
+    return max(0, len(stored_rounds(search)) - 1)
 
 
 def _rank_key(point: dict[str, Any], metric: str) -> tuple[Any, ...]:
@@ -466,7 +459,7 @@ def _rank_key(point: dict[str, Any], metric: str) -> tuple[Any, ...]:
     C, then gamma, then the earliest)."""
     sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
     mean = point["mean"]
-    return (mean is None, -sign * mean if mean is not None else 0.0, *_simplicity(point))
+    return (mean is None, -sign * mean if mean is not None else 0.0, *simplicity(point))
 
 
 def _next_round(session: Session, search: Search) -> list[str]:
@@ -474,7 +467,7 @@ def _next_round(session: Session, search: Search) -> list[str]:
     fits: earlier rounds are complete), its best `candidates of the next round` points
     (`_rank_key`) are evaluated again on the next round's rows: new points and tasks,
     committed with the last fit; the new task ids."""
-    rounds = _rounds(search)
+    rounds = stored_rounds(search)
     current = max((p.get("round", 0) for p in search.point_specs), default=0)
     if current + 1 >= len(rounds):
         return []
@@ -523,15 +516,14 @@ def _complete(session: Session, settings: Settings, search: Search, task_id: str
     return refit_job_id
 
 
-def finish_task(session: Session, claim: TaskClaim, error: str | None = None) -> bool:
+def finish_task(session: Session, claim: Claim[TaskWork], error: str | None = None) -> bool:
     """running -> succeeded, or failed with its search (a task that cannot be done makes
     the search's result incomplete)."""
     if error is None:
-        return lifecycle.finish(session, SEARCH_TASKS, claim.task_id, claim.attempt,
-                                SUCCEEDED)
-    if not lifecycle.fail(session, SEARCH_TASKS, claim.task_id, claim.attempt, error):
+        return claim.finish(session, SUCCEEDED)
+    if not claim.fail(session, error):
         return False
-    _end_search(session, claim.search_id, FAILED, error=f"a task failed: {error}"[:2000])
+    _end_search(session, claim.work.search_id, FAILED, error=f"a task failed: {error}"[:2000])
     return True
 
 
