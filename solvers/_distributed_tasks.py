@@ -325,18 +325,50 @@ def _squared_norms(rows, bias_scale, out):
         out[i] = total
 
 
+@njit(cache=True)
+def transfer_direction(rows, y, upper, alpha, bias_scale, e, ew):
+    """The block's transfer direction at alpha: e_i = y_i on its free coordinates (0 <
+    a_i < U_i), 0 elsewhere, and ew = sum_i e_i y_i (x_i, B) = sum over the free rows of
+    (x_i, B), the change of w per unit of step. Returns (sum_i e_i, the smallest and the
+    largest step t with alpha + t e in the box) (0, 0 without a free coordinate)."""
+    data, indices, indptr = rows
+    bias_slot = ew.shape[0] - 1
+    total, lo, hi = 0.0, -np.inf, np.inf
+    for i in range(indptr.shape[0] - 1):
+        a_i = alpha[i]
+        if not (a_i > 0.0 and a_i < upper[i]):
+            continue
+        e[i] = y[i]
+        total += y[i]
+        if y[i] > 0.0:
+            lo, hi = max(lo, -a_i), min(hi, upper[i] - a_i)
+        else:
+            lo, hi = max(lo, a_i - upper[i]), min(hi, a_i)
+        row_axpy(1.0, data, indices, np.uint64(indptr[i]), np.uint64(indptr[i + 1]), ew)
+        ew[bias_slot] += bias_scale
+    if hi == np.inf:
+        return 0.0, 0.0, 0.0
+    return total, lo, hi
+
+
 def dual_round(problem: Problem, alpha: np.ndarray, w: np.ndarray, sigma: float,
                sweeps: int, seed: int) -> dict[str, Any]:
     """One CoCoA+ round on this block from (w, alpha): the hinge loss at w (its part of
     P(w), for the certificate of w, alpha), then `sweeps` local passes. Returns the new
-    alpha, dw = sum_i (a_i new - a_i) y_i x_i, the loss sum, PG extremes, seconds."""
+    alpha, dw = sum_i (a_i new - a_i) y_i x_i, the loss sum, PG extremes, seconds, and the
+    transfer direction at the new alpha (`transfer_direction`: e as int8, ew, sum e and
+    the step's bounds), along which the driver moves every block at once
+    (solvers/distributed.py)."""
     started = time.perf_counter()
     block = problem.block
     loss = float(hinge_loss_sum(block.rows, problem.y, problem.cost, w, problem.bias_scale))
     qii = np.empty(block.n_rows)
     _squared_norms(block.rows, problem.bias_scale, qii)
     qii = np.where(qii > 0.0, qii, np.inf)  # an empty row (no bias) has no step
-    new_alpha = np.array(alpha, dtype=np.float64, copy=True)
+    # the driver's transfer steps end on the box's edges up to rounding: onto them
+    new_alpha = np.minimum(np.maximum(np.asarray(alpha, dtype=np.float64), 0.0),
+                           problem.cost)
+    alpha = new_alpha.copy()
     u, dw = np.array(w, dtype=np.float64, copy=True), np.zeros(w.shape[0])
     order = np.arange(block.n_rows, dtype=np.int64)
     rng = np.array([np.uint64((seed * 0x9E3779B97F4A7C15 + 1) % (1 << 64)) | np.uint64(1)],
@@ -344,12 +376,36 @@ def dual_round(problem: Problem, alpha: np.ndarray, w: np.ndarray, sigma: float,
     pg_max, pg_min = local_dual_sweeps(block.rows, problem.y, problem.cost, qii,
                                        problem.bias_scale, float(sigma), new_alpha, u, dw,
                                        order, rng, int(sweeps))
+    e, ew = np.zeros(block.n_rows), np.zeros(w.shape[0])
+    e_sum, lo, hi = transfer_direction(block.rows, problem.y, problem.cost, new_alpha,
+                                       problem.bias_scale, e, ew)
     return {"alpha": new_alpha, "dw": dw, "loss": loss, "alpha_sum": float(alpha.sum()),
             "pg": (float(pg_max), float(pg_min)), "seconds": time.perf_counter() - started,
-            "pid": os.getpid()}
+            "pid": os.getpid(), "e": e.astype(np.int8), "ew": ew,
+            "transfer": (float(e_sum), float(lo), float(hi))}
 
 
 def hinge_part(problem: Problem, w: np.ndarray) -> float:
     """This block's sum_i C_i max(0, 1 - y_i w.x_i)."""
     block = problem.block
     return float(hinge_loss_sum(block.rows, problem.y, problem.cost, w, problem.bias_scale))
+
+
+def warmup() -> None:
+    """Compile (or load from Numba's cache) what a Dask worker runs, in this process and
+    without Dask: a driver that starts workers on the same install warms it once, rather
+    than each worker compiling it at once (the tests' cluster does)."""
+    import scipy.sparse as sp
+
+    from solvers.shards import MemoryShards, split_rows
+
+    X = sp.csr_matrix(np.round(np.random.default_rng(0).normal(size=(12, 3)), 2))
+    source = MemoryShards(split_rows(X, np.array([1.0, -1.0, 1.0] * 4), None, 6), 3)
+    problem = binary_problem(load_block(source, 0, (0, 1)), 1.0, 1.0, 1.0)
+    w, v = np.zeros(4), np.ones(4)
+    for kind in (kernels.L2, kernels.LOGISTIC):
+        state = newton_state(problem, w, kind)
+        newton_parts(state)
+        hessian_part(state, v)
+        line_search_part(state, v)
+    dual_round(problem, np.zeros(problem.block.n_rows), w, 2.0, 1, 0)

@@ -19,7 +19,13 @@ vector work of the method.
 - `dcd` (loss "l1", the hinge): CoCoA+ (Jaggi et al. 2014; Ma et al. 2015: adding, the
   subproblem scaled by sigma' = K blocks): each block runs `local_sweeps` passes of dual
   coordinate descent on its rows' subproblem from (w, alpha_[k]) and returns dw_[k] and
-  alpha_[k]; w += sum_k dw_[k]. The driver holds alpha (8 bytes a row) and w = w(alpha),
+  alpha_[k]; w += sum_k dw_[k]. Then the transfer steps (`_CoCoA.transfer`): each block
+  also returns e_k (y_i on its free coordinates) and its change of w; the driver moves
+  alpha_[k] += t_k e_k by the exact maximiser t of the dual, a box QP in K variables. The
+  subproblems count a feature that every block shares (the regularised bias) K times, so
+  they cannot shift its weight from one block's rows to another's; the steps do (bias
+  "augment" took over 2,000 rounds to certify without them on the tests' set, as many as
+  without a bias with them). The driver holds alpha (8 bytes a row) and w = w(alpha),
   so a round lost with a worker is run again from the same state. Each round's tasks
   first sum the hinge losses at the w they receive, which gives P(w) and the dual
   D(alpha) = sum alpha - ||w||^2 / 2 of the iterate: `converged` means P - D <= tol P
@@ -49,6 +55,7 @@ from solvers.backbone import ProgressCallback, ProgressMonitor
 from solvers.dask_rounds import Cluster, DistributedFitError
 from solvers.models import LinearModel
 from solvers.params import SOLVERS as REGISTRY
+from solvers.pcg import cg_step
 from solvers.result import FitResult
 from solvers.shards import ShardSource
 
@@ -308,12 +315,7 @@ class _Newton:
                 dhd = dd + extra
                 if not dhd > 0.0:
                     break
-                alpha = ztr / dhd
-                s += alpha * d
-                r -= alpha * hd
-                z = r * inverse
-                znew_r = float(z @ r)
-                q_diff = -0.5 * alpha * ztr
+                z, znew_r, q_diff = cg_step(s, r, d, hd, dhd, ztr, inverse)
                 quadratic_model += q_diff
                 if steps * q_diff >= cg_tol * quadratic_model:
                     break
@@ -401,7 +403,25 @@ class _CoCoA:
                 step += r["dw"]
             self.w = self.w + step
             self.alpha = [np.asarray(r["alpha"]) for r in results]
+            self.transfer(results)
             self.rounds += 1
+
+    def transfer(self, results: list[dict[str, Any]]) -> None:
+        """Move each block k along its transfer direction e_k (y_i on its free
+        coordinates) by the steps t that maximise D(alpha + sum_k t_k e_k) exactly: D is
+        quadratic in t (a box QP in K variables, from the e_k's changes of w), so the dual
+        never decreases and (w, alpha) stay consistent. The local subproblems cannot
+        shift the shared bias weight from one block's rows to another's (sigma' = K makes
+        that K times dearer there than it is), which is what this does."""
+        ews = [np.asarray(r["ew"]) for r in results]
+        bounds = np.array([r["transfer"] for r in results], dtype=np.float64)
+        gram = np.array([[float(a @ b) for b in ews] for a in ews])
+        linear = bounds[:, 0] - np.array([float(ew @ self.w) for ew in ews])
+        steps = box_qp_max(linear, gram, bounds[:, 1], bounds[:, 2])
+        for k, t in enumerate(steps):
+            if t != 0.0:
+                self.w = self.w + t * ews[k]
+                self.alpha[k] = self.alpha[k] + t * results[k]["e"].astype(np.float64)
 
     def finish(self, reason: str, primal: float, dual: float,
                pg: tuple[float, float]) -> Outcome:
@@ -411,3 +431,22 @@ class _CoCoA:
                            "violation": float(max(pg[0] - pg[1], abs(pg[0]), abs(pg[1]))),
                            "n_support": int(sum(np.count_nonzero(a) for a in self.alpha)),
                            "local_sweeps": self.sweeps, "sigma": self.sigma})
+
+
+def box_qp_max(linear: np.ndarray, gram: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               sweeps: int = 200) -> np.ndarray:
+    """argmax of linear't - t'Gt / 2 over lo <= t <= hi (lo <= 0 <= hi; G PSD, K x K):
+    coordinate ascent from t = 0, each step exact, so the value never decreases."""
+    t = np.zeros(linear.shape[0])
+    for _ in range(sweeps):
+        moved = 0.0
+        for k in range(t.shape[0]):
+            if not gram[k, k] > 0.0:
+                continue
+            new = min(max(t[k] + (linear[k] - float(gram[k] @ t)) / gram[k, k], lo[k]),
+                      hi[k])
+            moved = max(moved, abs(new - t[k]))
+            t[k] = new
+        if moved <= 1e-14 * max(1.0, float(np.abs(t).max())):
+            break
+    return t

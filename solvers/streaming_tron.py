@@ -27,6 +27,7 @@ from numba import njit
 
 from solvers import _out_of_core_kernels as ook
 from solvers import _tron_kernels as tk
+from solvers.pcg import cg_step
 
 ALPHA_PCG, EPS_CG = 0.01, 0.5
 ETA_LINE_SEARCH, HALVINGS = 0.01, 20
@@ -205,12 +206,7 @@ def _cg(each_block: Any, out: Any, margins: np.ndarray, kind: int, grad: np.ndar
         dhd = float(d @ d) + quad[0]
         if not dhd > 0.0:
             break
-        alpha = ztr / dhd
-        s += alpha * d
-        r -= alpha * hd
-        z = r / precond
-        znew = float(z @ r)
-        q_diff = -0.5 * alpha * ztr
+        z, znew, q_diff = cg_step(s, r, d, hd, dhd, ztr, 1.0 / precond)
         q += q_diff
         if i * q_diff >= cg_tol * q:
             break

@@ -98,9 +98,13 @@ class DaskCluster:
             worker.process.wait()
 
     def stop(self) -> None:
-        for worker in self.workers:
-            worker.stop()
-        self.scheduler.stop()
+        """SIGTERM every process at once, then wait for each (SIGKILL after 10 s)."""
+        processes = [*self.workers, self.scheduler]
+        for process in processes:
+            if process.process.poll() is None:
+                process.process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.stop()
 
 
 def start_scheduler(log_dir: Path, *, host: str = "127.0.0.1",

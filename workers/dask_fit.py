@@ -3,22 +3,22 @@ the job is the Dask client and drives solvers.distributed; each Dask worker open
 shards of the dataset from the blob store itself (`StoreShards`, picklable: it carries
 the settings, not an open store), so the dataset never passes through this process.
 
-`engine_for` decides where a job runs. Its size test is deliberately simple: the
-dataset's arrays (the shards' nbytes, or the blob's CSR arrays) against this worker's
-HINGE_WORKER_MEMORY_BYTES (0: no limit, so "auto" stays local). The data plan of the
-big-data work may replace `fits_one_worker` with its own estimate.
+`plan_job` decides where a job runs: the data plan of every fit (app.domain.memory.
+plan_fit), which says "distributed" where a Dask cluster can take a job that does not
+fit this worker's budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import SecretStr
 
 from app.domain.lifecycle import Claim
-from app.domain.services.jobs import DISTRIBUTED_SOLVERS, JobWork
+from app.domain.memory import host_free_bytes, plan_fit
+from app.domain.services.jobs import JobWork, cluster_refusal
 from app.infra.storage import BlobShards, blob_store, dataset_shards
 from app.settings import Settings
 from solvers.shards import Shard, ShardInfo
@@ -74,30 +74,24 @@ def job_source(settings: Settings, claimed: Claim[JobWork]) -> StoreShards:
     return StoreShards(settings, [claimed.work.blob_path], claimed.work.features)
 
 
-def dataset_bytes(claimed: Claim[JobWork], blob_nbytes: Callable[[], int]) -> int:
-    """The dataset's array bytes: its shards' sum, or what `blob_nbytes` measures."""
-    if claimed.work.shards:
-        return sum(int(s["nbytes"]) for s in claimed.work.shards)
-    return blob_nbytes()
+def plan_job(settings: Settings, claimed: Claim[JobWork], params: Mapping[str, Any],
+             rows: int,
+             dataset_bytes: int, classes: int) -> dict[str, Any]:
+    """The job's data plan (app.domain.memory.plan_fit, the one decision of where and how
+    a fit reads its data), under this worker's budget (HINGE_WORKER_MEMORY_BYTES, or what
+    the host has free): "distributed" for engine "dask", and for engine "auto" (the
+    default) when a Dask scheduler is configured, it can train the job and the job does
+    not fit the budget; else "in_memory", "blocks" or "refused" as for every fit."""
+    from solvers.out_of_core import SOLVERS as OUT_OF_CORE
 
-
-def fits_one_worker(settings: Settings, nbytes: int) -> bool:
-    """Whether a dataset of `nbytes` fits this worker (no limit set: it does)."""
-    return not settings.worker_memory_bytes or nbytes <= settings.worker_memory_bytes
-
-
-def engine_for(settings: Settings, claimed: Claim[JobWork], engine: str,
-               blob_nbytes: Callable[[], int]) -> str:
-    """"local" or "dask" for a job of engine `engine` ("auto", "local", "dask")."""
-    if engine in ("local", "dask"):
-        return engine
-    if not settings.dask_scheduler:
-        return "local"
-    losses = DISTRIBUTED_SOLVERS.get(claimed.work.solver)
-    if losses is None or claimed.work.params.get("loss", losses[0]) not in losses:
-        return "local"
-    return "local" if fits_one_worker(settings, dataset_bytes(claimed, blob_nbytes)) \
-        else "dask"
+    engine = str(params.get("engine", "auto"))
+    if engine == "auto" and (not settings.dask_scheduler or cluster_refusal(
+            claimed.work.solver, claimed.work.params, classes) is not None):
+        engine = "local"
+    budget = settings.worker_memory_bytes or host_free_bytes()
+    fit_params = {key: value for key, value in params.items() if key != "engine"}
+    return plan_fit(claimed.work.solver, fit_params, rows, claimed.work.features, classes,
+                    dataset_bytes, budget, OUT_OF_CORE, engine=engine)
 
 
 def fit_on_cluster(settings: Settings, claimed: Claim[JobWork], params: dict[str, Any],

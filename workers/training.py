@@ -18,7 +18,6 @@ import numpy as np
 from app.domain.job_result import JobResult
 from app.domain.job_status import JobStatus
 from app.domain.lifecycle import Claim, Failed
-from app.domain.memory import host_free_bytes, plan_fit
 from app.domain.orm import Model, new_id
 from app.domain.services import jobs
 from app.domain.services.jobs import JobWork
@@ -224,23 +223,19 @@ def _figures(source: Any) -> tuple[int, int, int]:
 
 
 def _fit(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat) -> Fitted:
-    """Plan how the data is read (app.domain.memory.plan_fit: in memory, or out of core in
-    blocks), load it and fit, under the attempt's heartbeat."""
+    """Plan how the data is read (workers.dask_fit.plan_job: app.domain.memory.plan_fit's
+    in memory, out of core in blocks, or on the Dask cluster), load it and fit, under the
+    attempt's heartbeat."""
     if claimed.work.blob_path is None:
         raise Failed("the dataset was deleted before the job started")
-    from solvers.out_of_core import SOLVERS as OUT_OF_CORE
-
     source = _shard_source(settings, claimed)
     params = dict(claimed.work.params)
     rows, dataset_bytes, classes = _figures(source)
-    engine = dask_fit.engine_for(settings, claimed, str(params.pop("engine", "auto")),
-                                 lambda: dataset_bytes)
-    if engine == "dask":
-        return _fit_on_dask(settings, claimed, heartbeat, params)
+    plan = dask_fit.plan_job(settings, claimed, params, rows, dataset_bytes, classes)
+    params.pop("engine", None)
+    if plan["mode"] == "distributed":
+        return _fit_on_dask(settings, claimed, heartbeat, params, plan)
     weights = params.pop("sample_weight", None)  # app.domain.weights: "dataset" or a list
-    budget = settings.worker_memory_bytes or host_free_bytes()
-    plan = plan_fit(claimed.work.solver, params, rows, claimed.work.features, classes,
-                    dataset_bytes, budget, OUT_OF_CORE)
     if plan["mode"] == "refused":
         raise Failed(plan.pop("error"))
     if "threads" in params:
@@ -272,7 +267,7 @@ def _fit(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat) -> F
 
 
 def _fit_on_dask(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat,
-                 params: dict[str, Any]) -> Fitted:
+                 params: dict[str, Any], plan: dict[str, Any]) -> Fitted:
     from solvers.distributed import DistributedFitError
 
     weights = params.pop("sample_weight", None)
@@ -292,6 +287,7 @@ def _fit_on_dask(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbe
         raise Failed(f"the fit on the Dask cluster failed: {exc}") from exc
     if recorder.lease_lost:
         raise Lost
+    result.data_plan = {**plan, **(result.data_plan or {})}
     accuracy = dask_fit.streamed_accuracy(result, dask_fit.job_source(settings, claimed))
     return Fitted(result, None, None, (accuracy, None))
 

@@ -115,16 +115,19 @@ def out_of_core_working_bytes(rows: int, features: int, classes: int) -> int:
 
 def plan_fit(solver: str, params: Mapping[str, Any], rows: int, features: int,
              classes: int, dataset_bytes: int, budget: int,
-             out_of_core: tuple[str, ...]) -> dict[str, Any]:
-    """The fit's data plan: {"mode": "in_memory", ...} when the estimate fits `budget`
-    (0: no limit), {"mode": "blocks", "max_block_bytes", ...} when it does not but the
-    solver has an out-of-core path (`out_of_core`) and two blocks of at least
-    MIN_BLOCK_BYTES fit beside its working arrays; else {"mode": "refused", "error"}
-    with the figures."""
+             out_of_core: tuple[str, ...], engine: str = "local") -> dict[str, Any]:
+    """The fit's data plan: {"mode": "distributed", ...} for `engine` "dask", and for
+    "auto" (a Dask scheduler that can train the job: workers/dask_fit.py) when the
+    estimate does not fit `budget`; {"mode": "in_memory", ...} when it fits (0: no
+    limit), {"mode": "blocks", "max_block_bytes", ...} when it does not but the solver
+    has an out-of-core path (`out_of_core`) and two blocks of at least MIN_BLOCK_BYTES fit
+    beside its working arrays; else {"mode": "refused", "error"} with the figures."""
     parts = estimate_fit_bytes(solver, params, rows, features, classes, dataset_bytes)
     estimate = sum(parts.values())
     plan: dict[str, Any] = {"budget_bytes": int(budget), "estimate_bytes": int(estimate),
                             "dataset_bytes": int(dataset_bytes)}
+    if engine == "dask" or (engine == "auto" and 0 < budget < estimate):
+        return {"mode": "distributed", **plan}
     if budget <= 0 or estimate <= budget:
         return {"mode": "in_memory", "blocks": 1, **plan}
     error = refusal(parts, budget)

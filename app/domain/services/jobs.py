@@ -11,7 +11,7 @@ sent once the job's transaction has committed, never before and never without it
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -257,6 +257,31 @@ DISTRIBUTED_SOLVERS = {name: spec.distributed_losses for name, spec in SOLVERS.i
 ENGINE_AUTO = "auto"  # a job's engine when it names none (JobCreate.engine)
 
 
+def cluster_refusal(solver: str, applied: Mapping[str, Any], classes: int) -> str | None:
+    """Why the Dask cluster cannot train a job of `solver` with the params `applied` on a
+    dataset of `classes` labels (None: it can): engine "dask"'s 422 here, and what keeps
+    engine "auto" on one host in the worker (workers/dask_fit.py)."""
+    losses = DISTRIBUTED_SOLVERS.get(solver)
+    if losses is None or applied.get("loss") not in losses:
+        known = "; ".join(f"{name} with loss {' or '.join(ls)}"
+                          for name, ls in DISTRIBUTED_SOLVERS.items())
+        return (f"engine 'dask' trains {known}; this job is solver {solver!r}"
+                + (f" with loss {applied['loss']!r}" if "loss" in applied else ""))
+    if classes != 2:
+        return f"engine 'dask' trains binary problems; the dataset has {classes} classes"
+    unsupported = [name for name in ("class_weight", "probability", "w0", "alpha0")
+                   if applied.get(name)]
+    if applied.get("method", "line_search") != "line_search":
+        unsupported.append("method")
+    if applied.get("scale", "none") != "none":
+        unsupported.append("scale")
+    if isinstance(applied.get("sample_weight"), list):
+        unsupported.append("sample_weight (a list: the dataset's own weights or none)")
+    if unsupported:
+        return f"engine 'dask' does not take params {', '.join(unsupported)}"
+    return None
+
+
 def _check_engine(spec: JobCreate, applied: dict[str, Any], dataset: Dataset,
                   settings: Settings) -> None:
     """Put a job's engine in `applied` ("local" or "dask"; absent: auto); 422 for "dask"
@@ -269,23 +294,9 @@ def _check_engine(spec: JobCreate, applied: dict[str, Any], dataset: Dataset,
     if not settings.dask_scheduler:
         raise Invalid("engine 'dask' needs a Dask scheduler, and this service has none "
                       "(HINGE_DASK_SCHEDULER); send engine 'local' or 'auto'", field="engine")
-    losses = DISTRIBUTED_SOLVERS.get(spec.solver)
-    if losses is None or applied.get("loss") not in losses:
-        known = "; ".join(f"{name} with loss {' or '.join(ls)}"
-                          for name, ls in DISTRIBUTED_SOLVERS.items())
-        raise Invalid(f"engine 'dask' trains {known}; this job is solver {spec.solver!r}"
-                      + (f" with loss {applied['loss']!r}" if "loss" in applied else ""),
-                      field="engine")
-    if len(dataset.labels) != 2:
-        raise Invalid(f"engine 'dask' trains binary problems; dataset {dataset.id!r} has "
-                      f"{len(dataset.labels)} classes", field="engine")
-    unsupported = [name for name in ("class_weight", "probability", "w0", "alpha0")
-                   if applied.get(name)]
-    if applied.get("method", "line_search") != "line_search":
-        unsupported.append("method")
-    if unsupported:
-        raise Invalid(f"engine 'dask' does not take params {', '.join(unsupported)}",
-                      field="engine")
+    refusal = cluster_refusal(spec.solver, applied, len(dataset.labels))
+    if refusal is not None:
+        raise Invalid(f"{refusal} (dataset {dataset.id!r})", field="engine")
 
 
 def check_queue_caps(session: Session, settings: Settings, tenant_id: str) -> None:
