@@ -28,20 +28,12 @@ from sklearn.svm import SVC, SVR, LinearSVC, LinearSVR, NuSVC, NuSVR, OneClassSV
 from sklearn.utils._test_common.instance_generator import PER_ESTIMATOR_XFAIL_CHECKS
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from hinge.sklearn import (
-    HingeLinearSVC,
-    HingeLinearSVR,
-    HingeLogisticRegression,
-    HingeNuSVC,
-    HingeNuSVR,
-    HingeOneClassSVM,
-    HingeSVC,
-    HingeSVR,
-)
+import hinge.sklearn as hs
 
-_PARENTS = {HingeSVC: SVC, HingeNuSVC: NuSVC, HingeSVR: SVR, HingeNuSVR: NuSVR,
-            HingeOneClassSVM: OneClassSVM, HingeLinearSVC: LinearSVC, HingeLinearSVR: LinearSVR,
-            HingeLogisticRegression: LinearSVC}
+# scikit-learn's estimator whose expected failures each Hinge estimator shares
+_PARENTS = {hs.SVC: SVC, hs.NuSVC: NuSVC, hs.SVR: SVR, hs.NuSVR: NuSVR,
+            hs.OneClassSVM: OneClassSVM, hs.LinearSVC: LinearSVC, hs.LinearSVR: LinearSVR,
+            hs.LogisticRegression: LinearSVC}
 
 
 # scikit-learn's xfails that Hinge's estimators pass (LIBSVM's NuSVC one-label check;
@@ -55,7 +47,7 @@ class ExpectedCheckFailure(AssertionError):
 
 
 def _expected_failed_checks(estimator: Any) -> dict[str, str]:
-    if isinstance(estimator, HingeLogisticRegression) and not (
+    if isinstance(estimator, hs.LogisticRegression) and not (
             estimator.dual or estimator._penalty() == "l1"):
         return {}  # the primal Newton solver (tron): deterministic, weights equivalent
     expected = PER_ESTIMATOR_XFAIL_CHECKS.get(_PARENTS[type(estimator)], {})
