@@ -85,6 +85,10 @@ LINEAR: dict[str, SolverSpec] = {
                   "(Lin, Weng & Keerthi 2008: CG cut at a trust-region radius; crawls in "
                   "tiny steps on unscaled word counts such as news20).",
                   choices=("line_search", "trust_region")),
+            Param("fallback", "choice", True, "When tron ends without a certificate: exact "
+                  "Newton steps (newton, few weights) after max_iter or a stall, tron with "
+                  "eps / 10 after its own stop rule; recorded in the result's path. False: "
+                  "neither, so max_iter caps the fit as LIBLINEAR's.", choices=(True, False)),
             *_deterministic_tail(
                 _eps_param(0.01, "Inner stop rule (LIBLINEAR's): ||grad P(w)|| <= eps * "
                            "max(min(#pos, #neg), 1) / n * ||grad P(0)||, required together "

@@ -20,10 +20,11 @@ types mapped onto Hinge's solvers:
 `tol_rule` says what `tol` means. Both check Hinge's certificate at tol, the relative
 duality gap (P(w) - L) / P(w) <= tol at the returned model (`converged_`,
 `relative_gap_`). "liblinear" (the default, scikit-learn's meaning) also runs the
-solver's own LIBLINEAR stop rule at tol (eps = tol) and no Hinge fallback after a dual
-solver, so `max_iter` caps the fit as LIBLINEAR's does (ConvergenceWarning when it
-stops there); "gap" lets the fallback rule continue until the certificate holds
-(ConvergenceWarning when it does not).
+solver's own LIBLINEAR stop rule at tol (eps = tol) and no Hinge fallback after the
+solver (dual CD, tron: `fallback=False`), so `max_iter` caps the fit as LIBLINEAR's does
+(ConvergenceWarning when it stops there); "gap" lets the fallback rule continue until
+the certificate holds (max_iter then bounds the first solver; ConvergenceWarning when the
+certificate does not hold).
 """
 
 from __future__ import annotations
@@ -133,8 +134,8 @@ def fit_liblinear(estimator: Any, X: Any, y: Any, C: float, fit_intercept: bool,
     params["max_iter"] = int(max_iter)
     rule = getattr(estimator, "tol_rule", "liblinear")
     # Hinge's certificate at tol: a fit as close to the optimum as tol says, whichever
-    # rule; "liblinear" adds LIBLINEAR's own stop rule at tol and no fallback after a
-    # dual solver, so that max_iter caps the fit as LIBLINEAR's
+    # rule; "liblinear" adds LIBLINEAR's own stop rule at tol and no fallback after the
+    # solver (dual CD, tron), so that max_iter caps the fit as LIBLINEAR's
     params["tol"] = min(max(float(tol), 1e-12), 1.0)
     if rule == "liblinear":
         if "eps" in names:
@@ -156,7 +157,7 @@ def fit_liblinear(estimator: Any, X: Any, y: Any, C: float, fit_intercept: bool,
                     else model.estimator.coef, dtype=np.float64)
     intercept = np.array(model.intercept, dtype=np.float64).ravel()
     n_iter = np.asarray(trained.iterations, dtype=np.int32)
-    if n_iter.size and int(n_iter.max()) >= max_iter:
+    if rule == "liblinear" and n_iter.size and int(n_iter.max()) >= max_iter:
         warnings.warn("Liblinear failed to converge, increase the number of iterations.",
                       ConvergenceWarning, stacklevel=3)
     elif rule == "gap" and not trained.converged:

@@ -115,6 +115,11 @@ class _HingeLibSVM:
         est: Any = self
         classification = self._impl in ("c_svc", "nu_svc")
         weights = np.asarray(sample_weight, dtype=np.float64) if len(sample_weight) else None
+        if weights is None and self._impl in ("nu_svc", "one_class", "nu_svr"):
+            # scikit-learn's LIBSVM always has instance weights (ones by default), and
+            # its nu formulations sum nu * w_i row by row where LIBSVM takes nu * l
+            # (solvers/smo/model.py, _nu_total): Hinge's rule with weights is that sum
+            weights = np.ones(X.shape[0])
         if weights is not None:
             if weights.ndim != 1:
                 raise ValueError("Sample weights must be 1D array or scalar")

@@ -167,12 +167,23 @@ def _greedy_fill(bounds: np.ndarray, total: float) -> np.ndarray:
     return alpha
 
 
+def _nu_total(nu_bounds: np.ndarray, nu: float, bounds: np.ndarray, weighted: bool) -> float:
+    """The total of the nu formulations' initial alpha. Without instance weights LIBSVM's
+    nu * l (`nu` times the sum of `bounds`, ones); with them LIBSVM-weights' (the fork in
+    scikit-learn) sum of nu * u_i accumulated row by row (`nu_bounds`, in row order). The
+    two round differently, and an initial alpha off in its last bit sends SMO down
+    another path (another n_iter_, and another optimum where it is not unique)."""
+    if not weighted:
+        return nu * float(bounds.sum())
+    return float(np.cumsum(nu_bounds)[-1]) if nu_bounds.size else 0.0
+
+
 def _formulation_terms(formulation: str, side: Side, data: TrainingSet,
                        applied: dict[str, Any]) -> Terms:
     """c_svc: LIBSVM's defaults (p = -e, a = 0). nu_svc: upper bounds u_i = w_i (times
     the class weight), p = 0, and on each side a_i filled greedily up to nu sum(u) / 2
-    (solve_nu_svc); LIBSVM's "specified nu is infeasible" when nu (n1 + n2) / 2 >
-    min(n1, n2) for the (weighted) class sizes of a pair."""
+    (solve_nu_svc; the sum as _nu_total); LIBSVM's "specified nu is infeasible" when
+    nu (n1 + n2) / 2 > min(n1, n2) for the (weighted) class sizes of a pair."""
     if formulation == "c_svc":
         return None, None, False
     rows, y, cost, _, _ = side
@@ -184,7 +195,7 @@ def _formulation_terms(formulation: str, side: Side, data: TrainingSet,
                          f"<= min(n1, n2) for every pair of classes; here n1 = {n1:g}, "
                          f"n2 = {n2:g} (weighted class sizes): choose nu <= "
                          f"{2 * min(n1, n2) / (n1 + n2):.6g}", "nu")
-    half = nu * float(cost.sum()) / 2
+    half = _nu_total(nu * cost, nu, cost, data.sample_weight is not None) / 2
     alpha0 = np.zeros(rows.shape[0])
     alpha0[positive] = _greedy_fill(cost[positive], half)
     alpha0[~positive] = _greedy_fill(cost[~positive], half)
@@ -196,14 +207,15 @@ def _single_side(formulation: str, data: TrainingSet,
     """The one problem of one_class (y = +1, u_i = w_i, p = 0, a filled greedily up to
     nu sum(w)), epsilon_svr and nu_svr (2n variables: rows t and n + t are x_t with
     y = +1 / -1, C_i = C w_i; epsilon_svr p = (epsilon - z, epsilon + z), a = 0; nu_svr
-    p = (-z, z), a_t = a_{n+t} filled greedily up to C nu sum(w) / 2). Rows of weight 0
-    are left out (as scikit-learn's LIBSVM does)."""
+    p = (-z, z), a_t = a_{n+t} filled greedily up to C nu sum(w) / 2; the sums as
+    _nu_total). Rows of weight 0 are left out (as scikit-learn's LIBSVM does)."""
     weights = data.weights()
     keep = np.flatnonzero(weights > 0).astype(np.int64)
     w = weights[keep]
     if formulation == "one_class":
         y = np.ones(keep.shape[0], dtype=np.int8)
-        alpha0 = _greedy_fill(w, float(applied["nu"]) * float(w.sum()))
+        nu = float(applied["nu"])
+        alpha0 = _greedy_fill(w, _nu_total(w * nu, nu, w, data.sample_weight is not None))
         return (keep, y, w.copy(), 0, -1), (np.zeros(keep.shape[0]), alpha0, False)
     assert data.targets is not None
     z = data.targets[keep]
@@ -215,7 +227,9 @@ def _single_side(formulation: str, data: TrainingSet,
         epsilon = float(applied["epsilon"])
         return ((rows, y, np.concatenate([cost, cost]), 0, -1),
                 (np.concatenate([epsilon - z, epsilon + z]), None, False))
-    half = _greedy_fill(cost, float(applied["C"]) * float(applied["nu"]) * float(w.sum()) / 2)
+    nu = float(applied["nu"])
+    half = _greedy_fill(cost, _nu_total(cost * nu, float(applied["C"]) * nu, w,
+                                        data.sample_weight is not None) / 2)
     return ((rows, y, np.concatenate([cost, cost]), 0, -1),
             (np.concatenate([-z, z]), np.concatenate([half, half]), True))
 
