@@ -28,7 +28,6 @@ import numpy as np
 from bench.paths import REPO, results_dir
 
 CHILD = "bench.out_of_core"
-PAGE = 4096
 
 
 class MappedBlob:
@@ -43,13 +42,13 @@ class MappedBlob:
         return 1
 
     def _map(self) -> dict[str, np.ndarray]:
-        from app.infra.mapped_arrays import read_npz
+        from app.infra.mapped_arrays import advise_random, read_npz
 
         if self._arrays is None:
             with open(self.path, "rb") as handle:
                 self._arrays = read_npz(handle)
             for values in self._arrays.values():
-                _advise_random(values)
+                advise_random(values)
         return self._arrays
 
     def info(self, index: int) -> Any:
@@ -83,13 +82,11 @@ class MappedBlob:
         """Hand the rows' mapped pages back (MADV_DONTNEED) and drop them from the page
         cache (POSIX_FADV_DONTNEED over their bytes of the file): a block done with
         holds no memory of the process nor of its cgroup."""
-        from app.infra.mapped_arrays import release
+        from app.infra.mapped_arrays import drop_cached, release
 
         for values, lo, hi in self._ranges(start, stop):
             release(values, lo, hi)
-            span = _file_range(values, lo, hi)
-            if span is not None:
-                _drop_cache(self.path, *span)
+            drop_cached(values, lo, hi)
 
     def release(self, index: int) -> None:
         from app.infra.mapped_arrays import release
@@ -99,41 +96,13 @@ class MappedBlob:
         _drop_cache(self.path)
 
 
-def _drop_cache(path: Path, offset: int = 0, length: int = 0) -> None:
-    """POSIX_FADV_DONTNEED over `length` bytes of the file from `offset` (0: to its end)."""
+def _drop_cache(path: Path) -> None:
+    """POSIX_FADV_DONTNEED over the whole file."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
-
-
-def _advise_random(values: np.ndarray) -> None:
-    """MADV_RANDOM over a mapped array: a page fault reads that page only, not the
-    device's readahead window around it (read_ahead_kb, 8 MB on some disks: pages of
-    other blocks, charged to the cgroup until their block is released). The blocks'
-    pages come in by the Reader's MADV_WILLNEED over exactly their range, in order."""
-    import ctypes
-    import mmap
-
-    from app.infra.mapped_arrays import _libc, is_mapped
-
-    if values.size == 0 or not is_mapped(values):
-        return
-    first = values.ctypes.data // PAGE * PAGE
-    length = values.ctypes.data + values.nbytes - first
-    _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(length), mmap.MADV_RANDOM)
-
-
-def _file_range(values: np.ndarray, lo: int, hi: int) -> tuple[int, int] | None:
-    """(offset, length) of the whole pages of the blob file inside values[lo:hi] (a page
-    shared with the next block stays); None when there are none or values is not mapped."""
-    mapped = values.base
-    if not isinstance(mapped, np.memmap) or hi <= lo:
-        return None
-    first = -(-(mapped.offset + lo * values.itemsize) // PAGE) * PAGE
-    last = (mapped.offset + hi * values.itemsize) // PAGE * PAGE
-    return (first, last - first) if last > first else None
 
 
 def generate(path: Path, rows: int, features: int, nnz_per_row: float, seed: int) -> None:

@@ -32,6 +32,7 @@ import ctypes
 import ctypes.util
 import io
 import mmap
+import os
 import struct
 import zipfile
 from typing import Any, BinaryIO, Literal, cast
@@ -168,3 +169,45 @@ def release(array: np.ndarray, start: int, stop: int) -> None:
     if last > first:
         _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first),
                       mmap.MADV_DONTNEED)
+
+
+def _memmap_of(array: np.ndarray) -> np.memmap | None:
+    current: object = array
+    while isinstance(current, np.ndarray):
+        if isinstance(current, np.memmap) and getattr(current, "_mmap", None) is not None:
+            return current
+        current = current.base
+    return None
+
+
+def advise_random(array: np.ndarray) -> None:
+    """MADV_RANDOM over a mapped array (nothing for any other): a page fault reads that
+    page only, not the device's readahead window around it (read_ahead_kb, 8 MB on some
+    disks), whose pages of other rows would be charged to the process's memory cgroup
+    until released. For a reader that asks for its ranges itself (`prefetch`), in order:
+    the out-of-core blocks."""
+    if array.size == 0 or not is_mapped(array):
+        return
+    first = array.ctypes.data // _PAGE * _PAGE
+    length = array.ctypes.data + array.nbytes - first
+    _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(length), mmap.MADV_RANDOM)
+
+
+def drop_cached(array: np.ndarray, start: int, stop: int) -> None:
+    """Drop the whole pages of the file under `array[start:stop]` (a 1-D array mapped from
+    a named file; nothing for any other) from the page cache (POSIX_FADV_DONTNEED): rows
+    done with hold no memory of the process's cgroup either. A page shared with the rows
+    beyond the range stays."""
+    mapped = _memmap_of(array)
+    if stop <= start or array.ndim != 1 or mapped is None or not mapped.filename:
+        return
+    origin = int(mapped.offset) + array.ctypes.data - mapped.ctypes.data
+    first = -(-(origin + start * array.itemsize) // _PAGE) * _PAGE
+    last = (origin + stop * array.itemsize) // _PAGE * _PAGE
+    if last <= first:
+        return
+    fd = os.open(mapped.filename, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, first, last - first, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

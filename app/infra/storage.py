@@ -52,7 +52,14 @@ from app.infra.blobs import (
     model_key,
     write_synced,
 )
-from app.infra.mapped_arrays import prefetch, read_npz, release, write_npz
+from app.infra.mapped_arrays import (
+    advise_random,
+    drop_cached,
+    prefetch,
+    read_npz,
+    release,
+    write_npz,
+)
 from solvers.shards import Shard, ShardInfo, info_of, shard_from_arrays
 
 if TYPE_CHECKING:
@@ -286,6 +293,7 @@ class BlobShards:
         self.n_features = n_features
         self._infos = list(infos) if infos is not None else None
         self._loaded: dict[int, dict[str, np.ndarray]] = {}
+        self._by_rows: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.blob_paths)
@@ -304,6 +312,7 @@ class BlobShards:
         return None
 
     def release(self, index: int) -> None:
+        self._by_rows.discard(index)
         arrays = self._loaded.pop(index, None)
         for values in (arrays or {}).values():
             release(values, 0, len(values))
@@ -323,15 +332,22 @@ class BlobShards:
 
     def prefetch_rows(self, index: int, start: int, stop: int) -> None:
         """Read rows [start, stop) of a loaded shard ahead (madvise WILLNEED: the out-of-core
-        blocks of solvers/blocks.py)."""
+        blocks of solvers/blocks.py). A shard read so is read by rows only: its pages come
+        in by these ranges, none by the device's readahead around a fault (advise_random)."""
+        if index not in self._by_rows and index in self._loaded:
+            self._by_rows.add(index)
+            for values in self._loaded[index].values():
+                advise_random(values)
         for values, first, last in self._row_ranges(index, start, stop):
             prefetch(values, first, last)
 
     def release_rows(self, index: int, start: int, stop: int) -> None:
-        """Hand the mapped pages of rows [start, stop) of a loaded shard back (MADV_DONTNEED;
-        a block done with)."""
+        """Hand the mapped pages of rows [start, stop) of a loaded shard back (MADV_DONTNEED)
+        and drop them from the page cache (a block done with: no memory of the worker's
+        cgroup holds it)."""
         for values, first, last in self._row_ranges(index, start, stop):
             release(values, first, last)
+            drop_cached(values, first, last)
 
 
 def dataset_shards(store: BlobStore, blob_paths: Iterable[str], n_features: int,

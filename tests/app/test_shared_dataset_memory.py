@@ -16,7 +16,12 @@ import pytest
 
 from app.infra.blobs import LocalBlobStore
 from app.infra.mapped_arrays import is_mapped, release
-from app.infra.storage import dataset_arrays, load_dataset, save_dataset_arrays
+from app.infra.storage import (
+    dataset_arrays,
+    dataset_shards,
+    load_dataset,
+    save_dataset_arrays,
+)
 from solvers.inputs import as_csr_arrays
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,6 +144,40 @@ def test_release_drops_the_pages_of_a_mapped_range(tmp_path: Path) -> None:
     anonymous = np.ones(1000)
     release(anonymous, 0, 1000)  # not mapped: untouched
     assert anonymous.sum() == 1000
+
+
+def _cached_bytes(path: Path) -> int:
+    """Bytes of the file in the page cache (util-linux's fincore)."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def test_rows_read_by_blocks_leave_the_page_cache_when_released(tmp_path: Path) -> None:
+    """A shard read by rows (the out-of-core blocks) asks for its ranges itself: released
+    rows leave the process and the page cache, which the worker's memory cgroup is
+    charged for; the rows beyond the range stay readable and equal."""
+    store = LocalBlobStore(tmp_path)
+    arrays = _arrays(20_000, 100)  # 16 MB of values, 8 MB of indices
+    stored = save_dataset_arrays(store, "d" * 32, arrays)
+    shards = dataset_shards(store, [str(stored.ref)], 100)
+    shard = shards.load(0)
+    path = next(tmp_path.rglob("*.npz"))
+    half = 10_000
+    shards.prefetch_rows(0, 0, 20_000)
+    assert shard.X.data.sum() == pytest.approx(arrays["data"].sum())  # every page read
+    assert int(shard.X.indices.sum()) == int(arrays["indices"].sum())
+    full = _cached_bytes(path)
+    assert full > 23 << 20
+    # The page cache drops whole folios only: a large folio (readahead makes them, 2 MiB
+    # and more) that straddles an end of a released range stays, a few MB a member.
+    shards.release_rows(0, 0, half)
+    dropped = full - _cached_bytes(path)
+    assert dropped > full // 3  # half the values and indices: 12 of 24 MB
+    shards.release_rows(0, half, 20_000)
+    assert _cached_bytes(path) < full // 4
+    np.testing.assert_array_equal(shard.X[half:].data, arrays["data"][half * 100:])
+    shards.release(0)
 
 
 def _rollup_self() -> dict[str, int]:
