@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import SecretStr
 
 from app.domain.lifecycle import Claim
-from app.domain.memory import host_free_bytes, plan_fit
+from app.domain.memory import ENGINE_AUTO, ENGINE_LOCAL, host_free_bytes, plan_fit
 from app.domain.services.jobs import JobWork, cluster_refusal
 from app.infra.storage import BlobShards, blob_store, dataset_shards
 from app.settings import Settings
@@ -84,10 +84,10 @@ def plan_job(settings: Settings, claimed: Claim[JobWork], params: Mapping[str, A
     not fit the budget; else "in_memory", "blocks" or "refused" as for every fit."""
     from solvers.out_of_core import SOLVERS as OUT_OF_CORE
 
-    engine = str(params.get("engine", "auto"))
-    if engine == "auto" and (not settings.dask_scheduler or cluster_refusal(
+    engine = str(params.get("engine", ENGINE_AUTO))
+    if engine == ENGINE_AUTO and (not settings.dask_scheduler or cluster_refusal(
             claimed.work.solver, claimed.work.params, classes) is not None):
-        engine = "local"
+        engine = ENGINE_LOCAL
     budget = settings.worker_memory_bytes or host_free_bytes()
     fit_params = {key: value for key, value in params.items() if key != "engine"}
     return plan_fit(claimed.work.solver, fit_params, rows, claimed.work.features, classes,

@@ -21,6 +21,9 @@ from typing import Any
 
 from solvers.params import SOLVERS
 
+# a job's engines (JobCreate.engine): the data plan decides for auto, the default
+ENGINE_AUTO, ENGINE_LOCAL, ENGINE_DASK = "auto", "local", "dask"
+
 MIB = float(1 << 20)
 PER_ROW_BYTES = 8 * 8
 PER_WEIGHT_BYTES = 4 * 8
@@ -115,7 +118,7 @@ def out_of_core_working_bytes(rows: int, features: int, classes: int) -> int:
 
 def plan_fit(solver: str, params: Mapping[str, Any], rows: int, features: int,
              classes: int, dataset_bytes: int, budget: int,
-             out_of_core: tuple[str, ...], engine: str = "local") -> dict[str, Any]:
+             out_of_core: tuple[str, ...], engine: str = ENGINE_LOCAL) -> dict[str, Any]:
     """The fit's data plan: {"mode": "distributed", ...} for `engine` "dask", and for
     "auto" (a Dask scheduler that can train the job: workers/dask_fit.py) when the
     estimate does not fit `budget`; {"mode": "in_memory", ...} when it fits (0: no
@@ -126,7 +129,7 @@ def plan_fit(solver: str, params: Mapping[str, Any], rows: int, features: int,
     estimate = sum(parts.values())
     plan: dict[str, Any] = {"budget_bytes": int(budget), "estimate_bytes": int(estimate),
                             "dataset_bytes": int(dataset_bytes)}
-    if engine == "dask" or (engine == "auto" and 0 < budget < estimate):
+    if engine == ENGINE_DASK or (engine == ENGINE_AUTO and 0 < budget < estimate):
         return {"mode": "distributed", **plan}
     if budget <= 0 or estimate <= budget:
         return {"mode": "in_memory", "blocks": 1, **plan}

@@ -23,6 +23,7 @@ from app.domain import lifecycle, outbox
 from app.domain.errors import Invalid, OverLimit
 from app.domain.job_status import TERMINAL_STATUSES, JobStatus
 from app.domain.lifecycle import Claim
+from app.domain.memory import ENGINE_AUTO
 from app.domain.orm import Dataset, Job, JobEvent, Model, new_id, utcnow
 from app.domain.schemas import JobCreate
 from app.domain.services.limits import (
@@ -254,7 +255,6 @@ def _check_weights(spec: JobCreate, applied: dict[str, Any], dataset: Dataset) -
 # tests/app/test_jobs_engine.py checks that this is its SOLVERS.
 DISTRIBUTED_SOLVERS = {name: spec.distributed_losses for name, spec in SOLVERS.items()
                        if spec.distributed_losses}
-ENGINE_AUTO = "auto"  # a job's engine when it names none (JobCreate.engine)
 
 
 def cluster_refusal(solver: str, applied: Mapping[str, Any], classes: int) -> str | None:
