@@ -2,4 +2,5 @@
 
 from app.client.cli import main
 
-main()
+if __name__ == "__main__":  # importing the module (as tools that walk a package do) runs nothing
+    main()
