@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -39,6 +39,8 @@ from testkit.service import (
     start_worker,
     wait_for_job,
 )
+
+T = TypeVar("T")
 
 __all__ = [
     "BACKENDS",
@@ -76,6 +78,7 @@ __all__ = [
     "sqlite_write_lock_error",
     "start_api",
     "start_worker",
+    "stored_row",
     "unavailable",
     "wait_for_job",
 ]
@@ -267,3 +270,15 @@ def search_events(client: Any, search_id: str, last_event_id: str | None = None,
     with client.stream("GET", f"/v1/searches/{search_id}/events", headers=headers,
                        **options) as response:
         return read_sse(response)
+
+
+def stored_row(settings: Settings, model: type[T], key: str) -> T:
+    """The row of `model` with primary key `key`, read by a session of its own and detached
+    (its loaded columns stay readable)."""
+    from app.infra.db import read_sessionmaker_for
+
+    with read_sessionmaker_for(settings.database_url)() as session:
+        row = session.get(model, key)
+        assert row is not None, (model.__name__, key)
+        session.expunge(row)
+        return row

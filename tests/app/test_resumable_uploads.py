@@ -37,6 +37,7 @@ from app.settings import Settings
 from solvers.svmlight import dump_svmlight
 from testkit.datagen import text_like
 from testkit.service import free_port
+from tests.support import stored_row
 
 PART = 16 << 10
 
@@ -116,11 +117,7 @@ class CuttingProxy:
 
 
 def _row(settings: Settings, upload_id: str) -> Upload:
-    with read_sessionmaker_for(settings.database_url)() as session:
-        row = session.get(Upload, upload_id)
-        assert row is not None
-        session.expunge(row)
-        return row
+    return stored_row(settings, Upload, upload_id)
 
 
 def _arrays(settings: Settings, dataset_id: str) -> dict[str, np.ndarray]:

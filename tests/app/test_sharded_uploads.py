@@ -16,12 +16,11 @@ from sklearn.datasets import load_svmlight_file
 
 from app.domain.orm import Dataset
 from app.domain.sweep import sweep_storage
-from app.infra.db import read_sessionmaker_for
 from app.infra.storage import LocalBlobStore, ShardWriter, blob_store, dataset_arrays
 from app.settings import Settings
 from solvers.svmlight import dump_svmlight
 from testkit.datagen import text_like
-from tests.support import BLOB_BACKENDS
+from tests.support import BLOB_BACKENDS, stored_row
 from workers.prediction import run_prediction
 from workers.training import run_job
 
@@ -58,11 +57,7 @@ def _blob_keys(settings: Settings) -> list[str]:
 
 
 def _row(settings: Settings, dataset_id: str) -> Dataset:
-    with read_sessionmaker_for(settings.database_url)() as session:
-        row = session.get(Dataset, dataset_id)
-        assert row is not None
-        session.expunge(row)
-        return row
+    return stored_row(settings, Dataset, dataset_id)
 
 
 def test_a_sharded_upload_is_read_by_every_reader_and_deleted_whole(
