@@ -22,6 +22,7 @@ import socket
 import time
 from typing import Any
 
+from app.domain import lifecycle
 from app.domain.lifecycle import Claim
 from app.domain.orm import Prediction
 from app.domain.services import predictions
@@ -55,7 +56,7 @@ _progress = predictions.progress
 
 
 def _progress_or_crash(session: Any, claim: Claim[predictions.PredictionWork],
-                       rows_done: int) -> bool | None:
+                       rows_done: int) -> lifecycle.Answer:
     doomed = os.environ.get(KILL_WORKER_ON)
     if claim.attempt == 1 and rows_done * 2 >= claim.work.rows:
         row = session.get(Prediction, claim.id)
@@ -66,7 +67,7 @@ def _progress_or_crash(session: Any, claim: Claim[predictions.PredictionWork],
     return _progress(session, claim, rows_done)
 
 
-predictions.progress = _progress_or_crash  # type: ignore[assignment]
+predictions.progress = _progress_or_crash
 
 _predict_block = predictions.model_predictions
 _slow: list[bool] = [False]  # this delivery's prediction is on the slow dataset
