@@ -210,16 +210,11 @@ def _shard_source(settings: Settings, claimed: Claim[JobWork]) -> Any:
                            for s in job.shards])
 
 
-def _figures(source: Any) -> tuple[int, int, int]:
-    """(rows, bytes of the arrays, distinct labels) of a ShardSource, reading only y."""
-    rows = nbytes = 0
-    labels: set[float] = set()
-    for index in range(len(source)):
-        info = source.info(index)
-        rows, nbytes = rows + info.rows, nbytes + info.nbytes
-        labels.update(np.unique(np.asarray(source.load(index).y)).tolist())
-        source.release(index)
-    return rows, nbytes, len(labels)
+def _figures(source: Any) -> tuple[int, int]:
+    """(rows, bytes of the arrays) of a ShardSource: a sharded dataset's from its manifest,
+    without reading a shard (on S3 the plan comes before any fetch)."""
+    infos = [source.info(index) for index in range(len(source))]
+    return sum(i.rows for i in infos), sum(i.nbytes for i in infos)
 
 
 def _fit(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat) -> Fitted:
@@ -230,8 +225,9 @@ def _fit(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat) -> F
         raise Failed("the dataset was deleted before the job started")
     source = _shard_source(settings, claimed)
     params = dict(claimed.work.params)
-    rows, dataset_bytes, classes = _figures(source)
-    plan = dask_fit.plan_job(settings, claimed, params, rows, dataset_bytes, classes)
+    rows, dataset_bytes = _figures(source)
+    plan = dask_fit.plan_job(settings, claimed, params, rows, dataset_bytes,
+                             claimed.work.classes)
     params.pop("engine", None)
     if plan["mode"] == "distributed":
         return _fit_on_dask(settings, claimed, heartbeat, params, plan)

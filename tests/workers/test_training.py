@@ -17,7 +17,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import scipy.sparse as sp
+from sklearn.datasets import dump_svmlight_file
 from sqlalchemy import func, select, update
 
 from app.domain.job_status import JobStatus
@@ -29,7 +32,7 @@ from app.domain.services.jobs import JOBS, JobWork
 from app.infra.db import session_scope
 from app.infra.storage import blob_store, load_dataset
 from app.settings import Settings
-from solvers.svmlight import load_svmlight
+from solvers.svmlight import ParseLimits, load_svmlight
 from testkit import bundled
 from tests.support import BACKENDS, BLOB_BACKENDS, migrated_settings
 from workers.runner import Heartbeat
@@ -124,7 +127,7 @@ def test_a_claim_runs_the_next_attempt_and_a_second_delivery_gets_nothing(
         blob_path = dataset_service.get_dataset(session, TENANT, cancer).blob_path
     assert claim(settings, job_id, WORKER) == Claim(JOBS, job_id, 1, JobWork(
         tenant_id=TENANT, solver="dcd", params={"eps": 0.1, "C": 2.0}, dataset_id=cancer,
-        dataset_name="cancer", blob_path=blob_path, features=FEATURES))
+        dataset_name="cancer", blob_path=blob_path, features=FEATURES, classes=2))
     assert claim(settings, job_id, "celery@other pid 2") is None  # duplicate delivery
     job = _job(settings, job_id)
     assert job.status == JobStatus.RUNNING and job.attempt == 1 and job.worker == WORKER
@@ -194,6 +197,25 @@ def test_a_job_over_the_worker_memory_is_refused_with_the_figure(settings: Setti
     assert _models_of(limited, job_id) == []
     fits = _queued_job(limited, cancer, "smo", cache_mb=8)
     assert run_claimed(limited, fits, _claimed(limited, fits)) == "succeeded"
+
+
+def test_a_regression_set_is_planned_as_one_output_not_one_per_distinct_target(
+        settings: Settings, tmp_path: Path) -> None:
+    # 3,000 distinct targets x 4,000 features: planned as one weight vector per distinct
+    # value (what reading y counted), its working arrays alone would be 366 MiB
+    rng = np.random.default_rng(7)
+    X = sp.random(3000, 4000, density=0.002, format="csr", random_state=rng)
+    path = tmp_path / "targets.svm"
+    dump_svmlight_file(X, rng.normal(size=3000), str(path), zero_based=False)
+    with session_scope(settings.database_url) as session:
+        dataset_id = dataset_service.create_dataset(
+            session, settings, TENANT, load_svmlight(path, ParseLimits(max_classes=None)),
+            "targets", task="regression").id
+    limited = settings.model_copy(update={"worker_memory_bytes": 16 << 20})
+    job_id = _queued_job(limited, dataset_id, "linear_svr")
+    claimed = _claimed(limited, job_id)
+    assert claimed.work.classes == 0
+    assert run_claimed(limited, job_id, claimed) == "succeeded", _job(limited, job_id).error
 
 
 # -- lease -----------------------------------------------------------------------------

@@ -122,6 +122,7 @@ class JobWork:
     blob_path: str | None  # None: the dataset was deleted before the job started
     features: int
     shards: list[dict[str, Any]] | None = None  # the dataset's row shards (None: one blob)
+    classes: int = 0  # the dataset's distinct labels (0: a regression set's targets)
 
 
 JOBS = lifecycle.WorkKind(
@@ -142,7 +143,8 @@ def claim_job(session: Session, job_id: str, worker: str,
             dataset_id=job.dataset_id, dataset_name=dataset.name if dataset else None,
             blob_path=dataset.blob_path if dataset else None,
             features=dataset.features if dataset else 0,
-            shards=dataset.shards if dataset else None)
+            shards=dataset.shards if dataset else None,
+            classes=len(dataset.labels or []) if dataset else 0)
 
     return lifecycle.claim_as(session, JOBS, job_id, worker, work, settings)
 
