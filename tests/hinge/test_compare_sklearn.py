@@ -119,8 +119,9 @@ def test_sample_weights_are_libsvm_s() -> None:
     pairs: list[tuple[Any, Any]] = [(HingeSVC(C=2.0), svm.SVC(C=2.0)),
                                     (HingeSVR(C=10.0), svm.SVR(C=10.0)),
                                     (HingeNuSVC(nu=0.3), svm.NuSVC(nu=0.3)),
-                                    (HingeOneClassSVM(nu=0.2), svm.OneClassSVM(nu=0.2))]
-    # (NuSVR with unequal weights takes another SMO path: docs/from-sklearn.md)
+                                    (HingeOneClassSVM(nu=0.2), svm.OneClassSVM(nu=0.2)),
+                                    (HingeNuSVR(C=10.0), svm.NuSVR(C=10.0)),
+                                    (HingeNuSVR(C=0.3, nu=0.7), svm.NuSVR(C=0.3, nu=0.7))]
     for ours, theirs in pairs:
         target = None if isinstance(ours, HingeOneClassSVM) else y
         ours.fit(X, target, sample_weight=weights)
@@ -133,6 +134,9 @@ def test_sample_weights_are_libsvm_s() -> None:
         np.testing.assert_array_equal(ours.support_vectors_, theirs.support_vectors_)
         np.testing.assert_allclose(ours.dual_coef_, theirs.dual_coef_, rtol=0, atol=1e-10)
         np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=0, atol=1e-10)
+        values = "predict" if isinstance(ours, (HingeSVR, HingeNuSVR)) else "decision_function"
+        np.testing.assert_allclose(getattr(ours, values)(X), getattr(theirs, values)(X),
+                                   rtol=0, atol=1e-9)
 
 
 def test_callable_kernel_is_the_precomputed_one() -> None:
