@@ -242,6 +242,46 @@ def test_linear_svc_is_at_the_certified_optimum(params: dict[str, Any], data: st
     assert np.mean(ours.predict(X) == theirs.predict(X)) >= 0.99
 
 
+def test_every_liblinear_solver_type_trains_with_instance_weights() -> None:
+    """scikit-learn's LIBLINEAR takes sample weights with every solver type; so does the
+    Hinge solver each type maps to (the same solver with and without weights)."""
+    from hinge.sklearn._liblinear import _SOLVERS
+    from solvers.params import SOLVERS
+
+    assert [name for name, _ in _SOLVERS.values() if not SOLVERS[name].sample_weights] == []
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_weighted_linear_svc_dual_is_liblinear_s_weighted_dual_cd(loss: str) -> None:
+    """scikit-learn's LIBLINEAR solves -s 3 / -s 1 with instance weights as per-row bounds
+    C_i = C w_i in its dual CD (rows of weight 0 left out); Hinge's dual CD the same:
+    at the certified optimum of the weighted primal."""
+    X, y = _data("cancer_scaled")
+    weights = np.asarray(np.random.RandomState(0).uniform(0.0, 3.0, y.shape[0]))
+    weights[:5] = 0.0
+    tol = 1e-8
+    ours = HingeLinearSVC(loss=loss, dual=True, tol=tol, tol_rule="gap",
+                          max_iter=100_000).fit(X, y, sample_weight=weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = svm.LinearSVC(loss=loss, dual=True, tol=1e-10,
+                               max_iter=100_000).fit(X, y, sample_weight=weights)
+    assert ours.solver_ == "dcd" and ours.converged_ and ours.relative_gap_ <= tol
+    signs = np.where(y == ours.classes_[1], 1.0, -1.0)
+
+    def primal(coef: np.ndarray, b: float) -> float:
+        slack = np.maximum(1.0 - signs * (X @ coef + b), 0.0)
+        return float(0.5 * (coef @ coef + b * b)
+                     + np.sum(weights * (slack if loss == "hinge" else slack ** 2)))
+
+    mine = primal(ours.coef_[0], ours.intercept_[0])
+    ref = primal(theirs.coef_[0], theirs.intercept_[0])
+    assert mine <= ref * (1 + tol), (mine, ref)
+    # and scikit-learn's fit (tol=1e-10) is as close to it: the same weighted problem
+    assert abs(mine - ref) <= 1e-7 * ref
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+
+
 @pytest.mark.parametrize(("penalty", "dual"), [("l2", False), ("l2", True), ("l1", False)])
 def test_logistic_regression_is_at_the_certified_optimum(penalty: str, dual: bool) -> None:
     X, y = _data("cancer_scaled")
@@ -288,19 +328,21 @@ def test_linear_max_iter_is_a_hard_cap_with_liblinear_s_warning() -> None:
     with pytest.warns(Warning, match="Liblinear failed to converge"):
         ours = HingeLinearSVC(dual=True, max_iter=1).fit(X, y)
     assert ours.n_iter_ == 1
-    # the primal Newton solver (tron, -s 2 and -s 0; dual=True with sample weights):
-    # unscaled breast cancer is far from its optimum after a few Newton steps, where
-    # Hinge's fallback (exact Newton steps) would certify it past max_iter
+    # the primal Newton solver (tron, -s 2 and -s 0): unscaled breast cancer is far from
+    # its optimum after a few Newton steps, where Hinge's fallback (exact Newton steps)
+    # would certify it past max_iter; the dual CD with sample weights (-s 1, 3), where
+    # the fallback would continue with tron or ocas and then the interior point
     X, y = _data("cancer")
     weights = np.ones(y.shape[0])
     for max_iter in (1, 3):
-        for estimator, sample_weight in [
-                (HingeLinearSVC(dual=False, max_iter=max_iter), None),
-                (HingeLinearSVC(dual=True, max_iter=max_iter), weights),
-                (HingeLogisticRegression(max_iter=max_iter), None)]:
+        for estimator, sample_weight, solver in [
+                (HingeLinearSVC(dual=False, max_iter=max_iter), None, "tron"),
+                (HingeLogisticRegression(max_iter=max_iter), None, "tron"),
+                (HingeLinearSVC(dual=True, max_iter=max_iter), weights, "dcd"),
+                (HingeLinearSVC(loss="hinge", dual=True, max_iter=max_iter), weights, "dcd")]:
             with pytest.warns(ConvergenceWarning, match="Liblinear failed to converge"):
                 estimator.fit(X, y, sample_weight=sample_weight)
-            assert estimator.solver_ == "tron"
+            assert estimator.solver_ == solver
             assert np.max(estimator.n_iter_) == max_iter
             assert not estimator.converged_
     # tol_rule="gap": the fallback continues to the certificate, no warning when it holds
