@@ -188,6 +188,7 @@ def test_weights_are_checked_with_clear_422s(client: TestClient) -> None:
     assert "takes no instance weights" in unweighted_solver.text
     assert submit(client, dataset["id"], {}, solver="acf",
                   sample_weight="none").status_code == 202
+    assert submit(client, dataset["id"], {"loss": "l1"}, solver="dcd").status_code == 202
     calibrated = submit(client, dataset["id"], {"probability": True})
     assert calibrated.status_code == 422 and "probability" in calibrated.text
 
