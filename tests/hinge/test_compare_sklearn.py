@@ -43,8 +43,9 @@ def _dense(a: Any) -> np.ndarray:
 
 
 def _data(name: str) -> tuple[Any, np.ndarray]:
-    if name == "cancer_scaled":
-        X, y = datasets.load_breast_cancer(return_X_y=True)
+    if name in ("cancer_scaled", "wine_scaled"):
+        X, y = (datasets.load_breast_cancer if name == "cancer_scaled"
+                else datasets.load_wine)(return_X_y=True)
         return StandardScaler().fit_transform(X), y
     if name == "iris_sparse":
         X, y = datasets.load_iris(return_X_y=True)
@@ -240,6 +241,52 @@ def test_linear_svc_is_at_the_certified_optimum(params: dict[str, Any], data: st
         ref = _primal_svc(X, signs, theirs.coef_[k], theirs.intercept_[k], C, params["loss"])
         assert mine <= ref * (1 + tol), (mine, ref)
     assert np.mean(ours.predict(X) == theirs.predict(X)) >= 0.99
+
+
+def _primal_crammer_singer(X: Any, y: np.ndarray, classes: np.ndarray, coef: np.ndarray,
+                           intercept: np.ndarray, C: float) -> float:
+    """LIBLINEAR -s 4 with the bias feature (value 1): 1/2 sum_m (||w_m||^2 + b_m^2) +
+    C sum_i max_m (e_i^m + w_m.x_i - w_yi.x_i)."""
+    scores = X @ coef.T + intercept
+    rows, own = np.arange(y.shape[0]), np.searchsorted(classes, y)
+    margins = np.ones_like(scores)
+    margins[rows, own] = 0.0
+    loss = np.max(margins + scores - scores[rows, own][:, None], axis=1)
+    return float(0.5 * (np.sum(coef ** 2) + np.sum(intercept ** 2)) + C * loss.sum())
+
+
+@pytest.mark.parametrize(("params", "data"), [
+    ({"multi_class": "crammer_singer"}, "iris"),
+    ({"multi_class": "crammer_singer", "C": 0.1}, "wine_scaled"),
+    ({"penalty": "l1", "dual": False, "C": 0.05}, "cancer_scaled"),
+    ({"penalty": "l1", "dual": False, "C": 1.0}, "cancer_scaled")])
+def test_linear_svc_crammer_singer_and_l1_are_at_the_certified_optimum(
+        params: dict[str, Any], data: str) -> None:
+    """-s 4 (crammer_singer; three classes: for two scikit-learn keeps w_1 - w_0 only)
+    and -s 5 (the L1 regulariser, squared hinge; the bias feature's weight regularised
+    as the others, |b| here)."""
+    X, y = _data(data)
+    tol = 1e-8
+    ours = HingeLinearSVC(**params, tol=tol, tol_rule="gap", max_iter=100_000).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = svm.LinearSVC(**params, tol=1e-10, max_iter=100_000).fit(X, y)
+    assert ours.converged_ and ours.relative_gap_ <= tol
+    assert ours.coef_.shape == theirs.coef_.shape
+    C = params.get("C", 1.0)
+    if "multi_class" in params:
+        assert ours.solver_ == "crammer_singer"
+        mine, ref = (_primal_crammer_singer(X, y, model.classes_, model.coef_,
+                                            model.intercept_, C) for model in (ours, theirs))
+    else:
+        assert ours.solver_ == "l1_cd"
+        signs = np.where(y == ours.classes_[1], 1.0, -1.0)
+        mine, ref = (float(np.abs(model.coef_).sum() + np.abs(model.intercept_).sum()
+                           + C * np.sum(np.maximum(1.0 - signs * model.decision_function(X),
+                                                   0.0) ** 2)) for model in (ours, theirs))
+        np.testing.assert_array_equal(ours.coef_ != 0, theirs.coef_ != 0)  # the same support
+    assert mine <= ref * (1 + tol), (mine, ref)
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
 
 
 def test_every_liblinear_solver_type_trains_with_instance_weights() -> None:
