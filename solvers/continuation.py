@@ -34,7 +34,7 @@ applies):
   the gap of its reduced problem);
 - nothing after alm, pegasos, a limit (max_iter of the follow-up, max_seconds),
   cancellation or a numerical error; at most MAX_STEPS steps.
-`fallback=False` (dcd, acf, tron) turns the switches off.
+`fallback=False` (dcd, acf, tron, ocas) turns the switches off.
 Time share: with a wall-clock limit (max_seconds; jobs always have one), a step that has a
 follow-up in the rule above gets at most SHARE of the time left; when it runs out of its
 share, the follow-up runs (the path records the step's exit as "max_seconds" and the

@@ -51,7 +51,7 @@ LINEAR: dict[str, SolverSpec] = {
         module="solvers.dcd",
         kind="linear", distributed_losses=("l1",),
         warm_start="dual", fallback=_DUAL_CD_FALLBACK, randomized=True, scale_sensitive=True,
-        warmup_group="linear", auto_candidate=True,
+        warmup_group="linear", auto_candidate=True, sample_weights=True,
         description="Dual coordinate descent with random permutation and shrinking "
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
@@ -182,6 +182,11 @@ LINEAR: dict[str, SolverSpec] = {
             Param("eps_abs", "float", None,
                   "Absolute stop: F(w_best) - F_t(w_t) <= eps_abs (null: off).",
                   minimum=0.0, exclusive_minimum=True, maximum=1e12, nullable=True),
+            Param("fallback", "choice", True, "When ocas ends without a certificate: the "
+                  "interior point on the dual's Gram matrix (gram, few examples) after "
+                  "max_iter or a stall, ocas with eps / 10 after its own stop rule; "
+                  "recorded in the result's path. False: neither, so max_iter caps the "
+                  "fit.", choices=(True, False)),
             *_bias_params(("augment", "none"), "augment"),
             *_limits(10_000, "cutting-plane iterations"),
             _class_weight(),

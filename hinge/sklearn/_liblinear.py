@@ -73,20 +73,6 @@ _EXTRA_CONSTRAINTS: dict[str, list[Any]] = {
 }
 
 
-def _hinge_solver(solver_type: int, sample_weight: bool) -> tuple[str, dict[str, Any]]:
-    solver, params = _SOLVERS[solver_type]
-    params = dict(params)
-    from solvers.params import SOLVERS
-
-    if sample_weight and not SOLVERS[solver].sample_weights:
-        # the same problem by a solver that takes instance weights: the L2-loss primal
-        # (tron), or for the L1 loss auto's choice
-        if params.get("loss") == "l2":
-            return "tron", {"loss": "l2"}
-        return "auto", {"loss": "l1"}
-    return solver, params
-
-
 def fit_liblinear(estimator: Any, X: Any, y: Any, C: float, fit_intercept: bool,
                   intercept_scaling: float, class_weight: Any, penalty: str, dual: bool,
                   verbose: int, max_iter: int, tol: float, random_state: Any = None,
@@ -120,7 +106,9 @@ def fit_liblinear(estimator: Any, X: Any, y: Any, C: float, fit_intercept: bool,
     if class_weight_.size and np.any(class_weight_ <= 0):
         weights = weights * class_weight_[y_ind.astype(np.int64)]
         given_weights, class_weight_ = True, np.ones_like(class_weight_)
-    solver, params = _hinge_solver(solver_type, given_weights)
+    # every solver of the table takes instance weights (C_i = C * w_i, the per-row bounds
+    # of scikit-learn's LIBLINEAR): the same solver with and without them
+    solver, params = _SOLVERS[solver_type][0], dict(_SOLVERS[solver_type][1])
     from solvers.params import SOLVERS
 
     spec = SOLVERS[solver]
@@ -144,7 +132,7 @@ def fit_liblinear(estimator: Any, X: Any, y: Any, C: float, fit_intercept: bool,
             params["fallback"] = False
     if class_weight_.size and not np.all(class_weight_ == 1.0):
         params["class_weight"] = {str(k): float(w) for k, w in enumerate(class_weight_)}
-    if spec.randomized or solver == "auto":
+    if spec.randomized:
         params["seed"] = seed
     if "threads" in names:
         params["threads"] = _service.threads(estimator.n_jobs)

@@ -111,30 +111,23 @@ def warm_gradient(rows, kernel, positions, heads, state, columns):
         gradient_bar[t] = 0.0
     n = counters[TWINS]
     if n > 0:
-        # the regressions: Q_ts = y_t y_s K(x_t, x_s) and the twins share their rows, so
-        # G_t = p_t + y_t sum_r b_r K_{row(t), r} with b_r = sum_{s of row r} y_s a_s (the
-        # same for G_bar with C_s): one kernel row per row r with b_r != 0 (none at nu-SVR's
-        # start, where a_r = a*_r)
-        net = np.zeros(n)
-        net_bar = np.zeros(n)
+        # the regressions: Q_ts = y_t y_s K(x_t, x_s), the columns of twins from one cached
+        # kernel row (SVR_Q). Summed as Solver::Solve sums them, variable by variable in
+        # position order: at nu-SVR's start (a_t = a_{n+t}) the twins' terms cancel in
+        # exact arithmetic but not in its rounding, and G off in its last bits picks other
+        # pairs among the tied gradients (another SMO path than LIBSVM's with unequal C_i)
         for s in range(l):
-            r = twin_row(local[s], n)
-            if status[s] != LOWER:
-                net[r] += y[s] * alpha[s]
-            if status[s] == UPPER:
-                net_bar[r] += y[s] * cost[s]
-        total = np.zeros(n)
-        total_bar = np.zeros(n)
-        for r in range(n):
-            if net[r] != 0.0 or net_bar[r] != 0.0:
-                row = kernel_row(r, n, kernel, cache, counters, parallel, rows[3])
-                for u in range(n):
-                    total[u] += net[r] * row[u]
-                    total_bar[u] += net_bar[r] * row[u]
-        for t in range(l):
-            u = twin_row(local[t], n)
-            gradient[t] += y[t] * total[u]
-            gradient_bar[t] = y[t] * total_bar[u]
+            if status[s] == LOWER:
+                continue
+            row = kernel_row(twin_row(local[s], n), n, kernel, cache, counters, parallel,
+                             rows[3])
+            a_s, y_s, c_s, upper = alpha[s], y[s], cost[s], status[s] == UPPER
+            for t in range(l):
+                value = row[twin_row(local[t], n)]
+                q_st = value if y[t] == y_s else -value  # float32, as SVR_Q's get_Q
+                gradient[t] += a_s * q_st
+                if upper:
+                    gradient_bar[t] += c_s * q_st
         return
     for s in range(l):
         if status[s] != LOWER:

@@ -183,11 +183,12 @@ def test_weights_are_checked_with_clear_422s(client: TestClient) -> None:
     assert short.status_code == 422 and "10 weights for 150 rows" in short.text
     negative = submit(client, plain["id"], {}, sample_weight=[-1.0] * 150)
     assert negative.status_code == 422 and "finite numbers >= 0" in negative.text
-    unweighted_solver = submit(client, dataset["id"], {}, solver="dcd")
+    unweighted_solver = submit(client, dataset["id"], {}, solver="acf")
     assert unweighted_solver.status_code == 422
     assert "takes no instance weights" in unweighted_solver.text
-    assert submit(client, dataset["id"], {}, solver="dcd",
+    assert submit(client, dataset["id"], {}, solver="acf",
                   sample_weight="none").status_code == 202
+    assert submit(client, dataset["id"], {"loss": "l1"}, solver="dcd").status_code == 202
     calibrated = submit(client, dataset["id"], {"probability": True})
     assert calibrated.status_code == 422 and "probability" in calibrated.text
 

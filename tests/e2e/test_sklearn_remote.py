@@ -133,6 +133,25 @@ def test_remote_linear_estimator_is_the_in_process_fit(live: Live, cls: Any,
     np.testing.assert_allclose(remote.predict(X), local.predict(X), rtol=1e-9, atol=1e-9)
 
 
+def test_remote_weighted_dual_linear_svc_is_the_in_process_fit(live: Live) -> None:
+    """Sample weights with dual=True: the job's list of weights, the dual CD with C_i =
+    C w_i in the worker as in process (rows of weight 0 left out)."""
+    X, y = bundled.load("cancer")
+    weights = np.random.RandomState(0).uniform(0.0, 3.0, y.shape[0])
+    weights[:5] = 0.0
+    params = {"C": 0.5, "dual": True, "loss": "hinge", "random_state": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = HingeLinearSVC(**params).fit(X, y, sample_weight=weights)
+        remote = HingeLinearSVC(**params, server=live.url, api_key=live.key).fit(
+            X, y, sample_weight=weights)
+        unweighted = HingeLinearSVC(**params).fit(X, y)
+    assert local.solver_ == remote.solver_ == "dcd"
+    np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(remote.intercept_, local.intercept_, rtol=1e-12, atol=1e-14)
+    assert np.abs(unweighted.coef_ - local.coef_).max() > 1e-3  # the weights mattered
+
+
 def test_remote_svc_probabilities_from_the_file_and_the_route_agree(live: Live) -> None:
     X, y = bundled.load("cancer")
     with warnings.catch_warnings():

@@ -43,8 +43,9 @@ def _dense(a: Any) -> np.ndarray:
 
 
 def _data(name: str) -> tuple[Any, np.ndarray]:
-    if name == "cancer_scaled":
-        X, y = datasets.load_breast_cancer(return_X_y=True)
+    if name in ("cancer_scaled", "wine_scaled"):
+        X, y = (datasets.load_breast_cancer if name == "cancer_scaled"
+                else datasets.load_wine)(return_X_y=True)
         return StandardScaler().fit_transform(X), y
     if name == "iris_sparse":
         X, y = datasets.load_iris(return_X_y=True)
@@ -119,8 +120,9 @@ def test_sample_weights_are_libsvm_s() -> None:
     pairs: list[tuple[Any, Any]] = [(HingeSVC(C=2.0), svm.SVC(C=2.0)),
                                     (HingeSVR(C=10.0), svm.SVR(C=10.0)),
                                     (HingeNuSVC(nu=0.3), svm.NuSVC(nu=0.3)),
-                                    (HingeOneClassSVM(nu=0.2), svm.OneClassSVM(nu=0.2))]
-    # (NuSVR with unequal weights takes another SMO path: docs/from-sklearn.md)
+                                    (HingeOneClassSVM(nu=0.2), svm.OneClassSVM(nu=0.2)),
+                                    (HingeNuSVR(C=10.0), svm.NuSVR(C=10.0)),
+                                    (HingeNuSVR(C=0.3, nu=0.7), svm.NuSVR(C=0.3, nu=0.7))]
     for ours, theirs in pairs:
         target = None if isinstance(ours, HingeOneClassSVM) else y
         ours.fit(X, target, sample_weight=weights)
@@ -133,6 +135,9 @@ def test_sample_weights_are_libsvm_s() -> None:
         np.testing.assert_array_equal(ours.support_vectors_, theirs.support_vectors_)
         np.testing.assert_allclose(ours.dual_coef_, theirs.dual_coef_, rtol=0, atol=1e-10)
         np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=0, atol=1e-10)
+        values = "predict" if isinstance(ours, (HingeSVR, HingeNuSVR)) else "decision_function"
+        np.testing.assert_allclose(getattr(ours, values)(X), getattr(theirs, values)(X),
+                                   rtol=0, atol=1e-9)
 
 
 def test_callable_kernel_is_the_precomputed_one() -> None:
@@ -238,6 +243,92 @@ def test_linear_svc_is_at_the_certified_optimum(params: dict[str, Any], data: st
     assert np.mean(ours.predict(X) == theirs.predict(X)) >= 0.99
 
 
+def _primal_crammer_singer(X: Any, y: np.ndarray, classes: np.ndarray, coef: np.ndarray,
+                           intercept: np.ndarray, C: float) -> float:
+    """LIBLINEAR -s 4 with the bias feature (value 1): 1/2 sum_m (||w_m||^2 + b_m^2) +
+    C sum_i max_m (e_i^m + w_m.x_i - w_yi.x_i)."""
+    scores = X @ coef.T + intercept
+    rows, own = np.arange(y.shape[0]), np.searchsorted(classes, y)
+    margins = np.ones_like(scores)
+    margins[rows, own] = 0.0
+    loss = np.max(margins + scores - scores[rows, own][:, None], axis=1)
+    return float(0.5 * (np.sum(coef ** 2) + np.sum(intercept ** 2)) + C * loss.sum())
+
+
+@pytest.mark.parametrize(("params", "data"), [
+    ({"multi_class": "crammer_singer"}, "iris"),
+    ({"multi_class": "crammer_singer", "C": 0.1}, "wine_scaled"),
+    ({"penalty": "l1", "dual": False, "C": 0.05}, "cancer_scaled"),
+    ({"penalty": "l1", "dual": False, "C": 1.0}, "cancer_scaled")])
+def test_linear_svc_crammer_singer_and_l1_are_at_the_certified_optimum(
+        params: dict[str, Any], data: str) -> None:
+    """-s 4 (crammer_singer; three classes: for two scikit-learn keeps w_1 - w_0 only)
+    and -s 5 (the L1 regulariser, squared hinge; the bias feature's weight regularised
+    as the others, |b| here)."""
+    X, y = _data(data)
+    tol = 1e-8
+    ours = HingeLinearSVC(**params, tol=tol, tol_rule="gap", max_iter=100_000).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = svm.LinearSVC(**params, tol=1e-10, max_iter=100_000).fit(X, y)
+    assert ours.converged_ and ours.relative_gap_ <= tol
+    assert ours.coef_.shape == theirs.coef_.shape
+    C = params.get("C", 1.0)
+    if "multi_class" in params:
+        assert ours.solver_ == "crammer_singer"
+        mine, ref = (_primal_crammer_singer(X, y, model.classes_, model.coef_,
+                                            model.intercept_, C) for model in (ours, theirs))
+    else:
+        assert ours.solver_ == "l1_cd"
+        signs = np.where(y == ours.classes_[1], 1.0, -1.0)
+        mine, ref = (float(np.abs(model.coef_).sum() + np.abs(model.intercept_).sum()
+                           + C * np.sum(np.maximum(1.0 - signs * model.decision_function(X),
+                                                   0.0) ** 2)) for model in (ours, theirs))
+        np.testing.assert_array_equal(ours.coef_ != 0, theirs.coef_ != 0)  # the same support
+    assert mine <= ref * (1 + tol), (mine, ref)
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+
+
+def test_every_liblinear_solver_type_trains_with_instance_weights() -> None:
+    """scikit-learn's LIBLINEAR takes sample weights with every solver type; so does the
+    Hinge solver each type maps to (the same solver with and without weights)."""
+    from hinge.sklearn._liblinear import _SOLVERS
+    from solvers.params import SOLVERS
+
+    assert [name for name, _ in _SOLVERS.values() if not SOLVERS[name].sample_weights] == []
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_weighted_linear_svc_dual_is_liblinear_s_weighted_dual_cd(loss: str) -> None:
+    """scikit-learn's LIBLINEAR solves -s 3 / -s 1 with instance weights as per-row bounds
+    C_i = C w_i in its dual CD (rows of weight 0 left out); Hinge's dual CD the same:
+    at the certified optimum of the weighted primal."""
+    X, y = _data("cancer_scaled")
+    weights = np.asarray(np.random.RandomState(0).uniform(0.0, 3.0, y.shape[0]))
+    weights[:5] = 0.0
+    tol = 1e-8
+    ours = HingeLinearSVC(loss=loss, dual=True, tol=tol, tol_rule="gap",
+                          max_iter=100_000).fit(X, y, sample_weight=weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = svm.LinearSVC(loss=loss, dual=True, tol=1e-10,
+                               max_iter=100_000).fit(X, y, sample_weight=weights)
+    assert ours.solver_ == "dcd" and ours.converged_ and ours.relative_gap_ <= tol
+    signs = np.where(y == ours.classes_[1], 1.0, -1.0)
+
+    def primal(coef: np.ndarray, b: float) -> float:
+        slack = np.maximum(1.0 - signs * (X @ coef + b), 0.0)
+        return float(0.5 * (coef @ coef + b * b)
+                     + np.sum(weights * (slack if loss == "hinge" else slack ** 2)))
+
+    mine = primal(ours.coef_[0], ours.intercept_[0])
+    ref = primal(theirs.coef_[0], theirs.intercept_[0])
+    assert mine <= ref * (1 + tol), (mine, ref)
+    # and scikit-learn's fit (tol=1e-10) is as close to it: the same weighted problem
+    assert abs(mine - ref) <= 1e-7 * ref
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+
+
 @pytest.mark.parametrize(("penalty", "dual"), [("l2", False), ("l2", True), ("l1", False)])
 def test_logistic_regression_is_at_the_certified_optimum(penalty: str, dual: bool) -> None:
     X, y = _data("cancer_scaled")
@@ -284,19 +375,21 @@ def test_linear_max_iter_is_a_hard_cap_with_liblinear_s_warning() -> None:
     with pytest.warns(Warning, match="Liblinear failed to converge"):
         ours = HingeLinearSVC(dual=True, max_iter=1).fit(X, y)
     assert ours.n_iter_ == 1
-    # the primal Newton solver (tron, -s 2 and -s 0; dual=True with sample weights):
-    # unscaled breast cancer is far from its optimum after a few Newton steps, where
-    # Hinge's fallback (exact Newton steps) would certify it past max_iter
+    # the primal Newton solver (tron, -s 2 and -s 0): unscaled breast cancer is far from
+    # its optimum after a few Newton steps, where Hinge's fallback (exact Newton steps)
+    # would certify it past max_iter; the dual CD with sample weights (-s 1, 3), where
+    # the fallback would continue with tron or ocas and then the interior point
     X, y = _data("cancer")
     weights = np.ones(y.shape[0])
     for max_iter in (1, 3):
-        for estimator, sample_weight in [
-                (HingeLinearSVC(dual=False, max_iter=max_iter), None),
-                (HingeLinearSVC(dual=True, max_iter=max_iter), weights),
-                (HingeLogisticRegression(max_iter=max_iter), None)]:
+        for estimator, sample_weight, solver in [
+                (HingeLinearSVC(dual=False, max_iter=max_iter), None, "tron"),
+                (HingeLogisticRegression(max_iter=max_iter), None, "tron"),
+                (HingeLinearSVC(dual=True, max_iter=max_iter), weights, "dcd"),
+                (HingeLinearSVC(loss="hinge", dual=True, max_iter=max_iter), weights, "dcd")]:
             with pytest.warns(ConvergenceWarning, match="Liblinear failed to converge"):
                 estimator.fit(X, y, sample_weight=sample_weight)
-            assert estimator.solver_ == "tron"
+            assert estimator.solver_ == solver
             assert np.max(estimator.n_iter_) == max_iter
             assert not estimator.converged_
     # tol_rule="gap": the fallback continues to the certificate, no warning when it holds

@@ -43,10 +43,20 @@ GRIDS: list[tuple[str, Any, dict[str, list[Any]], str]] = [
      {"C": [0.0001, 0.001, 0.01, 1.0]}, "diabetes_scaled"),
     ("LogisticRegression", LogisticRegression(solver="liblinear", tol=1e-8),
      {"C": [0.001, 0.1, 10.0]}, "cancer"),
+    ("OneClassSVM", svm.OneClassSVM(), {"nu": [0.05, 0.2, 0.5], "gamma": ["scale", 0.1]},
+     "blobs_outliers"),
 ]
+# an estimator without a score method: scored on its +1 / -1 labels
+SCORING = {"OneClassSVM": "accuracy"}
 
 
 def _grid_data(name: str) -> tuple[np.ndarray, np.ndarray]:
+    if name == "blobs_outliers":  # inliers +1 around one centre, uniform outliers -1
+        rng = np.random.RandomState(0)
+        inliers, _ = datasets.make_blobs(200, n_features=2, centers=[[0.0, 0.0]],
+                                         random_state=0)
+        outliers = rng.uniform(-6.0, 6.0, (20, 2))
+        return np.vstack([inliers, outliers]), np.r_[np.ones(200), -np.ones(20)]
     if name == "diabetes_scaled":
         X, y = datasets.load_diabetes(return_X_y=True)
         return X, (y - y.mean()) / y.std()
@@ -68,14 +78,14 @@ def test_grid_search_ranks_as_sklearn_s(name: str, theirs: Any, grid: dict[str, 
     results = []
     for model in (ours, theirs):
         search = GridSearchCV(Pipeline([("scale", StandardScaler()), ("model", model)]),
-                              params, cv=folds)
+                              params, cv=folds, scoring=SCORING.get(name))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             results.append(search.fit(X, y))
     mine, ref = results
     np.testing.assert_array_equal(mine.cv_results_["rank_test_score"],
                                   ref.cv_results_["rank_test_score"])
-    exact = name in ("SVC", "SVR", "NuSVR")
+    exact = name in ("SVC", "NuSVC", "SVR", "NuSVR", "OneClassSVM")  # LIBSVM's SMO path
     np.testing.assert_allclose(mine.cv_results_["mean_test_score"],
                                ref.cv_results_["mean_test_score"],
                                rtol=0, atol=1e-9 if exact else 1e-3)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 import scipy.sparse as sp
+from sklearn import datasets as skdata
 
 from solvers import ocas
 from solvers.backbone import ProgressMonitor
@@ -278,6 +279,22 @@ def test_max_iter_reports_max_iter_and_keeps_a_usable_model() -> None:
     assert np.mean(result.predict(X) == y) > 0.7
     assert result.dual_objective is not None and result.duality_gap is not None
     assert 0 < result.dual_objective < result.primal_objective
+
+
+def test_fallback_false_makes_max_iter_a_hard_cap() -> None:
+    """Unscaled breast cancer is far from its optimum after two cutting planes: by default
+    the fallback rule continues with the interior point (569 rows), past max_iter, to a
+    certified model; fallback=False (hinge.sklearn's tol_rule="liblinear") stops at
+    max_iter, uncertified, with the certificate's warning."""
+    X, y = skdata.load_breast_cancer(return_X_y=True)
+    continued = fit(X, y, solver="ocas", max_iter=2)
+    assert [step["solver"] for step in continued.path] == ["ocas", "gram"]
+    assert continued.converged and continued.iterations > 2
+    capped = fit(X, y, solver="ocas", max_iter=2, fallback=False)
+    assert [(step["solver"], step["exit"]) for step in capped.path] == [("ocas", "max_iter")]
+    assert capped.iterations == 2 and capped.exit_reason == "max_iter"
+    assert not capped.converged
+    assert len(capped.warnings) == 1 and "ocas stopped at max_iter" in capped.warnings[0]
 
 
 def test_progress_events_and_cancellation() -> None:

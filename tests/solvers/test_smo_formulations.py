@@ -258,7 +258,7 @@ def test_infeasible_nu_is_libsvms_error() -> None:
 def test_sample_weight_is_refused_where_a_solver_cannot_use_it() -> None:
     X, y = classification_set("cancer")
     with pytest.raises(ParamError, match="takes no sample_weight"):
-        fit(X, y, solver="dcd", sample_weight=np.ones(X.shape[0]))
+        fit(X, y, solver="acf", sample_weight=np.ones(X.shape[0]))
     with pytest.raises(ValueError, match="one weight per row"):
         fit_smo(X, y, sample_weight=np.ones(3))
     with pytest.raises(ValueError, match=">= 0"):
