@@ -298,6 +298,7 @@ class SharedService:
     settings: Settings
     base_url: str
     workers: list[ServiceProcess]
+    log_dir: Path  # the processes' logs
 
     @contextlib.contextmanager
     def tenant(self, timeout: float = 60) -> Iterator[httpx.Client]:

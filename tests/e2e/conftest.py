@@ -35,7 +35,7 @@ def shared_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedS
     home = tmp_path_factory.mktemp("shared-service")
     settings = embedded_settings(home / "home", job_lease_seconds=10.0)
     with running_service(settings, home) as (client, workers):
-        yield SharedService(settings, str(client.base_url), workers)
+        yield SharedService(settings, str(client.base_url), workers, home)
 
 
 @pytest.fixture

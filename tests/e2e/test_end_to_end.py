@@ -44,7 +44,7 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         settings = embedded_settings(log_dir / "home", database_url=database_url,
                                      broker_url=redis_url)
         with running_service(settings, log_dir) as (client, workers):
-            yield SharedService(settings, str(client.base_url), workers)
+            yield SharedService(settings, str(client.base_url), workers, log_dir)
 
 
 @pytest.fixture
