@@ -40,6 +40,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(PARITY_REASON)
 
 
+# Under pytest-xdist's --dist loadfile (`make test`) the files are handed out in collection
+# order, one at a time to whichever process is free: a long file handed out last runs
+# alone at the end while the other processes have nothing left. The end-to-end and
+# deployment files (live servers and processes, minutes each) go first, the unit files
+# (seconds each) fill the end. A single-process run keeps the order of the tree.
+LONG_FILES_FIRST = ("tests/e2e/", "tests/deploy/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: not item.nodeid.startswith(LONG_FILES_FIRST))  # stable
+
+
 @pytest.fixture(scope="session", autouse=True)
 def kernels_compiled_once_across_workers() -> None:
     """Under pytest-xdist (`make test`), each worker process first warms every solver

@@ -13,9 +13,11 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 from app.settings import Settings
@@ -53,6 +55,7 @@ __all__ = [
     "REPO",
     "SHARED_DATA",
     "ServiceProcess",
+    "SharedService",
     "bearer",
     "blob_env",
     "blob_exists",
@@ -282,3 +285,40 @@ def stored_row(settings: Settings, model: type[T], key: str) -> T:
         assert row is not None, (model.__name__, key)
         session.expunge(row)
         return row
+
+
+@dataclass
+class SharedService:
+    """A running service (API server and Celery worker processes, started by
+    running_service) that several tests share: each test talks to it as a tenant of its
+    own (`tenant`), so that it sees only its own datasets, jobs, models and names.
+    A test that kills or restarts a process, changes a setting or tests the start keeps a
+    service of its own."""
+
+    settings: Settings
+    base_url: str
+    workers: list[ServiceProcess]
+    log_dir: Path  # the processes' logs
+
+    @contextlib.contextmanager
+    def tenant(self, timeout: float = 60) -> Iterator[httpx.Client]:
+        """A client with the admin key of a new tenant. On the way out, the tenant's jobs
+        still queued or running are cancelled and waited for, so that the next test finds
+        the shared worker idle even when this one failed halfway."""
+        key = make_key(self.settings, tenant=f"t-{uuid.uuid4().hex[:12]}")
+        with httpx.Client(base_url=self.base_url, timeout=timeout,
+                          headers=bearer(key)) as client:
+            try:
+                yield client
+            finally:
+                _cancel_unfinished(client)
+
+
+def _cancel_unfinished(client: httpx.Client) -> None:
+    unfinished = [job["id"] for status in ("running", "queued")
+                  for job in client.get("/v1/jobs", params={"status": status,
+                                                            "limit": 100}).json()["data"]]
+    for job_id in unfinished:
+        client.post(f"/v1/jobs/{job_id}/cancel")
+    for job_id in unfinished:
+        wait_for_job(client.get, job_id, timeout=60)

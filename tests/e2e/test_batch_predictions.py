@@ -26,6 +26,7 @@ from testkit.crashing_worker import SLOW_PREDICTION_ON
 from testkit.datagen import dense
 from tests.e2e.hinge_cli import cli_env, hinge_bin_dir
 from tests.support import embedded_settings, running_service, wait_for_job
+from workers.training import run_job
 
 FAST = {"job_lease_seconds": 2.0, "sweep_interval_seconds": 0.5,
         "requeue_after_seconds": 3.0, "max_attempts": 3}
@@ -137,10 +138,19 @@ def _rows(n: int) -> bytes:
 
 
 def test_a_queued_batch_prediction_is_cancelled_and_has_no_output(tmp_path: Path) -> None:
+    """No worker runs, so the prediction stays queued; its model is trained in this
+    process, by the worker's own run_job (one service start, not two)."""
     settings = embedded_settings(tmp_path / "home")
-    with running_service(settings, tmp_path) as (client, _workers):
-        dataset_id, model_id = _model(client, "dense", _rows(200), {"C": 1.0}, "dcd")
     with running_service(settings, tmp_path, workers=0) as (client, _workers):
+        upload = client.post("/v1/datasets?name=dense", content=_rows(200))
+        assert upload.status_code == 201, upload.text
+        dataset_id = upload.json()["id"]
+        job = client.post("/v1/jobs", json={"dataset_id": dataset_id, "solver": "dcd",
+                                            "params": {"C": 1.0}})
+        assert job.status_code == 202, job.text
+        assert run_job(settings, job.json()["id"], "test-worker") == "succeeded"
+        model_id = client.get(f"/v1/jobs/{job.json()['id']}").json()["model_id"]
+        assert model_id
         created = client.post("/v1/predictions", json={"model_id": model_id,
                                                        "dataset_id": dataset_id,
                                                        "outputs": ["labels"]})

@@ -21,7 +21,7 @@ import pytest
 
 from testkit import bundled
 from tests.e2e.long_fit import long_fit_bytes, long_job
-from tests.support import IN_CI, REPO, embedded_settings, running_service, wait_for_job
+from tests.support import IN_CI, REPO, SharedService, wait_for_job
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -70,14 +70,15 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def service_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("dashboard")
+def service_logs(shared_service: SharedService) -> Path:
+    return shared_service.log_dir
 
 
 @pytest.fixture(scope="module")
-def service(service_logs: Path, browser: Any) -> Iterator[httpx.Client]:
-    with running_service(embedded_settings(service_logs / "home"),
-                         service_logs) as (client, _workers):
+def service(browser: Any, shared_service: SharedService) -> Iterator[httpx.Client]:
+    """The shared service (tests/e2e/conftest.py), as a tenant of this module's own (the
+    browser first: without one the module is skipped before anything starts)."""
+    with shared_service.tenant() as client:
         yield client
 
 

@@ -39,7 +39,7 @@ from tests.e2e.test_dashboard import (
     _log_tails,
     _require_browser,
 )
-from tests.support import embedded_settings, running_service, wait_for_job
+from tests.support import SharedService, wait_for_job
 
 SHOTS = Path(os.environ.get("HINGE_SHOTS", "/tmp/hinge-shots"))
 
@@ -57,14 +57,15 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def service_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("explains")
+def service_logs(shared_service: SharedService) -> Path:
+    return shared_service.log_dir
 
 
 @pytest.fixture(scope="module")
-def service(service_logs: Path, browser: Any) -> Iterator[httpx.Client]:
-    with running_service(embedded_settings(service_logs / "home"),
-                         service_logs) as (client, _workers):
+def service(browser: Any, shared_service: SharedService) -> Iterator[httpx.Client]:
+    """The shared service (tests/e2e/conftest.py), as a tenant of this module's own (the
+    browser first: without one the module is skipped before anything starts)."""
+    with shared_service.tenant() as client:
         yield client
 
 

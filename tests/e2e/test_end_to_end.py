@@ -1,7 +1,9 @@
 """Upload -> train on a real Celery worker process -> predict, over HTTP to a real API server.
 
-Once on the embedded default (SQLite database + SQLite broker) and once on PostgreSQL +
-Redis. Under CI=true the second fails, not skips, when a server is missing.
+Once on the embedded default (SQLite database + SQLite broker: the shared service of
+tests/e2e/conftest.py) and once on PostgreSQL + Redis (one service for the module). Each
+test is a tenant of its own. Under CI=true the second fails, not skips, when a server is
+missing.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import io
 import lzma
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -19,9 +20,9 @@ from sklearn.datasets import load_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from app.settings import Settings
 from testkit import bundled
 from tests.support import (
+    SharedService,
     data_file,
     embedded_settings,
     postgres_schema,
@@ -31,21 +32,24 @@ from tests.support import (
 )
 
 
-@pytest.fixture(params=["embedded", "postgres-redis"])
-def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[httpx.Client]:
-    home = tmp_path / "home"
+@pytest.fixture(scope="module", params=["embedded", "postgres-redis"])
+def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[SharedService]:
     if request.param == "embedded":
-        settings = embedded_settings(home)
-        yield from _run(settings, tmp_path)
+        yield request.getfixturevalue("shared_service")
         return
     redis_url = require_redis()
+    log_dir = tmp_path_factory.mktemp("postgres-redis")
     with postgres_schema() as database_url:
-        settings = embedded_settings(home, database_url=database_url, broker_url=redis_url)
-        yield from _run(settings, tmp_path)
+        settings = embedded_settings(log_dir / "home", database_url=database_url,
+                                     broker_url=redis_url)
+        with running_service(settings, log_dir) as (client, workers):
+            yield SharedService(settings, str(client.base_url), workers, log_dir)
 
 
-def _run(settings: Settings, log_dir: Path) -> Iterator[httpx.Client]:
-    with running_service(settings, log_dir) as (client, _workers):
+@pytest.fixture
+def service(deployment: SharedService) -> Iterator[httpx.Client]:
+    with deployment.tenant() as client:
         yield client
 
 

@@ -25,7 +25,7 @@ from sklearn.datasets import dump_svmlight_file
 
 from solvers.svmlight import load_svmlight
 from tests.solvers.naive_kernels import libsvm_train
-from tests.support import data_file, embedded_settings, running_service, wait_for_job
+from tests.support import SharedService, data_file, wait_for_job
 
 pytestmark = pytest.mark.parity
 libsvm = pytest.importorskip("libsvm.svmutil")
@@ -42,9 +42,9 @@ REGRESSION_SETS = [("heart_scale", 270), ("breast-cancer_scale", 683), ("a9a", 1
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    home = tmp_path_factory.mktemp("parity")
-    with running_service(embedded_settings(home / "home"), home) as (client, _workers):
+def service(shared_service: SharedService) -> Iterator[httpx.Client]:
+    """The shared service (tests/e2e/conftest.py), as a tenant of this module's own."""
+    with shared_service.tenant() as client:
         yield client
 
 

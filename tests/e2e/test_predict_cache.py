@@ -2,14 +2,15 @@
 own cache with identical answers, and a delete (or a key revocation) through one of them
 reaches the other's cache: through the bus on Redis and RabbitMQ (the backstops turned
 off, so only the bus can do it), through the one-second backstops on the embedded broker.
+The two processes serve the module's tests on one broker; each test is a tenant of its own.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -30,27 +31,40 @@ from workers.training import run_job
 ROWS = "1:0.7 2:1 3:1 5:-0.2\n1:-0.2 3:0.1 9:1 10:-0.5 13:0.3\n"
 
 
-@pytest.fixture(params=BROKERS)
-def two_apis(request: pytest.FixtureRequest, tmp_path: Path
-             ) -> Iterator[tuple[Settings, str, httpx.Client, httpx.Client]]:
+@pytest.fixture(scope="module", params=BROKERS)
+def api_processes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[tuple[Settings, str, str]]:
+    """Two API processes on one database and `request.param`'s broker: the settings and
+    the two base URLs."""
     broker_url = broker_url_for(request.param)
     backstops = ({} if request.param == "sqla" else
                  {"model_cache_check_seconds": 1e6, "key_cache_seconds": 1e6})
-    settings = embedded_settings(tmp_path / "home", broker_url=broker_url,
+    log_dir = tmp_path_factory.mktemp(f"two-apis-{request.param}")
+    settings = embedded_settings(log_dir / "home", broker_url=broker_url,
                                  sweep_interval_seconds=1e6, rate_per_second=0, **backstops)
     settings.ensure_dirs()
     migrate(settings.database_url)
-    key = make_key(settings)
-    first, first_base = start_api(settings, tmp_path)
-    second, second_base = start_api(settings, tmp_path)
+    first, first_base = start_api(settings, log_dir)
     try:
-        with httpx.Client(base_url=first_base, headers=bearer(key), timeout=30) as one, \
-                httpx.Client(base_url=second_base, headers=bearer(key), timeout=30) as two:
-            yield settings, key, one, two
+        second, second_base = start_api(settings, log_dir)
+        try:
+            yield settings, first_base, second_base
+        finally:
+            second.stop()
     finally:
         first.stop()
-        second.stop()
         drop_queue(settings.broker_url, settings.queue)
+
+
+@pytest.fixture
+def two_apis(api_processes: tuple[Settings, str, str]
+             ) -> Iterator[tuple[Settings, str, httpx.Client, httpx.Client]]:
+    """The settings, an admin key of a new tenant, and a client of each API process."""
+    settings, first_base, second_base = api_processes
+    key = make_key(settings, tenant=f"t-{uuid.uuid4().hex[:12]}")
+    with httpx.Client(base_url=first_base, headers=bearer(key), timeout=30) as one, \
+            httpx.Client(base_url=second_base, headers=bearer(key), timeout=30) as two:
+        yield settings, key, one, two
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:

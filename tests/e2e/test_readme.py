@@ -34,7 +34,7 @@ import pytest
 
 from solvers.backbone import PROGRESS_INTERVAL_S
 from tests.e2e.hinge_cli import cli_env, hinge_bin_dir
-from tests.support import REPO, embedded_settings, running_service
+from tests.support import REPO, SharedService
 
 ANY = "\x00ANY"
 README = REPO / "README.md"
@@ -360,10 +360,11 @@ def run_walkthrough(title: str, base: str, key: str, cwd: Path, env: dict[str, s
     return done
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    tmp = tmp_path_factory.mktemp("readme")
-    with running_service(embedded_settings(tmp / "home"), tmp) as (client, _workers):
+@pytest.fixture
+def service(shared_service: SharedService) -> Iterator[httpx.Client]:
+    """The shared service (tests/e2e/conftest.py), as a new tenant: a walkthrough sees what
+    a first user of a fresh service sees."""
+    with shared_service.tenant() as client:
         yield client
 
 

@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.support import REPO, embedded_settings, running_service
+from tests.support import REPO
 
 pytest.importorskip("onnxruntime", reason="the dev extras install onnxruntime")
 pytest.importorskip("pandas", reason="the dev extras install pandas")
@@ -36,17 +37,17 @@ def readme_example() -> tuple[str, list[str]]:
     return "\n".join(lines) + "\n", shown
 
 
-def test_the_pandas_to_onnx_example_runs_as_written(tmp_path: Path) -> None:
+def test_the_pandas_to_onnx_example_runs_as_written(tenant: httpx.Client, tmp_path: Path
+                                                   ) -> None:
     code, shown = readme_example()
-    settings = embedded_settings(tmp_path / "home")
-    with running_service(settings, tmp_path) as (http, _workers):
-        env = dict(os.environ, HINGE_URL=str(http.base_url).rstrip("/"),
-                   HINGE_API_KEY=http.headers["Authorization"].removeprefix("Bearer "),
-                   PYTHONPATH=str(REPO))
-        work = tmp_path / "work"
-        work.mkdir()
-        (work / "example.py").write_text(code)
-        done = subprocess.run([sys.executable, "example.py"], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=600)
+    # the shared service (tests/e2e/conftest.py), as a tenant of this test's own
+    env = dict(os.environ, HINGE_URL=str(tenant.base_url).rstrip("/"),
+               HINGE_API_KEY=tenant.headers["Authorization"].removeprefix("Bearer "),
+               PYTHONPATH=str(REPO))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "example.py").write_text(code)
+    done = subprocess.run([sys.executable, "example.py"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == shown

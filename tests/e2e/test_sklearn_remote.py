@@ -30,7 +30,7 @@ from hinge.sklearn import (
     HingeSVR,
 )
 from testkit import bundled
-from tests.support import embedded_settings, running_service
+from tests.support import SharedService
 
 
 class Live:
@@ -40,10 +40,9 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    tmp = tmp_path_factory.mktemp("sklearn")
-    settings = embedded_settings(tmp / "home", job_lease_seconds=10.0)
-    with running_service(settings, tmp) as (http, _workers):
+def live(shared_service: SharedService) -> Iterator[Live]:
+    """The shared service (tests/e2e/conftest.py), as a tenant of this module's own."""
+    with shared_service.tenant() as http:
         yield Live(http)
 
 
