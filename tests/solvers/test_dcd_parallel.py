@@ -183,3 +183,18 @@ def test_auto_keeps_its_dual_cd_choice_on_one_thread(text: tuple[Any, np.ndarray
     assert chosen.params["threads"] == 1
     named = fit(X, y, solver="dcd", C=1.0, loss="l1", threads=2)
     assert named.params["threads"] == 2
+
+
+def test_the_result_records_the_threads_and_parts(text: Any) -> None:
+    """A fit's output says how it ran: the threads that ran the parts (at most what Numba
+    has), the parts, and on one thread neither."""
+    import numba
+
+    X, y = text
+    two = fit(X, y, solver="dcd", C=1.0, loss="l1", threads=2)
+    output = two.per_output[0]
+    assert two.params["threads"] == 2 and output["parts"] == 2
+    assert output["threads"] == min(2, numba.config.NUMBA_NUM_THREADS)
+    assert two.converged and output["relative_gap"] <= two.params["tol"]
+    one = fit(X, y, solver="dcd", C=1.0, loss="l1", threads=1).per_output[0]
+    assert "parts" not in one and "threads" not in one
