@@ -44,7 +44,8 @@ MULTICORE_VENV = REPO / "bench" / ".venv-multicore"
 EXPERIMENTS = ("parser", "parse", "dcd", "acf", "ocas_alm", "smo", "kernel_peers", "formulations",
                "liblinear_formulations", "certified", "linear_tasks",
                "auto", "service", "predict", "first_run",
-               "search", "batch_predict", "busy_cores", "shared_memory", "large_uploads")
+               "search", "batch_predict", "busy_cores", "shared_memory", "large_uploads",
+               "serial_share")
 ROW_KEYS = ("experiment", "metric", "hinge", "reference", "ratio", "target", "met")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "HINGE_SOLVER_THREADS")

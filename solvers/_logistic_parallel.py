@@ -137,3 +137,45 @@ def scale_back(alpha, old, index, seg, pos, step):
             if delta != 0.0:
                 alpha[i, 0] = old[i, 0] + step * delta
                 alpha[i, 1] = old[i, 1] - step * delta
+
+
+# The merge of the parts' views (dcd's before its sweeps shared one w)
+
+@njit(cache=True)
+def _change(w, views, j, last):
+    """dW_j = sum_p (views[p, j] - w_j), the bias slot's divided by the parts."""
+    change = 0.0
+    for p in range(views.shape[0]):
+        change += views[p, j] - w[j]
+    if j == last:
+        change /= views.shape[0]
+    return change
+
+
+@njit(cache=True, parallel=True)
+def merge_terms(w, views, feature_bounds, chunk_lin, chunk_quad):
+    """Per feature chunk: sum_j w_j dW_j and sum_j dW_j^2 (summed in part order)."""
+    last = w.shape[0] - 1
+    for c in prange(feature_bounds.shape[0] - 1):
+        linear = 0.0
+        quadratic = 0.0
+        for j in range(feature_bounds[c], feature_bounds[c + 1]):
+            change = _change(w, views, j, last)
+            linear += w[j] * change
+            quadratic += change * change
+        chunk_lin[c] = linear
+        chunk_quad[c] = quadratic
+
+
+@njit(cache=True, parallel=True)
+def apply_merge(w, views, feature_bounds, step):
+    """w += step * dW, then every view = w."""
+    parts = views.shape[0]
+    last = w.shape[0] - 1
+    for c in prange(feature_bounds.shape[0] - 1):
+        for j in range(feature_bounds[c], feature_bounds[c + 1]):
+            change = _change(w, views, j, last)
+            value = w[j] + step * change if step != 1.0 else w[j] + change
+            w[j] = value
+            for p in range(parts):
+                views[p, j] = value

@@ -49,9 +49,10 @@ from numba import njit
 
 from solvers import _dcd_parallel as par
 from solvers import dual_cd, parallel
-from solvers._kernel_helpers import next_below
+from solvers._kernel_helpers import next_below, signed_margins
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.grain import GrainMeter
+from solvers.objectives import dual_objective
 
 WARMUP_VARIANTS = dual_cd.WARMUP_VARIANTS
 
@@ -68,8 +69,8 @@ def solve(
     problem: LinearProblem, params: dict[str, Any], monitor: ProgressMonitor
 ) -> BinarySolution:
     """Solve one binary problem with DCD; `params` as filled by validate_params("dcd").
-    With `threads` > 1 the parallel rounds of solvers/_dcd_parallel.py (threads = 1 is the
-    sequential kernel, bit for bit as before)."""
+    With `threads` > 1 the asynchronous parallel sweeps of solvers/_dcd_parallel.py
+    (threads = 1 is the sequential kernel, bit for bit as before)."""
     threads = int(params.get("threads", 1))
     if threads <= 1 or problem.X.n_rows < 2 * threads:
         return dual_cd.solve_dual(_DcdState, problem, params, monitor)
@@ -94,18 +95,20 @@ class _DcdState(dual_cd.DualState):
                 "active_size": int(self.counters[_ACTIVE_SIZE])}
 
 
-# Work per part and round: ROUND_FACTOR x n_weights nonzeros (the merge costs about
-# 2 (parts + 1) n_weights memory operations), at least MIN_PART_WORK: each round costs
-# half a dozen Python-level calls (with 2^14 a 2-thread fit of the 20,000 x 20,000 text
-# set spent 71% of its wall time outside the rounds, on a loaded machine).
+# Work per part and round: ROUND_FACTOR x n_weights nonzeros, at least MIN_PART_WORK (a
+# round is one parallel region; each round costs a few Python-level calls).
 ROUND_FACTOR, MIN_PART_WORK = 4, 1 << 18
-MERGE_CHUNKS = 64  # feature chunks of the merge
+# Features in more than this share of the rows are "hot": no part writes them in the
+# shared w within a round (solvers/_dcd_parallel.py).
+HOT_SHARE = 1.0 / 32
 
 
 class _ParallelDcdState(dual_cd.DualState):
-    """The state of the parallel rounds (solvers/_dcd_parallel.py): P = threads parts,
-    each with its own view of w; the Numba threads set for the fit (`used`) run them, or
-    one thread, as the grain meter says. Built inside parallel.numba_threads."""
+    """The state of the asynchronous parallel sweeps (solvers/_dcd_parallel.py): P =
+    threads parts of each sweep on one shared w; the Numba threads set for the fit
+    (`used`) run them, or one thread, as the grain meter says. w is rebuilt from alpha
+    before every objective (`snapshot`) and at the stop rule. Built inside
+    parallel.numba_threads."""
 
     def __init__(self, problem: LinearProblem, params: dict[str, Any]) -> None:
         super().__init__(problem, params)
@@ -113,32 +116,40 @@ class _ParallelDcdState(dual_cd.DualState):
         numba.set_num_threads(1)  # sequential until the grain meter measures otherwise
         n, size, parts = problem.X.n_rows, self.w.shape[0], self.parts
         self.counters = np.array([0, n, 0, 0], dtype=np.int64)
-        self.bounds = np.array([math.inf, -math.inf, math.nan, 1.0])
+        self.bounds = np.array([math.inf, -math.inf, math.nan, 0.0])
         self.index = np.arange(n, dtype=np.int64)
         self.scratch = np.empty(n, dtype=np.int64)
-        self.delta = np.zeros(n)
-        self.views = np.ascontiguousarray(np.tile(self.w, (parts, 1)))
-        self.part_lo, self.part_hi, self.part_end, self.pos, self.seg = (
-            np.zeros(parts, dtype=np.int64) for _ in range(5))
-        self.pg_max, self.pg_min, self.lin, self.quad = (np.zeros(parts) for _ in range(4))
+        X = problem.X
+        self.hot, self.slot_of = par.hot_features(X.indices, n, X.n_features, HOT_SHARE)
+        self.hot_w = np.zeros(self.hot.shape[0])
+        self.deltas = np.zeros((parts, self.hot.shape[0]))
+        self.view = np.zeros((parts, self.hot.shape[0]))
+        self.part_lo, self.part_hi, self.part_end, self.pos = (
+            np.zeros(parts, dtype=np.int64) for _ in range(4))
+        self.pg_max, self.pg_min = np.zeros(parts), np.zeros(parts)
         self.work_done = np.zeros(parts, dtype=np.int64)
         self.status = np.zeros(parts, dtype=np.int64)
-        chunks = max(1, min(MERGE_CHUNKS, size // 1024))
-        self.feature_bounds = np.linspace(0, size, chunks + 1).astype(np.int64)
-        self.chunk_lin, self.chunk_quad = np.zeros(chunks), np.zeros(chunks)
+        X = problem.X
+        self.chunks = parallel.chunk_bounds(X.indptr, size, max_chunks=max(
+            parallel.MAX_CHUNKS, parts))
+        self.chunk_acc = np.zeros((self.chunks.shape[0] - 1, size))
         self.part_work = max(ROUND_FACTOR * size, MIN_PART_WORK)
         self.grain = GrainMeter(self.used)
-        self.parallel_seconds = 0.0  # in the calls with the parallel loops (rounds, merges)
-        self.rows = (problem.X.data, problem.X.indices, problem.X.indptr)
+        self.parallel_seconds = 0.0  # in the calls with the parallel loops
+        self.rows = (X.data, X.indices, X.indptr)
         self.labels = (problem.y, self.upper, self.diag, self.qbar_diag)
+        tol = params.get("tol")
+        self.tol = None if tol is None else float(tol)
+        self.margins = np.empty(n)
+        self.checks = 0  # gap checks after the stop rule held
+        self.sweep_eps = self.eps  # the stop rule's eps, halved after each failed check
 
     def run(self, budget: int) -> int:
         rounds = max(1, budget // (self.part_work * self.parts))
         return self.grain.call(rounds, self._rounds, dual_cd.PAUSED)
 
     def _rounds(self, fine: bool, rounds: int) -> tuple[int, int, float]:
-        """Up to `rounds` rounds on the threads (fine) or one: (status, rounds, work).
-        The parts are the data's, so both give the same arithmetic."""
+        """Up to `rounds` rounds on the threads (fine) or one: (status, rounds, work)."""
         numba.set_num_threads(self.used if fine else 1)
         counters, bounds, work = self.counters, self.bounds, 0
         bias_scale = float(self.problem.bias_scale)
@@ -148,43 +159,68 @@ class _ParallelDcdState(dual_cd.DualState):
                     return dual_cd.MAX_ITER, done, float(work)
                 par.start_sweep(self.index, counters, self.rng, self.part_lo, self.part_hi,
                                 self.part_end, self.pos, self.pg_max, self.pg_min)
-            self.seg[:] = self.pos
             started = time.perf_counter()
-            par.run_round(self.rows, self.labels, self.alpha, self.views, self.index,
-                          self.delta, self.part_hi, self.pos, self.pg_max, self.pg_min,
-                          self.lin, self.quad, self.work_done, self.status,
+            par.run_round(self.rows, self.labels, self.alpha, self.w, self.index,
+                          self.hot, self.slot_of, self.hot_w, self.deltas, self.view,
+                          self.part_hi, self.pos, self.pg_max, self.pg_min,
+                          self.work_done, self.status,
                           (bias_scale, float(bounds[par.PG_MAX_OLD]),
                            float(bounds[par.PG_MIN_OLD]), self.part_work))
             self.parallel_seconds += time.perf_counter() - started
+            par.fold_hot(self.w, self.hot, self.hot_w, self.deltas)
             work += int(self.work_done.sum())
             counters[par.ROUNDS] += 1
             if np.any(self.status == dual_cd.NON_FINITE):
                 return dual_cd.NON_FINITE, done + 1, float(work)
-            self._merge()
             if np.array_equal(self.pos, self.part_hi):
                 status = par.end_sweep(self.index, self.scratch, counters, bounds,
                                        self.part_lo, self.part_hi, self.part_end,
-                                       self.pg_max, self.pg_min, self.eps,
+                                       self.pg_max, self.pg_min, self.sweep_eps,
                                        self.problem.X.n_rows)
-                if status == dual_cd.CONVERGED:
+                if status == dual_cd.CONVERGED and self._certified():
                     return status, done + 1, float(work)
+                numba.set_num_threads(self.used if fine else 1)
         return dual_cd.PAUSED, rounds, float(work)
 
-    def _merge(self) -> None:
-        """w and alpha += step x the parts' steps, step by exact line search on [0, 1]."""
+    def _certified(self) -> bool:
+        """After the stop rule held: w = w(alpha), and then, when the fit has a `tol`,
+        whether the duality gap of (w, alpha) is within it; if not, the sweeps go on with
+        the stop rule's eps halved (a failed certificate would otherwise restart at
+        eps / 10, which takes far more sweeps than the few the gap needs; halving spaces
+        the checks out, each a pass over the data, when tol is far below what eps
+        gives)."""
+        self.resync()
+        if self.tol is None:
+            return True
+        numba.set_num_threads(self.used)
+        problem = self.problem
+        signed_margins(self.rows, problem.y, self.w, float(problem.bias_scale), self.chunks,
+                       self.margins)
+        slack = np.maximum(0.0, 1.0 - self.margins)
+        losses = slack * slack if self.loss == "l2" else slack
+        primal = 0.5 * float(self.w_view @ self.w_view) + float(problem.cost @ losses)
+        dual = dual_objective(problem, self.alpha, self.w_view, self.loss)
+        self.checks += 1
+        if primal - dual <= self.tol * primal:
+            return True
+        self.sweep_eps *= 0.5
+        return False
+
+    def resync(self) -> None:
+        """w = w(alpha) exactly (the module docstring of solvers/_dcd_parallel.py)."""
+        previous = numba.get_num_threads()
+        numba.set_num_threads(self.used)
         started = time.perf_counter()
-        par.merge_terms(self.w, self.views, self.feature_bounds, self.chunk_lin,
-                        self.chunk_quad)
-        linear = float(self.lin.sum()) + float(self.chunk_lin.sum())
-        quadratic = float(self.quad.sum()) + float(self.chunk_quad.sum())
-        step = 1.0
-        if quadratic > 0.0 and -linear < quadratic:
-            step = max(-linear / quadratic, 0.0)
-            par.scale_back(self.alpha, self.upper, self.delta, self.index, self.seg,
-                           self.pos, step)
-            self.bounds[par.SMALLEST_STEP] = min(self.bounds[par.SMALLEST_STEP], step)
-        par.apply_merge(self.w, self.views, self.feature_bounds, step)
+        drift = par.w_of_alpha(self.rows, self.problem.y, self.alpha,
+                               float(self.problem.bias_scale), self.chunks, self.chunk_acc,
+                               self.w)
         self.parallel_seconds += time.perf_counter() - started
+        numba.set_num_threads(previous)
+        self.bounds[par.DRIFT] = max(float(self.bounds[par.DRIFT]), drift)
+
+    def snapshot(self) -> dict[str, Any]:
+        self.resync()
+        return super().snapshot()
 
     def progress(self) -> dict[str, Any]:
         return {"violation": float(self.bounds[par.LAST_VIOLATION]),
@@ -193,7 +229,9 @@ class _ParallelDcdState(dual_cd.DualState):
     def details(self) -> dict[str, Any]:
         return {**super().details(), "threads": self.used, "parts": self.parts,
                 "rounds": int(self.counters[par.ROUNDS]),
-                "smallest_merge_step": float(self.bounds[par.SMALLEST_STEP]),
+                "resync_drift": float(self.bounds[par.DRIFT]), "gap_checks": self.checks,
+                "final_eps": self.sweep_eps,
+                "hot_features": int(self.hot.shape[0]),
                 "fine_grained_share": self.grain.share_fine(),
                 "parallel_s": self.parallel_seconds}
 

@@ -38,7 +38,6 @@ import numba
 import numpy as np
 from numba import njit
 
-from solvers import _dcd_parallel as merge
 from solvers import _logistic_parallel as kernels
 from solvers import parallel
 from solvers._kernel_helpers import row_axpy, row_dot, shuffle_prefix
@@ -259,7 +258,7 @@ class _ParallelSweeps:
             if not np.all(np.isfinite(self.largest)):
                 return 1, done + 1, float(work)
             started = time.perf_counter()
-            merge.merge_terms(self.w, self.views, self.feature_bounds, self.chunk_lin,
+            kernels.merge_terms(self.w, self.views, self.feature_bounds, self.chunk_lin,
                               self.chunk_quad)
             round_seconds += time.perf_counter() - started
             linear, quadratic = float(self.chunk_lin.sum()), float(self.chunk_quad.sum())
@@ -275,7 +274,7 @@ class _ParallelSweeps:
                 kernels.scale_back(self.alpha, self.old, self.index, self.seg, self.pos, step)
                 self.smallest_step = min(self.smallest_step, step)
             started = time.perf_counter()
-            merge.apply_merge(self.w, self.views, self.feature_bounds, step)
+            kernels.apply_merge(self.w, self.views, self.feature_bounds, step)
             self.parallel_seconds += round_seconds + time.perf_counter() - started
         return (1 if np.array_equal(self.pos, self.part_hi) else 0), rounds, float(work)
 

@@ -36,12 +36,13 @@ from solvers.solver_spec import (
 
 
 def _round_threads() -> Param:
-    """The dual CD solvers' threads: parallel rounds (solvers/_dcd_parallel.py). Auto does
-    not pass a fit's threads on to them: the rounds take about 1.6x the sweeps, which a
-    second core does not win back yet (bench/results/serial_share.md, issue 46)."""
-    return Param("threads", "int", 1, "Threads for parallel rounds of dual CD (1: "
-                 "LIBLINEAR's sequential sweeps). Certified as at 1 thread, but slower "
-                 "than 1 thread on 2 cores today; auto never sets it.", minimum=1,
+    """The dual CD solvers' threads: dcd's asynchronous sweeps (solvers/_dcd_parallel.py),
+    logistic_dcd's parallel rounds (solvers/_logistic_parallel.py). Auto does not pass a
+    fit's threads on to them: on 2 cores they do not yet win back what sharing w costs
+    (bench/results/serial_share.md, issue 46)."""
+    return Param("threads", "int", 1, "Threads for the parallel sweeps of dual CD (1: "
+                 "LIBLINEAR's sequential sweeps). Certified as at 1 thread; two fits on "
+                 "several threads may differ within tol; auto never sets it.", minimum=1,
                  maximum=256, from_auto=False)
 
 

@@ -60,6 +60,7 @@ def text_like(n_rows: int, n_features: int, seed: int = 0, nnz_per_row: float = 
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     X = sp.csr_matrix(sp.diags(1.0 / norms) @ X)
     X.indices = X.indices.astype(np.int32)
+    X.sort_indices()  # canonical: a fit reads it as it is (no copy, no sort per fit)
     teacher = np.zeros(n_features)
     informative = rng.choice(n_features, size=max(10, n_features // 20), replace=False)
     teacher[informative] = rng.normal(size=informative.size)
