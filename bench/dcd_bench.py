@@ -16,7 +16,7 @@ Reported per data set and loss:
 - time to reach 1e-2 and 1e-3 relative primal suboptimality: each engine runs a ladder of
   eps values; the time of the cheapest rung that reaches the target is reported (and every
   rung is drawn in dcd.png: suboptimality against time, as Hsieh et al. 2008 draw it).
-- a generated text-like set (testkit.datagen.text_like, 500k x 100k; 50k x 20k with --quick),
+- a generated text-like set (testkit.datagen.text_like, 500k x 100k; 20k x 10k with --quick),
   cached as .npz in bench/scratch/dcd/, at eps = 0.1 beside LIBLINEAR.
 - LIBLINEAR-multicore (`-n 1`, `-n 2`, wall-clock time) beside ours and LIBLINEAR, through a
   helper process in its own virtualenv bench/.venv-multicore (created on demand: the
@@ -98,10 +98,10 @@ class Setting:
 
     @classmethod
     def defaults(cls, quick: bool) -> Setting:
-        if quick:
-            return cls(reps=smaller(3, 1), datasets=["a9a"],
-                       generated=(smaller(50_000, 3_000), smaller(20_000, 2_000)),
-                       generated_reps=smaller(3, 1),
+        if quick:  # a smoke run (make bench-quick, 5 minutes in all): one repetition
+            return cls(reps=1, datasets=["a9a"],
+                       generated=(smaller(20_000, 3_000), smaller(10_000, 2_000)),
+                       generated_reps=1,
                        ladder=QUICK_LADDER, quick=True, cap300=False,
                        multicore_on_shared=False, multicore_losses=("l1",))
         return cls(reps=5, datasets=["a9a", "w8a", "ijcnn1"], generated=(500_000, 100_000),
