@@ -7,7 +7,7 @@ bench/results/parser.md. The one-off Numba compile time and the cached start-up 
 measured in fresh subprocesses.
 
 A generated text-like svmlight file (testkit.datagen.text_like written by
-solvers.svmlight.dump_svmlight, ~1 GB; ~30 MB with --quick) is written once into
+solvers.svmlight.dump_svmlight, ~1 GB; ~10 MB with --quick) is written once into
 bench/scratch/parser/ and reused; both engines parse it, and each engine parses it once
 more in a fresh subprocess that reports its peak RSS (resource.getrusage in the child).
 
@@ -291,7 +291,7 @@ def main(quick: bool = False, repeats: int | None = None, files: list[str] | Non
     repeats = repeats or (smaller(2, 1) if quick else 7)
     files = files or (QUICK_FILES if quick else DEFAULT_FILES)
     if generated_mb is None:
-        generated_mb = smaller(30, 2) if quick else 1000  # quick: a smoke run
+        generated_mb = smaller(10, 2) if quick else 1000  # quick: a smoke run
     generated_repeats = generated_repeats or (1 if quick else 3)
 
     import_s, cold_s, warm_s = compile_times(cold=not quick)  # quick: no cold compile
@@ -449,7 +449,7 @@ def write_report(results: list[dict[str, Any]], memory: dict[str, dict[str, floa
 def _cli() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="fewer files and repetitions, a ~30 MB generated file")
+                        help="fewer files and repetitions, a ~10 MB generated file")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--files", nargs="+", default=None)
     parser.add_argument("--generated-mb", type=int, default=None,
