@@ -88,8 +88,10 @@ FULL = Settings(("a9a", "w8a", "ijcnn1", "news20", "text-like"),
                 (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0), (0.01, 0.001),
                 cap=3.0, text_cap=150.0, repeat_below=2.0, reps=3,
                 text_shape=(50_000, 20_000))
-QUICK = Settings(("ijcnn1", "news20", "text-like"), (1.0, 100.0, 1000.0), (0.01,),
-                 cap=4.0, text_cap=4.0, repeat_below=0.0, reps=1, text_shape=(20_000, 10_000))
+# --quick is a smoke run (make bench-quick, 5 minutes in all): one LIBSVM set and the
+# generated text set (the target's C values), runs capped at 2 CPU s
+QUICK = Settings(("ijcnn1", "text-like"), (1.0, 100.0, 1000.0), (0.01,),
+                 cap=2.0, text_cap=2.0, repeat_below=0.0, reps=1, text_shape=(10_000, 5_000))
 SMOKE_SETTINGS = Settings(("ijcnn1", "text-like"), (1.0,), (0.01,), cap=1.0, text_cap=1.0,
                           repeat_below=0.0, reps=1, text_shape=(2_000, 2_000))
 

@@ -194,7 +194,7 @@ def main(quick: bool = False, names: tuple[str, ...] | None = None) -> list[dict
         fit(X, y, **kwargs)
     chosen = names or (QUICK[:smaller(len(QUICK), 3)] if quick else
                        (*SHARED, *(c for c in CASE_NAMES if not c.startswith("pendigits"))))
-    repeats = smaller(2, 1) if quick else 3
+    repeats = 1 if quick else 3  # quick: a smoke run
     records: list[dict[str, Any]] = []
     for name in chosen:
         records += measure(name, repeats, 60.0 if quick else 120.0, 2000 if quick else 5000)

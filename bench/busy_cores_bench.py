@@ -13,9 +13,11 @@ same dual objective and iterations, bit for bit; tron: the same primal value), S
 share of steps with the fine-grained parallel loops (solvers/smo/grain.py measures it),
 the 1-minute load average before and after, and the CPU the neighbour got.
 
---quick (the lead's rerun, <= 5 minutes on 2 cores): seeded samples of ijcnn1 (12,000
-rows, as kernel_peers --quick), w8a and a9a (8,000 rows), the 20,000 x 20,000 text set,
-5 repetitions (7 without --quick). --no-busy runs without the neighbour (the idle baseline).
+--quick (a smoke run of make bench-quick, 5 minutes in all): SMO on letter-like, dna and a
+seeded 3,000-row sample of w8a, tron on a9a and a 10,000 x 10,000 text set, 3 repetitions
+(7 without --quick); `--only smo:ijcnn1` etc. runs the other rows with --quick's samples
+(ijcnn1: 12,000 rows, as kernel_peers'). --no-busy runs without the neighbour (the idle
+baseline).
 
 Usage: python bench/busy_cores_bench.py [--quick] [--no-busy] [--reps N]
 Writes bench/results/busy_cores.md; `main(quick)` returns the summary rows of bench/run.py.
@@ -49,7 +51,12 @@ TARGET = 1.10
 BLOCK_SECONDS = 0.3
 SMO_SETS = ("letter-like", "pendigits", "dna", "ijcnn1", "w8a", "a9a")
 TRON_SETS = ("a9a", "ijcnn1", "text")
-SAMPLE_ROWS = 8_000  # --quick: w8a and a9a samples
+SAMPLE_ROWS = 3_000  # --quick: w8a and a9a samples
+# --quick is a smoke run (make bench-quick, 5 minutes in all): the small kernel sets and a
+# binary sample, tron on a LIBSVM set and the generated text set
+QUICK_SMO_SETS = ("letter-like", "dna", "w8a")
+QUICK_TRON_SETS = ("a9a", "text")
+QUICK_TEXT = 10_000  # rows and features of the text set with --quick
 
 
 def busy_neighbour() -> subprocess.Popen[bytes]:
@@ -140,7 +147,7 @@ def tron_row(name: str, quick: bool, reps: int) -> dict[str, Any]:
     if name == "text":
         from testkit.datagen import text_like
 
-        rows, features = ((smaller(20_000, 2_000),) * 2 if quick else (200_000, 100_000))
+        rows, features = ((smaller(QUICK_TEXT, 2_000),) * 2 if quick else (200_000, 100_000))
         X, y = text_like(rows, features, seed=0)
     else:
         X, y = _data(name, quick)
@@ -210,9 +217,12 @@ def main(quick: bool = False, reps: int | None = None, busy: bool = True,
     from solvers.warmup import PRIORITY_GROUPS, warmup
 
     warmup(PRIORITY_GROUPS)  # smo, its parallel loops, tron
-    reps = reps or (smaller(5, 1) if quick else 7)
-    smo_sets = SMO_SETS[:smaller(6, 2)] if SMOKE else SMO_SETS
-    tron_sets = TRON_SETS[:1] if SMOKE else TRON_SETS
+    reps = reps or (smaller(3, 1) if quick else 7)
+    # --only names any row; quick's sets otherwise (the smoke run: as before, 2 and 1)
+    smo_sets = (SMO_SETS if only else SMO_SETS[:2] if SMOKE else
+                QUICK_SMO_SETS if quick else SMO_SETS)
+    tron_sets = (TRON_SETS if only else TRON_SETS[:1] if SMOKE else
+                 QUICK_TRON_SETS if quick else TRON_SETS)
     started, loads_before = time.perf_counter(), os.getloadavg()
     neighbour = busy_neighbour() if busy else None
     results: list[dict[str, Any]] = []

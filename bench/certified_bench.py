@@ -31,13 +31,14 @@ from testkit.linear_fits import LINEAR_FITS
 from testkit.unscaled import CASE_NAMES, binary_labels, load_case
 
 TOL = 1e-3
-MAX_SECONDS = 60.0  # per fit (30 s with --quick)
+MAX_SECONDS = 60.0  # per fit (10 s with --quick)
 SCALED = ("heart_scale", "breast-cancer_scale", "mushrooms", "dna.scale-3", "a9a", "w8a",
           "ijcnn1")
 MULTICLASS = ("dna.scale",)  # one-vs-rest, every output certified (pendigits: unscaled)
-# --quick is a smoke run (make bench-quick, 5 minutes in all): two scaled sets, one
-# unscaled case, the one-vs-rest path; the full run has every set
-QUICK = ("heart_scale", "breast-cancer_scale", CASE_NAMES[0], "dna.scale")
+# --quick is a smoke run (make bench-quick, 5 minutes in all): two scaled sets, a small
+# unscaled case (heart_scale-x1: madelon.t's fits run into the cap), the one-vs-rest path;
+# the full run has every set
+QUICK = ("heart_scale", "breast-cancer_scale", "heart_scale-x1", "dna.scale")
 
 # gram holds the n x n Gram matrix: a column of its own, empty (-) beyond its MAX_ROWS
 SOLVERS: dict[str, tuple[dict[str, Any], tuple[str, str | None]]] = {
@@ -150,7 +151,7 @@ def main(quick: bool = False, names: tuple[str, ...] | None = None) -> list[dict
     fit(*load("heart_scale"), solver="auto")  # compile / load the kernels
     chosen = names or (QUICK[:smaller(len(QUICK), 3)] if quick
                        else (*SCALED, *MULTICLASS, *CASE_NAMES))
-    records = suboptimality_rows(chosen, smaller(30, 10) if quick else MAX_SECONDS)
+    records = suboptimality_rows(chosen, 10.0 if quick else MAX_SECONDS)
     false_claims = [r for r in records if r["converged"] and r["subopt"] > TOL]
     auto_misses = [r for r in records if r["solver"].startswith("auto") and r["subopt"] > TOL]
     rows = auto_rows(records)

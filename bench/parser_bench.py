@@ -7,7 +7,7 @@ bench/results/parser.md. The one-off Numba compile time and the cached start-up 
 measured in fresh subprocesses.
 
 A generated text-like svmlight file (testkit.datagen.text_like written by
-solvers.svmlight.dump_svmlight, ~1 GB; ~100 MB with --quick) is written once into
+solvers.svmlight.dump_svmlight, ~1 GB; ~10 MB with --quick) is written once into
 bench/scratch/parser/ and reused; both engines parse it, and each engine parses it once
 more in a fresh subprocess that reports its peak RSS (resource.getrusage in the child).
 
@@ -42,7 +42,7 @@ if str(REPO) not in sys.path:
 from solvers.svmlight import dump_svmlight, load_svmlight  # noqa: E402
 
 SCRATCH = REPO / "bench" / "scratch" / "parser"
-from bench.paths import DATA_DIR, SMOKE, results_dir, smaller  # noqa: E402
+from bench.paths import DATA_DIR, results_dir, smaller  # noqa: E402
 
 RESULT = results_dir() / "parser.md"
 DEFAULT_FILES = ["ijcnn1", "a9a", "w8a", "news20"]
@@ -212,14 +212,15 @@ def timed(function: Any, path: Path) -> float:
     return time.perf_counter() - started
 
 
-def compile_times() -> tuple[float, float, float]:
-    """(import s, first parse with a cold Numba cache s, first parse with a warm cache s)."""
+def compile_times(cold: bool = True) -> tuple[float, float, float]:
+    """(import s, first parse with a cold Numba cache s, first parse with a warm cache s).
+    Without `cold` (--quick): the probe once, on the project's own cache; the cold one NaN."""
     with tempfile.TemporaryDirectory(prefix="hinge-numba-cache-") as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(REPO))
-        if SMOKE:  # the probe once, on the project's own cache: not a cold start
+        if not cold:
             del env["NUMBA_CACHE_DIR"]
         runs = []
-        for _ in range(1 if SMOKE else 2):  # cold cache, then the cache the first run wrote
+        for _ in range(2 if cold else 1):  # cold cache, then the cache the first run wrote
             out = subprocess.run(
                 [sys.executable, "-c", COMPILE_PROBE],
                 env=env,
@@ -229,7 +230,7 @@ def compile_times() -> tuple[float, float, float]:
                 check=True,
             ).stdout.split()
             runs.append((float(out[0]), float(out[1])))
-    return runs[0][0], runs[0][1], runs[-1][1]
+    return runs[0][0], runs[0][1] if cold else math.nan, runs[-1][1]
 
 
 # Linux keeps a process's RSS high-water mark across execve: a child exec'd straight from
@@ -287,13 +288,13 @@ def main(quick: bool = False, repeats: int | None = None, files: list[str] | Non
          generated_mb: int | None = None, generated_repeats: int | None = None
          ) -> list[dict[str, Any]]:
     """Run the parser benchmark, write bench/results/parser.md, return summary rows."""
-    repeats = repeats or (smaller(3, 1) if quick else 7)
+    repeats = repeats or (smaller(2, 1) if quick else 7)
     files = files or (QUICK_FILES if quick else DEFAULT_FILES)
     if generated_mb is None:
-        generated_mb = smaller(100, 2) if quick else 1000
+        generated_mb = smaller(10, 2) if quick else 1000  # quick: a smoke run
     generated_repeats = generated_repeats or (1 if quick else 3)
 
-    import_s, cold_s, warm_s = compile_times()
+    import_s, cold_s, warm_s = compile_times(cold=not quick)  # quick: no cold compile
     results: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
     for name in files:
@@ -338,7 +339,8 @@ def main(quick: bool = False, repeats: int | None = None, files: list[str] | Non
     for measured in digits:
         print(f"values {measured['label']}: ours {measured['ours']:.0f} MB/s, "
               f"sklearn {measured['sklearn']:.1f} MB/s", flush=True)
-    summary.append(row("Numba compile of the parser, cold cache (s, one-off)", cold_s,
+    summary.append(row("Numba compile of the parser, cold cache (s, one-off)"
+                       + (" (not measured with --quick)" if quick else ""), cold_s,
                        math.nan, "—", None))
     summary.append(row("first parse loading the Numba cache (s, every process start)", warm_s,
                        math.nan, "—", None))
@@ -435,7 +437,8 @@ def write_report(results: list[dict[str, Any]], memory: dict[str, dict[str, floa
         "",
         "One-off costs (fresh subprocess, `NUMBA_CACHE_DIR` set to a new empty directory): "
         f"import {import_s:.2f} s; first parse with a cold cache (Numba compilation) "
-        f"{cold_s:.1f} s; first parse in the next process, loading the cache, {warm_s:.2f} s.",
+        + (f"{cold_s:.1f} s" if not math.isnan(cold_s) else "not measured with --quick")
+        + f"; first parse in the next process, loading the cache, {warm_s:.2f} s.",
         "",
     ]
     RESULT.parent.mkdir(parents=True, exist_ok=True)
@@ -446,7 +449,7 @@ def write_report(results: list[dict[str, Any]], memory: dict[str, dict[str, floa
 def _cli() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="fewer files and repetitions, a ~100 MB generated file")
+                        help="fewer files and repetitions, a ~10 MB generated file")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--files", nargs="+", default=None)
     parser.add_argument("--generated-mb", type=int, default=None,

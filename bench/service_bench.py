@@ -74,10 +74,12 @@ class Config:
     progress_c: float  # a larger C than the default: a9a fits of 1.4 s (C=32), 2.7 s (C=64)
 
 
-QUICK = Config(reps=3, e2e_datasets=("a9a", "ijcnn1"), cold_starts=1,
+# --quick is a smoke run (make bench-quick, 5 minutes in all): every step and every row of
+# the full run, once each, with short predict loads; the figures of record are the full run's
+QUICK = Config(reps=1, e2e_datasets=("a9a", "ijcnn1"), cold_starts=1,
                cold_start_empty_cache=False, clients=(1, 4, 8), batches=(1, 1000),
-               max_requests={1: 200, 1000: 40}, max_seconds=2.0, rbf_dataset="heart_scale",
-               rbf_test="heart_scale", progress_reps=5, progress_c=32.0)
+               max_requests={1: 100, 1000: 20}, max_seconds=1.0, rbf_dataset="heart_scale",
+               rbf_test="heart_scale", progress_reps=2, progress_c=32.0)
 SMOKE_CONFIG = Config(reps=1, e2e_datasets=("a9a",), cold_starts=1,
                       cold_start_empty_cache=False, clients=(1, 4), batches=(1, 1000),
                       max_requests={1: 40, 1000: 8}, max_seconds=1.0, rbf_dataset="heart_scale",

@@ -3,7 +3,7 @@
     python -m bench.shared_memory_bench [--quick]
 
 A generated dataset of about 1 GiB of CSR arrays (2,000,000 rows x 45 non-zeros, float64
-values, int32 indices; ~100 MiB with --quick, ~20 MiB in the smoke run) is stored as a
+values, int32 indices; ~50 MiB with --quick, ~20 MiB in the smoke run) is stored as a
 blob (app.infra.storage.save_dataset_arrays) in a temporary HINGE_HOME. Two processes then
 each load it through the worker's path (app.infra.storage.load_dataset, as
 workers/training.py does) and train on it (dcd, C=1, 3 epochs: max_iter 3), side by side,
@@ -33,7 +33,7 @@ import numpy as np
 from bench.paths import REPO, SMOKE, results_dir
 
 PER_ROW = 45
-FULL_ROWS, QUICK_ROWS, SMOKE_ROWS = 2_000_000, 200_000, 40_000
+FULL_ROWS, QUICK_ROWS, SMOKE_ROWS = 2_000_000, 100_000, 40_000  # quick: a smoke run
 FIELDS = ("Rss", "Pss", "Shared_Clean", "Private", "Anonymous")
 
 CHILD = textwrap.dedent("""

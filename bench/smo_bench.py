@@ -1,8 +1,8 @@
 """Benchmark our SMO kernel SVM against LIBSVM 3.37 (libsvm-official, its Python binding).
 
 Same problem for both: C-SVC, RBF kernel, C = 1, gamma = 1/d, eps = 1e-3, 200 MB kernel
-cache, shrinking on (LIBSVM's defaults). Reported per data set (ijcnn1, a9a, w8a; --quick:
-a seeded 12,000-row sample of ijcnn1 and the first 5,000 test rows):
+cache, shrinking on (LIBSVM's defaults). Reported per data set (ijcnn1, a9a, w8a; --quick,
+a smoke run: a seeded 6,000-row sample of ijcnn1 and the first 2,000 test rows, once):
 
 - training time, wall clock: LIBSVM with one thread; ours with threads=1 and threads=2.
   The pip wheel of LIBSVM is built with -fopenmp (its kernel columns are an OpenMP loop):
@@ -20,7 +20,8 @@ a seeded 12,000-row sample of ijcnn1 and the first 5,000 test rows):
   svm_predict (which converts each row in Python and then calls the C library; timed on the
   first rows of the test split only: ~100-700 rows/s here).
 
-Usage: python bench/smo_bench.py [--quick] [--reps 2] [--datasets ijcnn1 a9a w8a] [--output F]
+Usage: python bench/smo_bench.py [--quick] [--reps 2 (quick: 1)] [--datasets ijcnn1 a9a w8a]
+       [--output F]
 Writes bench/results/smo.md; `main(quick)` returns the summary rows of bench/run.py.
 """
 
@@ -51,7 +52,7 @@ from bench.paths import DATA_DIR, results_dir  # noqa: E402
 
 RESULTS = results_dir() / "smo.md"
 DATASETS = ("ijcnn1", "a9a", "w8a")
-QUICK_ROWS, QUICK_TEST_ROWS = 12_000, 5_000
+QUICK_ROWS, QUICK_TEST_ROWS = 6_000, 2_000
 LIBSVM_PREDICT_ROWS = {"quick": 500, "full": 1_000}
 OURS_PREDICT_ROWS = 10_000  # throughput measured on the first rows of the test split
 
@@ -399,9 +400,13 @@ def _versions() -> str:
         return "?"
 
 
-def main(quick: bool = False, reps: int = 2, datasets: tuple[str, ...] | None = None,
-         output: Path = RESULTS) -> list[dict[str, Any]]:
+def main(quick: bool = False, reps: int | None = None,
+         datasets: tuple[str, ...] | None = None, output: Path = RESULTS
+         ) -> list[dict[str, Any]]:
+    """reps: 2 (quick: 1)."""
     from solvers.warmup import warmup
+
+    reps = reps or (1 if quick else 2)
 
     load_start = os.getloadavg()[0]
     compile_s = None if quick else compile_times()
@@ -423,7 +428,7 @@ if __name__ == "__main__":
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=None, help="2 (quick: 1)")
     parser.add_argument("--datasets", nargs="*", default=None)
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
