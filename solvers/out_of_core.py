@@ -73,6 +73,7 @@ from solvers.shards import ShardSource
 
 SOLVERS = ("dcd", "logistic_dcd", "tron")  # those with an out-of-core path
 DEFAULT_BLOCK_SWEEPS = 10
+DEFAULT_INNER_FRACTION = 0.1  # a block's sweeps stop at this share of its first violation
 CERTIFY_EVERY = 10  # passes between two certificates while the stop rule does not hold
 _KIND = {"l1": kernels.L1, "l2": kernels.L2, "logistic": kernels.LOGISTIC}
 
@@ -99,10 +100,12 @@ class _Run:
     """What the outputs of one fit share: the reader, the monitor, the counters."""
 
     def __init__(self, reader: Reader, monitor: ProgressMonitor, block_sweeps: int,
-                 cache_bytes: int = 0) -> None:
+                 cache_bytes: int = 0, inner_fraction: float = DEFAULT_INNER_FRACTION
+                 ) -> None:
         self.reader = reader
         self.monitor = monitor
         self.block_sweeps = block_sweeps
+        self.inner_fraction = inner_fraction
         self.cache_bytes = cache_bytes
         self.certificate_passes = 0
         self.index = np.zeros(max((b.rows for b in reader.blocks.blocks), default=1),
@@ -436,7 +439,8 @@ def _solve_output(run: _Run, solver: str, out: _Output, applied: dict[str, Any]
 def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int,
                progress: ProgressCallback | None = None, progress_interval: float = 0.2,
                use_weights: bool = True, block_sweeps: int = DEFAULT_BLOCK_SWEEPS,
-               selective: bool = True, **params: Any) -> FitResult:
+               selective: bool = True, inner_fraction: float = DEFAULT_INNER_FRACTION,
+               **params: Any) -> FitResult:
     """Train `solver` (one of SOLVERS) on the rows of `source`, read in blocks of at most
     `max_block_bytes`; the FitResult of solvers.train.fit, with `data_plan` (mode
     "blocks", blocks, passes, certificate_passes, bytes_read, max_block_bytes (of the
@@ -477,7 +481,7 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
         positives = [1] if classes.shape[0] == 2 else list(range(classes.shape[0]))
         monitor = ProgressMonitor(progress, applied.get("max_seconds"),
                                   n_classes=len(positives), interval=progress_interval)
-        run = _Run(reader, monitor, block_sweeps, cache_bytes)
+        run = _Run(reader, monitor, block_sweeps, cache_bytes, inner_fraction)
         validate_s = time.perf_counter() - t0
         solutions: list[BinarySolution] = []
         for k, positive in enumerate(positives):
