@@ -56,30 +56,30 @@ class Cache:
         return self.ids[inside] - lo
 
     def gather(self, state: Any) -> tuple[Any, Any, np.ndarray]:
-        """(rows, labels, alpha) of the cached rows for the sweep kernel: their CSR copy
-        and copies of their y, U, D, Qbar and a (`scatter` writes a back)."""
+        """(rows, labels, alpha, margin) of the cached rows for the sweep kernel: their
+        CSR copy and copies of their y, U, D, Qbar, a and margin (`scatter` writes a and
+        the margins back)."""
         ids, out = self.ids, state.out
         labels = (out.y[ids], state.upper[ids], state.diag[ids], state.qbar[ids])
-        return self.rows, labels, state.alpha[ids]
+        return self.rows, labels, state.alpha[ids], state.margin[ids]
 
-    def scatter(self, state: Any, alpha: np.ndarray) -> None:
-        state.alpha[self.ids] = alpha
+    def scatter(self, state: Any, gathered: tuple[Any, Any, np.ndarray, np.ndarray]
+                ) -> None:
+        state.alpha[self.ids] = gathered[2]
+        state.margin[self.ids] = gathered[3]
 
     def update(self, rows: tuple[np.ndarray, np.ndarray, np.ndarray], lo: int,
-               state: Any, bias_scale: float) -> None:
+               state: Any) -> None:
         """Choose the cache again from its rows and those of the block just trained (rows
         lo, lo + 1, ... of the dataset, `rows` its arrays)."""
-        out = state.out
         hi = lo + rows[2].shape[0] - 1
         old = np.flatnonzero((self.ids < lo) | (self.ids >= hi))  # the block's own: anew
         ids = np.concatenate([self.ids[old], np.arange(lo, hi, dtype=np.int64)])
         candidates = np.flatnonzero(state.alpha[ids] > 0.0)  # the support vectors
-        margins = np.empty(ids.shape[0])
-        kernels.margins(self.rows, out.w, out.y[self.ids], bias_scale, margins[: len(self)])
-        margins[: old.shape[0]] = margins[old]
-        kernels.margins(rows, out.w, out.y[lo:hi], bias_scale, margins[old.shape[0]:])
-        candidates = candidates[np.argsort(np.abs(1.0 - margins[candidates]), kind="stable")]
-        del margins
+        # the margins of the rows' latest visits (written by the sweeps)
+        nearness = np.abs(1.0 - state.margin[ids[candidates]])
+        candidates = candidates[np.argsort(nearness, kind="stable")]
+        del nearness
         lengths = np.concatenate([np.diff(self.rows[2])[old], np.diff(rows[2])])
         per_value = rows[0].itemsize + 4
         used = np.cumsum(lengths[candidates] * per_value + ROW_BYTES)
@@ -115,7 +115,7 @@ def train_block(run: Any, state: Any, block: Any,
     out = state.out
     lo, hi = block.first_row, block.first_row + block.rows
     labels = (out.y[lo:hi], state.upper[lo:hi], state.diag[lo:hi], state.qbar[lo:hi])
-    alpha, mask = state.alpha[lo:hi], state.mask[lo:hi]
+    alpha, mask, margin = state.alpha[lo:hi], state.mask[lo:hi], state.margin[lo:hi]
     cache = state.cache
     if cache is None and run.cache_bytes > 0:
         cache = state.cache = Cache(run.cache_bytes, rows[0].dtype)
@@ -124,7 +124,8 @@ def train_block(run: Any, state: Any, block: Any,
         gathered = cache.gather(state)
     else:
         cached = np.zeros(0, dtype=np.int64)
-        gathered = (Cache(0, rows[0].dtype).rows, (np.zeros(0),) * 4, np.zeros(0))
+        gathered = (Cache(0, rows[0].dtype).rows, (np.zeros(0),) * 4, np.zeros(0),
+                    np.zeros(0))
     n_cached = gathered[2].shape[0]
     held = mask[cached].copy()
     mask[cached] = 0  # swept as cached rows
@@ -136,7 +137,7 @@ def train_block(run: Any, state: Any, block: Any,
     status, target = dual_cd.MAX_ITER, 0.0
     for sweep in range(run.block_sweeps):
         status, active, top, bottom, _ = kernels.dcd_block_sweep(
-            (rows, labels, alpha), gathered, out.w, mask, index, active, state.rng,
+            (rows, labels, alpha, margin), gathered, out.w, mask, index, active, state.rng,
             (out.bias_scale, low, high))
         if status == dual_cd.NON_FINITE:
             break
@@ -156,8 +157,8 @@ def train_block(run: Any, state: Any, block: Any,
         if stop is not None:
             break
     if cache is not None:
-        cache.scatter(state, gathered[2])
+        cache.scatter(state, gathered)
     mask[cached] = held
     if cache is not None and status != dual_cd.NON_FINITE:
-        cache.update(rows, lo, state, out.bias_scale)
+        cache.update(rows, lo, state)
     return status, first_top, first_bottom, stop
