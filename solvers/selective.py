@@ -55,7 +55,7 @@ class Cache:
         inside = (self.ids >= lo) & (self.ids < hi)
         return self.ids[inside] - lo
 
-    def gather(self, state: Any) -> tuple[Any, Any, np.ndarray]:
+    def gather(self, state: Any) -> tuple[Any, Any, np.ndarray, np.ndarray]:
         """(rows, labels, alpha, margin) of the cached rows for the sweep kernel: their
         CSR copy and copies of their y, U, D, Qbar, a and margin (`scatter` writes a and
         the margins back)."""
