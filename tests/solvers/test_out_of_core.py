@@ -239,3 +239,18 @@ def test_l1_dcd_certifies_in_few_passes_with_the_selective_cache():
     assert abs(p - q) <= TOL * q
     certify_pair(X, y, result.coef[0], result.intercept[0], result.dual_solutions[0],
                  loss="l1", bias="augment", bias_scale=1.0, rel_gap=TOL)
+
+
+def test_a_blocks_sweeps_stop_at_inner_fraction_of_its_first_violation(data):
+    """inner_fraction 1: every block stops after its first sweep, as with one sweep a
+    block (the same draws, so the same model)."""
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, X.shape[0]), X.shape[1])
+    once = fit_blocks(source, "dcd", max_block_bytes=60_000, loss="l1", block_sweeps=1)
+    stopped = fit_blocks(source, "dcd", max_block_bytes=60_000, loss="l1",
+                         inner_fraction=1.0)
+    assert np.array_equal(once.coef, stopped.coef)
+    assert once.data_plan["passes"] == stopped.data_plan["passes"]
+    assert stopped.converged
+    default = fit_blocks(source, "dcd", max_block_bytes=60_000, loss="l1")
+    assert not np.array_equal(default.coef, stopped.coef)  # it did take more sweeps
