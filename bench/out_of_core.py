@@ -4,9 +4,10 @@ once with the data in memory (solvers.fit on the mapped blob) and once in blocks
 own (optionally inside a cgroup v1 memory cgroup, testkit/cgroups.py), beside the disk's
 sequential read rate measured on the blob (cold cache: POSIX_FADV_DONTNEED first).
 
-    python -m bench.out_of_core --rows 460554 --features 3052939 --nnz-per-row 217 \
+    python -m bench.out_of_core --rows 460554 --features 3052939 --nnz-per-row 310 \
         --budget-mb 400 --cgroup-mb 768 --solvers dcd
 
+(310 words a row before the generator merges repeated ones: 99M non-zeros, 1.2 GB)
 writes bench/results/out_of_core.md (a table per run; the data goes to a scratch folder,
 --scratch, never into the repository). Figures from a loaded shared machine are noisy.
 """
