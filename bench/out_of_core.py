@@ -181,8 +181,9 @@ def child(args: argparse.Namespace) -> None:
 
     started = time.perf_counter()
     if args.mode == "blocks":
+        sweeps = {"block_sweeps": args.block_sweeps} if args.block_sweeps else {}
         result = fit_blocks(source, args.solver, max_block_bytes=args.block_bytes,
-                            progress=sample, progress_interval=0.5, **params)
+                            progress=sample, progress_interval=0.5, **sweeps, **params)
         plan = result.data_plan or {}
     else:
         shard = source.load(0)
@@ -204,7 +205,8 @@ def run_child(args: argparse.Namespace, mode: str, solver: str, block_bytes: int
     command = [sys.executable, "-m", CHILD, "--child", "--warm", "--mode", mode,
                "--solver", solver,
                "--blob", str(args.blob_path), "--features", str(args.features),
-               "--loss", args.loss, "--block-bytes", str(block_bytes)]
+               "--loss", args.loss, "--block-bytes", str(block_bytes),
+               "--block-sweeps", str(args.block_sweeps)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                text=True, env=env, cwd=REPO)
@@ -249,6 +251,8 @@ def main() -> None:
     parser.add_argument("--loss", default="l1")
     parser.add_argument("--C", type=float, default=1.0)
     parser.add_argument("--block-bytes", type=int, default=0)
+    parser.add_argument("--block-sweeps", type=int, default=0,
+                        help="fit_blocks' block_sweeps (0: its default)")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--features", type=int, default=200_000)
     parser.add_argument("--nnz-per-row", type=float, default=60.0)
@@ -274,7 +278,8 @@ def main() -> None:
     budget = int(args.budget_mb * 1e6) or info.nbytes // 3
     cgroup_bytes = int(args.cgroup_mb * 1e6)
     lines = [f"\n## {args.rows:,} x {args.features:,}, {info.nnz:,} non-zeros "
-             f"({info.nbytes / 1e6:,.0f} MB of arrays), loss {args.loss}",
+             f"({info.nbytes / 1e6:,.0f} MB of arrays), loss {args.loss}"
+             + (f", block_sweeps {args.block_sweeps}" if args.block_sweeps else ""),
              "", f"Disk sequential read rate (cold cache, 8 MB reads): {rate:,.0f} MB/s. "
              f"Budget (HINGE_WORKER_MEMORY_BYTES) {budget / 1e6:,.0f} MB"
              + (f", cgroup limit {cgroup_bytes / 1e6:,.0f} MB" if cgroup_bytes else "")
