@@ -76,8 +76,8 @@ from solvers.selective import train_block
 from solvers.shards import ShardSource
 
 SOLVERS = ("dcd", "logistic_dcd", "tron")  # those with an out-of-core path
-# a block's sweeps at most: 46,055 x 305,294 in 40 blocks took 12 passes, 1.6x the
-# in-memory time (10 sweeps: 20 passes, 2.7x)
+# a block's sweeps at most: 46,055 x 305,294 in 40 blocks took 12 passes, 10 sweeps 20
+# passes of more sweeps each (times: bench/results/out_of_core.md)
 DEFAULT_BLOCK_SWEEPS = 3
 DEFAULT_INNER_FRACTION = 0.1  # a block's sweeps stop at this share of its first violation
 CERTIFY_EVERY = 5  # passes between two certificates while the stop rule does not hold
