@@ -3,7 +3,8 @@ one block's active variables, and the certificate's streaming pass over a block.
 
 The sweep takes the same per-row step as the in-memory `dcd` (solvers/dual_cd.py: `visit`
 and `coordinate_step`, inlined), on the block's rows (local row numbers) and the slices of
-the per-row arrays of all rows that belong to the block. `mask` (uint8, 1 = active) is the
+the per-row arrays of all rows that belong to the block, interleaved with the cached
+rows of selective block minimization (their gathered copies). `mask` (uint8, 1 = active) is the
 shrinking state of every variable, kept across blocks and passes.
 """
 
@@ -35,16 +36,25 @@ def active_rows(mask, index):
     return k
 
 
-@njit(cache=True, error_model="numpy")
-def dcd_block_sweep(rows, labels, alpha, w, mask, index, active_size, rng, settings):
+@njit(cache=True, error_model="numpy", nogil=True)
+def dcd_block_sweep(block, cache, w, mask, index, active_size, rng, settings):
     """One DCD sweep (solvers/dcd.py's inner loop) over index[:active_size], a random
-    permutation of it first; shrinks a variable at a bound whose gradient lies beyond the
-    thresholds (pg_max_old, pg_min_old) and clears its mask.
+    permutation of it first. The entries below the block's row count n_b are the block's
+    rows, those from n_b on the cached rows (entry n_b + j: cached row j), so the two are
+    interleaved in one permutation (selective block minimization, solvers/selective.py).
+    block = (rows, labels, alpha, margin) of the block, cache = the same of the cached rows
+    (their own copies); margin_i = y_i w.z_i is written at every visit (before the row's
+    step: what selective.py chooses the cache by, no pass of its own). A block row at a
+    bound whose gradient lies beyond the thresholds (pg_max_old, pg_min_old) is shrunk
+    and its mask cleared; cached rows are not shrunk.
 
     settings = (B, pg_max_old, pg_min_old). Returns (status, active_size, pg_max_new,
     pg_min_new, nonzeros visited); status dual_cd.NON_FINITE on a non-finite gradient,
     else dual_cd.MAX_ITER (the sweep ended)."""
     bias_scale, pg_max_old, pg_min_old = settings
+    rows, labels, alpha, margin = block
+    cache_rows, cache_labels, cache_alpha, cache_margin = cache
+    n_block = np.int64(alpha.shape[0])
     for t in range(active_size - 1):
         j = t + next_below(rng, active_size - t)
         swap = index[t]
@@ -55,27 +65,36 @@ def dcd_block_sweep(rows, labels, alpha, w, mask, index, active_size, rng, setti
     work = 0
     s = 0
     while s < active_size:
-        i = np.uint64(index[s])
-        start, end, row_work, g, a_i, u_i = dual_cd.visit(rows, labels, alpha, w,
-                                                          bias_scale, i)
+        entry = index[s]
+        cached = entry >= n_block
+        if cached:
+            i = np.uint64(entry - n_block)
+            start, end, row_work, g, a_i, u_i = dual_cd.visit(cache_rows, cache_labels,
+                                                              cache_alpha, w, bias_scale, i)
+            cache_margin[i] = g + 1.0 - a_i * cache_labels[2][i]
+        else:
+            i = np.uint64(entry)
+            start, end, row_work, g, a_i, u_i = dual_cd.visit(rows, labels, alpha, w,
+                                                              bias_scale, i)
+            margin[i] = g + 1.0 - a_i * labels[2][i]
         work += row_work
         if not np.isfinite(g):
             return dual_cd.NON_FINITE, active_size, pg_max_new, pg_min_new, work
         pg = 0.0
         if a_i == 0.0:
-            if g > pg_max_old:
+            if g > pg_max_old and not cached:
                 active_size -= 1
                 index[s] = index[active_size]
-                index[active_size] = np.int64(i)
+                index[active_size] = entry
                 mask[i] = 0
                 continue
             elif g < 0.0:
                 pg = g
         elif a_i == u_i:
-            if g < pg_min_old:
+            if g < pg_min_old and not cached:
                 active_size -= 1
                 index[s] = index[active_size]
-                index[active_size] = np.int64(i)
+                index[active_size] = entry
                 mask[i] = 0
                 continue
             elif g > 0.0:
@@ -87,7 +106,12 @@ def dcd_block_sweep(rows, labels, alpha, w, mask, index, active_size, rng, setti
         if pg < pg_min_new:
             pg_min_new = pg
         if abs(pg) > _PG_ZERO:
-            dual_cd.coordinate_step(rows, labels, alpha, w, bias_scale, i, start, end, g)
+            if cached:
+                dual_cd.coordinate_step(cache_rows, cache_labels, cache_alpha, w,
+                                        bias_scale, i, start, end, g)
+            else:
+                dual_cd.coordinate_step(rows, labels, alpha, w, bias_scale, i, start, end,
+                                        g)
         s += 1
     return dual_cd.MAX_ITER, active_size, pg_max_new, pg_min_new, work
 
@@ -105,15 +129,7 @@ def row_margin(rows, w, y, bias_term, i):
     return start, end, y[i] * (dot + bias_term)
 
 
-@njit(cache=True)
-def margins(rows, w, y, bias_scale, out):
-    """out_i = m_i = y_i w.z_i for every row (z_i: x_i, B last)."""
-    bias_term = w[w.shape[0] - 1] * bias_scale
-    for i in range(out.shape[0]):
-        out[i] = row_margin(rows, w, y, bias_term, i)[2]
-
-
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def gather_rows(rows, picks, data_out, indices_out, indptr_out, first):
     """The rows `picks` of `rows`, in that order, written into the CSR arrays *_out from
     their row `first` on (indptr_out[first] set already); returns the next row."""
@@ -131,7 +147,7 @@ def gather_rows(rows, picks, data_out, indices_out, indptr_out, first):
     return r
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def certificate_rows(rows, y, cost, w, bias_scale, loss_kind, acc, sums):
     """The certificate's pass over one block, at w (solvers/certificate.py `bounds_at`):
     sums[0] += sum_i C_i loss(m_i), m_i = y_i w.z_i; and the dual point or gradient
@@ -180,7 +196,7 @@ def certificate_rows(rows, y, cost, w, bias_scale, loss_kind, acc, sums):
     sums[3] += positive
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def add_rows(rows, coefficients, bias_scale, w):
     """w += sum_i c_i z_i over the block's rows (z_i: x_i, B last)."""
     data, indices, indptr = rows

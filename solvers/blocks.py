@@ -172,11 +172,16 @@ class Blocks:
         elif block.start == 0:
             self.source.prefetch(block.shard)
 
-    def release(self, k: int) -> None:
-        """Drop block k's pages (and its shard, after the shard's last block)."""
+    def release(self, k: int, last_of_shard: bool | None = None) -> None:
+        """Drop block k's pages, and its shard's after the shard's last block (of a pass:
+        `last_of_shard`; default, the last in the blocks' order). A shard is released
+        only once no other block of it is still to come: releasing it earlier (a pass in
+        random block order) dropped the pages of a block of it already read ahead."""
         block = self.blocks[k]
         hint = getattr(self.source, "release_rows", None)
-        last_of_shard = k + 1 == len(self.blocks) or self.blocks[k + 1].shard != block.shard
+        if last_of_shard is None:
+            last_of_shard = (k + 1 == len(self.blocks)
+                             or self.blocks[k + 1].shard != block.shard)
         if hint is not None and not last_of_shard:
             hint(block.shard, block.start, block.stop)
         if last_of_shard:
@@ -222,6 +227,8 @@ class Reader:
         """(block, its arrays) for every block, in `order` (default: the blocks' order,
         sequential on disk); a pass the caller stops early counts as one too."""
         sequence = list(range(len(self.blocks))) if order is None else list(order)
+        shard_of = [self.blocks.blocks[k].shard for k in sequence]
+        last = {shard: position for position, shard in enumerate(shard_of)}
         self.passes += 1
         pending = self._pool.submit(self._read, sequence[0])
         for position, k in enumerate(sequence):
@@ -233,7 +240,7 @@ class Reader:
                 yield self.blocks.blocks[k], shard
             finally:
                 del shard
-                self.blocks.release(k)
+                self.blocks.release(k, last[shard_of[position]] == position)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -8,20 +8,24 @@ the last one released behind), and optimises the block's dual variables by DCD s
 while the others wait. The per-row step is the in-memory solver's own:
 
 - `dcd` (L1 and L2 loss, solvers/dcd.py): selective block minimization (Chang & Roth,
-  KDD 2011; solvers/selective.py): up to `block_sweeps` sweeps of a random permutation of
-  the block's active variables, each followed by one of the cached informative rows (the
-  support vectors nearest the margin, kept in memory across blocks), until their
-  projected-gradient extremes satisfy the stop rule; the cache is then chosen again. The
-  blocks and the cache are half of max_block_bytes each (two blocks resident and the cache
-  twice while it is chosen: two blocks' bytes). On a 3,000-row set in 13 blocks the L1
-  loss certified in 91 passes against 666 without the cache; `selective=False` reads
-  whole blocks and keeps no cache. Shrinking carries across blocks and passes: a variable
-  shrunk stays out (a mask of all rows) until the active set is reset; the thresholds of a
-  block's first sweep are the previous pass's extremes (those of its first sweeps over all
-  blocks), those of its later sweeps the block's previous sweep's, as LIBLINEAR updates
-  them sweep by sweep. Stop rule: after a pass, the extremes of its first sweeps satisfy
-  LIBLINEAR's test (spread, |PGmax|, |PGmin| <= eps); with some variables shrunk, the
-  active set is reset and one pass without any shrinking must agree.
+  KDD 2011; solvers/selective.py): up to `block_sweeps` sweeps of one random permutation
+  of the block's active variables and the cached informative rows (the support vectors
+  nearest the margin, kept in memory across blocks) interleaved, until their
+  projected-gradient extremes satisfy the stop rule or fall to `inner_fraction` of the
+  first sweep's; the cache is then chosen again. The blocks and the cache are half of
+  max_block_bytes each (two blocks resident and the cache twice while it is chosen: two
+  blocks' bytes). Interleaved, the cached rows move the regularised bias's weight
+  between blocks, which a block's own sweeps cannot (block minimization alone stalls on
+  it): on a 3,000-row set in 13 blocks the L1 loss certified in 14 passes (the in-memory
+  fit: 41 sweeps), against 91 with the cache swept after the block and 666 without it;
+  `selective=False` reads whole blocks and keeps no cache. Shrinking carries across
+  blocks and passes: a variable shrunk stays out (a mask of all rows) until the active
+  set is reset; the thresholds of a block's first sweep are the previous pass's extremes
+  (those of its first sweeps over all blocks), those of its later sweeps the block's
+  previous sweep's, as LIBLINEAR updates them sweep by sweep. Stop rule: after a pass,
+  the extremes of its first sweeps satisfy LIBLINEAR's test (spread, |PGmax|, |PGmin| <=
+  eps); with some variables shrunk, the active set is reset and one pass without any
+  shrinking must agree.
 - `tron` (L2 loss, logistic): solvers/streaming_tron.py, each function, gradient and
   Hessian-vector product a streaming pass.
 - `logistic_dcd` (solvers/logistic_dual.py): the same sweep kernel on the block's rows;
@@ -72,8 +76,11 @@ from solvers.selective import train_block
 from solvers.shards import ShardSource
 
 SOLVERS = ("dcd", "logistic_dcd", "tron")  # those with an out-of-core path
-DEFAULT_BLOCK_SWEEPS = 10
-CERTIFY_EVERY = 10  # passes between two certificates while the stop rule does not hold
+# a block's sweeps at most: 46,055 x 305,294 in 40 blocks took 12 passes, 10 sweeps 20
+# passes of more sweeps each (times: bench/results/out_of_core.md)
+DEFAULT_BLOCK_SWEEPS = 3
+DEFAULT_INNER_FRACTION = 0.1  # a block's sweeps stop at this share of its first violation
+CERTIFY_EVERY = 5  # passes between two certificates while the stop rule does not hold
 _KIND = {"l1": kernels.L1, "l2": kernels.L2, "logistic": kernels.LOGISTIC}
 
 
@@ -99,10 +106,12 @@ class _Run:
     """What the outputs of one fit share: the reader, the monitor, the counters."""
 
     def __init__(self, reader: Reader, monitor: ProgressMonitor, block_sweeps: int,
-                 cache_bytes: int = 0) -> None:
+                 cache_bytes: int = 0, inner_fraction: float = DEFAULT_INNER_FRACTION
+                 ) -> None:
         self.reader = reader
         self.monitor = monitor
         self.block_sweeps = block_sweeps
+        self.inner_fraction = inner_fraction
         self.cache_bytes = cache_bytes
         self.certificate_passes = 0
         self.index = np.zeros(max((b.rows for b in reader.blocks.blocks), default=1),
@@ -178,6 +187,7 @@ class _DcdState:
         self.upper, self.diag = dual_box(out.cost, loss)
         self.qbar = np.full(n, math.nan)
         self.alpha = np.zeros(n)
+        self.margin = np.zeros(n)  # y_i w.z_i at row i's latest visit (solvers/selective.py)
         self.mask = np.ones(n, dtype=np.uint8)
         self.rng = np.array([seed_state(seed)], dtype=np.uint64)
         self.iteration = 0
@@ -436,7 +446,8 @@ def _solve_output(run: _Run, solver: str, out: _Output, applied: dict[str, Any]
 def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int,
                progress: ProgressCallback | None = None, progress_interval: float = 0.2,
                use_weights: bool = True, block_sweeps: int = DEFAULT_BLOCK_SWEEPS,
-               selective: bool = True, **params: Any) -> FitResult:
+               selective: bool = True, inner_fraction: float = DEFAULT_INNER_FRACTION,
+               **params: Any) -> FitResult:
     """Train `solver` (one of SOLVERS) on the rows of `source`, read in blocks of at most
     `max_block_bytes`; the FitResult of solvers.train.fit, with `data_plan` (mode
     "blocks", blocks, passes, certificate_passes, bytes_read, max_block_bytes (of the
@@ -477,7 +488,7 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
         positives = [1] if classes.shape[0] == 2 else list(range(classes.shape[0]))
         monitor = ProgressMonitor(progress, applied.get("max_seconds"),
                                   n_classes=len(positives), interval=progress_interval)
-        run = _Run(reader, monitor, block_sweeps, cache_bytes)
+        run = _Run(reader, monitor, block_sweeps, cache_bytes, inner_fraction)
         validate_s = time.perf_counter() - t0
         solutions: list[BinarySolution] = []
         for k, positive in enumerate(positives):

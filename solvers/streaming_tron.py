@@ -41,7 +41,7 @@ class Stopped(Exception):
         self.reason = reason
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def evaluate_rows(rows, y, cost, w, bias_scale, loss_kind, margins, acc_g, acc_d):
     """margins_i = y_i w.z_i; acc_g += u_i z_i, acc_d += h_i z_i^2 (tron's gradient
     coefficient and Hessian weight at m_i); returns sum_i C_i loss(m_i)."""
@@ -64,7 +64,7 @@ def evaluate_rows(rows, y, cost, w, bias_scale, loss_kind, margins, acc_g, acc_d
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def hessian_rows(rows, y, cost, margins, loss_kind, bias_scale, v, acc):
     """acc += sum_i h_i (z_i.v) z_i; returns sum_i h_i (z_i.v)^2."""
     data, indices, indptr = rows
@@ -88,7 +88,7 @@ def hessian_rows(rows, y, cost, margins, loss_kind, bias_scale, v, acc):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_margins(rows, y, s, bias_scale, out):
     """out_i = y_i z_i.s."""
     data, indices, indptr = rows

@@ -69,8 +69,9 @@ def refusal(parts: Mapping[str, int], limit: int) -> str | None:
 
 MIN_BLOCK_BYTES = 1 << 20  # a smaller block would spend more on its bookkeeping than on it
 RESIDENT_BLOCKS = 2  # the block trained and the one read ahead (solvers/blocks.py)
-# per row out of core: alpha, y, cost, U, D, Qbar_ii, labels (float64), mask (uint8)
-OUT_OF_CORE_ROW_BYTES = 7 * 8 + 1
+# per row out of core: alpha, y, cost, U, D, Qbar_ii, the margin, labels (float64), mask
+# (uint8)
+OUT_OF_CORE_ROW_BYTES = 8 * 8 + 1
 
 
 def host_free_bytes() -> int:

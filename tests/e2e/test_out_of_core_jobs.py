@@ -114,7 +114,7 @@ def test_a_sigkilled_fit_in_blocks_is_trained_again_from_the_start(service: Any)
 def test_a_set_whose_row_arrays_exceed_the_budget_is_refused_with_the_figures(
         service: Any) -> None:
     client, _, _ = service
-    X, y = text_like(70_000, 50, seed=12, nnz_per_row=2)  # 70,000 x 57 bytes > 3.5 MB
+    X, y = text_like(70_000, 50, seed=12, nnz_per_row=2)  # 70,000 x 65 bytes > 3.5 MB
     upload = client.post("/v1/datasets?name=many-rows", content=dump_svmlight(X, y))
     assert upload.status_code == 201, upload.text
     job = wait_for_job(client.get, _submit(client, upload.json()["id"], {}), timeout=120)
@@ -122,4 +122,4 @@ def test_a_set_whose_row_arrays_exceed_the_budget_is_refused_with_the_figures(
     error = job["error"]
     assert "a worker may use 3 MiB (HINGE_WORKER_MEMORY_BYTES)" in error, error
     assert "out of core it needs at least 6 MiB" in error, error
-    assert "70,000 rows x 57 bytes" in error, error
+    assert "70,000 rows x 65 bytes" in error, error
