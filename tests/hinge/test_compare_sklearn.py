@@ -286,7 +286,16 @@ def test_linear_svc_crammer_singer_and_l1_are_at_the_certified_optimum(
                                                    0.0) ** 2)) for model in (ours, theirs))
         np.testing.assert_array_equal(ours.coef_ != 0, theirs.coef_ != 0)  # the same support
     assert mine <= ref * (1 + tol), (mine, ref)
-    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+    # the same predictions wherever the reference's decision is not a tie within the two
+    # models' distance (wine at C = 0.1 has a row whose top two classes tie at the
+    # optimum: 2e-12 apart in scikit-learn's model for one random_state, 6e-9 in ours)
+    ours_scores, their_scores = ours.decision_function(X), theirs.decision_function(X)
+    apart = float(np.abs(ours_scores - their_scores).max())
+    ranked = np.sort(their_scores.reshape(len(y), -1), axis=1)
+    margin = (ranked[:, -1] - ranked[:, -2]) if ranked.shape[1] > 1 else np.abs(ranked[:, 0])
+    decided = margin > 2 * apart
+    assert apart < 1e-5 and decided.mean() >= 0.99, (apart, decided.mean())
+    np.testing.assert_array_equal(ours.predict(X)[decided], theirs.predict(X)[decided])
 
 
 def test_every_liblinear_solver_type_trains_with_instance_weights() -> None:

@@ -260,11 +260,11 @@ def test_progress_events_are_throttled_and_complete() -> None:
     X, y = load_local("onehot")
     events: list[dict[str, Any]] = []
     result = fit(
-        X, y, loss="l1", eps=1e-12, max_iter=10_000_000, max_seconds=0.75, progress=events.append,
+        X, y, loss="l1", eps=1e-12, max_iter=10_000_000, max_seconds=2.0, progress=events.append,
         fallback=False,  # dcd alone: with a follow-up it would get half of max_seconds
     )
     assert result.exit_reason == "max_seconds"
-    assert 2 <= len(events) <= 4
+    assert 2 <= len(events) <= 10  # one every 0.2 s at most
     for event in events:
         assert {
             "iteration",
@@ -284,8 +284,10 @@ def test_progress_events_are_throttled_and_complete() -> None:
     times = [e["elapsed_s"] for e in events]
     assert times[0] >= 0.2
     assert all(b - a >= 0.2 for a, b in itertools.pairwise(times))
-    primals = [e["primal"] for e in events]
-    assert primals[-1] <= primals[0] * (1 + 1e-6)
+    # dual coordinate descent maximises the dual step by step: it never goes down (the
+    # primal is not monotone: under load the events fell where it had risen by 1.4e-6)
+    duals = [e["dual"] for e in events]
+    assert all(b >= a - 1e-9 * abs(a) for a, b in itertools.pairwise(duals)), duals
     # an event costs a pass over the data: throttled, reporting stays far below 5 %
     assert result.timings["progress_s"] < 0.05 * result.train_seconds
 
