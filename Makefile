@@ -42,9 +42,12 @@ browser:
 # Three pytest processes (pytest-xdist, one test file per process at a time): most of the
 # suite waits on real servers and worker processes, not on the CPU. A worker process that
 # dies fails the run ("worker 'gw1' crashed while running ..."). The schemathesis test
-# counts as its 30 operations when collected and as one test when it reports.
+# counts as its 30 operations when collected and as one test when it reports. Files go out
+# in the order tests/conftest.py collects them (the end-to-end and deployment files first):
+# pytest-xdist would otherwise hand out the files with the most tests first (the
+# scikit-learn checks), and the few-test, minutes-long end-to-end files last, alone.
 test: $(DEV_STAMP) lint browser
-	$(PY) -m pytest -n 3 --dist loadfile --durations=30
+	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=30
 
 # The service as it ships, in .venv-runtime: `pip install .` into a clean virtualenv (no dev
 # extras, not editable) and the kernels compiled, as the Dockerfile builds its image. The

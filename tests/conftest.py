@@ -40,8 +40,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(PARITY_REASON)
 
 
-# Under pytest-xdist's --dist loadfile (`make test`) the files are handed out in collection
-# order, one at a time to whichever process is free: a long file handed out last runs
+# Under pytest-xdist's --dist loadfile --no-loadscope-reorder (`make test`; without the
+# flag, xdist hands out the files with the most tests first) the files are handed out in
+# collection order, one at a time to whichever process is free: a long file handed out last runs
 # alone at the end while the other processes have nothing left. The end-to-end and
 # deployment files (live servers and processes, minutes each) go first, the unit files
 # (seconds each) fill the end. A single-process run keeps the order of the tree.
