@@ -17,10 +17,10 @@ and of `liblinearutil.train` on a prebuilt `problem` for LIBLINEAR; Numba compil
 excluded (warm-up first). Engines alternate within every repetition (order rotated); the
 median is reported. Repetitions: 3 when the slowest engine of the first one took under
 2 s (1 in quick mode), else 1. Every run of ours is capped in CPU seconds (3 s; 150 s on
-the text sets, where DCD needs 139 s at C = 1000 on news20 on a 2026 Xeon; a monitor whose
-out_of_time() reads the process CPU clock, so the cap is the same amount of work whatever
-the machine's load): a capped run is reported as "> the
-CPU seconds it used" (a lower bound). When a run is capped at eps = 0.01, the eps = 0.001
+the text sets, where DCD needs 139 s at C = 1000 on news20 on a 2026 Xeon; 1 s on both
+with --quick; a monitor whose out_of_time() reads the process CPU clock, so the cap is the
+same amount of work whatever the machine's load): a capped run is reported as "> the CPU
+seconds it used" (a lower bound). When a run is capped at eps = 0.01, the eps = 0.001
 run is not started (with the same seed it follows the same path until it would stop at
 0.01, so it would be capped too). LIBLINEAR 2.50 stops its dual CD after 300 sweeps
 whatever eps says; such runs are marked "(300)".
@@ -89,9 +89,9 @@ FULL = Settings(("a9a", "w8a", "ijcnn1", "news20", "text-like"),
                 cap=3.0, text_cap=150.0, repeat_below=2.0, reps=3,
                 text_shape=(50_000, 20_000))
 # --quick is a smoke run (make bench-quick, 5 minutes in all): one LIBSVM set and the
-# generated text set (the target's C values), runs capped at 2 CPU s
+# generated text set (the target's C values), runs capped at 1 CPU s
 QUICK = Settings(("ijcnn1", "text-like"), (1.0, 100.0, 1000.0), (0.01,),
-                 cap=2.0, text_cap=2.0, repeat_below=0.0, reps=1, text_shape=(10_000, 5_000))
+                 cap=1.0, text_cap=1.0, repeat_below=0.0, reps=1, text_shape=(10_000, 5_000))
 SMOKE_SETTINGS = Settings(("ijcnn1", "text-like"), (1.0,), (0.01,), cap=1.0, text_cap=1.0,
                           repeat_below=0.0, reps=1, text_shape=(2_000, 2_000))
 

@@ -14,10 +14,10 @@ share of steps with the fine-grained parallel loops (solvers/smo/grain.py measur
 the 1-minute load average before and after, and the CPU the neighbour got.
 
 --quick (a smoke run of make bench-quick, 5 minutes in all): SMO on letter-like, dna and a
-seeded 3,000-row sample of w8a, tron on a9a and a 10,000 x 10,000 text set, 3 repetitions
-(7 without --quick); `--only smo:ijcnn1` etc. runs the other rows with --quick's samples
-(ijcnn1: 12,000 rows, as kernel_peers'). --no-busy runs without the neighbour (the idle
-baseline).
+seeded 3,000-row sample of w8a, tron on a9a and a 10,000 x 10,000 text set, 2 repetitions
+(one in each order; 7 without --quick); `--only smo:ijcnn1` etc. runs the other rows with
+--quick's samples (ijcnn1: 12,000 rows, as kernel_peers'). --no-busy runs without the
+neighbour (the idle baseline).
 
 Usage: python bench/busy_cores_bench.py [--quick] [--no-busy] [--reps N]
 Writes bench/results/busy_cores.md; `main(quick)` returns the summary rows of bench/run.py.
@@ -217,7 +217,7 @@ def main(quick: bool = False, reps: int | None = None, busy: bool = True,
     from solvers.warmup import PRIORITY_GROUPS, warmup
 
     warmup(PRIORITY_GROUPS)  # smo, its parallel loops, tron
-    reps = reps or (smaller(3, 1) if quick else 7)
+    reps = reps or (smaller(2, 1) if quick else 7)
     # --only names any row; quick's sets otherwise (the smoke run: as before, 2 and 1)
     smo_sets = (SMO_SETS if only else SMO_SETS[:2] if SMOKE else
                 QUICK_SMO_SETS if quick else SMO_SETS)

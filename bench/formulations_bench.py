@@ -24,7 +24,7 @@ Problems (the shared LIBSVM sets of ../shared/data and scikit-learn's bundled di
   rows, 16 features 0-100, gamma 1e-4) with the digit as the target, and diabetes (442 x 10,
   features scaled to [-1, 1], target standardised; C 10);
 - weighted C-SVC: ijcnn1's first 10,000 rows, weights uniform in [0.2, 3] (seeded).
-Quick (a smoke run): a seeded sample of 1,500 rows of each shared set.
+Quick (a smoke run): a seeded sample of 1,000 rows of each shared set.
 
 Done-when target (issue 26): on every row, Hinge 1t no slower than the faster of LIBSVM
 and oneDAL 1t, and Hinge 2t no slower than the faster of LIBSVM and oneDAL 2t.
@@ -67,7 +67,7 @@ LABELS = {"hinge1": "Hinge 1t CPU", "libsvm": "LIBSVM CPU", "onedal1": "oneDAL 1
 PEERS = {"hinge1": ("libsvm", "onedal1"), "hinge2_wall": ("libsvm_wall", "onedal2_wall")}
 ONEDAL = {"SVR", "NuSVR", "NuSVC", "SVC"}  # sklearnex's SVMs
 ROWS = 10_000  # rows taken of ijcnn1
-QUICK_ROWS = 1_500  # --quick, a smoke run: a seeded sample of every shared set
+QUICK_ROWS = 1_000  # --quick, a smoke run: a seeded sample of every shared set
 
 
 class Problem(NamedTuple):

@@ -81,8 +81,9 @@ class Setting:
             if SMOKE:
                 return cls(True, 1, 2_000, 0.5, (2_000, 5_000), (2_000, 5_000), (1, 1),
                            ("a9a",), 2_000)
-            # a smoke run (make bench-quick, 5 minutes in all): curves of 0.5 s, three sizes
-            return cls(True, 1, 20_000, 0.5, (20_000, 50_000, 100_000), (10_000, 20_000, 50_000),
+            # a smoke run (make bench-quick, 5 minutes in all): curves of 0.5 s on 10,000
+            # dense rows, three sizes of each scaling (half the full run's smallest and up)
+            return cls(True, 1, 10_000, 0.5, (10_000, 20_000, 50_000), (5_000, 10_000, 20_000),
                        (1, 1, 1), ("a9a",), 10_000)
         return cls(False, 3, 200_000, 8.0, (50_000, 100_000, 200_000, 400_000),
                    (10_000, 30_000, 100_000, 300_000, 1_000_000), (3, 3, 3, 2, 1),

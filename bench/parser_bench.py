@@ -288,7 +288,7 @@ def main(quick: bool = False, repeats: int | None = None, files: list[str] | Non
          generated_mb: int | None = None, generated_repeats: int | None = None
          ) -> list[dict[str, Any]]:
     """Run the parser benchmark, write bench/results/parser.md, return summary rows."""
-    repeats = repeats or (smaller(2, 1) if quick else 7)
+    repeats = repeats or (1 if quick else 7)
     files = files or (QUICK_FILES if quick else DEFAULT_FILES)
     if generated_mb is None:
         generated_mb = smaller(10, 2) if quick else 1000  # quick: a smoke run
