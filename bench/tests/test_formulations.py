@@ -17,7 +17,9 @@ def test_a_short_fit_is_timed_in_a_block_and_a_long_one_alone() -> None:
         return len(calls)
 
     block = fb._block(quick, 1, 2)
-    assert 10 <= block <= 20  # about BLOCK_SECONDS (0.1 s) of 5 ms fits
+    # about BLOCK_SECONDS (0.1 s) of fits of 5 ms or more: at most 20, and several even
+    # where a loaded machine stretches each sleep (8 at load 5 on a fresh clone)
+    assert 2 <= block <= 20
     calls.clear()
     cpu, wall, output = fb._timed(quick, 1, 2, times=block)
     assert len(calls) == block and output == block
