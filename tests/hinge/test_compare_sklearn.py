@@ -223,15 +223,22 @@ LINEAR_SVC_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("params", "data"), LINEAR_SVC_CASES)
-def test_linear_svc_is_at_the_certified_optimum(params: dict[str, Any], data: str) -> None:
-    X, y = _data(data)
-    tol = 1e-8
+def _linear_svc_pair(params: dict[str, Any], X: Any, y: np.ndarray, tol: float
+                     ) -> tuple[Any, Any]:
+    """Hinge's LinearSVC certified to `tol` (relative gap) and scikit-learn's at tol 1e-10."""
     ours = HingeLinearSVC(**params, tol=tol, tol_rule="gap", max_iter=100_000).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = svm.LinearSVC(**params, tol=1e-10, max_iter=100_000).fit(X, y)
     assert ours.converged_ and ours.relative_gap_ <= tol
+    return ours, theirs
+
+
+@pytest.mark.parametrize(("params", "data"), LINEAR_SVC_CASES)
+def test_linear_svc_is_at_the_certified_optimum(params: dict[str, Any], data: str) -> None:
+    X, y = _data(data)
+    tol = 1e-8
+    ours, theirs = _linear_svc_pair(params, X, y, tol)
     assert ours.coef_.shape == theirs.coef_.shape and ours.intercept_.shape == \
         theirs.intercept_.shape
     C = params.get("C", 1.0)
@@ -267,11 +274,7 @@ def test_linear_svc_crammer_singer_and_l1_are_at_the_certified_optimum(
     as the others, |b| here)."""
     X, y = _data(data)
     tol = 1e-8
-    ours = HingeLinearSVC(**params, tol=tol, tol_rule="gap", max_iter=100_000).fit(X, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        theirs = svm.LinearSVC(**params, tol=1e-10, max_iter=100_000).fit(X, y)
-    assert ours.converged_ and ours.relative_gap_ <= tol
+    ours, theirs = _linear_svc_pair(params, X, y, tol)
     assert ours.coef_.shape == theirs.coef_.shape
     C = params.get("C", 1.0)
     if "multi_class" in params:
