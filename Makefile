@@ -46,8 +46,26 @@ browser:
 # in the order tests/conftest.py collects them (the end-to-end and deployment files first):
 # pytest-xdist would otherwise hand out the files with the most tests first (the
 # scikit-learn checks), and the few-test, minutes-long end-to-end files last, alone.
-test: $(DEV_STAMP) lint browser
-	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=30
+#
+# Before the tests, side by side (make -j): the lint, the browser, and the compile of every
+# Numba kernel (testkit.kernels, two processes) followed by the shipped install
+# (.venv-runtime, seeded with those kernels): on a fresh clone the compile and the install
+# took about 100 s and 65 s at the start of the test processes, now they overlap the lint.
+# Python writes bytecode for the test run even where PYTHONDONTWRITEBYTECODE is set: the
+# suite starts hundreds of API, worker and helper processes, each of which would compile
+# the project's sources again (the files go to the ignored __pycache__ folders).
+test: $(DEV_STAMP)
+	$(MAKE) --no-print-directory -j 3 --output-sync=target lint browser test-ready
+	$(WITH_BYTECODE) $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=30
+
+WITH_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
+
+.PHONY: kernels test-ready
+kernels: $(DEV_STAMP)
+	$(WITH_BYTECODE) $(PY) -m testkit.kernels --processes 2
+
+test-ready: kernels
+	$(WITH_BYTECODE) $(PY) -m testkit.runtime_venv
 
 # The service as it ships, in .venv-runtime: `pip install .` into a clean virtualenv (no dev
 # extras, not editable) and the kernels compiled, as the Dockerfile builds its image. The

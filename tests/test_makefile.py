@@ -35,3 +35,15 @@ def test_make_test_adds_the_dev_extras_and_lints_imports(tmp_path: Path) -> None
     plan = _plan("test", tmp_path)
     assert "install --quiet -e '.[dev]'" in plan, plan
     assert "lint-imports" in plan and "-m pytest -n 3 --dist loadfile" in plan, plan
+
+
+def test_make_test_compiles_the_kernels_and_ships_the_install_before_the_tests(
+        tmp_path: Path) -> None:
+    """The compile and the shipped install run beside the lint (a make -j of their own),
+    both done before pytest starts; the test run writes bytecode."""
+    plan = _plan("test", tmp_path).splitlines()
+    at = {name: next(i for i, line in enumerate(plan) if name in line)
+          for name in ("testkit.kernels", "testkit.runtime_venv", "ruff check", "-m pytest")}
+    assert at["testkit.kernels"] < at["testkit.runtime_venv"] < at["-m pytest"], plan
+    assert at["ruff check"] < at["-m pytest"], plan
+    assert "env -u PYTHONDONTWRITEBYTECODE" in plan[at["-m pytest"]], plan
