@@ -166,6 +166,21 @@ def test_max_iter_stops_the_fit_with_libsvm_s_warning() -> None:
     np.testing.assert_array_equal(ours.n_iter_, [3, 3, 3])
 
 
+def test_max_iter_minus_one_is_no_limit_as_sklearn_s() -> None:
+    """scikit-learn's LIBSVM takes no step limit at max_iter=-1 (LIBSVM's own stops at
+    max(1e7, 100 l) steps, as Hinge's SMO by default): Hinge's SMO is given its largest,
+    1e8 steps. (The polynomial SVR of tests/hinge/scripts/gallery/plot_svm_regression.py
+    takes 14,925,202 steps in both; at 1e7 Hinge's stopped with fit_status_ 1.)"""
+    from solvers.params import SOLVERS
+
+    largest = next(p.maximum for p in SOLVERS["smo"].params if p.name == "max_iter")
+    X, y = _data("iris")
+    model = HingeSVC().fit(X, y)
+    for max_iter, steps in ((-1, largest), (5, 5), (10 * largest, largest)):
+        model.set_params(max_iter=max_iter)
+        assert model._hinge_params("rbf", 0)["max_iter"] == steps
+
+
 def test_errors_and_ties_are_sklearn_s() -> None:
     from sklearn.exceptions import NotFittedError
 
