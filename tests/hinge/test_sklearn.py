@@ -145,7 +145,7 @@ def test_the_rest_of_sklearn_svm_s_names_and_parameters_swap() -> None:
     np.testing.assert_array_equal(cold.coef_, first)
     assert warm.get_params()["warm_start"] is True
     with pytest.raises(ValueError, match="warm_start"):
-        hs.LogisticRegression(warm_start="yes").fit(X, y)
+        hs.LogisticRegression(warm_start="yes").fit(X, y)  # type: ignore[arg-type]
 
 
 def test_hinge_s_attributes_report_the_certificate() -> None:
