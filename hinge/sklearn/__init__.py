@@ -18,6 +18,10 @@ hinge[sklearn]`); the Hinge server never imports this package (import-linter con
 pyproject.toml).
 """
 
+# sklearn.svm's one function, l1_min_c (a bound on C computed from the data, no
+# training), is scikit-learn's own: `from sklearn.svm import SVC, l1_min_c` swaps too
+from sklearn.svm import l1_min_c
+
 from hinge.sklearn._liblinear import (
     HingeLinearSVC,
     HingeLinearSVR,
@@ -48,4 +52,4 @@ from hinge.sklearn._service import svmlight_bytes
 __all__ = ["SVC", "SVR", "HingeLinearSVC", "HingeLinearSVR", "HingeLogisticRegression",
            "HingeNuSVC", "HingeNuSVR", "HingeOneClassSVM", "HingeSVC", "HingeSVR",
            "LinearSVC", "LinearSVR", "LogisticRegression", "NuSVC", "NuSVR", "OneClassSVM",
-           "svmlight_bytes"]
+           "l1_min_c", "svmlight_bytes"]

@@ -285,6 +285,7 @@ class LogisticRegression(_RemoteLinear, _sklm.LogisticRegression):
         "solver": [StrOptions({"liblinear"})],
         "max_iter": [Interval(numbers.Integral, 0, None, closed="left")],
         "verbose": ["verbose"],
+        "warm_start": ["boolean"],
         **_EXTRA_CONSTRAINTS,
     }
 
@@ -293,7 +294,7 @@ class LogisticRegression(_RemoteLinear, _sklm.LogisticRegression):
                  fit_intercept: bool = True, intercept_scaling: float = 1,
                  class_weight: Any = None, random_state: Any = None,
                  solver: str = "liblinear", max_iter: int = 100, verbose: int = 0,
-                 tol_rule: str = "liblinear", n_jobs: int | None = None,
+                 warm_start: bool = False, tol_rule: str = "liblinear", n_jobs: int | None = None,
                  server: str | None = None, api_key: str | None = None,
                  remote_predict: bool = False, timeout: float | None = 600.0) -> None:
         self.penalty, self.l1_ratio, self.dual, self.tol, self.C = penalty, l1_ratio, dual, \
@@ -302,6 +303,9 @@ class LogisticRegression(_RemoteLinear, _sklm.LogisticRegression):
         self.class_weight, self.random_state, self.solver = class_weight, random_state, \
             solver
         self.max_iter, self.verbose, self.tol_rule = max_iter, verbose, tol_rule
+        # scikit-learn's liblinear solver ignores warm_start ("Useless for liblinear
+        # solver"): stored, so that its examples' LogisticRegression(warm_start=True) runs
+        self.warm_start = warm_start
         self.n_jobs, self.server, self.api_key = n_jobs, server, api_key
         self.remote_predict, self.timeout = remote_predict, timeout
 

@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - older scikit-learn
         return sp.csr_matrix(matrix)
 
 _HINGE_C_MAX = 1e12  # solvers.params: the largest C Hinge trains (C=inf trains at it)
+_HINGE_MAX_ITER = 100_000_000  # solvers.params: the most SMO steps a fit may take
 _NAMES = {"eps": "tol", "cache_mb": "cache_size", "threads": "n_jobs", "seed": "random_state"}
 _NATIVE = ("linear", "poly", "rbf", "sigmoid")
 _EIG_NEGATIVE = 1e-10  # eigenvalues below -this * the largest: not a PSD kernel
@@ -106,8 +107,10 @@ class _HingeLibSVM:
             params["nu"] = float(est.nu)
         if self._impl == "epsilon_svr":
             params["epsilon"] = float(est.epsilon)
-        if int(est.max_iter) > 0:
-            params["max_iter"] = int(est.max_iter)
+        # scikit-learn's max_iter=-1 is no limit (its LIBSVM drops LIBSVM's cap of
+        # max(1e7, 100 l) SMO steps, which Hinge's SMO takes by default): Hinge's largest
+        params["max_iter"] = min(int(est.max_iter), _HINGE_MAX_ITER) \
+            if int(est.max_iter) > 0 else _HINGE_MAX_ITER
         return params
 
     def _hinge_fit(self, X: Any, y: np.ndarray, sample_weight: np.ndarray, kernel: str,

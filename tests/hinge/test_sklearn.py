@@ -70,9 +70,7 @@ def _grid_data(name: str) -> tuple[np.ndarray, np.ndarray]:
 def test_grid_search_ranks_as_sklearn_s(name: str, theirs: Any, grid: dict[str, list[Any]],
                                         data: str) -> None:
     X, y = _grid_data(data)
-    given = {k: v for k, v in theirs.get_params().items()
-             if k not in ("warm_start", "n_jobs")}  # LogisticRegression's, not liblinear's
-    ours = getattr(hs, name)(**given)
+    ours = getattr(hs, name)(**theirs.get_params())
     folds = KFold(3, shuffle=True, random_state=0)
     params = {f"model__{key}": values for key, values in grid.items()}
     results = []
@@ -131,6 +129,23 @@ def test_the_readme_example_prints_the_same_with_either_import() -> None:
         out = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True,
                              env=env, cwd=ROOT, timeout=300, check=True).stdout
         assert out.splitlines() == shown
+
+
+def test_the_rest_of_sklearn_svm_s_names_and_parameters_swap() -> None:
+    """`from sklearn.svm import l1_min_c` (scikit-learn's gallery does) and
+    LogisticRegression(warm_start=True), which scikit-learn's liblinear solver ignores:
+    a second fit is the fresh fit."""
+    assert hs.l1_min_c is svm.l1_min_c and "l1_min_c" in hs.__all__
+    X, y = datasets.load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    warm = hs.LogisticRegression(warm_start=True, C=0.1, tol=1e-8)
+    first = warm.fit(X, y).coef_.copy()
+    np.testing.assert_array_equal(warm.set_params(C=0.1).fit(X, y).coef_, first)
+    cold = hs.LogisticRegression(C=0.1, tol=1e-8).fit(X, y)
+    np.testing.assert_array_equal(cold.coef_, first)
+    assert warm.get_params()["warm_start"] is True
+    with pytest.raises(ValueError, match="warm_start"):
+        hs.LogisticRegression(warm_start="yes").fit(X, y)  # type: ignore[arg-type]
 
 
 def test_hinge_s_attributes_report_the_certificate() -> None:
