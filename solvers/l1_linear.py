@@ -330,7 +330,7 @@ def _newglmnet(
         np.zeros(n_rows),
     )
     gmax_old, gnorm1_init, inner_eps = math.inf, _reference_violation(problem, w, 0.5), 1.0
-    iteration, violation, active = 0, math.inf, n_weights
+    iteration, violation, active, unmoved = 0, math.inf, n_weights, 0
     while True:
         stop = run.stop(iteration, violation, active, "logistic")
         if stop is not None:
@@ -345,13 +345,18 @@ def _newglmnet(
         if gnorm1_init < 0.0:  # a cold start: the first sweep's, as LIBLINEAR
             gnorm1_init = gnorm1
         violation = gnorm1 / gnorm1_init if gnorm1_init > 0 else 0.0
-        if gnorm1 <= tolerance * gnorm1_init:
+        # LIBLINEAR's rule: the violation is small, or ten quadratic models in a row moved
+        # no coordinate (w can change no more in float64: the certificate then decides)
+        if gnorm1 <= tolerance * gnorm1_init or unmoved >= 10:
             return iteration, "converged", violation
+        unmoved += 1
         wpd[:] = w
         xtd[:] = 0.0
-        cycles = _glmnet_quadratic(
+        cycles, moved = _glmnet_quadratic(
             cols, curvature, (hdiag, grad), w, wpd, xtd, index, active, rng, inner_eps * gnorm1_init
         )
+        if moved:
+            unmoved = 0
         if not _glmnet_line_search(problem, w, wpd, xtd, grad, z):
             return iteration + 1, "stalled", violation
         if cycles == 1:
@@ -393,13 +398,15 @@ def _glmnet_quadratic(
     cols, curvature, derivatives, w, wpd, xtd, index, active, rng, inner_tolerance
 ):
     """Coordinate descent on the quadratic model grad.d + d'Hd/2 + ||w + d||_1 over wpd =
-    w + d (xtd = X d kept); returns the number of cycles."""
+    w + d (xtd = X d kept); returns the number of cycles and whether any coordinate
+    moved."""
     data, rows, indptr = cols
     hdiag, grad = derivatives
     n_rows = xtd.shape[0]
     qp_active = active
     qp_gmax_old = np.inf
     cycles = 0
+    moved = False
     while cycles < INNER_MAX_ITER:
         shuffle_prefix(index, qp_active, rng)
         qp_gmax_new = 0.0
@@ -419,11 +426,15 @@ def _glmnet_quadratic(
                 index[qp_active] = j
                 continue
             step = _soft_newton_step(g, h, wpd[j])
-            qp_gmax_new = max(qp_gmax_new, violation)
-            qp_gnorm1 += violation
             s += 1
+            # as LIBLINEAR: a coordinate that does not move counts in neither the inner
+            # stop rule's sums nor as a change (a feature scaled by 1e4, say the bias of
+            # intercept_scaling=1e4, keeps a violation its step of < 1e-12 cannot mend)
             if abs(step) < 1.0e-12:
                 continue
+            moved = True
+            qp_gmax_new = max(qp_gmax_new, violation)
+            qp_gnorm1 += violation
             step = min(max(step, -10.0), 10.0)
             # wpd_j += step;  X d += step x_j
             wpd[j] += step
@@ -437,7 +448,7 @@ def _glmnet_quadratic(
             qp_gmax_old = np.inf
             continue
         qp_gmax_old = qp_gmax_new
-    return cycles
+    return cycles, moved
 
 
 def _glmnet_line_search(
