@@ -47,24 +47,29 @@ browser:
 # pytest-xdist would otherwise hand out the files with the most tests first (the
 # scikit-learn checks), and the few-test, minutes-long end-to-end files last, alone.
 #
-# Before the tests, side by side (make -j): the lint, the browser, and the compile of every
-# Numba kernel (testkit.kernels, two processes) followed by the shipped install
-# (.venv-runtime, seeded with those kernels): on a fresh clone the compile and the install
-# took about 100 s and 65 s at the start of the test processes, now they overlap the lint.
+# Before the tests, side by side (make -j): the dev extras' install, then the lint and the
+# browser; from the runtime install on, the compile of every Numba kernel (testkit.kernels,
+# two processes); `pip install .` of the shipped install (.venv-runtime, by the standard
+# library's python) from the start; then that install seeded with the compiled kernels. On
+# a fresh clone the compile and the install took about 100 s and 65 s at the start of the
+# test processes, with a core idle during each pip install and the lint.
 # Python writes bytecode for the test run even where PYTHONDONTWRITEBYTECODE is set: the
 # suite starts hundreds of API, worker and helper processes, each of which would compile
 # the project's sources again (the files go to the ignored __pycache__ folders).
-test: $(DEV_STAMP)
-	$(MAKE) --no-print-directory -j 3 --output-sync=target lint browser test-ready
+test:
+	$(MAKE) --no-print-directory -j 4 --output-sync=target $(DEV_STAMP) lint browser test-ready
 	$(WITH_BYTECODE) $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=30
 
 WITH_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
 
-.PHONY: kernels test-ready
-kernels: $(DEV_STAMP)
+.PHONY: kernels test-ready runtime-install
+kernels: $(RUN_STAMP)
 	$(WITH_BYTECODE) $(PY) -m testkit.kernels --processes 2
 
-test-ready: kernels
+runtime-install:
+	$$(command -v $(PYTHON) || command -v python3) -m testkit.runtime_venv --install-only
+
+test-ready: kernels runtime-install
 	$(WITH_BYTECODE) $(PY) -m testkit.runtime_venv
 
 # The service as it ships, in .venv-runtime: `pip install .` into a clean virtualenv (no dev

@@ -50,6 +50,7 @@ VENV = Path(os.environ.get("HINGE_RUNTIME_VENV") or REPO / ".venv-runtime")
 PACKAGES = ("app", "workers", "solvers", "migrations")
 FILES = ("pyproject.toml", "README.md")
 STAMP = "hinge-build.json"
+PENDING = "kernels_pending"  # in the stamp: installed, not yet seeded nor warmed
 STEP_SECONDS = 1800  # pip's install, the kernels' compilation: each ends within this
 SKIPPED = ("__pycache__", "*.pyc", "*.nbi", "*.nbc", "*.egg-info")
 
@@ -188,16 +189,23 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def ensure(venv: Path = VENV, repo: Path = REPO, log: bool = True) -> Path:
+def ensure(venv: Path = VENV, repo: Path = REPO, log: bool = True,
+           install_only: bool = False) -> Path:
     """The runtime-only virtualenv at `venv`, built or refreshed from `repo` when stale;
-    returns its python."""
+    returns its python. With `install_only`, only `pip install` (make test runs that
+    beside the dev install, with the standard library's python, and the rest, the seed
+    and the warm-up, once the checkout's kernels are compiled); the stamp then says that
+    the kernels are still to come."""
     with _locked(venv):
         wanted = fingerprints(repo)
         recorded = _recorded(venv)
         if recorded == wanted:
             return python_of(venv)
         started = time.monotonic()
-        if recorded.get("dependencies") != wanted["dependencies"]:
+        pending = recorded.pop(PENDING, None) is not None and recorded == wanted
+        if pending:
+            what = "finished (installed ahead)"
+        elif recorded.get("dependencies") != wanted["dependencies"]:
             what = "built"
             shutil.rmtree(venv, ignore_errors=True)
             # the interpreter that runs this (the Dockerfile's python:3.11 image: 3.11)
@@ -209,7 +217,14 @@ def ensure(venv: Path = VENV, repo: Path = REPO, log: bool = True) -> Path:
             (venv / STAMP).unlink(missing_ok=True)
             _pip_install(python_of(venv), repo, "--no-deps", "--force-reinstall")
         installed_at = time.monotonic()
-        _restore_times(venv, repo)
+        if not pending:
+            _restore_times(venv, repo)
+            (venv / STAMP).write_text(json.dumps({**wanted, PENDING: True}))
+        if install_only:
+            if log:
+                print(f"runtime virtualenv {venv} {what}, kernels to come: pip "
+                      f"{installed_at - started:.1f} s", file=sys.stderr, flush=True)
+            return python_of(venv)
         seeded = _seed_numba_cache(venv, repo)
         warmed = _warm_up(python_of(venv))
         (venv / STAMP).write_text(json.dumps(wanted))
@@ -223,8 +238,10 @@ def ensure(venv: Path = VENV, repo: Path = REPO, log: bool = True) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", type=Path, default=VENV)
+    parser.add_argument("--install-only", action="store_true",
+                        help="pip install only; the seed and the warm-up on the next run")
     args = parser.parse_args(argv)
-    print(ensure(args.venv))
+    print(ensure(args.venv, install_only=args.install_only))
     return 0
 
 

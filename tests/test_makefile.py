@@ -39,11 +39,17 @@ def test_make_test_adds_the_dev_extras_and_lints_imports(tmp_path: Path) -> None
 
 def test_make_test_compiles_the_kernels_and_ships_the_install_before_the_tests(
         tmp_path: Path) -> None:
-    """The compile and the shipped install run beside the lint (a make -j of their own),
-    both done before pytest starts; the test run writes bytecode."""
+    """The compile, the lint and the shipped install's pip run side by side (a make -j of
+    their own); the install is seeded with the kernels once they are compiled, all before
+    pytest starts; the test run writes bytecode."""
     plan = _plan("test", tmp_path).splitlines()
-    at = {name: next(i for i, line in enumerate(plan) if name in line)
-          for name in ("testkit.kernels", "testkit.runtime_venv", "ruff check", "-m pytest")}
-    assert at["testkit.kernels"] < at["testkit.runtime_venv"] < at["-m pytest"], plan
-    assert at["ruff check"] < at["-m pytest"], plan
-    assert "env -u PYTHONDONTWRITEBYTECODE" in plan[at["-m pytest"]], plan
+
+    def at(text: str, without: str = "\0") -> int:
+        return next(i for i, line in enumerate(plan) if text in line and without not in line)
+
+    assert "-j" in plan[0] and "test-ready" in plan[0], plan
+    seed, tests = at("testkit.runtime_venv", without="--install-only"), at("-m pytest")
+    assert at("testkit.kernels") < seed < tests, plan
+    assert at("testkit.runtime_venv --install-only") < tests, plan
+    assert at("ruff check") < tests, plan
+    assert "env -u PYTHONDONTWRITEBYTECODE" in plan[tests], plan

@@ -150,6 +150,37 @@ def test_make_runtime_venv_builds_it_with_the_interpreter_make_run_uses() -> Non
     assert "-m testkit.runtime_venv" in plan and "python3.11" in plan, plan
 
 
+def test_an_install_ahead_is_finished_by_the_next_build_with_the_kernels_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """make test's two steps: `--install-only` (pip, beside the dev install and the
+    compile) leaves the stamp saying the kernels are to come; the next build seeds and
+    warms the kernels without installing again, and the one after that does nothing."""
+    import testkit.runtime_venv as rv
+    repo, venv, steps = tmp_path / "repo", tmp_path / "venv", []
+    (repo / "app").mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        (repo / name).write_text(name)
+
+    def pip(python: Path, *_: object) -> None:
+        steps.append("pip")
+        python.parent.mkdir(parents=True, exist_ok=True)
+        python.touch()
+    monkeypatch.setattr(rv.subprocess, "run", lambda *a, **k: steps.append("venv"))
+    monkeypatch.setattr(rv, "_pip_install", pip)
+    monkeypatch.setattr(rv, "_restore_times", lambda *a: steps.append("times"))
+    monkeypatch.setattr(rv, "_seed_numba_cache", lambda *a: steps.append("seed") or 0)
+    monkeypatch.setattr(rv, "_warm_up", lambda *a: steps.append("warm") or "")
+    rv.ensure(venv, repo, log=False, install_only=True)
+    assert steps == ["venv", "pip", "times"]
+    assert json.loads((venv / rv.STAMP).read_text())[rv.PENDING] is True
+    rv.ensure(venv, repo, log=False, install_only=True)  # still pending: nothing to do
+    rv.ensure(venv, repo, log=False)
+    assert steps == ["venv", "pip", "times", "seed", "warm"]
+    assert json.loads((venv / rv.STAMP).read_text()) == fingerprints(repo)
+    rv.ensure(venv, repo, log=False)
+    assert len(steps) == 5
+
+
 def test_the_virtualenv_is_rebuilt_when_dependencies_change_refreshed_when_sources_do(
         tmp_path: Path) -> None:
     """testkit.runtime_venv's fingerprints: pyproject.toml (a new virtualenv from nothing,
