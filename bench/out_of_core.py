@@ -179,7 +179,7 @@ def child(args: argparse.Namespace) -> None:
     def sample(event: dict[str, Any]) -> None:
         anon_peak[0] = max(anon_peak[0], _anon_bytes())
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if args.mode == "blocks":
         sweeps = {"block_sweeps": args.block_sweeps} if args.block_sweeps else {}
         result = fit_blocks(source, args.solver, max_block_bytes=args.block_bytes,
@@ -190,10 +190,10 @@ def child(args: argparse.Namespace) -> None:
         result = fit(shard.X, shard.y, solver=args.solver, **params)
         plan = {"mode": "in_memory", "blocks": 1, "passes": 1,
                 "bytes_read": source.info(0).nbytes}
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     anon_peak[0] = max(anon_peak[0], _anon_bytes())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"seconds": seconds, "primal": result.primal_objective,
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "primal": result.primal_objective,
                       "converged": result.converged, "relative_gap": result.relative_gap,
                       "exit": result.exit_reason, "plan": plan, "peak_rss": peak,
                       "anon_start": anon_start, "anon_peak": anon_peak[0]}),
@@ -287,10 +287,11 @@ def main() -> None:
              "each solver's two fits run one after the other, load = the 1-minute load "
              "average (`uptime`) at each fit's end; ratio = blocks / in-memory seconds, "
              "primal diff = |P_blocks - P_memory| / P_memory.", "",
-             "| solver | mode | seconds | ratio | load | passes | blocks | bytes read | "
-             "peak RSS | cgroup peak | OOM kills | converged | relative gap | primal | "
-             "primal diff |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+             "| solver | mode | seconds | ratio | CPU s | CPU ratio | load | passes | blocks | "
+             "bytes read | peak RSS | cgroup peak | OOM kills | converged | relative gap | "
+             "primal | primal diff |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+             "---:|"]
     for solver in args.solvers.split(","):
         plan = plan_fit(solver, {}, info.rows, args.features, 2, info.nbytes, budget,
                         OUT_OF_CORE)
@@ -303,17 +304,20 @@ def main() -> None:
             row = run_child(args, mode, solver, block, limit)
             if "failed" in row:
                 lines.append(f"| {solver} | {mode} | failed (exit {row['failed']}) |"
-                             + " |" * 12)
+                             + " |" * 14)
                 continue
             p = row["plan"]
             if mode == "in_memory":
                 memory = row
             ratio = (f"{row['seconds'] / memory['seconds']:.2f}"
                      if mode == "blocks" and memory else "-")
+            cpu_ratio = (f"{row['cpu_seconds'] / memory['cpu_seconds']:.2f}"
+                         if mode == "blocks" and memory else "-")
             diff = (f"{abs(row['primal'] - memory['primal']) / memory['primal']:.1e}"
                     if mode == "blocks" and memory else "-")
             lines.append(
-                f"| {solver} | {mode} | {row['seconds']:.1f} | {ratio} | {row['load']:.1f} | "
+                f"| {solver} | {mode} | {row['seconds']:.1f} | {ratio} | "
+                f"{row['cpu_seconds']:.1f} | {cpu_ratio} | {row['load']:.1f} | "
                 f"{p.get('passes')} | "
                 f"{p.get('blocks')} | {p.get('bytes_read', 0) / 1e6:,.0f} MB | "
                 f"{row['peak_rss'] / 1e6:,.0f} MB | "
