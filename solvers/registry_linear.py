@@ -28,6 +28,7 @@ from solvers.solver_spec import (
     _limits,
     _loss,
     _penalty_param,
+    _sweeps_param,
     _task_params,
     _threads,
     _tol_param,
@@ -57,7 +58,7 @@ LINEAR: dict[str, SolverSpec] = {
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
         "squared hinge (l2)",
-        params=(*_common(0.1, _loss()), _round_threads()),
+        params=(*_common(0.1, _loss()), _sweeps_param(), _round_threads()),
     ),
     "tron": SolverSpec(
         name="tron",

@@ -134,6 +134,11 @@ def fit_liblinear(estimator: Any, X: Any, y: Any, C: float, fit_intercept: bool,
         params["class_weight"] = {str(k): float(w) for k, w in enumerate(class_weight_)}
     if spec.randomized:
         params["seed"] = seed
+    if "sweeps" in names:  # scikit-learn's LIBLINEAR's sweeps: its epochs at its seed
+        params["sweeps"] = "sklearn"
+        if not regression:  # LIBLINEAR's train() groups the rows by class (stable)
+            order = np.argsort(y_ind, kind="stable")
+            X, y_ind, weights = X[order], y_ind[order], weights[order]
     if "threads" in names:
         params["threads"] = _service.threads(estimator.n_jobs)
     task = "regression" if regression else "classification"
