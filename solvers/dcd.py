@@ -16,8 +16,8 @@ permutation of Section 3.1 and the shrinking of Section 3.2, as LIBLINEAR 2.50's
 `solve_l2r_l1l2_svc` (linear.cpp) implements them, with three differences: a per-example
 C_i (LIBLINEAR has one C per class), our own RNG by default (xorshift64*; with `sweeps`
 "sklearn" scikit-learn's LIBLINEAR generator, MT19937 and bounded_rand_int, so that the
-permutations are scikit-learn's at its seed: solvers/dual_cd.rng_of) and no sweep limit of its own (LIBLINEAR
-stops at 300 sweeps; here max_iter, default 1000). Shrinking: a variable at a bound leaves
+permutations are scikit-learn's at its seed: solvers/dual_cd.rng_of) and no sweep limit
+of its own (LIBLINEAR stops at 300 sweeps; here max_iter, default 1000). Shrinking: a variable at a bound leaves
 the active set when its gradient G lies beyond the previous sweep's projected-gradient
 extremes (G > PGmax_old at a_i = 0, G < PGmin_old at a_i = U_i).
 
@@ -254,7 +254,8 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
     rows = (data, indices, indptr) of X; labels = (y, U, D, Qbar_ii); variables =
     (alpha, w, index) with w[-1] the bias-feature weight; state = (counters, bounds, rng)
     as described by the _ITERATION... and _PG_... slots; settings = (B, eps, max_iter,
-    work_budget, spread_only: scikit-learn's LIBLINEAR's stop rule). Returns a status code; all progress is kept in the arrays.
+    work_budget, spread_only: scikit-learn's LIBLINEAR's stop rule). Returns a status
+    code; all progress is kept in the arrays.
     """
     indptr = rows[2]
     alpha, w, index = variables
