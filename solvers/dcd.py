@@ -17,9 +17,9 @@ permutation of Section 3.1 and the shrinking of Section 3.2, as LIBLINEAR 2.50's
 C_i (LIBLINEAR has one C per class), our own RNG by default (xorshift64*; with `sweeps`
 "sklearn" scikit-learn's LIBLINEAR generator, MT19937 and bounded_rand_int, so that the
 permutations are scikit-learn's at its seed: solvers/dual_cd.rng_of) and no sweep limit
-of its own (LIBLINEAR stops at 300 sweeps; here max_iter, default 1000). Shrinking: a variable at a bound leaves
-the active set when its gradient G lies beyond the previous sweep's projected-gradient
-extremes (G > PGmax_old at a_i = 0, G < PGmin_old at a_i = U_i).
+of its own (LIBLINEAR stops at 300 sweeps; here max_iter, default 1000). Shrinking: a
+variable at a bound leaves the active set when its gradient G lies beyond the previous
+sweep's projected-gradient extremes (G > PGmax_old at a_i = 0, G < PGmin_old at a_i = U_i).
 
 Stop rule (LIBLINEAR >= 2.42): after a sweep, with PGmax / PGmin the largest / smallest
 projected gradient over the active set, PGmax - PGmin <= eps and |PGmax| <= eps and
