@@ -77,7 +77,7 @@ class DualState:
         self.qbar_diag = qbar_diagonal(problem, self.diag)
         self.sklearn = params.get("sweeps", "hinge") == "sklearn"
         if self.sklearn:  # LIBLINEAR's order: D_ii + x_i1^2 + ... + B^2
-            _sklearn_qbar(X.data, X.indptr, self.diag, float(problem.bias_scale),
+            sklearn_qbar(X.data, X.indptr, self.diag, float(problem.bias_scale),
                           self.qbar_diag)
         self.alpha = np.zeros(X.n_rows)
         self.w = np.zeros(X.n_features + 1)  # last slot: the bias feature (stays 0 if none)
@@ -182,7 +182,7 @@ def solve_dual(state_type: type[DualState], problem: LinearProblem, params: dict
 
 
 @njit(cache=True)
-def _sklearn_qbar(data, indptr, diag, bias_scale, out):
+def sklearn_qbar(data, indptr, diag, bias_scale, out):
     """out[i] = Qbar_ii summed as scikit-learn's LIBLINEAR does (solve_l2r_l1l2_svc):
     D_ii, then x_ij^2 in row order, then the bias feature's B^2 last."""
     for i in range(indptr.shape[0] - 1):

@@ -58,7 +58,10 @@ LINEAR: dict[str, SolverSpec] = {
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
         "squared hinge (l2)",
-        params=(*_common(0.1, _loss()), _sweeps_param(), _round_threads()),
+        params=(*_common(0.1, _loss()),
+                _sweeps_param(", its stop rule (the projected-gradient spread alone, as "
+                              "LIBLINEAR before 2.42) and its order of the sums in Qbar_ii"),
+                _round_threads()),
     ),
     "tron": SolverSpec(
         name="tron",
@@ -258,7 +261,8 @@ LINEAR: dict[str, SolverSpec] = {
                                     "loss of this solver).", choices=("logistic",)),
                          "Inner stop rule (LIBLINEAR's): the largest derivative of a "
                          "sweep's one-variable sub-problems < eps; whether the model is "
-                         "converged is decided by tol."), _round_threads()),
+                         "converged is decided by tol."),
+                _sweeps_param(" and its order of the sums in ||x_i||^2"), _round_threads()),
     ),
     "l1_cd": SolverSpec(
         name="l1_cd",

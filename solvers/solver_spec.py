@@ -143,18 +143,17 @@ def _weights_and_seed(seed_what: str = "Seed of the random permutation") -> tupl
     )
 
 
-def _sweeps_param() -> Param:
-    """Whose sweeps the dual CD runs: Hinge's (the default) or those of scikit-learn's
-    vendored LIBLINEAR (hinge.sklearn's estimators)."""
+def _sweeps_param(detail: str = "") -> Param:
+    """Whose sweeps a randomized LIBLINEAR solver runs: Hinge's (the default) or those of
+    scikit-learn's vendored LIBLINEAR (hinge.sklearn's estimators); `detail`: what else
+    than the generator follows scikit-learn's copy."""
     return Param("sweeps", "choice", "hinge",
-                 "'hinge': Hinge's dual CD (xorshift64* row orders, LIBLINEAR >= 2.42's "
-                 "stop rule). 'sklearn': the sweeps of scikit-learn's vendored LIBLINEAR, "
-                 "so that the epochs are scikit-learn's at the seed it draws from "
-                 "random_state: its generator (std::mt19937(seed) and bounded_rand_int, "
-                 "one generator for all outputs of the fit), its stop rule (the projected-"
-                 "gradient spread alone) and its order of the sums in Qbar_ii. With "
-                 "threads 1 (the parallel sweeps keep Hinge's stop rule).",
-                 choices=("hinge", "sklearn"), from_auto=False)
+                 "'hinge': Hinge's (xorshift64* row orders). 'sklearn': those of "
+                 "scikit-learn's vendored LIBLINEAR, so that the epochs are scikit-learn's "
+                 "at the seed it draws from random_state: its generator (std::mt19937(seed) "
+                 "and bounded_rand_int, one generator for all outputs of the fit)"
+                 + detail + ". With threads 1.", choices=("hinge", "sklearn"),
+                 from_auto=False)
 
 
 def _threads() -> Param:
