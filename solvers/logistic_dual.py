@@ -21,9 +21,9 @@ would leave (0, C_i).
 Stop rule (LIBLINEAR's): the largest |g'| of a sweep (at the start of each sub-problem)
 < eps (default 0.1). Whether the model is converged is decided by the certificate (tol).
 Where we depart: our RNG (xorshift64*; with `sweeps` "sklearn" scikit-learn's
-LIBLINEAR's generator and its sum of ||x_i||^2, solvers/dual_cd.rng_of), a per-row C_i, max_iter (default 1000; LIBLINEAR
-300 before switching to -s 0, which the fallback rule does here too), and a warm start
-`alpha0` (an earlier fit's dual point; clipped into the open box).
+LIBLINEAR's generator and its sum of ||x_i||^2, solvers/dual_cd.rng_of), a per-row C_i,
+max_iter (default 1000; LIBLINEAR 300 before switching to -s 0, which the fallback rule
+does here too), and a warm start `alpha0` (an earlier fit's dual point; clipped into the open box).
 
 Each compiled call runs one sweep; the monitor acts between sweeps.
 """
