@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers._kernel_helpers import next_below, row_axpy, row_dot
+from solvers._kernel_helpers import liblinear_shuffle, next_below, row_axpy, row_dot
 
 _INF = np.inf
 
@@ -41,6 +41,11 @@ def rows_transpose_times(data, indices, indptr, u, n_features):
 
 @njit(cache=True)
 def _shuffle(index, size, rng):
+    """index[:size] permuted by Hinge's generator (a one-slot xorshift64* state) or by
+    scikit-learn's LIBLINEAR's (an MT19937 state: liblinear_shuffle)."""
+    if rng.shape[0] != 1:
+        liblinear_shuffle(index, size, rng)
+        return
     for s in range(size):
         j = s + next_below(rng, np.uint64(size - s))
         index[s], index[j] = index[j], index[s]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from solvers._kernel_helpers import mt_state
 from solvers.backbone import BinarySolution, CsrArrays, ProgressMonitor, seed_state
 
 # Sweeps between two certificates when the inner rule has not held: the first 10, then as
@@ -60,6 +61,10 @@ def relative(primal: float, dual: float) -> float:
 
 
 def seed_rng(params: dict[str, Any]) -> np.ndarray:
+    """Hinge's xorshift64* state from `seed`, or with `sweeps` "sklearn" scikit-learn's
+    LIBLINEAR generator, std::mt19937(seed) (solvers/dual_cd.rng_of)."""
+    if params.get("sweeps", "hinge") == "sklearn":
+        return mt_state(int(params.get("seed") or 0))
     return np.array([seed_state(int(params.get("seed") or 0))], dtype=np.uint64)
 
 

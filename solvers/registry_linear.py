@@ -361,7 +361,8 @@ LINEAR_TASK_SOLVERS: dict[str, SolverSpec] = {
             _eps_param(0.1, "Inner rule: the largest sub-problem violation of a sweep <= "
                        "eps, then the certificate is checked (tightened by 10 while it "
                        "fails); converged is decided by tol."),
-            *_bias_params(("augment", "none"), "augment"), _class_weight(), _SEED),
+            *_bias_params(("augment", "none"), "augment"), _class_weight(), _SEED,
+            _sweeps_param()),
             100_000, "sweeps"),
     ),
     "linear_svr": _task_solver(
@@ -379,7 +380,7 @@ LINEAR_TASK_SOLVERS: dict[str, SolverSpec] = {
             _eps_param(0.1, "Inner rule of the dual CD: the sum of the projected-gradient "
                        "violations of a sweep <= eps times the first sweep's; converged is "
                        "decided by tol."),
-            *_bias_params(("augment", "none"), "augment"), _SEED),
+            *_bias_params(("augment", "none"), "augment"), _SEED, _sweeps_param()),
             1000, "sweeps (dual) or Newton steps (primal)"),
     ),
     "linear_one_class": _task_solver(
