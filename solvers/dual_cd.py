@@ -25,14 +25,13 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from solvers._kernel_helpers import mt_state, row_axpy, row_dot
+from solvers._kernel_helpers import rng_of, row_axpy, row_dot
 from solvers.backbone import (
     BinarySolution,
     Budget,
     LinearProblem,
     ProgressMonitor,
     drive,
-    seed_state,
 )
 from solvers.objectives import (
     check_loss,
@@ -51,18 +50,6 @@ WARMUP_VARIANTS: tuple[dict[str, Any], ...] = (
     {"loss": "l1"},
     {"loss": "l2", "bias": "none"},
 )
-
-
-def rng_of(params: dict[str, Any]) -> np.ndarray:
-    """The generator of the sweeps' permutations (solvers._kernel_helpers.shuffle_sweep):
-    Hinge's xorshift64* from `seed` (the default), or with `sweeps` "sklearn" the
-    MT19937 of scikit-learn's LIBLINEAR, std::mt19937(seed): the shared `rng_state` of the
-    fit when solvers.train passes one (LIBLINEAR seeds once per train call and its
-    one-vs-rest problems draw from it in turn), else freshly seeded."""
-    if params.get("sweeps", "hinge") != "sklearn":
-        return np.array([seed_state(params["seed"])], dtype=np.uint64)
-    shared = params.get("rng_state")
-    return shared if shared is not None else mt_state(int(params["seed"]))
 
 
 class DualState:

@@ -292,7 +292,7 @@ LINEAR: dict[str, SolverSpec] = {
             *_limits(10_000, "sweeps over the features (l2) or Newton iterations "
                      "(logistic); LIBLINEAR stops at 1000 and 100, short of the optimum of "
                      "-s 5 on some sets (breast_cancer)"),
-            *_weights_and_seed(),
+            *_weights_and_seed(), _sweeps_param(),
         ),
     ),
     "auto": SolverSpec(
