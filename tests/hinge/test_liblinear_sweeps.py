@@ -3,7 +3,10 @@ sweeps="sklearn": its MT19937 row orders at the seed scikit-learn draws from
 random_state, its stop rule, its sums; the rows grouped by class as its train()): the
 same epochs (n_iter_), the same ConvergenceWarnings and here the same coefficients, bit
 for bit, as LinearSVC at each random_state, for loss hinge (-s 3) and squared_hinge with
-dual=True (-s 1), binary and one-vs-rest (one generator across the classes)."""
+dual=True (-s 1), binary and one-vs-rest (one generator across the classes); the same
+for LogisticRegression(solver="liblinear", dual=True) (-s 7), and the same epochs for
+LinearSVC(penalty="l1") (-s 5, whose coefficients Hinge then polishes to its
+certificate)."""
 
 from __future__ import annotations
 
@@ -13,11 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 from sklearn import svm
-from sklearn.datasets import load_wine, make_blobs, make_classification
+from sklearn.datasets import load_breast_cancer, load_wine, make_blobs, make_classification
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from hinge.sklearn import HingeLinearSVC
+from hinge.sklearn import HingeLinearSVC, HingeLogisticRegression
 
 
 def _data(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -88,3 +92,31 @@ def test_sample_weights_keep_the_epochs(loss: str, state: int, epochs: int) -> N
         X, y, sample_weight=weights)
     assert ours.n_iter_ == theirs.n_iter_ == epochs
     np.testing.assert_array_equal(ours.coef_, theirs.coef_)
+
+
+def _standard(loader: Any) -> tuple[np.ndarray, np.ndarray]:
+    data = loader()
+    return StandardScaler().fit_transform(data.data), data.target
+
+
+@pytest.mark.parametrize("state", [0, 1, 42])
+def test_logistic_dual_epochs_and_coefficients_are_liblinear_s(state: int) -> None:
+    X, y = _standard(load_breast_cancer)
+    params = {"solver": "liblinear", "dual": True, "C": 1.0, "random_state": state}
+    theirs, their_warnings = _fit(LogisticRegression(**params), X, y)
+    ours, our_warnings = _fit(HingeLogisticRegression(**params), X, y)
+    assert ours.n_iter_.tolist() == theirs.n_iter_.tolist()  # 100, 100, 98
+    assert our_warnings == their_warnings
+    np.testing.assert_array_equal(ours.coef_, theirs.coef_)
+
+
+@pytest.mark.parametrize(("data", "C", "state"), [
+    ("clf300", 1.0, 0), ("clf300", 1.0, 42), ("cancer", 0.1, 1), ("cancer", 1.0, 0),
+    ("wine", 1.0, 0)])
+def test_l1_svc_epochs_are_liblinear_s(data: str, C: float, state: int) -> None:
+    X, y = _standard(load_breast_cancer) if data == "cancer" else _data(data)
+    params = {"penalty": "l1", "dual": False, "C": C, "random_state": state}
+    theirs, their_warnings = _fit(svm.LinearSVC(**params), X, y)
+    ours, our_warnings = _fit(HingeLinearSVC(**params), X, y)
+    assert ours.n_iter_ == theirs.n_iter_  # 32, 70, 159, 406, 183
+    assert our_warnings == their_warnings
