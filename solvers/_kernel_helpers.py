@@ -14,7 +14,7 @@ negative-index wraparound code in the innermost loops.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numba import njit, prange
@@ -181,8 +181,8 @@ def shuffle_sweep(index, size, rng):
 def mt_state(seed: int) -> np.ndarray:
     """The MT19937 state std::mt19937(seed) starts from (init_genrand of the low 32 bits of
     seed, as numpy's legacy RandomState(seed)), in the layout mt_next reads."""
-    key = np.random.RandomState(int(seed) & 0xFFFFFFFF).get_state()[1]
-    return np.append(key.astype(np.uint64), np.uint64(MT_WORDS))
+    legacy = cast(tuple[Any, ...], np.random.RandomState(int(seed) & 0xFFFFFFFF).get_state())
+    return np.append(np.asarray(legacy[1]).astype(np.uint64), np.uint64(MT_WORDS))
 
 
 def rng_of(params: dict[str, Any]) -> np.ndarray:
