@@ -6,7 +6,8 @@ for bit, as LinearSVC at each random_state, for loss hinge (-s 3) and squared_hi
 dual=True (-s 1), binary and one-vs-rest (one generator across the classes); the same
 for LogisticRegression(solver="liblinear", dual=True) (-s 7), and the same epochs for
 LinearSVC(penalty="l1") (-s 5, whose coefficients Hinge then polishes to its
-certificate)."""
+certificate), and the same epochs and coefficients for LinearSVR(dual=True) (-s 12,
+13)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,18 @@ from typing import Any
 import numpy as np
 import pytest
 from sklearn import svm
-from sklearn.datasets import load_breast_cancer, load_wine, make_blobs, make_classification
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_wine,
+    make_blobs,
+    make_classification,
+    make_regression,
+)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from hinge.sklearn import HingeLinearSVC, HingeLogisticRegression
+from hinge.sklearn import HingeLinearSVC, HingeLinearSVR, HingeLogisticRegression
 
 
 def _data(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -120,3 +127,19 @@ def test_l1_svc_epochs_are_liblinear_s(data: str, C: float, state: int) -> None:
     ours, our_warnings = _fit(HingeLinearSVC(**params), X, y)
     assert ours.n_iter_ == theirs.n_iter_  # 32, 70, 159, 406, 183
     assert our_warnings == their_warnings
+
+
+@pytest.mark.parametrize(("loss", "C", "state", "epochs"), [
+    ("epsilon_insensitive", 1.0, 0, 25), ("epsilon_insensitive", 1.0, 1, 27),
+    ("epsilon_insensitive", 10.0, 1, 995), ("squared_epsilon_insensitive", 1.0, 0, 206),
+    ("squared_epsilon_insensitive", 1.0, 42, 203)])
+def test_svr_dual_epochs_and_coefficients_are_liblinear_s(loss: str, C: float, state: int,
+                                                          epochs: int) -> None:
+    X, y = make_regression(n_samples=200, n_features=8, noise=5.0, random_state=0)
+    params = {"loss": loss, "dual": True, "C": C, "random_state": state}
+    theirs, their_warnings = _fit(svm.LinearSVR(**params), X, y)
+    ours, our_warnings = _fit(HingeLinearSVR(**params), X, y)
+    assert ours.n_iter_ == theirs.n_iter_ == epochs
+    assert our_warnings == their_warnings
+    np.testing.assert_array_equal(ours.coef_, theirs.coef_)
+    np.testing.assert_array_equal(ours.intercept_, theirs.intercept_)
