@@ -25,6 +25,11 @@ solver (dual CD, tron: `fallback=False`), so `max_iter` caps the fit as LIBLINEA
 (ConvergenceWarning when it stops there); "gap" lets the fallback rule continue until
 the certificate holds (max_iter then bounds the first solver; ConvergenceWarning when the
 certificate does not hold).
+
+The randomized solvers run with `sweeps="sklearn"` (docs/from-sklearn.md, "The same
+epochs as scikit-learn's LIBLINEAR"): scikit-learn's generator at the seed drawn here, on
+the rows grouped by class as LIBLINEAR's train() groups them, so that dual CD (-s 1, 3,
+7), the SVR dual (-s 12, 13) and -s 5 take scikit-learn's epochs.
 """
 
 from __future__ import annotations
