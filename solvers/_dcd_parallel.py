@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit, prange
 
 from solvers import dual_cd
-from solvers._kernel_helpers import next_below, row_axpy
+from solvers._kernel_helpers import row_axpy, shuffle_sweep
 
 # counters[] slots (int64) and bounds[] slots (float64)
 ITERATION, ACTIVE_SIZE, IN_SWEEP, ROUNDS = 0, 1, 2, 3
@@ -49,11 +49,7 @@ def start_sweep(index, counters, rng, part_lo, part_hi, part_end, pos, pg_max, p
     """Shuffle index[:active_size] (the sequential kernel's Fisher-Yates) and split it
     into len(part_lo) contiguous parts."""
     active_size = counters[ACTIVE_SIZE]
-    for t in range(active_size - 1):
-        j = t + next_below(rng, active_size - t)
-        swap = index[t]
-        index[t] = index[j]
-        index[j] = swap
+    shuffle_sweep(index, active_size, rng)
     parts = part_lo.shape[0]
     for p in range(parts):
         part_lo[p] = p * active_size // parts

@@ -1,5 +1,6 @@
 """The small compiled helpers that the kernels of several modules inline or call: the
-sparse row loops, the xorshift64* generator and the kernel values of the kernel SVMs.
+sparse row loops, the xorshift64* generator, scikit-learn's LIBLINEAR generator (MT19937
+and its bounded integers) and the kernel values of the kernel SVMs.
 
 One copy each. Numba's on-disk cache checks a compiled function against its own source
 file only, so a kernel that inlined an older helper would be loaded after the helper
@@ -13,9 +14,12 @@ negative-index wraparound code in the innermost loops.
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 from numba import njit, prange
+
+from solvers.backbone import seed_state
 
 # Kernel codes (LIBSVM's kernel_type).
 LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3
@@ -24,6 +28,16 @@ _U11, _U12, _U25, _U27, _U32 = (np.uint64(v) for v in (11, 12, 25, 27, 32))
 _XORSHIFT_MULTIPLIER = np.uint64(0x2545F4914F6CDD1D)
 _U32_LIMIT = 1 << 32
 _INV_2_53 = 1.0 / 9007199254740992.0
+# MT19937 (std::mt19937, numpy's legacy RandomState): 624 words, the state's last slot is
+# the position of the next word; all in uint64 slots holding 32-bit values.
+MT_WORDS = 624
+_MT_SHIFT = 397
+_U1, _U7, _U15, _U18 = (np.uint64(v) for v in (1, 7, 15, 18))
+_MASK32 = np.uint64(0xFFFFFFFF)
+_UPPER_BIT, _LOWER_BITS = np.uint64(0x80000000), np.uint64(0x7FFFFFFF)
+_MATRIX_A = np.uint64(0x9908B0DF)
+_TEMPER_B, _TEMPER_C = np.uint64(0x9D2C5680), np.uint64(0xEFC60000)
+_TWO_32 = np.uint64(1 << 32)
 
 
 @njit(cache=True, inline="always")
@@ -100,6 +114,87 @@ def shuffle_prefix(index, size, rng):
         swap = index[t]
         index[t] = index[j]
         index[j] = swap
+
+
+@njit(cache=True)
+def mt_next(state):
+    """The next raw 32-bit output of the MT19937 state (MT_WORDS words, then the position)."""
+    position = state[MT_WORDS]
+    if position >= MT_WORDS:
+        for k in range(MT_WORDS):
+            y = (state[k] & _UPPER_BIT) | (state[(k + 1) % MT_WORDS] & _LOWER_BITS)
+            value = state[(k + _MT_SHIFT) % MT_WORDS] ^ (y >> _U1)
+            if y & _U1:
+                value ^= _MATRIX_A
+            state[k] = value
+        position = np.uint64(0)
+    y = state[position]
+    state[MT_WORDS] = position + _U1
+    y ^= y >> _U11
+    y ^= (y << _U7) & _TEMPER_B
+    y ^= (y << _U15) & _TEMPER_C
+    y ^= y >> _U18
+    return y & _MASK32
+
+
+@njit(cache=True)
+def bounded_rand_int(state, bound):
+    """scikit-learn's bounded_rand_int(bound) (sklearn/svm/src/newrand/newrand.h: the tweaked
+    Lemire method on 32-bit outputs) from the MT19937 state; 0 < bound < 2**32."""
+    span = np.uint64(bound)
+    m = mt_next(state) * span
+    low = m & _MASK32
+    if low < span:
+        t = (_TWO_32 - span) & _MASK32
+        if t >= span:
+            t -= span
+            if t >= span:
+                t %= span
+        while low < t:
+            m = mt_next(state) * span
+            low = m & _MASK32
+    return np.int64(m >> _U32)
+
+
+@njit(cache=True)
+def liblinear_shuffle(index, size, state):
+    """index[:size] permuted as scikit-learn's LIBLINEAR does at the start of a sweep:
+    `for (i = 0; i < size; i++) swap(index[i], index[i + bounded_rand_int(size - i)])` (the
+    last draw, of range 1, still consumes an output)."""
+    for t in range(size):
+        j = t + bounded_rand_int(state, size - t)
+        swap = index[t]
+        index[t] = index[j]
+        index[j] = swap
+
+
+@njit(cache=True, inline="always")
+def shuffle_sweep(index, size, rng):
+    """The sweep's permutation of index[:size]: Hinge's own (rng: the one-slot xorshift64*
+    state) or scikit-learn's LIBLINEAR's (rng: an MT19937 state, mt_state)."""
+    if rng.shape[0] == 1:
+        shuffle_prefix(index, size, rng)
+    else:
+        liblinear_shuffle(index, size, rng)
+
+
+def mt_state(seed: int) -> np.ndarray:
+    """The MT19937 state std::mt19937(seed) starts from (init_genrand of the low 32 bits of
+    seed, as numpy's legacy RandomState(seed)), in the layout mt_next reads."""
+    legacy = cast(tuple[Any, ...], np.random.RandomState(int(seed) & 0xFFFFFFFF).get_state())
+    return np.append(np.asarray(legacy[1]).astype(np.uint64), np.uint64(MT_WORDS))
+
+
+def rng_of(params: dict[str, Any]) -> np.ndarray:
+    """The generator of the sweeps' permutations (solvers._kernel_helpers.shuffle_sweep):
+    Hinge's xorshift64* from `seed` (the default), or with `sweeps` "sklearn" the
+    MT19937 of scikit-learn's LIBLINEAR, std::mt19937(seed): the shared `rng_state` of the
+    fit when solvers.train passes one (LIBLINEAR seeds once per train call and its
+    one-vs-rest problems draw from it in turn), else freshly seeded."""
+    if params.get("sweeps", "hinge") != "sklearn":
+        return np.array([seed_state(params["seed"])], dtype=np.uint64)
+    shared = params.get("rng_state")
+    return shared if shared is not None else mt_state(int(params["seed"]))
 
 
 @njit(cache=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers._kernel_helpers import next_below, row_axpy, row_dot
+from solvers._kernel_helpers import liblinear_shuffle, next_below, row_axpy, row_dot
 
 _INF = np.inf
 
@@ -41,6 +41,11 @@ def rows_transpose_times(data, indices, indptr, u, n_features):
 
 @njit(cache=True)
 def _shuffle(index, size, rng):
+    """index[:size] permuted by Hinge's generator (a one-slot xorshift64* state) or by
+    scikit-learn's LIBLINEAR's (an MT19937 state: liblinear_shuffle)."""
+    if rng.shape[0] != 1:
+        liblinear_shuffle(index, size, rng)
+        return
     for s in range(size):
         j = s + next_below(rng, np.uint64(size - s))
         index[s], index[j] = index[j], index[s]
@@ -186,12 +191,15 @@ def cs_objectives(data, indices, indptr, label, cost, alpha, W, k):
 
 @njit(cache=True)
 def svr_sweeps(
-    data, indices, indptr, target, upper, lam, p, qd, beta, w, sweeps, eps, rng, index, state
+    data, indices, indptr, target, upper, lam, p, qd, beta, w, sweeps, eps, rng, index, state,
+    liblinear_sums
 ):
     """Sweeps of LIBLINEAR's solve_l2r_l1l2_svr (shrinking included) on
     min_b 1/2 ||w(b)||^2 + sum_i (lam_i / 2 b_i^2 - y_i b_i + p |b_i|), -U_i <= b_i <= U_i.
-    state = [Gmax_old, Gnorm1_init, active_size]. Returns 1 when the stop rule
-    Gnorm1 <= eps * Gnorm1_init held on an unshrunk sweep, else 0."""
+    state = [Gmax_old, Gnorm1_init, active_size, sweeps done in all]. Returns 1 when the
+    stop rule Gnorm1 <= eps * Gnorm1_init held on an unshrunk sweep, else 0.
+    liblinear_sums: G summed as LIBLINEAR does, x_ij w_j added to -y_i + lam_i b_i one by
+    one (else the row's dot product is added at the end)."""
     n = indptr.shape[0] - 1
     for _ in range(sweeps):
         gmax_old = state[0]
@@ -203,7 +211,12 @@ def svr_sweeps(
         while s < active:
             i = index[s]
             start, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
-            g = -target[i] + lam[i] * beta[i] + row_dot(w, data, indices, start, end)
+            if liblinear_sums:
+                g = -target[i] + lam[i] * beta[i]
+                for k in range(start, end):
+                    g += data[k] * w[np.uint32(indices[k])]
+            else:
+                g = -target[i] + lam[i] * beta[i] + row_dot(w, data, indices, start, end)
             h = qd[i] + lam[i]
             gp = g + p
             gn = g - p
@@ -254,6 +267,7 @@ def svr_sweeps(
                 row_axpy(d, data, indices, start, end, w)
         if state[1] < 0.0:
             state[1] = gnorm1
+        state[3] += 1.0
         if gnorm1 <= eps * state[1]:
             if active == n:
                 state[2] = active

@@ -14,11 +14,12 @@ for Large-scale Linear SVM", ICML 2008: Algorithm 1 (one-variable Newton step
 a_i <- min(max(a_i - G/Qbar_ii, 0), U_i) with G = y_i w.x_i - 1 + D_ii a_i), the random
 permutation of Section 3.1 and the shrinking of Section 3.2, as LIBLINEAR 2.50's
 `solve_l2r_l1l2_svc` (linear.cpp) implements them, with three differences: a per-example
-C_i (LIBLINEAR has one C per class), our own RNG (xorshift64*, not the C library's rand(),
-so the permutations differ from LIBLINEAR's) and no sweep limit of its own (LIBLINEAR
-stops at 300 sweeps; here max_iter, default 1000). Shrinking: a variable at a bound leaves
-the active set when its gradient G lies beyond the previous sweep's projected-gradient
-extremes (G > PGmax_old at a_i = 0, G < PGmin_old at a_i = U_i).
+C_i (LIBLINEAR has one C per class), our own RNG by default (xorshift64*; with `sweeps`
+"sklearn" scikit-learn's LIBLINEAR generator, MT19937 and bounded_rand_int, so that the
+permutations are scikit-learn's at its seed: solvers._kernel_helpers.rng_of) and no sweep limit
+of its own (LIBLINEAR stops at 300 sweeps; here max_iter, default 1000). Shrinking: a
+variable at a bound leaves the active set when its gradient G lies beyond the previous
+sweep's projected-gradient extremes (G > PGmax_old at a_i = 0, G < PGmin_old at a_i = U_i).
 
 Stop rule (LIBLINEAR >= 2.42): after a sweep, with PGmax / PGmin the largest / smallest
 projected gradient over the active set, PGmax - PGmin <= eps and |PGmax| <= eps and
@@ -29,6 +30,11 @@ variables, shrinking is disabled for one full pass, and only when that unshrunk 
 satisfies the test is the problem converged. A sweep that visits no variable (all shrunk)
 also resets the active set (LIBLINEAR would keep sweeping the empty set until max_iter).
 "violation" reports max(PGmax - PGmin, |PGmax|, |PGmin|) of the last sweep.
+With `sweeps` "sklearn" (hinge.sklearn's estimators) the sweeps are those of the
+LIBLINEAR scikit-learn vendors, epoch for epoch at its seed: its generator, its stop rule
+(PGmax - PGmin <= eps alone, as LIBLINEAR before 2.42) and its order of the sums in
+Qbar_ii (solvers/dual_cd.py); the rows come grouped by class, as its train() orders them
+(hinge/sklearn/_liblinear.py).
 The returned objectives are P(w) and the maximised dual value -D(a) (duality gap >= 0).
 
 The compiled kernel runs a bounded amount of work (about `work_budget` nonzeros) and
@@ -49,7 +55,7 @@ from numba import njit
 
 from solvers import _dcd_parallel as par
 from solvers import dual_cd, parallel
-from solvers._kernel_helpers import next_below, signed_margins
+from solvers._kernel_helpers import shuffle_sweep, signed_margins
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.grain import GrainMeter
 from solvers.objectives import dual_objective
@@ -89,6 +95,11 @@ class _DcdState(dual_cd.DualState):
         index = np.arange(X.n_rows, dtype=np.int64)
         self._use_kernel(_dcd_sweeps, (self.alpha, self.w, index),
                          (self.counters, self.bounds, self.rng))
+
+    def run(self, budget: int) -> int:
+        settings = (float(self.problem.bias_scale), self.eps, self.max_iter, budget,
+                    self.sklearn)
+        return int(self.sweeps(*self.kernel_args, settings))
 
     def progress(self) -> dict[str, Any]:
         return {"violation": float(self.bounds[_LAST_VIOLATION]),
@@ -243,12 +254,13 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
     rows = (data, indices, indptr) of X; labels = (y, U, D, Qbar_ii); variables =
     (alpha, w, index) with w[-1] the bias-feature weight; state = (counters, bounds, rng)
     as described by the _ITERATION... and _PG_... slots; settings = (B, eps, max_iter,
-    work_budget). Returns a status code; all progress is kept in the arrays.
+    work_budget, spread_only: scikit-learn's LIBLINEAR's stop rule). Returns a status
+    code; all progress is kept in the arrays.
     """
     indptr = rows[2]
     alpha, w, index = variables
     counters, bounds, rng = state
-    bias_scale, eps, max_iter, work_budget = settings
+    bias_scale, eps, max_iter, work_budget, spread_only = settings
 
     n_rows = indptr.shape[0] - 1
     iteration, active_size, s, in_sweep = counters
@@ -265,12 +277,9 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
             s = 0
             pg_max_new = -np.inf
             pg_min_new = np.inf
-            # index[:active_size] = random permutation of itself (Fisher-Yates)
-            for t in range(active_size - 1):
-                j = t + next_below(rng, active_size - t)
-                swap = index[t]
-                index[t] = index[j]
-                index[j] = swap
+            # index[:active_size] = random permutation of itself (Fisher-Yates; Hinge's
+            # generator, or scikit-learn's LIBLINEAR's: shuffle_sweep)
+            shuffle_sweep(index, active_size, rng)
 
         while s < active_size:
             if work >= work_budget:
@@ -324,7 +333,7 @@ def _dcd_sweeps(rows, labels, variables, state, settings):
         bounds[_LAST_VIOLATION] = max(spread, abs(pg_max_new), abs(pg_min_new))
         # LIBLINEAR: spread <= eps and |PGmax| <= eps and |PGmin| <= eps (PGmax >= PGmin
         # when a variable was visited; an empty sweep passes and unshrinks)
-        if spread <= eps and pg_max_new <= eps and pg_min_new >= -eps:
+        if spread <= eps and (spread_only or (pg_max_new <= eps and pg_min_new >= -eps)):
             if active_size == n_rows:
                 status = dual_cd.CONVERGED
                 break

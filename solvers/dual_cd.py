@@ -25,14 +25,13 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from solvers._kernel_helpers import row_axpy, row_dot
+from solvers._kernel_helpers import rng_of, row_axpy, row_dot
 from solvers.backbone import (
     BinarySolution,
     Budget,
     LinearProblem,
     ProgressMonitor,
     drive,
-    seed_state,
 )
 from solvers.objectives import (
     check_loss,
@@ -63,10 +62,14 @@ class DualState:
         self.eps, self.max_iter = float(params["eps"]), int(params["max_iter"])
         self.upper, self.diag = dual_box(problem.cost, self.loss)
         self.qbar_diag = qbar_diagonal(problem, self.diag)
+        self.sklearn = params.get("sweeps", "hinge") == "sklearn"
+        if self.sklearn:  # LIBLINEAR's order: D_ii + x_i1^2 + ... + B^2
+            sklearn_qbar(X.data, X.indptr, self.diag, float(problem.bias_scale),
+                          self.qbar_diag)
         self.alpha = np.zeros(X.n_rows)
         self.w = np.zeros(X.n_features + 1)  # last slot: the bias feature (stays 0 if none)
         self.w_view = self.w[: problem.n_weights]
-        self.rng = np.array([seed_state(params["seed"])], dtype=np.uint64)
+        self.rng = rng_of(params)
         alpha0 = params.get("alpha0")
         if alpha0 is not None:
             self._warm_start(np.asarray(alpha0, dtype=np.float64))
@@ -163,6 +166,19 @@ def solve_dual(state_type: type[DualState], problem: LinearProblem, params: dict
         timings={"setup_s": t_iterate - t_start, "iterate_s": t_objective - t_iterate,
                  "objective_s": t_end - t_objective},
     )
+
+
+@njit(cache=True)
+def sklearn_qbar(data, indptr, diag, bias_scale, out):
+    """out[i] = Qbar_ii summed as scikit-learn's LIBLINEAR does (solve_l2r_l1l2_svc):
+    D_ii, then x_ij^2 in row order, then the bias feature's B^2 last."""
+    for i in range(indptr.shape[0] - 1):
+        total = diag[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            total += data[k] * data[k]
+        if bias_scale > 0.0:
+            total += bias_scale * bias_scale
+        out[i] = total
 
 
 # -- compiled steps both kernels take (inlined; unsigned row bounds: no negative-index

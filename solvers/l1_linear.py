@@ -59,8 +59,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from solvers._kernel_helpers import shuffle_prefix
-from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, seed_state
+from solvers._kernel_helpers import rng_of, shuffle_sweep
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.l1_objectives import bounds_at, primal_value
 from solvers.objectives import margins, transpose_times
 
@@ -91,7 +91,7 @@ def solve(
     positives = int(np.count_nonzero(problem.y > 0))
     n_rows = problem.X.n_rows
     tolerance = float(params["eps"]) * max(min(positives, n_rows - positives), 1) / n_rows
-    rng = np.array([seed_state(params["seed"])], dtype=np.uint64)
+    rng = rng_of(params)
     method = _cdn if loss == "l2" else _newglmnet
     cols = columns(problem, signed=loss == "l2")
     iterations, exit_reason, violation = method(
@@ -242,7 +242,7 @@ def _cdn_sweep(cols, cost, b, w, xj_sq, index, rng, active, gmax_old):
     returns (largest violation, sum of violations, new active size)."""
     data, rows, indptr = cols
     n_rows = b.shape[0]
-    shuffle_prefix(index, active, rng)
+    shuffle_sweep(index, active, rng)
     gmax_new, gnorm1, s = 0.0, 0.0, 0
     while s < active:
         j = index[s]
@@ -408,7 +408,7 @@ def _glmnet_quadratic(
     cycles = 0
     moved = False
     while cycles < INNER_MAX_ITER:
-        shuffle_prefix(index, qp_active, rng)
+        shuffle_sweep(index, qp_active, rng)
         qp_gmax_new = 0.0
         qp_gnorm1 = 0.0
         s = 0

@@ -12,7 +12,14 @@ from solvers import _linear_tasks_kernels as kernels
 from solvers import _tron_kernels as tron_kernels
 from solvers import parallel, tron
 from solvers.backbone import BinarySolution, ProgressMonitor
-from solvers.linear_task_loop import TaskProblem, drive, relative, seed_rng, stop_reason
+from solvers.linear_task_loop import (
+    TaskProblem,
+    drive,
+    drive_liblinear,
+    relative,
+    seed_rng,
+    stop_reason,
+)
 
 # -s 11's CG stop rule: newton.cpp's quadratic-model rule with cgtol 0.1 instead of its 0.5.
 # The certificate asks for 1e-3 more often than LIBLINEAR's ||g|| <= 0.001 ||g0|| does, and
@@ -38,16 +45,21 @@ def solve_svr_dual(
     w = np.zeros(X.n_features)
     qd = kernels.row_sq_norms(X.data, X.indptr)
     index = np.arange(n, dtype=np.int64)
-    state = np.array([np.inf, -1.0, float(n)])  # Gmax_old, Gnorm1_init, active size
+    # Gmax_old, Gnorm1_init, active size, sweeps done
+    state = np.array([np.inf, -1.0, float(n), 0.0])
     rng = seed_rng(params)
+    sklearn = params.get("sweeps", "hinge") == "sklearn"
     args = (X.data, X.indices, X.indptr, problem.target, upper, lam, epsilon, qd, beta, w)
 
     def sweeps(budget: int, eps: float) -> tuple[int, bool, float]:
         if state[2] < 0:  # the inner rule held before: sweep the full set again
             state[0], state[2] = np.inf, float(n)
-        held = bool(kernels.svr_sweeps(*args, budget, eps, rng, index, state))
+        before = int(state[3])
+        held = bool(kernels.svr_sweeps(*args, budget, eps, rng, index, state, sklearn))
         if held:
             state[2] = -1.0
+        if sklearn:  # the sweeps that ran
+            return int(state[3]) - before, held, math.nan
         return budget, held, math.nan  # an early stop counts the budget: a bound
 
     scratch = np.zeros_like(w)
@@ -59,6 +71,8 @@ def solve_svr_dual(
         )
         return float(primal), float(dual)
 
+    if sklearn:  # scikit-learn's LIBLINEAR's loop: its stop rule ends the fit
+        return drive_liblinear(sweeps, objectives, w.copy, params, monitor).solution(beta)
     run = drive(sweeps, objectives, w.copy, params, monitor,
                 lambda: float(state[2]) / n if state[2] > 0 else 1.0)  # (-1: held)
     return run.solution(beta)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from solvers._kernel_helpers import mt_state
 from solvers.backbone import BinarySolution, CsrArrays, ProgressMonitor, seed_state
 
 # Sweeps between two certificates when the inner rule has not held: the first 10, then as
@@ -60,6 +61,10 @@ def relative(primal: float, dual: float) -> float:
 
 
 def seed_rng(params: dict[str, Any]) -> np.ndarray:
+    """Hinge's xorshift64* state from `seed`, or with `sweeps` "sklearn" scikit-learn's
+    LIBLINEAR generator, std::mt19937(seed) (solvers._kernel_helpers.rng_of)."""
+    if params.get("sweeps", "hinge") == "sklearn":
+        return mt_state(int(params.get("seed") or 0))
     return np.array([seed_state(int(params.get("seed") or 0))], dtype=np.uint64)
 
 
@@ -134,3 +139,32 @@ def drive(
             break
     return run
 
+
+
+def drive_liblinear(
+    sweeps: Callable[[int, float], tuple[int, bool, float]],
+    objectives: Callable[[], tuple[float, float]],
+    snapshot: Callable[[], np.ndarray],
+    params: dict[str, Any],
+    monitor: ProgressMonitor,
+) -> Run:
+    """`sweeps="sklearn"`: the loop of scikit-learn's LIBLINEAR, so that the sweeps are its
+    epochs: `sweeps(budget, eps)` (returning the sweeps that ran) until its inner rule
+    holds at eps or max_iter; the model is the last iterate, certified once at the end:
+    "converged" when (P - D) / |P| <= tol, "stalled" when the rule held without it."""
+    eps, tol, max_iter = float(params["eps"]), float(params["tol"]), int(params["max_iter"])
+    iterations, exit_reason, violation = 0, "max_iter", math.nan
+    while iterations < max_iter:
+        done, held, violation = sweeps(min(_CHECK_MAX, max_iter - iterations), eps)
+        iterations += done
+        if held:
+            exit_reason = "stalled"
+            break
+        stop = stop_reason(monitor, iterations, math.nan, math.nan)
+        if stop is not None:
+            exit_reason = stop
+            break
+    primal, dual = objectives()
+    if exit_reason == "stalled" and relative(primal, dual) <= tol:
+        exit_reason = "converged"
+    return Run(iterations, exit_reason, primal, dual, violation, eps, snapshot())

@@ -20,9 +20,10 @@ would leave (0, C_i).
 
 Stop rule (LIBLINEAR's): the largest |g'| of a sweep (at the start of each sub-problem)
 < eps (default 0.1). Whether the model is converged is decided by the certificate (tol).
-Where we depart: our RNG (xorshift64*), a per-row C_i, max_iter (default 1000; LIBLINEAR
-300 before switching to -s 0, which the fallback rule does here too), and a warm start
-`alpha0` (an earlier fit's dual point; clipped into the open box).
+Where we depart: our RNG (xorshift64*; with `sweeps` "sklearn" scikit-learn's
+LIBLINEAR's generator and its sum of ||x_i||^2, solvers._kernel_helpers.rng_of), a per-row C_i,
+max_iter (default 1000; LIBLINEAR 300 before switching to -s 0, which the fallback rule
+does here too), and a warm start `alpha0` (an earlier fit's dual point; clipped into the open box).
 
 Each compiled call runs one sweep; the monitor acts between sweeps.
 """
@@ -40,8 +41,9 @@ from numba import njit
 
 from solvers import _logistic_parallel as kernels
 from solvers import parallel
-from solvers._kernel_helpers import row_axpy, row_dot, shuffle_prefix
-from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, seed_state
+from solvers._kernel_helpers import rng_of, row_axpy, row_dot, shuffle_sweep
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
+from solvers.dual_cd import sklearn_qbar
 from solvers.grain import GrainMeter
 from solvers.objectives import margins, qbar_diagonal
 
@@ -62,8 +64,11 @@ def solve(
     coefficients = problem.y * alpha[:, 0]
     _accumulate(X.data, X.indices, X.indptr, coefficients, problem.bias_scale, w)
     row_norms = qbar_diagonal(problem, np.zeros(X.n_rows))
+    if params.get("sweeps", "hinge") == "sklearn":  # LIBLINEAR's sum: x_ij^2, then B^2
+        sklearn_qbar(X.data, X.indptr, np.zeros(X.n_rows), float(problem.bias_scale),
+                     row_norms)
     index = np.arange(X.n_rows, dtype=np.int64)
-    rng = np.array([seed_state(params["seed"])], dtype=np.uint64)
+    rng = rng_of(params)
     inner_eps, inner_eps_min = INNER_EPS_START, min(1e-8, eps)
     iteration, exit_reason, violation = 0, "max_iter", math.inf
     threads = int(params.get("threads", 1))
@@ -166,7 +171,7 @@ def _sweep(rows, y, cost, row_norms, alpha, w, index, rng, settings):
     bias_scale, inner_eps = settings
     n_rows = indptr.shape[0] - 1
     bias_slot = w.shape[0] - 1
-    shuffle_prefix(index, n_rows, rng)
+    shuffle_sweep(index, n_rows, rng)
     largest = 0.0
     newton_steps = 0
     for s in range(n_rows):
@@ -227,7 +232,7 @@ class _ParallelSweeps:
     def sweep(self, inner_eps: float) -> tuple[float, int]:
         """One sweep (LIBLINEAR's violation and Newton steps of it)."""
         n = self.problem.X.n_rows
-        shuffle_prefix(self.index, n, self.rng)
+        shuffle_sweep(self.index, n, self.rng)
         for p in range(self.parts):
             self.pos[p], self.part_hi[p] = p * n // self.parts, (p + 1) * n // self.parts
         self.largest[:], self.steps[:] = 0.0, 0

@@ -28,6 +28,7 @@ from solvers.solver_spec import (
     _limits,
     _loss,
     _penalty_param,
+    _sweeps_param,
     _task_params,
     _threads,
     _tol_param,
@@ -57,7 +58,10 @@ LINEAR: dict[str, SolverSpec] = {
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
         "squared hinge (l2)",
-        params=(*_common(0.1, _loss()), _round_threads()),
+        params=(*_common(0.1, _loss()),
+                _sweeps_param(", its stop rule (the projected-gradient spread alone, as "
+                              "LIBLINEAR before 2.42) and its order of the sums in Qbar_ii"),
+                _round_threads()),
     ),
     "tron": SolverSpec(
         name="tron",
@@ -257,7 +261,8 @@ LINEAR: dict[str, SolverSpec] = {
                                     "loss of this solver).", choices=("logistic",)),
                          "Inner stop rule (LIBLINEAR's): the largest derivative of a "
                          "sweep's one-variable sub-problems < eps; whether the model is "
-                         "converged is decided by tol."), _round_threads()),
+                         "converged is decided by tol."),
+                _sweeps_param(" and its order of the sums in ||x_i||^2"), _round_threads()),
     ),
     "l1_cd": SolverSpec(
         name="l1_cd",
@@ -287,7 +292,7 @@ LINEAR: dict[str, SolverSpec] = {
             *_limits(10_000, "sweeps over the features (l2) or Newton iterations "
                      "(logistic); LIBLINEAR stops at 1000 and 100, short of the optimum of "
                      "-s 5 on some sets (breast_cancer)"),
-            *_weights_and_seed(),
+            *_weights_and_seed(), _sweeps_param(),
         ),
     ),
     "auto": SolverSpec(
@@ -356,7 +361,8 @@ LINEAR_TASK_SOLVERS: dict[str, SolverSpec] = {
             _eps_param(0.1, "Inner rule: the largest sub-problem violation of a sweep <= "
                        "eps, then the certificate is checked (tightened by 10 while it "
                        "fails); converged is decided by tol."),
-            *_bias_params(("augment", "none"), "augment"), _class_weight(), _SEED),
+            *_bias_params(("augment", "none"), "augment"), _class_weight(), _SEED,
+            _sweeps_param()),
             100_000, "sweeps"),
     ),
     "linear_svr": _task_solver(
@@ -374,7 +380,7 @@ LINEAR_TASK_SOLVERS: dict[str, SolverSpec] = {
             _eps_param(0.1, "Inner rule of the dual CD: the sum of the projected-gradient "
                        "violations of a sweep <= eps times the first sweep's; converged is "
                        "decided by tol."),
-            *_bias_params(("augment", "none"), "augment"), _SEED),
+            *_bias_params(("augment", "none"), "augment"), _SEED, _sweeps_param()),
             1000, "sweeps (dual) or Newton steps (primal)"),
     ),
     "linear_one_class": _task_solver(

@@ -143,6 +143,19 @@ def _weights_and_seed(seed_what: str = "Seed of the random permutation") -> tupl
     )
 
 
+def _sweeps_param(detail: str = "") -> Param:
+    """Whose sweeps a randomized LIBLINEAR solver runs: Hinge's (the default) or those of
+    scikit-learn's vendored LIBLINEAR (hinge.sklearn's estimators); `detail`: what else
+    than the generator follows scikit-learn's copy."""
+    return Param("sweeps", "choice", "hinge",
+                 "'hinge': Hinge's (xorshift64* row orders). 'sklearn': those of "
+                 "scikit-learn's vendored LIBLINEAR, so that the epochs are scikit-learn's "
+                 "at the seed it draws from random_state: its generator (std::mt19937(seed) "
+                 "and bounded_rand_int, one generator for all outputs of the fit)"
+                 + detail + ". With threads 1.", choices=("hinge", "sklearn"),
+                 from_auto=False)
+
+
 def _threads() -> Param:
     return Param("threads", "int", 1, "Numba threads for the data-parallel kernels.",
                  minimum=1, maximum=256)

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from solvers import workflow
+from solvers._kernel_helpers import mt_state
 from solvers.auto import DataShape, choose
 from solvers.backbone import (
     PROGRESS_INTERVAL_S,
@@ -183,6 +184,7 @@ def fit(
     solutions: list[BinarySolution] = []
     if kernel is not None:  # it schedules its problems itself
         solutions = kernel.solve_all(problems, applied, monitor)
+    rng_state = _liblinear_rng(applied)
     for k, problem in enumerate(problems if kernel is None else ()):
         started = time.perf_counter()
         stopped = solutions[-1].exit_reason if solutions else None
@@ -190,8 +192,11 @@ def fit(
             solution = LINEAR.untrained(problem, applied, cast(str, stopped))
         else:
             monitor.class_index = k
-            solution = solve_certified(solver, solver_module, problem,
-                                       _warm_params(applied, warm_start, k), monitor)
+            output_params = _warm_params(applied, warm_start, k)
+            if rng_state is not None:
+                output_params = {**output_params, "rng_state": rng_state}
+            solution = solve_certified(solver, solver_module, problem, output_params,
+                                       monitor)
         solution.details["train_seconds"] = time.perf_counter() - started
         solutions.append(solution)
     solve_s = time.perf_counter() - t0 - validate_s
@@ -234,6 +239,15 @@ def _dual_warm_start(solution: BinarySolution) -> bool:
     (the last solver of its fallback path)."""
     last = solution.details.get("solver")
     return last in SOLVERS and SOLVERS[last].warm_start == "dual"
+
+
+def _liblinear_rng(applied: dict[str, Any]) -> np.ndarray | None:
+    """With `sweeps` "sklearn": the one MT19937 state all outputs of the fit draw from
+    in turn, as scikit-learn's LIBLINEAR seeds its generator once per train call (the
+    outputs are solved one after the other, in class order)."""
+    if applied.get("sweeps") != "sklearn":
+        return None
+    return mt_state(int(applied.get("seed") or 0))
 
 
 def _warm_params(applied: dict[str, Any], warm_start: FitResult | None, output: int

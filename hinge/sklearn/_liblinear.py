@@ -25,6 +25,12 @@ solver (dual CD, tron: `fallback=False`), so `max_iter` caps the fit as LIBLINEA
 (ConvergenceWarning when it stops there); "gap" lets the fallback rule continue until
 the certificate holds (max_iter then bounds the first solver; ConvergenceWarning when the
 certificate does not hold).
+
+Under "liblinear" the randomized solvers run with `sweeps="sklearn"` (docs/from-sklearn.md,
+"The same epochs as scikit-learn's LIBLINEAR"): scikit-learn's generator at the seed
+drawn here, on the rows grouped by class as LIBLINEAR's train() groups them, so that
+dual CD (-s 1, 3, 7), the SVR dual (-s 12, 13) and -s 5 take scikit-learn's epochs;
+"gap" keeps Hinge's own sweeps.
 """
 
 from __future__ import annotations
@@ -134,6 +140,11 @@ def fit_liblinear(estimator: Any, X: Any, y: Any, C: float, fit_intercept: bool,
         params["class_weight"] = {str(k): float(w) for k, w in enumerate(class_weight_)}
     if spec.randomized:
         params["seed"] = seed
+    if "sweeps" in names and rule == "liblinear":  # scikit-learn's sweeps: its epochs
+        params["sweeps"] = "sklearn"
+        if not regression:  # LIBLINEAR's train() groups the rows by class (stable)
+            order = np.argsort(y_ind, kind="stable")
+            X, y_ind, weights = X[order], y_ind[order], weights[order]
     if "threads" in names:
         params["threads"] = _service.threads(estimator.n_jobs)
     task = "regression" if regression else "classification"

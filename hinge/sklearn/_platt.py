@@ -9,7 +9,7 @@ C = 1 with class weights (C_i, C_j), and fits sigmoid_train on the held-out deci
 values. Every nested training re-seeds the generator with the same seed, so each pair's
 shuffle starts from the freshly seeded generator (once a pair has trained a fold).
 numpy's legacy RandomState seeded with an integer is the same Mersenne twister
-(init_genrand), whose raw 32-bit outputs this module reads.
+(init_genrand), whose state solvers._kernel_helpers.mt_state starts from.
 """
 
 from __future__ import annotations
@@ -20,36 +20,24 @@ from typing import Any
 
 import numpy as np
 
+from solvers._kernel_helpers import bounded_rand_int, mt_state
+
 _FOLDS = 5
 
 
 class _BoundedRand:
-    """sklearn's `bounded_rand_int` on std::mt19937(seed)."""
+    """sklearn's `bounded_rand_int` on std::mt19937(seed) (the compiled generator of
+    solvers/_kernel_helpers.py, which the dual CD's sweeps="sklearn" draws from too)."""
 
     def __init__(self, seed: int) -> None:
         self.seed = int(seed) & 0xFFFFFFFF
         self.reseed()
 
     def reseed(self) -> None:
-        self._twister = np.random.RandomState(self.seed)
-
-    def _next(self) -> int:
-        return int(self._twister.randint(0, 2**32, dtype=np.uint64))
+        self._state = mt_state(self.seed)
 
     def __call__(self, upper: int) -> int:
-        span = upper & 0xFFFFFFFF
-        m = self._next() * span
-        low = m & 0xFFFFFFFF
-        if low < span:
-            t = (-span) & 0xFFFFFFFF
-            if t >= span:
-                t -= span
-                if t >= span:
-                    t %= span
-            while low < t:
-                m = self._next() * span
-                low = m & 0xFFFFFFFF
-        return m >> 32
+        return int(bounded_rand_int(self._state, int(upper) & 0xFFFFFFFF))
 
 
 def sigmoid_train(values: np.ndarray, labels: np.ndarray) -> tuple[float, float]:

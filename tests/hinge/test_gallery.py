@@ -47,15 +47,7 @@ GALLERY = Path(__file__).parent / "scripts" / "gallery"
 RUNNER = Path(__file__).parent / "gallery_runner.py"
 SCRIPTS = sorted(GALLERY.glob("plot_*.py"))
 # examples whose Hinge run differs from scikit-learn's in a way not fixed yet
-KNOWN = {
-    "plot_linearsvc_support_vectors": (
-        "C=100, LinearSVC(loss='hinge') at the default max_iter=1000: LIBLINEAR's dual CD "
-        "meets its stop rule after 997 epochs at random_state=42, Hinge's dual CD (its own "
-        "random order) reaches 1000 and issues a ConvergenceWarning that scikit-learn's "
-        "run does not (certified gap 4.3e-4 > tol=1e-4; the printed lines agree within "
-        "it). Both need 985 to 1029 epochs over random_state 0..9. Fixed when Hinge's "
-        "dual CD draws LIBLINEAR's permutation (scikit-learn's mt19937, bounded_rand_int)"),
-}
+KNOWN: dict[str, str] = {}
 LINEAR = ("LinearSVC", "LinearSVR", "LogisticRegression")
 
 OBJECTIVE = re.compile(r"^(?P<label>.*) primal objective \(tol=(?P<tol>[^,]+), "

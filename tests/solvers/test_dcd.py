@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 from solvers import dcd, dual_cd
+from solvers._kernel_helpers import next_below
 from solvers.backbone import Budget, ProgressMonitor, seed_state
 from solvers.dual_cd import STATUS_EXIT
 from solvers.inputs import as_csr_arrays
@@ -326,7 +327,7 @@ def test_non_finite_gradient_stops_the_kernel() -> None:
         (y, upper, diag, qbar_diag),
         (np.zeros(20), w, np.arange(20)),
         state,
-        (1.0, 0.1, 1000, 10**9),
+        (1.0, 0.1, 1000, 10**9, False),  # B, eps, max_iter, budget, spread-only rule
     )
     assert STATUS_EXIT[status] == "numerical_error"
 
@@ -373,11 +374,11 @@ def test_seed_state_is_never_zero() -> None:
 
 def test_permutation_rng_is_uniform_enough() -> None:
     rng = np.array([seed_state(0)], dtype=np.uint64)
-    draws = np.array([dcd.next_below(rng, 7) for _ in range(7000)])
+    draws = np.array([next_below(rng, 7) for _ in range(7000)])
     assert draws.min() == 0 and draws.max() == 6
     counts = np.bincount(draws, minlength=7)
     assert np.all(np.abs(counts - 1000) < 150)
-    assert 0 <= dcd.next_below(rng, 2**40) < 2**40
+    assert 0 <= next_below(rng, 2**40) < 2**40
 
 
 def test_sparse_and_dense_input_give_identical_results() -> None:
