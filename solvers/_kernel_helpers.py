@@ -19,8 +19,6 @@ from typing import Any, cast
 import numpy as np
 from numba import njit, prange
 
-from solvers.backbone import seed_state
-
 # Kernel codes (LIBSVM's kernel_type).
 LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3
 
@@ -183,18 +181,6 @@ def mt_state(seed: int) -> np.ndarray:
     seed, as numpy's legacy RandomState(seed)), in the layout mt_next reads."""
     legacy = cast(tuple[Any, ...], np.random.RandomState(int(seed) & 0xFFFFFFFF).get_state())
     return np.append(np.asarray(legacy[1]).astype(np.uint64), np.uint64(MT_WORDS))
-
-
-def rng_of(params: dict[str, Any]) -> np.ndarray:
-    """The generator of the sweeps' permutations (solvers._kernel_helpers.shuffle_sweep):
-    Hinge's xorshift64* from `seed` (the default), or with `sweeps` "sklearn" the
-    MT19937 of scikit-learn's LIBLINEAR, std::mt19937(seed): the shared `rng_state` of the
-    fit when solvers.train passes one (LIBLINEAR seeds once per train call and its
-    one-vs-rest problems draw from it in turn), else freshly seeded."""
-    if params.get("sweeps", "hinge") != "sklearn":
-        return np.array([seed_state(params["seed"])], dtype=np.uint64)
-    shared = params.get("rng_state")
-    return shared if shared is not None else mt_state(int(params["seed"]))
 
 
 @njit(cache=True)

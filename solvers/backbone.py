@@ -263,3 +263,17 @@ def seed_state(seed: int) -> int:
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
     z ^= z >> 31
     return z or 0x9E3779B97F4A7C15
+
+
+def rng_of(params: dict[str, Any]) -> np.ndarray:
+    """The generator of the sweeps' permutations (solvers._kernel_helpers.shuffle_sweep):
+    Hinge's xorshift64* from `seed` (the default), or with `sweeps` "sklearn" the
+    MT19937 of scikit-learn's LIBLINEAR, std::mt19937(seed): the shared `rng_state` of the
+    fit when solvers.train passes one (LIBLINEAR seeds once per train call and its
+    one-vs-rest problems draw from it in turn), else freshly seeded."""
+    from solvers._kernel_helpers import mt_state
+
+    if params.get("sweeps", "hinge") != "sklearn":
+        return np.array([seed_state(params["seed"])], dtype=np.uint64)
+    shared = params.get("rng_state")
+    return shared if shared is not None else mt_state(int(params["seed"]))

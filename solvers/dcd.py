@@ -16,7 +16,7 @@ permutation of Section 3.1 and the shrinking of Section 3.2, as LIBLINEAR 2.50's
 `solve_l2r_l1l2_svc` (linear.cpp) implements them, with three differences: a per-example
 C_i (LIBLINEAR has one C per class), our own RNG by default (xorshift64*; with `sweeps`
 "sklearn" scikit-learn's LIBLINEAR generator, MT19937 and bounded_rand_int, so that the
-permutations are scikit-learn's at its seed: solvers._kernel_helpers.rng_of) and no sweep limit
+permutations are scikit-learn's at its seed: solvers.backbone.rng_of) and no sweep limit
 of its own (LIBLINEAR stops at 300 sweeps; here max_iter, default 1000). Shrinking: a
 variable at a bound leaves the active set when its gradient G lies beyond the previous
 sweep's projected-gradient extremes (G > PGmax_old at a_i = 0, G < PGmin_old at a_i = U_i).

@@ -25,13 +25,14 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from solvers._kernel_helpers import rng_of, row_axpy, row_dot
+from solvers._kernel_helpers import row_axpy, row_dot
 from solvers.backbone import (
     BinarySolution,
     Budget,
     LinearProblem,
     ProgressMonitor,
     drive,
+    rng_of,
 )
 from solvers.objectives import (
     check_loss,

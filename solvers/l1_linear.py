@@ -59,8 +59,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from solvers._kernel_helpers import rng_of, shuffle_sweep
-from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
+from solvers._kernel_helpers import shuffle_sweep
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, rng_of
 from solvers.l1_objectives import bounds_at, primal_value
 from solvers.objectives import margins, transpose_times
 

@@ -62,7 +62,7 @@ def relative(primal: float, dual: float) -> float:
 
 def seed_rng(params: dict[str, Any]) -> np.ndarray:
     """Hinge's xorshift64* state from `seed`, or with `sweeps` "sklearn" scikit-learn's
-    LIBLINEAR generator, std::mt19937(seed) (solvers._kernel_helpers.rng_of)."""
+    LIBLINEAR generator, std::mt19937(seed) (solvers.backbone.rng_of)."""
     if params.get("sweeps", "hinge") == "sklearn":
         return mt_state(int(params.get("seed") or 0))
     return np.array([seed_state(int(params.get("seed") or 0))], dtype=np.uint64)

@@ -21,7 +21,7 @@ would leave (0, C_i).
 Stop rule (LIBLINEAR's): the largest |g'| of a sweep (at the start of each sub-problem)
 < eps (default 0.1). Whether the model is converged is decided by the certificate (tol).
 Where we depart: our RNG (xorshift64*; with `sweeps` "sklearn" scikit-learn's
-LIBLINEAR's generator and its sum of ||x_i||^2, solvers._kernel_helpers.rng_of), a per-row C_i,
+LIBLINEAR's generator and its sum of ||x_i||^2, solvers.backbone.rng_of), a per-row C_i,
 max_iter (default 1000; LIBLINEAR 300 before switching to -s 0, which the fallback rule
 does here too), and a warm start `alpha0` (an earlier fit's dual point; clipped into the open box).
 
@@ -41,8 +41,8 @@ from numba import njit
 
 from solvers import _logistic_parallel as kernels
 from solvers import parallel
-from solvers._kernel_helpers import rng_of, row_axpy, row_dot, shuffle_sweep
-from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
+from solvers._kernel_helpers import row_axpy, row_dot, shuffle_sweep
+from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, rng_of
 from solvers.dual_cd import sklearn_qbar
 from solvers.grain import GrainMeter
 from solvers.objectives import margins, qbar_diagonal

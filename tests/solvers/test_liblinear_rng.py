@@ -16,11 +16,10 @@ from solvers._kernel_helpers import (
     liblinear_shuffle,
     mt_next,
     mt_state,
-    rng_of,
     shuffle_prefix,
     shuffle_sweep,
 )
-from solvers.backbone import seed_state
+from solvers.backbone import rng_of, seed_state
 from solvers.params import ParamError, validate_params
 from solvers.train import fit
 
