@@ -241,6 +241,21 @@ def test_l1_dcd_certifies_in_few_passes_with_the_selective_cache():
                  loss="l1", bias="augment", bias_scale=1.0, rel_gap=TOL)
 
 
+def test_the_cache_is_no_larger_than_a_block_when_shards_are_smaller_than_the_plan():
+    """A dataset stored in shards smaller than the budget's blocks is read a shard a block;
+    the cache, swept with every block, holds at most a block's bytes (not half the
+    budget), and the fit certifies in as few passes."""
+    X, y = text_like(3000, 3000, seed=3, nnz_per_row=30)
+    nbytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes
+    source = MemoryShards(split_rows(X, y, None, 250), X.shape[1])  # 12 small shards
+    result = fit_blocks(source, "dcd", max_block_bytes=nbytes // 2, loss="l1")
+    plan = result.data_plan
+    assert plan["blocks"] == len(source) == 12
+    largest = max(source.info(i).nbytes for i in range(len(source)))
+    assert 0 < plan["cache_bytes"] <= largest < nbytes // 4
+    assert result.converged and plan["passes"] <= 30
+
+
 def test_a_blocks_sweeps_stop_at_inner_fraction_of_its_first_violation(data):
     """inner_fraction 1: every block stops after its first sweep, as with one sweep a
     block (the same draws, so the same model)."""
