@@ -183,11 +183,13 @@ def main(scale: float, parts: int, workers: int, *, nnz: float | None = None,
             stack.callback(lambda: [shutil.copy(f, logs) for f in scratch.glob("*.log")])
         root = data_dir.parent if data_dir else scratch / "roots"
         part_dir = data_dir or root / "yk"
+        kept = len(list(part_dir.glob("part-*.svm"))) if part_dir.exists() else 0
         started = time.perf_counter()
         paths = write_parts(part_dir, rows, parts, jobs)
         generated = time.perf_counter() - started
         text = sum(p.stat().st_size for p in paths)
-        notes.append(f"parts written in {generated:.0f} s ({jobs} processes)")
+        notes.append(f"{parts - kept} parts written in {generated:.0f} s ({jobs} processes)"
+                     + (f", {kept} already in --data-dir used as they were" if kept else ""))
         want, single_s = file_counts(paths, single)
         overrides: dict[str, Any] = {"tenant_max_stored_bytes": 1 << 40}
         if memory_bytes:
