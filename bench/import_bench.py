@@ -255,6 +255,21 @@ def main(scale: float, parts: int, workers: int, *, nnz: float | None = None,
     return table + "".join(f"\n- {note}" for note in notes) + "\n"
 
 
+HEADER = ("# Imports (bench/import_bench.py)\n\nMeasured on a loaded, shared 2-core machine: "
+          "the figures are noisy and compare with nothing outside one run.\n\n")
+
+
+def write_results(out: Path, table: str, append: bool) -> None:
+    """The quick run's table replaces the file's first one; the sections after it (from
+    its first "## " heading: the large runs' figures) stay. `append`: after them."""
+    old = out.read_text() if out.exists() else ""
+    if append and old:
+        out.write_text(old + "\n" + table)
+        return
+    sections = old.find("\n## ")
+    out.write_text(HEADER + table + (old[sections:] if sections >= 0 else ""))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=0.05)
@@ -291,10 +306,4 @@ if __name__ == "__main__":
                  data_dir=args.data_dir, s3=args.s3, train_params=params,
                  memory_bytes=int(args.memory_bytes), single=not args.no_single, logs=args.logs)
     print(table)
-    out = Path(__file__).parent / "results" / "imports.md"
-    if args.append and out.exists():
-        out.write_text(out.read_text() + "\n" + table)
-    else:
-        out.write_text("# Imports (bench/import_bench.py)\n\n"
-                       "Measured on a loaded, shared 2-core machine: the figures are noisy "
-                       "and compare with nothing outside one run.\n\n" + table)
+    write_results(Path(__file__).parent / "results" / "imports.md", table, args.append)
