@@ -60,7 +60,8 @@ from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor
 from solvers.grain import GrainMeter
 from solvers.objectives import dual_objective
 
-WARMUP_VARIANTS = dual_cd.WARMUP_VARIANTS
+# and hinge.sklearn's sweeps (sklearn_qbar and the MT19937 permutations)
+WARMUP_VARIANTS = (*dual_cd.WARMUP_VARIANTS, {"loss": "l1", "sweeps": "sklearn"})
 
 # counters[] slots (int64) and bounds[] slots (float64) of the kernel state, in the order
 # the kernel loads and stores them.

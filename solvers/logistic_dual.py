@@ -47,7 +47,8 @@ from solvers.dual_cd import sklearn_qbar
 from solvers.grain import GrainMeter
 from solvers.objectives import margins, qbar_diagonal
 
-WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"}, {"threads": 2})
+WARMUP_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"bias": "none"}, {"threads": 2},
+                                               {"sweeps": "sklearn"})
 
 INNER_EPS_START = 1e-2
 
