@@ -281,6 +281,8 @@ def run_yahoo(args: argparse.Namespace) -> None:
                          "celery_cpu_s": sum(proc_cpu_seconds(p) - cpu_before.get(p, 0.0)
                                              for p in celery_pids),
                          "celery_peak_rss": max(proc_peak_rss(p) for p in celery_pids),
+                         "celery_peaks": {str(p): proc_peak_rss(p) for p in celery_pids},
+                         "dask_peak_rss": [proc_peak_rss(p) for p in pids],
                          "cgroups": [{"max_usage": g.peak_bytes(), "failcnt": g.failures(),
                                       "oom_kills": g.oom_kills(), "usage": g.usage_bytes()}
                                      for g in groups],
@@ -319,6 +321,68 @@ def run_yahoo(args: argparse.Namespace) -> None:
     out = args.scratch / "yahoo-report.json"
     out.write_text(json.dumps(report, default=str, indent=1))
     print(f"report: {out}", flush=True)
+    print(yahoo_section(report, args), flush=True)
+
+
+def yahoo_section(report: dict[str, Any], args: argparse.Namespace) -> str:
+    """The done-when run's table (markdown) from run_yahoo's report."""
+    data = report["set"]
+    memory = {m["solver"]: m for m in report.get("in_memory", [])}
+    lines = [
+        "## The yahoo-korea shape on three Dask workers in 768 MB cgroups (issue 45's "
+        "done-when)", "",
+        f"`python -m bench.distributed --shape yahoo --cgroup-mb {args.cgroup_mb} "
+        f"--memory-limit {args.memory_limit} --budget-mb {args.budget_mb}` on "
+        f"{platform.node()} ({report['started']}; load average {report['load_start']} at "
+        f"the start, {report.get('load_end', '?')} at the end: a 2-core machine shared "
+        f"with another benchmark). testkit.datagen.text_like({data['rows']:,}, "
+        f"{data['features']:,}, seed={YAHOO_SEED}, nnz_per_row={YAHOO[2]:g}): "
+        f"{data['nnz']:,} non-zeros, {data['array_bytes'] / 1e9:.2f} GB of arrays "
+        "(float64 values, int32 indices), stored as the service stores a streamed "
+        f"upload ({report['dataset']['shards']} row shards of about 32 MB). A scheduler "
+        f"and {args.workers_n} `dask worker` processes (one thread, --memory-limit "
+        f"{args.memory_limit}, Dask's spill and pause thresholds "
+        f"{'off' if args.no_spill else 'on'}), each in a cgroup v1 memory cgroup of "
+        f"{args.cgroup_mb} MB; one API and one Celery worker with HINGE_WORKER_MEMORY_BYTES"
+        f" = {args.budget_mb} MB and HINGE_DASK_SCHEDULER; each job `engine: dask`, "
+        "C = 1, the service's defaults otherwise (bias augment, tol 1e-3). The job's "
+        "time is from POST to its end; CPU seconds are the Dask workers' and the Celery "
+        "worker's (its pool included) over the job. The in-memory row is solvers.fit on "
+        "the same arrays in one process, no Dask, after the cluster was stopped.", "",
+        "| solver | engine | status | job seconds (fit) | rounds | bytes per round | "
+        "communication share | converged | certified relative gap | P(w) | "
+        "relative difference to in-memory P | CPU s (Dask / Celery) | cgroup peaks MB "
+        "(failcnt, OOM kills) | Celery peak RSS |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|"]
+    for job in report.get("jobs", []):
+        plan = job.get("data_plan") or {}
+        single = memory.get(job["solver"])
+        primal = job.get("primal_objective")
+        diff = (abs(primal - single["primal"]) / abs(single["primal"])
+                if single and primal is not None and single.get("primal") else None)
+        peaks = ", ".join(f"{g['max_usage'] / 2**20:.0f} ({g['failcnt']}, {g['oom_kills']})"
+                          for g in job["cgroups"])
+        fit_s = plan.get("wall_s")
+        gap = "—" if job.get("relative_gap") is None else f"{job['relative_gap']:.2g}"
+        share = (plan.get("communication_s", 0.0) / fit_s) if fit_s else None
+        lines.append(
+            f"| {job['solver']} ({job['loss']}) | dask, {plan.get('workers', '?')} "
+            f"workers, {plan.get('blocks', '?')} blocks | {job['status']} | "
+            f"{job['wall_s']:.0f} "
+            f"({fit_s if fit_s is None else f'{fit_s:.0f}'}) | {plan.get('rounds', '—')} | "
+            f"{plan.get('bytes_per_round', 0):,} | "
+            f"{'—' if share is None else f'{share:.0%}'} | {job.get('converged')} | "
+            f"{gap} | {'—' if primal is None else f'{primal:.8g}'} | "
+            f"{'—' if diff is None else f'{diff:.1e}'} | {job['dask_cpu_s']:.0f} / "
+            f"{job['celery_cpu_s']:.0f} | {peaks} | {job['celery_peak_rss'] / 2**20:.0f} MB |")
+    for solver, single in memory.items():
+        lines.append(
+            f"| {solver} ({'l2' if solver == 'tron' else 'l1'}) | in memory, one process "
+            f"| {'converged' if single['converged'] else single['exit_reason']} | "
+            f"{single['wall_s']:.0f} | {single['iterations']} iterations | — | — | "
+            f"{single['converged']} | {single['relative_gap']:.2g} | "
+            f"{single['primal']:.8g} | 0 | {single['cpu_s']:.0f} | — | — |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
