@@ -369,7 +369,7 @@ def yahoo_section(report: dict[str, Any], args: argparse.Namespace) -> str:
             f"| {job['solver']} ({job['loss']}) | dask, {plan.get('workers', '?')} "
             f"workers, {plan.get('blocks', '?')} blocks | {job['status']} | "
             f"{job['wall_s']:.0f} "
-            f"({fit_s if fit_s is None else f'{fit_s:.0f}'}) | {plan.get('rounds', '—')} | "
+            f"({'—' if fit_s is None else f'{fit_s:.0f}'}) | {plan.get('rounds', '—')} | "
             f"{plan.get('bytes_per_round', 0):,} | "
             f"{'—' if share is None else f'{share:.0%}'} | {job.get('converged')} | "
             f"{gap} | {'—' if primal is None else f'{primal:.8g}'} | "
