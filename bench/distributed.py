@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -302,6 +303,9 @@ def run_yahoo(args: argparse.Namespace) -> None:
                 cgroups.remove(group)
             except OSError as exc:
                 print(f"cgroup {group.path} not removed: {exc}", flush=True)
+        # the service's home (the stored shards, 1.2 GB) and the logs; the generated
+        # .npz in --scratch stays for the next run
+        shutil.rmtree(work, ignore_errors=True)
     memory: list[dict[str, Any]] = []
     if not args.no_in_memory:
         for solver in solvers:
