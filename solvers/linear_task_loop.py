@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from solvers._kernel_helpers import mt_state
-from solvers.backbone import BinarySolution, CsrArrays, ProgressMonitor, seed_state
+from solvers.backbone import BinarySolution, CsrArrays, ProgressMonitor, rng_of
 
 # Sweeps between two certificates when the inner rule has not held: the first 10, then as
 # many as keep the certificate's cost near a quarter of the sweeps' (a certificate is one or
@@ -63,9 +62,7 @@ def relative(primal: float, dual: float) -> float:
 def seed_rng(params: dict[str, Any]) -> np.ndarray:
     """Hinge's xorshift64* state from `seed`, or with `sweeps` "sklearn" scikit-learn's
     LIBLINEAR generator, std::mt19937(seed) (solvers.backbone.rng_of)."""
-    if params.get("sweeps", "hinge") == "sklearn":
-        return mt_state(int(params.get("seed") or 0))
-    return np.array([seed_state(int(params.get("seed") or 0))], dtype=np.uint64)
+    return rng_of({**params, "seed": int(params.get("seed") or 0)})
 
 
 @dataclass
@@ -138,7 +135,6 @@ def drive(
             run.exit_reason = stop
             break
     return run
-
 
 
 def drive_liblinear(
