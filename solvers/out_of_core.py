@@ -12,9 +12,12 @@ while the others wait. The per-row step is the in-memory solver's own:
   of the block's active variables and the cached informative rows (the support vectors
   nearest the margin, kept in memory across blocks) interleaved, until their
   projected-gradient extremes satisfy the stop rule or fall to `inner_fraction` of the
-  first sweep's; the cache is then chosen again. The blocks and the cache are half of
-  max_block_bytes each (two blocks resident and the cache twice while it is chosen: two
-  blocks' bytes). Interleaved, the cached rows move the regularised bias's weight
+  first sweep's; the cache is then chosen again. The cache is a quarter of
+  max_block_bytes (`cache_share`) and the blocks the rest (two blocks resident and the
+  cache twice while it is chosen: two blocks' bytes in all); at the yahoo-korea shape a
+  quarter took half the sweeps' CPU of a half in the same 12 passes (the cached rows are
+  swept with every block: a cache of half a block doubled each block's sweeps).
+  Interleaved, the cached rows move the regularised bias's weight
   between blocks, which a block's own sweeps cannot (block minimization alone stalls on
   it): on a 3,000-row set in 13 blocks the L1 loss certified in 14 passes (the in-memory
   fit: 41 sweeps), against 91 with the cache swept after the block and 666 without it;
@@ -46,6 +49,7 @@ so cancellation and max_seconds act within a block.
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import time
 from collections.abc import Callable
@@ -65,6 +69,8 @@ from solvers.backbone import (
     seed_state,
     worst_exit,
 )
+from solvers.block_certificate import block_rows as _rows
+from solvers.block_certificate import certificate_threads, certify_pass
 from solvers.blocks import Blocks, Reader
 from solvers.certificate import Certificate
 from solvers.continuation import MAX_STEPS, MIN_EPS
@@ -80,8 +86,8 @@ SOLVERS = ("dcd", "logistic_dcd", "tron")  # those with an out-of-core path
 # passes of more sweeps each (times: bench/results/out_of_core.md)
 DEFAULT_BLOCK_SWEEPS = 3
 DEFAULT_INNER_FRACTION = 0.1  # a block's sweeps stop at this share of its first violation
+DEFAULT_CACHE_SHARE = 0.25  # of max_block_bytes: the selective cache; the blocks the rest
 CERTIFY_EVERY = 5  # passes between two certificates while the stop rule does not hold
-_KIND = {"l1": kernels.L1, "l2": kernels.L2, "logistic": kernels.LOGISTIC}
 
 
 @dataclass
@@ -116,6 +122,12 @@ class _Run:
         self.certificate_passes = 0
         self.index = np.zeros(max((b.rows for b in reader.blocks.blocks), default=1),
                               dtype=np.int64)
+        self.threads = certificate_threads()
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            max(self.threads - 1, 1), thread_name_prefix="certificate")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
 
     def order(self, rng: np.ndarray) -> list[int]:
         """The blocks' order for a pass: a random permutation (each block is still read
@@ -137,45 +149,6 @@ class _Run:
                 "passes": self.reader.passes, "bytes_read": self.reader.bytes_read,
                 "violation": violation, "active_size": active, "primal": None,
                 "dual": dual, "gap": None}
-
-
-def _rows(shard: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    X = shard.X
-    return (np.ascontiguousarray(X.data), np.ascontiguousarray(X.indices, dtype=np.int32),
-            np.ascontiguousarray(X.indptr, dtype=np.int64))
-
-
-# -- the certificate: one streaming pass ---------------------------------------------------
-
-def certify_pass(run: _Run, out: _Output, loss: str, solver_dual: float) -> Certificate:
-    """certificate.certify's bounds at w, computed in one pass over the blocks."""
-    w = out.w
-    if not np.all(np.isfinite(w)):
-        return Certificate(math.inf, -math.inf, "none")
-    acc = np.zeros_like(w)
-    sums = np.zeros(4)
-    run.certificate_passes += 1
-    for block, shard in run.reader.one_pass():
-        lo, hi = block.first_row, block.first_row + block.rows
-        kernels.certificate_rows(_rows(shard), out.y[lo:hi], out.cost[lo:hi], w,
-                                 out.bias_scale, _KIND[loss], acc, sums)
-    weights, v = w[: out.n_weights], acc[: out.n_weights]
-    primal = 0.5 * float(weights @ weights) + float(sums[0])
-    bounds: dict[str, float] = {"solver dual": solver_dual}
-    if loss == "logistic":
-        grad = weights - v
-        bounds["gradient"] = primal - 0.5 * float(grad @ grad)
-    elif loss == "l2":
-        grad = weights - v
-        q = 0.5 * float(v @ v) + 0.25 * float(sums[2])
-        bounds["gradient"] = primal - 0.5 * float(grad @ grad)
-        bounds["dual from slacks"] = float(sums[1]) ** 2 / (4.0 * q) if q > 0.0 else 0.0
-    else:
-        total, vv = float(sums[1]), float(v @ v)
-        t = min(1.0, total / vv) if vv > 0.0 else 1.0
-        bounds["dual from slacks"] = t * total - 0.5 * t * t * vv
-    source = max(bounds, key=bounds.__getitem__)
-    return Certificate(primal, bounds[source], source)
 
 
 # -- dcd -------------------------------------------------------------------------------
@@ -447,7 +420,7 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
                progress: ProgressCallback | None = None, progress_interval: float = 0.2,
                use_weights: bool = True, block_sweeps: int = DEFAULT_BLOCK_SWEEPS,
                selective: bool = True, inner_fraction: float = DEFAULT_INNER_FRACTION,
-               **params: Any) -> FitResult:
+               cache_share: float = DEFAULT_CACHE_SHARE, **params: Any) -> FitResult:
     """Train `solver` (one of SOLVERS) on the rows of `source`, read in blocks of at most
     `max_block_bytes`; the FitResult of solvers.train.fit, with `data_plan` (mode
     "blocks", blocks, passes, certificate_passes, bytes_read, max_block_bytes (of the
@@ -466,10 +439,10 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
     cache_bytes = 0
     if (solver == "dcd" and selective
             and sum(source.info(i).nbytes for i in range(len(source))) > max_block_bytes):
-        # two blocks (trained, read ahead) and the cache, twice while it is chosen again,
-        # each half a block: the resident bytes of two blocks of max_block_bytes
-        cache_bytes = max_block_bytes // 2
-    blocks = Blocks(source, max_block_bytes // 2 if cache_bytes else max_block_bytes)
+        # two blocks (trained, read ahead) of (1 - cache_share) and the cache, twice
+        # while it is chosen again, of cache_share: two blocks of max_block_bytes in all
+        cache_bytes = int(max_block_bytes * cache_share)
+    blocks = Blocks(source, max_block_bytes - cache_bytes if cache_bytes else max_block_bytes)
     if cache_bytes:
         # no larger than the largest block: the cache is swept with every block, and a
         # dataset stored in shards smaller than the budget's blocks is read a shard a block
@@ -478,6 +451,7 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
         # did not end within 1,400 s)
         cache_bytes = min(cache_bytes, max(block.nbytes for block in blocks.blocks))
     reader = Reader(blocks)
+    run: _Run | None = None
     try:
         labels, weights, label_bytes = blocks.labels()
         reader.bytes_read += label_bytes
@@ -511,6 +485,9 @@ def fit_blocks(source: ShardSource, solver: str = "dcd", *, max_block_bytes: int
             solutions.append(solution)
     finally:
         reader.close()
+        if run is not None:
+            run.close()
+    assert run is not None
     return _result(solver, applied, classes, label_index, cost, bias_scale, blocks, run,
                    solutions, validate_s, time.perf_counter() - t0 - validate_s)
 

@@ -111,8 +111,9 @@ def _cgroup_room() -> int | None:
 
 def out_of_core_working_bytes(rows: int, features: int, classes: int) -> int:
     """What an out-of-core fit holds besides its blocks: the per-row arrays, and its
-    vectors of weights (w, the certificate's accumulator, tron's gradient, preconditioner
-    and conjugate-gradient vectors: 9) and the model's (one per output)."""
+    vectors of weights (w, tron's gradient, preconditioner and conjugate-gradient vectors,
+    or the certificate's accumulators, one a thread of its pass, at most 4
+    (solvers.block_certificate.CERTIFICATE_THREADS): 9) and the model's (one per output)."""
     outputs = 1 if classes <= 2 else classes
     return rows * OUT_OF_CORE_ROW_BYTES + (features + 1) * 8 * (9 + outputs)
 

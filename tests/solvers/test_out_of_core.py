@@ -269,3 +269,65 @@ def test_a_blocks_sweeps_stop_at_inner_fraction_of_its_first_violation(data):
     assert stopped.converged
     default = fit_blocks(source, "dcd", max_block_bytes=60_000, loss="l1")
     assert not np.array_equal(default.coef, stopped.coef)  # it did take more sweeps
+
+
+@pytest.mark.parametrize("loss", ["l1", "l2", "logistic"])
+def test_the_certificates_threads_give_the_one_thread_figures(data, loss, monkeypatch):
+    """A certificate's pass cut into row ranges on several threads sums to what one
+    thread computes (to rounding): the primal, the bound and the lower bound."""
+    from solvers import block_certificate, out_of_core
+
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, 300), X.shape[1])
+    w = np.random.default_rng(3).normal(scale=0.1, size=X.shape[1] + 1)
+    figures = []
+    for threads in (1, 3):
+        monkeypatch.setattr(out_of_core, "certificate_threads", lambda t=threads: t)
+        run = out_of_core._Run(Reader(Blocks(source, 40_000)), None, 1)
+        assert run.threads == threads
+        out = out_of_core._Output(np.where(y > 0, 1.0, -1.0), np.full(y.shape[0], 1.0), 1.0,
+                                  X.shape[1])
+        out.w[:] = w
+        try:
+            figures.append(block_certificate.certify_pass(run, out, loss, -math.inf))
+        finally:
+            run.reader.close()
+            run.close()
+    one, three = figures
+    assert three.source == one.source
+    assert three.primal == pytest.approx(one.primal, rel=1e-12)
+    assert three.lower_bound == pytest.approx(one.lower_bound, rel=1e-12)
+
+
+def test_the_certificates_row_ranges_split_the_non_zeros_evenly():
+    from solvers.block_certificate import row_parts
+
+    indptr = np.array([0, 5, 10, 10, 30, 31, 40], dtype=np.int64)
+    assert row_parts(indptr, 1) == [0, 6]
+    cuts = row_parts(indptr, 2)
+    assert cuts[0] == 0 and cuts[-1] == 6 and cuts == sorted(cuts)
+    assert row_parts(np.zeros(1, dtype=np.int64), 3) == [0, 0, 0, 0]
+
+
+def test_blocks_are_released_on_the_read_ahead_thread_before_the_pass_ends(data):
+    """The releases (madvise, fadvise) leave the solver's thread: the read-ahead thread
+    does them, each before the pass's generator is exhausted."""
+    import threading
+
+    X, y = data
+    names = []
+
+    class Named(_Counting):
+        def release_rows(self, index, start, stop):
+            names.append(threading.current_thread().name)
+            super().release_rows(index, start, stop)
+
+    source = Named(split_rows(X, y, None, X.shape[0]), X.shape[1])
+    blocks = Blocks(source, 30_000)
+    reader = Reader(blocks)
+    for _ in reader.one_pass():
+        pass
+    assert len(names) == len(blocks) - 1  # the last block: the shard's release
+    assert names and all(name.startswith("readahead") for name in names)
+    assert source.calls[-1] == ("release", 0)  # done when the pass ended
+    reader.close()
