@@ -38,18 +38,17 @@ class MappedBlob:
     def __init__(self, path: Path, n_features: int) -> None:
         self.path, self.n_features = path, n_features
         self._arrays: dict[str, np.ndarray] | None = None
+        self._by_rows = False
 
     def __len__(self) -> int:
         return 1
 
     def _map(self) -> dict[str, np.ndarray]:
-        from app.infra.mapped_arrays import advise_random, read_npz
+        from app.infra.mapped_arrays import read_npz
 
         if self._arrays is None:
             with open(self.path, "rb") as handle:
                 self._arrays = read_npz(handle)
-            for values in self._arrays.values():
-                advise_random(values)
         return self._arrays
 
     def info(self, index: int) -> Any:
@@ -74,8 +73,15 @@ class MappedBlob:
                 (arrays["indptr"], start, stop + 1), (arrays["y"], start, stop)]
 
     def prefetch_rows(self, index: int, start: int, stop: int) -> None:
-        from app.infra.mapped_arrays import prefetch
+        """As app.infra.storage.BlobShards: a blob read by rows is advised random at its
+        first range (a fault reads its page only; the in-memory fit keeps the kernel's
+        readahead, as the service's does)."""
+        from app.infra.mapped_arrays import advise_random, prefetch
 
+        if not self._by_rows:
+            self._by_rows = True
+            for values in self._map().values():
+                advise_random(values)
         for values, lo, hi in self._ranges(start, stop):
             prefetch(values, lo, hi)
 

@@ -184,3 +184,35 @@ def _rollup_self() -> dict[str, int]:
     import os
 
     return _rollup(os.getpid())
+
+
+def test_prefetch_reads_the_range_into_the_page_cache_before_it_is_touched(
+        tmp_path: Path) -> None:
+    """prefetch reads the rows' file range itself (large sequential reads): once it has
+    returned, the range is in the page cache and touching it reads nothing from the disk
+    (no major page faults), where a range not prefetched is not cached."""
+    import os
+    import resource
+
+    from app.infra.mapped_arrays import prefetch
+
+    store = LocalBlobStore(tmp_path)
+    arrays = _arrays(20_000, 100)
+    stored = save_dataset_arrays(store, "e" * 32, arrays)
+    shards = dataset_shards(store, [str(stored.ref)], 100)
+    shard = shards.load(0)
+    path = next(tmp_path.rglob("*.npz"))
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    assert _cached_bytes(path) < 1 << 20
+    data = shard.X.data
+    prefetch(data, 0, data.shape[0] // 2)
+    cached = _cached_bytes(path)
+    assert data.nbytes // 2 - (1 << 20) <= cached < data.nbytes  # that half, not all
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    assert data[: data.shape[0] // 2].sum() == pytest.approx(
+        arrays["data"][: data.shape[0] // 2].sum())
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_majflt - faults < 10
+    shards.release(0)
