@@ -15,6 +15,13 @@ its worker died writes the same keys, and a part recorded `done` is never parsed
 (the next attempt of a SIGKILLed coordinator resumes at a part boundary). A part that
 fails (malformed text, a full disk) is recorded failed with its reason; the coordinator
 then fails the import, and its shards are deleted after that commits.
+
+A part's shards are written in the import's layout as it was when the part was taken
+(float32, float64, or auto: float32 while every value is exactly one). A part of an auto
+import that meets a value that is not a float32 turns its shards and the import to
+float64 at once (`imports.widen`: the parts done in float32 are parsed again); a part
+that finishes in float32 after that turns its shards to float64 before it is recorded
+(`imports.Widened`), so the dataset is in one layout (app.domain.services.imports).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import errno
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +45,7 @@ from app.infra.bus import notify
 from app.infra.db import read_sessionmaker_for, session_scope
 from app.infra.import_sources import SourceError, read_part
 from app.infra.queue import IMPORT_PART_TASK, enqueue
-from app.infra.storage import BlobRef, ShardWriter, StoredBlob, blob_store
+from app.infra.storage import BlobRef, ShardWriter, blob_store
 from app.settings import Settings
 from solvers.params import label_key
 from solvers.svmlight import ParseLimits, SvmlightError, SvmlightParser
@@ -65,17 +72,28 @@ class PartFailure(Exception):
         self.line = line
 
 
-def _write_shard(writer: ShardWriter, arrays: dict[str, np.ndarray]) -> StoredBlob:
-    """One shard of the part through the uploads' writer (app.infra.storage.ShardWriter:
-    the same keys, free-disk reserve and commit); a full disk fails the part."""
+def _writing(write: Callable[[], None]) -> None:
+    """Write shards through the uploads' writer (app.infra.storage.ShardWriter: the same
+    keys, free-disk reserve, commit and layouts); a full disk fails the part."""
     try:
-        writer.write(arrays)
+        write()
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise PartFailure(f"the disk is full: a shard could not be written ({exc})"
                               ) from None
         raise
-    return writer.written[-1][0]
+
+
+def part_writer(settings: Settings, taken: PartTaken, dataset_id: str) -> ShardWriter:
+    """The writer of a part's shards, in the layout the part was taken with."""
+    return ShardWriter(blob_store(settings), dataset_id, settings.disk_reserve_bytes,
+                       part=taken.part, value_dtype=taken.value_dtype)
+
+
+def shard_entries(writer: ShardWriter) -> list[dict[str, Any]]:
+    """The part's manifest entries (Dataset.shards, and `stored_bytes` for the quota)."""
+    return [{**entry, "stored_bytes": stored.size}
+            for entry, (stored, _info) in zip(writer.manifest(), writer.written, strict=True)]
 
 
 @dataclass
@@ -90,24 +108,26 @@ class _Counts:
 
 def parse_part(settings: Settings, taken: PartTaken, dataset_id: str,
                go_on: Callable[[int, int, int], bool],
-               chunks: Iterator[bytes] | None = None) -> PartResult:
+               chunks: Iterator[bytes] | None = None, *, writer: ShardWriter | None = None,
+               on_widen: Callable[[], None] | None = None) -> PartResult:
     """Parse one part into its shards (see the module doc); `go_on(raw bytes, rows,
-    non-zeros)` every progress interval and after each shard (False: PartStopped)."""
+    non-zeros)` every progress interval and after each shard (False: PartStopped);
+    `on_widen()` once, when an auto layout meets a value that is not a float32."""
     store = blob_store(settings)
-    writer = ShardWriter(store, dataset_id, settings.disk_reserve_bytes, part=taken.part)
+    writer = writer or part_writer(settings, taken, dataset_id)
+    auto = writer.value_dtype == imports.AUTO
     limits = ParseLimits(max_features=settings.max_features,
                          max_line_bytes=settings.max_line_bytes, max_classes=None)
     decompressor = StreamDecompressor(step_bytes=DECOMPRESS_STEP)
     segment = settings.import_shard_text_bytes
     counts = _Counts()
-    shards: list[dict[str, Any]] = []
     digests: list[str] = []
     classes: dict[str, int] | None = {}
     pending: list[bytes] = []
     pending_bytes = 0
 
     def parse_piece(text: bytes, final: bool) -> None:
-        nonlocal classes
+        nonlocal classes, auto
         parser = SvmlightParser(limits)
         try:
             parser.feed(text)
@@ -123,10 +143,12 @@ def parse_part(settings: Settings, taken: PartTaken, dataset_id: str,
                 1 if final and text and not text.endswith(b"\n") else 0)
         arrays = {"data": parsed.data, "indices": parsed.indices, "indptr": parsed.indptr,
                   "y": parsed.y}
-        stored = _write_shard(writer, arrays)
-        shards.append({"blob_path": str(stored.ref), "rows": parsed.n_samples,
-                       "nnz": parsed.nnz, "stored_bytes": stored.size,
-                       "nbytes": sum(int(a.nbytes) for a in arrays.values())})
+        _writing(lambda: writer.write(arrays))
+        stored = writer.written[-1][0]
+        if auto and writer.value_dtype != imports.AUTO:
+            auto = False  # a value that is not a float32: the other parts widen too
+            if on_widen is not None:
+                on_widen()
         counts.rows += parsed.n_samples
         counts.nnz += parsed.nnz
         counts.features = max(counts.features, parsed.n_features)
@@ -195,7 +217,7 @@ def parse_part(settings: Settings, taken: PartTaken, dataset_id: str,
     if counts.rows == 0:
         raise PartFailure("invalid dataset: no data rows")
     return PartResult(counts.rows, counts.nnz, counts.features, counts.text,
-                      _combined(digests), classes, shards)
+                      _combined(digests), classes, shard_entries(writer), writer.layout)
 
 
 def _combined(digests: list[str]) -> str:
@@ -215,30 +237,61 @@ def run_part(settings: Settings, taken: PartTaken, dataset_id: str,
         notify(settings, taken.import_id)
         return held
 
+    def on_widen() -> None:
+        with session_scope(settings.database_url) as session:
+            again = imports.widen(session, taken)
+        if again:
+            log.info("import %s: a value of part %d is not a float32: float64, %d "
+                     "part(s) done in float32 to be parsed again", taken.import_id,
+                     taken.part, again)
+
+    writer = part_writer(settings, taken, dataset_id)
     try:
-        result = parse_part(settings, taken, dataset_id, go_on)
+        result = parse_part(settings, taken, dataset_id, go_on, writer=writer,
+                            on_widen=on_widen)
     except PartStopped:
         return "stopped"
     except PartFailure as exc:
-        if exc.error.startswith("the disk is full"):  # free it first: the record needs room
-            imports.remove_shards(settings, dataset_id)
-        with session_scope(settings.database_url) as session:
-            imports.part_failed(session, taken, exc.error, exc.line)
-        notify(settings, taken.import_id)
-        return "failed"
+        return _failed(settings, taken, dataset_id, exc)
     except Exception as exc:
         log.exception("import %s part %d failed", taken.import_id, taken.part)
         with session_scope(settings.database_url) as session:
             imports.part_failed(session, taken, lifecycle.public_error(exc, "import"), None)
         notify(settings, taken.import_id)
         return "failed"
-    with session_scope(settings.database_url) as session:
-        done = imports.part_done(session, taken, result)
+    try:
+        done = _record(settings, taken, writer, result)
+    except PartFailure as exc:  # the disk filled as its shards turned float64
+        return _failed(settings, taken, dataset_id, exc)
     notify(settings, taken.import_id)
-    log.info("import %s part %d: %d rows, %d non-zeros in %d shard(s)%s", taken.import_id,
-             taken.part, result.rows, result.nnz, len(result.shards),
-             "" if done else " (taken over meanwhile: not recorded)")
+    log.info("import %s part %d: %d rows, %d non-zeros in %d shard(s), %s%s",
+             taken.import_id, taken.part, result.rows, result.nnz, len(result.shards),
+             writer.layout, "" if done else " (taken over meanwhile: not recorded)")
     return "done" if done else "stopped"
+
+
+def _failed(settings: Settings, taken: PartTaken, dataset_id: str, exc: PartFailure
+            ) -> str:
+    if exc.error.startswith("the disk is full"):  # free it first: the record needs room
+        imports.remove_shards(settings, dataset_id)
+    with session_scope(settings.database_url) as session:
+        imports.part_failed(session, taken, exc.error, exc.line)
+    notify(settings, taken.import_id)
+    return "failed"
+
+
+def _record(settings: Settings, taken: PartTaken, writer: ShardWriter, result: PartResult
+            ) -> bool:
+    """Record the part done; a float32 part of an import that turned float64 meanwhile
+    turns its shards to float64 first. False: the part is no longer this worker's."""
+    try:
+        with session_scope(settings.database_url) as session:
+            return imports.part_done(session, taken, result)
+    except imports.Widened:
+        _writing(writer.widen)
+        result = replace(result, shards=shard_entries(writer), value_dtype=writer.layout)
+        with session_scope(settings.database_url) as session:
+            return imports.part_done(session, taken, result)
 
 
 # -- the coordinator ---------------------------------------------------------------------

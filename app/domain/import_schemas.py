@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -12,6 +12,11 @@ from app.domain.schemas import NO_CONTROL
 from app.domain.tasks import UPLOAD_TASKS
 
 MAX_SOURCES = 1000
+DTYPE_DOC = ("The stored values' layout: float32 (8 bytes a non-zero with the int32 "
+             "indices; values rounded to float32), float64 (12 bytes a non-zero) or auto "
+             "(the default): float32 when every value of every part is exactly a float32, "
+             "else float64 (the parts parsed before a value that is not one are parsed "
+             "again), as for an upload")
 
 
 class ImportCreate(BaseModel):
@@ -26,6 +31,7 @@ class ImportCreate(BaseModel):
                         "xz parts are decompressed by their magic bytes)")
     task: str = Field("auto", description="auto (the labels say), classification or "
                       "regression, as for an upload")
+    dtype: Literal["auto", "float32", "float64"] = Field("auto", description=DTYPE_DOC)
 
     @field_validator("source")
     @classmethod
@@ -54,11 +60,18 @@ class ImportPublic(BaseModel):
     (as stored: compressed parts count their compressed bytes), the rows and non-zeros
     parsed so far; once `succeeded`, `dataset_id`. A failed import says why in `error`,
     and `error_detail` has the particulars (`part`, `uri`, `line`, `reason`; `status`: the
-    HTTP status a request would have had: 422 for a malformed part, 413 over the quota)."""
+    HTTP status a request would have had: 422 for a malformed part, 413 over the quota).
+    `dtype` is the layout asked for, `value_dtype` the one its parts write (None while an
+    auto import's is not known yet; its dataset's once succeeded)."""
 
     id: str
     name: str
     format: str
+    dtype: Literal["auto", "float32", "float64"] = Field(description=DTYPE_DOC)
+    value_dtype: Literal["float32", "float64"] | None = Field(
+        description="The stored values' layout: float32 (compact, 8 bytes a non-zero) or "
+        "float64 (12); None while an auto import has met no value that is not a float32 "
+        "and is not done")
     source: list[str]
     status: JobStatus
     parts_total: int

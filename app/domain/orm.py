@@ -478,7 +478,10 @@ class Import(WorkItemColumns, Base):
     leased and finished like a job. `dataset_id` is chosen when the import is created (its
     shards' keys are `datasets/<dataset_id>/p<part>-<k>.npz`); the dataset row exists once
     the import has succeeded. `error_detail`: a failure's particulars (the part, its
-    line)."""
+    line). `dtype`: the values' layout asked for (auto, float32, float64, as an upload's);
+    `value_dtype`: the layout its parts write, float32 or float64 once known (an auto
+    import's: None until a part meets a value that is not a float32, then float64; its
+    dataset's at the end)."""
 
     __tablename__ = "imports"
 
@@ -493,6 +496,8 @@ class Import(WorkItemColumns, Base):
     bytes_total: Mapped[int] = mapped_column(BigInteger)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     error_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    dtype: Mapped[str] = mapped_column(String(8), default="auto", server_default="float64")
+    value_dtype: Mapped[str | None] = mapped_column(String(8))
 
 
 class ImportPart(Base):
@@ -519,6 +524,7 @@ class ImportPart(Base):
     # {label_key: count} when the part's labels are integral and few, else None
     class_counts: Mapped[dict[str, int] | None] = mapped_column(JSON)
     shards: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    value_dtype: Mapped[str | None] = mapped_column(String(8))  # its shards' layout, once done
     error: Mapped[str | None] = mapped_column(Text)
     error_line: Mapped[int | None] = mapped_column(Integer)
 

@@ -220,13 +220,14 @@ class ShardWriter:
         if self.value_dtype != "float64":
             compact = compact_values(arrays["data"], self.value_dtype)
             if compact is None:
-                self._widen()
+                self.widen()
             else:
                 arrays = {**arrays, "data": compact}
         self._put(len(self.written), arrays)
 
-    def _widen(self) -> None:
-        """An auto layout meets a value that is not a float32: every shard to float64."""
+    def widen(self) -> None:
+        """Every shard written to float64, and those to come: an auto layout met a value
+        that is not a float32 (or an import's other part did: workers.imports)."""
         self.value_dtype = "float64"
         for index, (stored, _) in enumerate(list(self.written)):
             arrays = dataset_arrays(self.store, str(stored.ref))

@@ -30,11 +30,20 @@ from workers.imports import run_import
 
 
 def write_parts(directory: Path, n_parts: int, rows: int = 120, seed: int = 3,
-                compress: bool = False, nnz_per_row: float = 12, n_features: int = 400
+                compress: bool = False, nnz_per_row: float = 12, n_features: int = 400,
+                values: str = "any", wide_parts: tuple[int, ...] = ()
                 ) -> tuple[list[Path], sp.csr_matrix, np.ndarray]:
-    """`n_parts` svmlight part files of a seeded text-like set; the set itself."""
+    """`n_parts` svmlight part files of a seeded text-like set; the set itself. `values`:
+    any (the generator's), decimals (6 decimals: not float32) or float32 (exactly float32,
+    but in `wide_parts`, whose values keep 6 decimals)."""
     X, y = datagen.text_like(rows * n_parts, n_features, seed=seed,
                             nnz_per_row=nnz_per_row)
+    if values != "any":
+        X.data = np.maximum(np.round(X.data, 6), 1e-6)
+        if values == "float32":
+            wide = np.isin(np.repeat(np.arange(X.shape[0]) // rows, np.diff(X.indptr)),
+                           wide_parts)
+            X.data[~wide] = X.data[~wide].astype(np.float32).astype(np.float64)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(n_parts):
@@ -382,3 +391,158 @@ def test_a_tenant_with_as_many_imports_as_its_queue_limit_gets_a_429(
         assert refused.status_code == 429, refused.text
         assert client.delete(f"/v1/imports/{first.json()['id']}").status_code == 202
         assert client.post("/v1/imports", json=body).status_code == 202
+
+
+# -- the values' layout (dtype) ------------------------------------------------------------
+
+def _dataset_row(settings: Settings, dataset_id: str) -> dict[str, Any]:
+    from app.domain.orm import Dataset
+    from app.infra.db import read_sessionmaker_for
+
+    with read_sessionmaker_for(settings.database_url)() as session:
+        row = session.get(Dataset, dataset_id)
+        assert row is not None
+        return {"shards": row.shards, "features": row.features, "nnz": row.nnz,
+                "rows": row.rows, "stored_bytes": row.stored_bytes,
+                "value_dtype": row.value_dtype}
+
+
+def _imported(settings: Settings, client: TestClient, source: str, **body: Any
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run an import to its end: the import and its dataset's row."""
+    created = _import(client, source, **body)
+    assert created.status_code == 202, created.text
+    assert run_import(settings, created.json()["id"], "test") == "succeeded"
+    done = client.get(f"/v1/imports/{created.json()['id']}").json()
+    assert done["status"] == "succeeded", done
+    dataset = client.get(f"/v1/datasets/{done['dataset_id']}").json()
+    assert dataset["value_dtype"] == done["value_dtype"]
+    return done, {**dataset, **_dataset_row(settings, done["dataset_id"])}
+
+
+def _shard_dtypes(settings: Settings, row: dict[str, Any]) -> set[str]:
+    store = blob_store(settings)
+    return {str(dataset_arrays(store, s["blob_path"])["data"].dtype) for s in row["shards"]}
+
+
+def test_dtype_float32_stores_8_bytes_a_non_zero_rounded(
+        world: tuple[Settings, TestClient], roots: Path) -> None:
+    settings, client = world
+    _paths, X, y = write_parts(roots / "f32", 3, values="decimals")
+    source = f"file://{roots}/f32/*"
+    asked = client.post("/v1/imports", json={"source": source, "dtype": "float32"}).json()
+    assert (asked["dtype"], asked["value_dtype"]) == ("float32", "float32")
+    done, compact = _imported(settings, client, source, dtype="float32")
+    assert (done["dtype"], done["value_dtype"]) == ("float32", "float32")
+    _done, wide = _imported(settings, client, source, dtype="float64")
+    assert wide["value_dtype"] == "float64"
+    assert len(compact["shards"]) > 3 and _shard_dtypes(settings, compact) == {"float32"}
+    assert _shard_dtypes(settings, wide) == {"float64"}
+    # the arrays: 4 + 4 bytes a non-zero, indptr and y 8 bytes a row (and one a shard)
+    nnz, rows, shards = X.nnz, X.shape[0], len(compact["shards"])
+    nbytes = sum(s["nbytes"] for s in compact["shards"])
+    assert nbytes == 8 * nnz + 16 * rows + 8 * shards
+    assert sum(s["nbytes"] for s in wide["shards"]) - nbytes == 4 * nnz
+    assert nbytes < compact["stored_bytes"] < nbytes + 2048 * shards  # (the .npz's headers)
+    # (each member of a shard's .npz is aligned: a few bytes of padding either way)
+    assert abs(wide["stored_bytes"] - compact["stored_bytes"] - 4 * nnz) < 128 * shards
+    got32, got_y = imported_arrays(settings, compact)
+    got64, _y = imported_arrays(settings, wide)
+    assert got32.dtype == np.float32 and np.array_equal(got_y, y)
+    np.testing.assert_array_equal(got64.data, X.data)  # float64: the text's values
+    np.testing.assert_array_equal(got32.data, X.data.astype(np.float32))  # rounded
+    assert not np.array_equal(got32.data.astype(np.float64), X.data)
+
+
+def test_auto_is_float32_when_every_part_is_exactly_float32(
+        world: tuple[Settings, TestClient], roots: Path) -> None:
+    settings, client = world
+    _paths, X, _y = write_parts(roots / "exact", 3, values="float32")
+    created = _import(client, f"file://{roots}/exact/*").json()
+    assert (created["dtype"], created["value_dtype"]) == ("auto", None)  # not known yet
+    done, dataset = _imported(settings, client, f"file://{roots}/exact/*")
+    assert (done["dtype"], done["value_dtype"]) == ("auto", "float32")
+    assert _shard_dtypes(settings, dataset) == {"float32"}
+    got, _y = imported_arrays(settings, dataset)
+    np.testing.assert_array_equal(got.data, X.data)  # exactly: nothing was rounded
+    # float64 asked stays float64, exact values or not
+    _done, wide = _imported(settings, client, f"file://{roots}/exact/*", dtype="float64")
+    assert wide["value_dtype"] == "float64" and _shard_dtypes(settings, wide) == {"float64"}
+
+
+def test_auto_with_a_part_that_is_not_float32_is_float64_in_every_part(
+        world: tuple[Settings, TestClient], roots: Path, caplog: pytest.LogCaptureFixture
+        ) -> None:
+    """One worker parses the parts in order: parts 0 and 1 are done in float32 when part 2
+    meets 6-decimal values; they are parsed again, in float64."""
+    settings, client = world
+    _paths, X, _y = write_parts(roots / "late", 3, values="float32", wide_parts=(2,))
+    with caplog.at_level("INFO", logger="hinge.worker"):
+        done, dataset = _imported(settings, client, f"file://{roots}/late/*")
+    assert (done["dtype"], done["value_dtype"]) == ("auto", "float64")
+    assert "2 part(s) done in float32 to be parsed again" in caplog.text
+    assert caplog.text.count(f"import {done['id']} part 0:") == 2  # float32, then float64
+    assert _shard_dtypes(settings, dataset) == {"float64"}
+    assert done["rows_done"] == X.shape[0] and done["nnz_done"] == X.nnz
+    got, _y = imported_arrays(settings, dataset)
+    np.testing.assert_array_equal(got.data, X.data)
+    # the first part not float32: every other part is parsed in float64 from the start
+    _paths, X2, _y2 = write_parts(roots / "early", 3, seed=4, values="float32",
+                                  wide_parts=(0,))
+    caplog.clear()
+    with caplog.at_level("INFO", logger="hinge.worker"):
+        done, dataset = _imported(settings, client, f"file://{roots}/early/*")
+    assert done["value_dtype"] == "float64" and "parsed again" not in caplog.text
+    assert _shard_dtypes(settings, dataset) == {"float64"}
+    np.testing.assert_array_equal(imported_arrays(settings, dataset)[0].data, X2.data)
+
+
+def test_parts_parsed_side_by_side_end_in_one_layout(
+        world: tuple[Settings, TestClient], roots: Path) -> None:
+    """Parts 0 and 2 taken at once (two workers), part 2's values not float32: part 0,
+    still parsed in float32 when part 2 turned the import to float64, turns its shards to
+    float64 as it is recorded (Widened); a float32 part recorded before is parsed again."""
+    from app.domain.services import imports
+    from app.infra.db import session_scope
+    from workers.imports import _targets, run_part
+
+    settings, client = world
+    _paths, X, _y = write_parts(roots / "side", 3, values="float32", wide_parts=(2,))
+    import_id = _import(client, f"file://{roots}/side/*").json()["id"]
+    with session_scope(settings.database_url) as session:
+        claim = imports.claim_import(session, settings, import_id, "w0")
+        assert claim is not None
+    dataset_id = claim.work.dataset_id
+    with session_scope(settings.database_url) as session:
+        first = imports.take_part(session, settings, import_id)
+        middle = imports.take_part(session, settings, import_id)
+        last = imports.take_part(session, settings, import_id)
+    assert first and middle and last and last.part == 2
+    assert {first.value_dtype, middle.value_dtype, last.value_dtype} == {"auto"}
+    assert run_part(settings, middle, dataset_id, lambda: False) == "done"  # float32
+    assert run_part(settings, last, dataset_id, lambda: False) == "done"  # widens
+    state = client.get(f"/v1/imports/{import_id}").json()
+    assert state["value_dtype"] == "float64" and state["parts_done"] == 1  # part 1 again
+    assert run_part(settings, first, dataset_id, lambda: False) == "done"  # Widened
+    with session_scope(settings.database_url) as session:
+        again = imports.take_part(session, settings, import_id)
+        assert again is not None and again.part == 1 and again.value_dtype == "float64"
+        assert imports.take_part(session, settings, import_id) is None
+    assert run_part(settings, again, dataset_id, lambda: False) == "done"
+    with session_scope(settings.database_url) as session:
+        dataset = imports.assemble(session, settings, claim, _targets(settings))
+        assert dataset is not None and dataset.value_dtype == "float64"
+    row = _dataset_row(settings, dataset_id)
+    assert _shard_dtypes(settings, row) == {"float64"}
+    got, _y = imported_arrays(settings, row)
+    np.testing.assert_array_equal(got.data, X.data)
+
+
+def test_a_dtype_that_is_not_a_layout_is_a_422(world: tuple[Settings, TestClient],
+                                               roots: Path) -> None:
+    _settings, client = world
+    write_parts(roots / "bad-dtype", 1)
+    for dtype in ("float16", "int8", "", 32):
+        refused = _import(client, f"file://{roots}/bad-dtype/*", dtype=dtype)
+        assert refused.status_code == 422, refused.text
+    assert client.get("/v1/imports").json()["count"] == 0

@@ -6,12 +6,16 @@ moto S3 server (parts in a bucket of their own, the blob store on the same serve
   non-zeros; its progress streams on /v1/imports/{id}/events; a dcd job trains on it;
 - a worker SIGKILLed after its first part: the sweep's second attempt resumes at the
   next part (the first is not parsed again) and the dataset is whole;
-- a running import cancelled with DELETE: cancelled, no dataset, no shard left.
+- a running import cancelled with DELETE: cancelled, no dataset, no shard left;
+- the values' layout (`dtype`) on S3 across two workers: float32 asked stores 8 bytes a
+  non-zero, rounded; auto is float32 only when every part's values are, else every shard
+  of every part is float64; `hinge import --dtype float32`.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import subprocess
 import time
@@ -35,8 +39,15 @@ FAST = {"job_lease_seconds": 2.0, "sweep_interval_seconds": 0.5,
         "progress_interval_seconds": 0.0}
 
 
-def _parts(directory: Path, n_parts: int, rows: int = 150, seed: int = 11) -> list[Path]:
+def _parts(directory: Path, n_parts: int, rows: int = 150, seed: int = 11,
+           float32_parts: tuple[int, ...] = ()) -> list[Path]:
+    """Part files of a text-like set, the values with 6 decimals (none a float32) but in
+    `float32_parts`, whose values are exactly float32."""
     X, y = datagen.text_like(rows * n_parts, 600, seed=seed, nnz_per_row=15)
+    X.data = np.maximum(np.round(X.data, 6), 1e-6)
+    exact = np.isin(np.repeat(np.arange(X.shape[0]) // rows, np.diff(X.indptr)),
+                    float32_parts)
+    X.data[exact] = X.data[exact].astype(np.float32).astype(np.float64)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(n_parts):
@@ -177,13 +188,15 @@ def test_a_running_import_is_cancelled_and_leaves_nothing(
         rows, nnz = _counts(paths)
         bin_dir = hinge_bin_dir(tmp_path)
         ran = subprocess.run(["hinge", "import", f"file://{roots}/cli/part-*", "--name",
-                               "from-cli", "--json"], capture_output=True, text=True,
+                               "from-cli", "--dtype", "float32", "--json"],
+                              capture_output=True, text=True,
                               timeout=120, env=cli_env(str(client.base_url),
                                                        client.headers["Authorization"]
                                                        .removeprefix("Bearer "), bin_dir))
         assert ran.returncode == 0, ran.stderr
         answer = json.loads(ran.stdout)
         assert answer["status"] == "succeeded" and answer["dataset"]["name"] == "from-cli"
+        assert answer["dtype"] == answer["dataset"]["value_dtype"] == "float32"
         assert (answer["dataset"]["rows"], answer["dataset"]["nnz"]) == (rows, nnz)
         outside = subprocess.run(["hinge", "import", "file:///etc/hostname"],
                                  capture_output=True, text=True, timeout=60,
@@ -191,3 +204,69 @@ def test_a_running_import_is_cancelled_and_leaves_nothing(
                                              client.headers["Authorization"]
                                              .removeprefix("Bearer "), bin_dir))
         assert outside.returncode == 1 and "HINGE_IMPORT_ROOTS" in outside.stderr
+
+
+def _shard_values(s3: Any, bucket: str, dataset_id: str) -> list[np.ndarray]:
+    """The `data` member of each of the dataset's shards in the blob store's bucket."""
+    values = []
+    for key in sorted(_keys(s3, bucket, f"datasets/{dataset_id}/")):
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        with np.load(io.BytesIO(body), allow_pickle=False) as blob:
+            values.append(np.asarray(blob["data"]))
+    return values
+
+
+@pytest.mark.s3
+def test_s3_imports_store_the_layout_asked_across_workers(tmp_path: Path,
+                                                          s3_endpoint: str) -> None:
+    overrides = s3_overrides(s3_endpoint)
+    settings = embedded_settings(tmp_path / "home", **overrides, **FAST)
+    s3 = _s3(s3_endpoint)
+    s3.create_bucket(Bucket="layouts")
+    sets = {"decimals": _parts(tmp_path / "decimals", 4, seed=21),
+            "exact": _parts(tmp_path / "exact", 4, seed=22, float32_parts=(0, 1, 2, 3)),
+            "mixed": _parts(tmp_path / "mixed", 4, seed=23, float32_parts=(0, 1, 2))}
+    for name, paths in sets.items():
+        for path in paths:
+            s3.put_object(Bucket="layouts", Key=f"{name}/{path.name}", Body=path.read_bytes())
+    truth = {name: np.concatenate([load_svmlight(p).data for p in paths])
+             for name, paths in sets.items()}
+    bucket = overrides["s3_bucket"]
+    with running_service(settings, tmp_path, workers=2) as (client, _workers):
+        def imported(name: str, **body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+            created = client.post("/v1/imports", json={"source": f"s3://layouts/{name}/*",
+                                                       **body})
+            assert created.status_code == 202, created.text
+            done = _wait(client, created.json()["id"])
+            assert done["status"] == "succeeded", done
+            dataset = client.get(f"/v1/datasets/{done['dataset_id']}").json()
+            assert dataset["value_dtype"] == done["value_dtype"]
+            return done, dataset
+
+        done, compact = imported("decimals", dtype="float32")
+        assert (done["dtype"], compact["value_dtype"]) == ("float32", "float32")
+        _done, wide = imported("decimals", dtype="float64")
+        assert wide["value_dtype"] == "float64"
+        assert compact["nnz"] == wide["nnz"] == truth["decimals"].size
+        saved = wide["stored_bytes"] - compact["stored_bytes"]
+        assert abs(saved - 4 * compact["nnz"]) < 128 * compact["shards"], saved
+        values = _shard_values(s3, bucket, compact["id"])
+        assert {str(v.dtype) for v in values} == {"float32"}
+        np.testing.assert_array_equal(np.concatenate(values),
+                                      truth["decimals"].astype(np.float32))  # rounded
+        _done, auto_decimals = imported("decimals")
+        assert auto_decimals["value_dtype"] == "float64"
+        _done, exact = imported("exact")
+        assert exact["value_dtype"] == "float32"
+        np.testing.assert_array_equal(np.concatenate(_shard_values(s3, bucket, exact["id"])),
+                                      truth["exact"])  # exactly: nothing rounded
+        # three parts exactly float32, one not: every shard of every part float64
+        done, mixed = imported("mixed")
+        assert (done["dtype"], mixed["value_dtype"]) == ("auto", "float64")
+        values = _shard_values(s3, bucket, mixed["id"])
+        assert len(values) == mixed["shards"] > 4
+        assert {str(v.dtype) for v in values} == {"float64"}
+        np.testing.assert_array_equal(np.concatenate(values), truth["mixed"])
+        refused = client.post("/v1/imports", json={"source": "s3://layouts/exact/*",
+                                                   "dtype": "float16"})
+        assert refused.status_code == 422, refused.text

@@ -44,11 +44,13 @@ def create_import(spec: ImportCreate, request: Request, session: WriteSessionDep
     for POST /v1/jobs."""
     tenant = principal.tenant_id
     with idempotency.Write(request, settings, tenant, "POST /v1/imports", session) as write:
+        # (a key's hash from before `dtype` was taken stays the same for auto)
+        asked = spec.model_dump_json(exclude={"dtype"} if spec.dtype == "auto" else None)
         return write.run(
-            idempotency.request_hash(spec.model_dump_json()),
+            idempotency.request_hash(asked),
             lambda: (202, _public(session, service.create_import(
                 session, settings, tenant, spec.sources(), spec.name, spec.format,
-                spec.task))))
+                spec.task, spec.dtype))))
 
 
 @router.get("", response_model=ImportsPublic)

@@ -97,6 +97,10 @@ def import_(ctx: typer.Context,
                             "first part's name)")] = None,
             task: Annotated[str, typer.Option(help="auto, classification or regression"
                                               )] = "auto",
+            dtype: Annotated[str, typer.Option(
+                "--dtype", help="The stored values' layout: float32 (8 bytes a non-zero; "
+                "values rounded to float32), float64 (12 bytes a non-zero) or auto: "
+                "float32 when every value is exactly a float32")] = "auto",
             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the "
                              "dataset's id")] = False,
             as_json: JsonFlag = False) -> None:
@@ -108,7 +112,7 @@ def import_(ctx: typer.Context,
                TimeRemainingColumn())
     with options.client() as client, common.calling_the_api():
         record = client.start_import(source if len(source) > 1 else source[0], name,
-                                     task=task)
+                                     task=task, dtype=dtype)
         with Progress(*columns, console=common.err, disable=quiet or options.as_json) as bar:
             shown = bar.add_task(f"{record['name']} ({record['parts_total']} parts)",
                                  total=record["bytes_total"])

@@ -20,6 +20,19 @@ A part done keeps its shards and counts, durably, across attempts: a SIGKILLed
 coordinator's next attempt resumes at a part boundary. A malformed part fails the
 import (the part and its line in `error` and `error_detail`, a 422's particulars).
 
+The values' layout (`dtype`, as an upload's): float64, float32 (rounded: 8 bytes a
+non-zero instead of 12), or auto, float32 only where every value of every part is exactly
+a float32. The dataset ends in one layout, whichever workers parse which parts: a part
+writes the import's layout as it is when the part is taken (`PartTaken.value_dtype`; an
+auto import's is `auto` until known). A part of an auto import that meets a value that is
+not a float32 turns its own shards to float64 (app.infra.storage.ShardWriter) and the
+import's layout to float64 (`widen`): the parts already done in float32 go back to
+pending and are parsed again in float64, and a part being parsed in float32 finds out
+when it is recorded (`part_done` raises `Widened`: its worker turns its shards to float64
+and records it again). Both take the import's row lock first, so no float32 part is
+recorded done after the import turned float64; an import whose every part is done in
+float32 makes a float32 dataset.
+
 The dataset (`assemble`) is created in one transaction that also finishes the import:
 its `shards` manifest lists every part's shards in order, its counts are their sums, the
 quota is checked again under the tenant's lock. A failed or cancelled import leaves no
@@ -44,7 +57,7 @@ from app.domain.errors import Invalid, TooLarge
 from app.domain.job_status import ACTIVE_STATUSES, JobStatus
 from app.domain.lifecycle import Claim
 from app.domain.orm import Dataset, Import, ImportPart, Tenant, new_id, utcnow
-from app.domain.services.datasets import check_quota
+from app.domain.services.datasets import VALUE_DTYPES, check_quota
 from app.domain.services.limits import (
     below_running_limit,
     check_tenant_active,
@@ -65,6 +78,7 @@ QUEUED, RUNNING = JobStatus.QUEUED, JobStatus.RUNNING
 SUCCEEDED, FAILED, CANCELLED = JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
 PENDING, PARSING, DONE, BAD = "pending", "running", "done", "failed"
 FORMATS = ("svmlight",)
+AUTO, FLOAT32, FLOAT64 = VALUE_DTYPES
 
 
 def remove_shards(settings: Settings, dataset_id: str) -> None:
@@ -101,12 +115,16 @@ def _remaining(session: Session, settings: Settings, tenant: Tenant) -> int:
 
 
 def create_import(session: Session, settings: Settings, tenant_id: str, sources: list[str],
-                  name: str | None, fmt: str, task: str = DETECT) -> Import:
+                  name: str | None, fmt: str, task: str = DETECT, dtype: str = AUTO
+                  ) -> Import:
     """A queued import of `sources` with its parts and its message in the outbox (the
-    caller commits); 422 for a source refused (see the module doc), 413 over the quota."""
+    caller commits); 422 for a source refused (see the module doc), 413 over the quota.
+    `dtype`: the values' layout (see the module doc)."""
     if fmt not in FORMATS:
         raise Invalid(f"format {fmt!r} is not imported: one of {', '.join(FORMATS)}",
                       field="format")
+    if dtype not in VALUE_DTYPES:
+        raise Invalid(f"dtype {dtype!r}: one of {', '.join(VALUE_DTYPES)}", field="dtype")
     try:
         parts = resolve(settings, sources, settings.import_max_parts)
     except SourceError as exc:
@@ -124,7 +142,8 @@ def create_import(session: Session, settings: Settings, tenant_id: str, sources:
     now = utcnow()
     item = Import(id=new_id(), tenant_id=tenant_id,
                   name=(name or parts[0].uri.rsplit("/", 1)[-1])[:255], format=fmt,
-                  task=task, source=list(sources), dataset_id=new_id(),
+                  task=task, source=list(sources), dataset_id=new_id(), dtype=dtype,
+                  value_dtype=None if dtype == AUTO else dtype,
                   parts_total=len(parts), bytes_total=total, cancel_requested=False,
                   status=QUEUED, attempt=0, created_at=now, queued_at=now)
     session.add(item)
@@ -168,6 +187,7 @@ def public(item: Import, done: dict[str, int] | None) -> dict[str, Any]:
     """What GET /v1/imports/{id} says (app.domain.import_schemas.ImportPublic)."""
     done = done or {"bytes_done": 0, "rows_done": 0, "nnz_done": 0, "parts_done": 0}
     return {"id": item.id, "name": item.name, "format": item.format, "source": item.source,
+            "dtype": item.dtype, "value_dtype": item.value_dtype,
             "status": item.status, "parts_total": item.parts_total,
             "bytes_total": item.bytes_total, **done,
             "dataset_id": item.dataset_id if item.status == SUCCEEDED else None,
@@ -209,6 +229,7 @@ class PartTaken:
     uri: str
     size: int
     token: str
+    value_dtype: str = FLOAT64  # the layout its shards are written in (auto: until known)
 
 
 def claim_import(session: Session, settings: Settings, import_id: str, worker: str
@@ -229,6 +250,7 @@ def take_part(session: Session, settings: Settings, import_id: str) -> PartTaken
     lease: its worker is gone), now this caller's (a token of its own); None if none."""
     if not active(session, import_id):
         return None
+    layout = session.scalar(select(Import.value_dtype).where(Import.id == import_id))
     now = utcnow()
     stale = now - timedelta(seconds=settings.job_lease_seconds)
     candidates = session.execute(
@@ -247,7 +269,7 @@ def take_part(session: Session, settings: Settings, import_id: str) -> PartTaken
             .values(state=PARSING, token=token, heartbeat_at=now, bytes_done=0, rows=0,
                     nnz=0).execution_options(synchronize_session=False)).rowcount  # type: ignore[attr-defined]
         if taken:
-            return PartTaken(import_id, part, uri, size, token)
+            return PartTaken(import_id, part, uri, size, token, layout or AUTO)
     return None
 
 
@@ -275,13 +297,57 @@ class PartResult:
     sha256: str
     class_counts: dict[str, int] | None
     shards: list[dict[str, Any]]
+    value_dtype: str = FLOAT64  # its shards' layout: float32 or float64
+
+
+class Widened(Exception):
+    """The import turned float64 while this part was parsed in float32: turn its shards
+    to float64 and record it again."""
+
+
+def _lock_import(session: Session, import_id: str) -> None:
+    """Lock the import's row until the transaction ends (PostgreSQL's FOR UPDATE; on
+    SQLite the conditional UPDATEs below are each atomic, and writers are serial)."""
+    session.execute(select(Import.id).where(Import.id == import_id).with_for_update())
+
+
+def _turned_float64(import_id: str) -> Any:
+    return select(Import.id).where(Import.id == import_id,
+                                   Import.value_dtype == FLOAT64).exists()
 
 
 def part_done(session: Session, taken: PartTaken, result: PartResult) -> bool:
-    return bool(session.execute(update(ImportPart).where(*_mine(taken)).values(
+    """Record the part done (False: it is no longer this caller's). Widened when its
+    shards are float32 and the import's layout turned float64 meanwhile."""
+    _lock_import(session, taken.import_id)
+    consistent = [] if result.value_dtype == FLOAT64 else [~_turned_float64(taken.import_id)]
+    done = session.execute(update(ImportPart).where(*_mine(taken), *consistent).values(
         state=DONE, bytes_done=taken.size, rows=result.rows, nnz=result.nnz,
         features=result.features, text_bytes=result.text_bytes, sha256=result.sha256,
-        class_counts=result.class_counts, shards=result.shards, heartbeat_at=utcnow())
+        class_counts=result.class_counts, shards=result.shards,
+        value_dtype=result.value_dtype, heartbeat_at=utcnow())
+        .execution_options(synchronize_session=False)).rowcount  # type: ignore[attr-defined]
+    if not done and consistent and session.scalar(
+            select(func.count()).select_from(ImportPart).where(*_mine(taken))):
+        raise Widened(taken.uri)
+    return bool(done)
+
+
+def widen(session: Session, taken: PartTaken) -> int:
+    """A part of an auto import (still this caller's: a worker that lost its part changes
+    nothing) met a value that is not a float32: the import's layout is float64 from now
+    on, and its parts done in float32 go back to pending (to be parsed again); how many."""
+    import_id = taken.import_id
+    _lock_import(session, import_id)
+    session.execute(update(Import).where(
+        Import.id == import_id, Import.dtype == AUTO,
+        select(ImportPart.part).where(*_mine(taken)).exists())
+        .values(value_dtype=FLOAT64).execution_options(synchronize_session=False))
+    return int(session.execute(update(ImportPart).where(
+        ImportPart.import_id == import_id, ImportPart.state == DONE,
+        ImportPart.value_dtype == FLOAT32, _turned_float64(import_id))
+        .values(state=PENDING, token=None, bytes_done=0, rows=0, nnz=0, shards=None,
+                value_dtype=None)
         .execution_options(synchronize_session=False)).rowcount)  # type: ignore[attr-defined]
 
 
@@ -361,6 +427,10 @@ def assemble(session: Session, settings: Settings, claim: Claim[ImportWork],
         labels, class_counts, label_stats = label_summary(y, task)
     else:
         task, labels, class_counts, label_stats = summary
+    layouts = {p.value_dtype or FLOAT64 for p in parts}  # (a part of an older row: float64)
+    if len(layouts) > 1:  # never: part_done and widen take the import's lock
+        raise lifecycle.Failed(f"the parts were stored in {' and '.join(sorted(layouts))}")
+    layout = layouts.pop()
     stored = sum(int(s["stored_bytes"]) for s in shards)
     tenant = lock_tenant(session, work.tenant_id)
     check_quota(session, settings, tenant, stored)
@@ -373,8 +443,8 @@ def assemble(session: Session, settings: Settings, claim: Claim[ImportWork],
         size_bytes=sum(p.text_bytes for p in parts), blob_path=sharded_blob_path(work.dataset_id),
         stored_bytes=stored, source_format="svmlight",
         shards=[{k: s[k] for k in ("blob_path", "rows", "nnz", "nbytes")} for s in shards],
-        value_dtype="float64")
-    if not claim.finish(session, SUCCEEDED):
+        value_dtype=layout)
+    if not claim.finish(session, SUCCEEDED, value_dtype=layout):
         return None
     session.add(dataset)
     session.flush()
