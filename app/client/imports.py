@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+DEFAULT_DTYPE = "auto"  # an import's dtype when none is asked: the server decides
+
 
 class ImportCalls:
     """HingeClient's import methods (it gives `_json` and `_events`)."""
@@ -18,7 +20,7 @@ class ImportCalls:
         raise NotImplementedError
 
     def start_import(self, source: str | list[str], name: str | None = None, *,
-                     format: str = "svmlight", task: str = "auto", dtype: str = "auto",
+                     format: str = "svmlight", task: str = "auto", dtype: str = DEFAULT_DTYPE,
                      idempotency_key: str | None = None) -> dict[str, Any]:
         """Start importing `source` (`s3://bucket/key`, a glob of part files, or
         `file:///path` under the server's HINGE_IMPORT_ROOTS; or a list): the queued
@@ -27,7 +29,7 @@ class ImportCalls:
         float64: 12; auto: float32 when every value is exactly a float32)."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         body = {"source": source, "name": name, "format": format, "task": task}
-        if dtype != "auto":  # (a server before dtype refuses the field)
+        if dtype != DEFAULT_DTYPE:  # (a server before dtype refuses the field)
             body["dtype"] = dtype
         return cast(dict[str, Any], self._json("POST", "/v1/imports", json=body,
                                                headers=headers))

@@ -45,7 +45,8 @@ def create_import(spec: ImportCreate, request: Request, session: WriteSessionDep
     tenant = principal.tenant_id
     with idempotency.Write(request, settings, tenant, "POST /v1/imports", session) as write:
         # (a key's hash from before `dtype` was taken stays the same for auto)
-        asked = spec.model_dump_json(exclude={"dtype"} if spec.dtype == "auto" else None)
+        asked = spec.model_dump_json(exclude={"dtype"} if spec.dtype == service.AUTO
+                                     else None)
         return write.run(
             idempotency.request_hash(asked),
             lambda: (202, _public(session, service.create_import(
