@@ -23,8 +23,9 @@ block once; a cold page cache makes that a read of the disk).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,24 +231,39 @@ class Reader:
     def one_pass(self, order: list[int] | None = None) -> Iterator[tuple[Block, Shard]]:
         """(block, its arrays) for every block, in `order` (default: the blocks' order,
         sequential on disk); a pass the caller stops early counts as one too."""
+        with contextlib.closing(self.groups(order, 1)) as groups:
+            for group in groups:
+                yield group[0]
+
+    def groups(self, order: list[int] | None = None, size: int = 1
+               ) -> Generator[list[tuple[Block, Shard]], None, None]:
+        """One pass as consecutive groups of `size` blocks of `order` (the last may be
+        smaller), the next group read ahead while one trains: 2 * size blocks resident."""
         sequence = list(range(len(self.blocks))) if order is None else list(order)
         shard_of = [self.blocks.blocks[k].shard for k in sequence]
         last = {shard: position for position, shard in enumerate(shard_of)}
+        chunks = [list(range(p, min(p + size, len(sequence))))
+                  for p in range(0, len(sequence), size)]
         self.passes += 1
         released: list[concurrent.futures.Future[None]] = []
-        pending = self._pool.submit(self._read, sequence[0])
+        pending = [self._pool.submit(self._read, sequence[p]) for p in chunks[0]]
         try:
-            for position, k in enumerate(sequence):
-                shard, nbytes = pending.result()
-                self.bytes_read += nbytes
-                if position + 1 < len(sequence):
-                    pending = self._pool.submit(self._read, sequence[position + 1])
+            for c, chunk in enumerate(chunks):
+                read = [future.result() for future in pending]
+                self.bytes_read += sum(nbytes for _, nbytes in read)
+                if c + 1 < len(chunks):
+                    pending = [self._pool.submit(self._read, sequence[p])
+                               for p in chunks[c + 1]]
+                group = [(self.blocks.blocks[sequence[p]], shard)
+                         for p, (shard, _) in zip(chunk, read, strict=True)]
+                del read
                 try:
-                    yield self.blocks.blocks[k], shard
+                    yield group
                 finally:
-                    del shard
-                    released.append(self._pool.submit(
-                        self.blocks.release, k, last[shard_of[position]] == position))
+                    del group
+                    for p in chunk:
+                        released.append(self._pool.submit(
+                            self.blocks.release, sequence[p], last[shard_of[p]] == p))
         finally:
             for future in released:  # done in order; raises a release's error
                 future.result()
