@@ -176,7 +176,8 @@ def sklearn_qbar(data, indptr, diag, bias_scale, out):
     for i in range(indptr.shape[0] - 1):
         total = diag[i]
         for k in range(indptr[i], indptr[i + 1]):
-            total += data[k] * data[k]
+            value = np.float64(data[k])  # float32 values: squared in float64
+            total += value * value
         if bias_scale > 0.0:
             total += bias_scale * bias_scale
         out[i] = total
