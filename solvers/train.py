@@ -273,8 +273,10 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
     record {"chosen", "reason"} (with "settings": what auto set for its choice, as the
     SVR's method or a sweep limit, when it set any)."""
     X = data.X
+    # max |x| from the two extremes: no temporary the size of the values
     shape = DataShape(X.n_rows, X.n_features, int(X.data.shape[0]),
-                      float(np.max(np.abs(X.data))) if X.data.shape[0] else 0.0)
+                      max(-float(X.data.min()), float(X.data.max()))
+                      if X.data.shape[0] else 0.0)
     chosen, reason, chosen_settings = choose(
         shape, applied["loss"], float(applied["C"]), applied["bias"],
         applied.get("penalty", "l2"), applied.get("formulation", "c_svc"))
