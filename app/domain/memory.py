@@ -7,7 +7,8 @@ The figure is an upper estimate of what the fit holds at its peak, in parts:
   fit reads them all every epoch, so they count in full: they must be resident;
 - `float64 copy`: a compact dataset's values copied to float64 (8 bytes a non-zero), for
   a solver that does not read float32 values as stored (SolverSpec.reads_float32; auto
-  counts none for the c_svc problems of the L2 penalty, whose candidates read them);
+  counts none for the c_svc problems of the L2 penalty, whose candidates read them) and
+  for `scale` or `probability` (solvers/workflow.py starts from a float64 copy);
 - `scaled copy`: `scale` makes a scaled copy of X (solvers/scaling.py), in float64;
 - `kernel cache`: `cache_mb` of a solver that has one (smo; default 200 MB);
 - `gram matrix`: the dense rows x rows matrix of a solver that holds one (`dense_gram`:
@@ -39,7 +40,8 @@ def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, featur
     """The estimate's parts, in bytes (their sum is the estimate); `float32_values`: the
     number of values the dataset stores as float32 (0: a float64 dataset)."""
     parts = {"dataset": int(dataset_bytes)}
-    if float32_values and not reads_float32(solver, params):
+    if float32_values and (not reads_float32(solver, params) or _scaled(params)
+                           or params.get("probability")):  # the workflow's copy
         parts["float64 copy"] = 8 * int(float32_values)
     if _scaled(params):  # float64 values: 4 bytes more a float32 one
         parts["scaled copy"] = int(dataset_bytes) + 4 * int(float32_values)

@@ -46,6 +46,8 @@ def test_the_estimate_counts_a_float64_copy_only_for_a_solver_that_makes_one() -
     assert parts("auto", penalty="l1")["float64 copy"] == 8 * nnz  # l1_cd
     assert "float64 copy" not in estimate_fit_bytes("acf", {}, ROWS, FEATURES, 2, stored)
     assert parts("dcd", scale="minmax")["scaled copy"] == stored + 4 * nnz  # float64
+    assert parts("dcd", scale="minmax")["float64 copy"] == 8 * nnz  # the workflow's
+    assert parts("tron", probability=True)["float64 copy"] == 8 * nnz
     assert reads_float32("auto", {"formulation": "c_svc"})
     assert not reads_float32("auto", {"formulation": "epsilon_svr"})
 
