@@ -165,7 +165,7 @@ def main(scale: float, parts: int, workers: int, *, nnz: float | None = None,
          jobs: int = 1, data_dir: Path | None = None, s3: bool = False,
          train_params: dict[str, Any] | None = None, memory_bytes: int = 0,
          single: bool = True, train_timeout: float = 3600.0,
-         logs: Path | None = None) -> str:
+         logs: Path | None = None, dtype: str = "auto") -> str:
     from testkit.service import S3_TEST_KEY, embedded_settings, moto_server, running_service
 
     if nnz is not None:
@@ -211,7 +211,8 @@ def main(scale: float, parts: int, workers: int, *, nnz: float | None = None,
         client, started_workers = stack.enter_context(
             running_service(settings, scratch, workers=workers))
         peak = PeakRss([w.process.pid for w in started_workers])
-        created = client.post("/v1/imports", json={"source": source, "name": label})
+        created = client.post("/v1/imports", json={"source": source, "name": label,
+                                                   "dtype": dtype})
         assert created.status_code == 202, created.text
         import_id = created.json()["id"]
         while (state := client.get(f"/v1/imports/{import_id}").json())["status"] in (
@@ -296,6 +297,8 @@ if __name__ == "__main__":
                         help="copy the service's logs (API, workers, moto) here")
     parser.add_argument("--append", action="store_true",
                         help="append to bench/results/imports.md instead of replacing it")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "float64"),
+                        help="the import's layout (float32: 8 bytes a non-zero, rounded)")
     args = parser.parse_args()
     params: dict[str, Any] | None = None
     if args.train:
@@ -304,6 +307,7 @@ if __name__ == "__main__":
             params["max_seconds"] = args.max_seconds
     table = main(args.scale, args.parts, args.workers, nnz=args.nnz, jobs=args.jobs,
                  data_dir=args.data_dir, s3=args.s3, train_params=params,
-                 memory_bytes=int(args.memory_bytes), single=not args.no_single, logs=args.logs)
+                 memory_bytes=int(args.memory_bytes), single=not args.no_single, logs=args.logs,
+                 dtype=args.dtype)
     print(table)
     write_results(Path(__file__).parent / "results" / "imports.md", table, args.append)

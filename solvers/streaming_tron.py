@@ -13,6 +13,13 @@ itself; `converged` is then decided by the certificate's own pass
 (solvers/out_of_core.py `certify_pass`). Memory: the margins and margin changes (16 bytes
 a row) and seven vectors of n_weights beside the blocks.
 
+Threads: each block's rows are cut into ranges of equal non-zeros (block_certificate
+`row_parts`), one a thread (the kernels release the GIL), at most TRON_THREADS: the
+function/gradient and Hessian-vector passes add each range into an accumulator of its
+own (the first range into the pass's own vectors), summed after the pass; the direction's
+margins are per row. The same thread count gives the same figures (to rounding those of
+one thread).
+
 Control: max_seconds, progress events and cancellation are checked after every block of
 every pass.
 """
@@ -27,10 +34,15 @@ from numba import njit
 
 from solvers import _out_of_core_kernels as ook
 from solvers import _tron_kernels as tk
+from solvers.block_certificate import row_parts
 from solvers.pcg import cg_step
 
 ALPHA_PCG, EPS_CG = 0.01, 0.5
 ETA_LINE_SEARCH, HALVINGS = 0.01, 20
+# the products' threads: a second holds two more vectors of the weights' size in the
+# function/gradient pass and one in a Hessian-vector pass, within the nine the data plan
+# counts (app.domain.memory.out_of_core_working_bytes); more would need more
+TRON_THREADS = 2
 
 
 class Stopped(Exception):
@@ -113,13 +125,25 @@ def solve(run: Any, out: Any, loss: str, eps: float, tol: float, max_iter: int,
     counts.setdefault("cg_iterations", 0)
     first_step = counts["newton_steps"]
     bounds, chunk = np.array([0, n], dtype=np.int64), np.zeros(1)
+    threads = max(1, min(int(getattr(run, "threads", 1)), TRON_THREADS))
 
     def each_block(work: Any) -> None:
+        """work(rows, lo, hi, part) for each row range of each block (rows: the range's
+        CSR arrays, indptr into the block's data; [lo, hi) its rows in the dataset),
+        the ranges of a block side by side on the run's threads."""
         for block, shard in run.reader.one_pass():
-            lo, hi = block.first_row, block.first_row + block.rows
             X = shard.X
-            work((np.ascontiguousarray(X.data), np.ascontiguousarray(X.indices, np.int32),
-                  np.ascontiguousarray(X.indptr, np.int64)), lo, hi)
+            data = np.ascontiguousarray(X.data)
+            indices = np.ascontiguousarray(X.indices, np.int32)
+            indptr = np.ascontiguousarray(X.indptr, np.int64)
+            cuts = row_parts(indptr, threads) if threads > 1 else [0, block.rows]
+            ranges = [((data, indices, indptr[cuts[j]:cuts[j + 1] + 1]),
+                       block.first_row + cuts[j], block.first_row + cuts[j + 1], j)
+                      for j in range(len(cuts) - 1)]
+            others = [run.pool.submit(work, *job) for job in ranges[1:]]
+            work(*ranges[0])
+            for future in others:
+                future.result()
             reason = run.interrupted(int(counts["newton_steps"]), block.index,
                                      float(state["violation"]), lambda: n,
                                      lambda: -math.inf)
@@ -129,13 +153,22 @@ def solve(run: Any, out: Any, loss: str, eps: float, tol: float, max_iter: int,
     state = {"violation": math.inf, "f": 0.0}
 
     def evaluate() -> tuple[np.ndarray, np.ndarray]:
-        grad, diag = np.zeros(size), np.zeros(size)
-        loss_sum = [0.0]
+        grads = [np.zeros(size) for _ in range(threads)]
+        diags = [np.zeros(size) for _ in range(threads)]
+        loss_sums = [0.0] * threads
 
-        def work(rows: Any, lo: int, hi: int) -> None:
-            loss_sum[0] += evaluate_rows(rows, out.y[lo:hi], out.cost[lo:hi], out.w,
-                                         out.bias_scale, kind, margins[lo:hi], grad, diag)
+        def work(rows: Any, lo: int, hi: int, part: int) -> None:
+            loss_sums[part] += evaluate_rows(rows, out.y[lo:hi], out.cost[lo:hi], out.w,
+                                             out.bias_scale, kind, margins[lo:hi],
+                                             grads[part], diags[part])
         each_block(work)
+        grad, diag = grads[0], diags[0]
+        for extra_g, extra_d in zip(grads[1:], diags[1:], strict=True):
+            grad += extra_g
+            diag += extra_d
+        grads.clear()
+        diags.clear()
+        loss_sum = [math.fsum(loss_sums)]
         grad += out.w
         if out.bias_scale == 0.0:
             grad[-1] = diag[-1] = 0.0
@@ -156,13 +189,14 @@ def solve(run: Any, out: Any, loss: str, eps: float, tol: float, max_iter: int,
                 return "converged", state["violation"]
             if counts["newton_steps"] - first_step >= max_iter:
                 return "max_iter", state["violation"]
-            s = _cg(each_block, out, margins, kind, grad, precond, counts)
+            s = _cg(each_block, out, margins, kind, grad, precond, counts, threads)
             gs, ws, ss = float(grad @ s), float(out.w @ s), float(s @ s)
             if not gs < 0.0:
                 return ("numerical_error" if math.isnan(gs) else "stalled",
                         state["violation"])
 
-            def direction(rows: Any, lo: int, hi: int, s: np.ndarray = s) -> None:
+            def direction(rows: Any, lo: int, hi: int, part: int,
+                          s: np.ndarray = s) -> None:
                 step_margins(rows, out.y[lo:hi], s, out.bias_scale, steps[lo:hi])
             each_block(direction)
             alpha, taken = 1.0, False
@@ -182,7 +216,7 @@ def solve(run: Any, out: Any, loss: str, eps: float, tol: float, max_iter: int,
 
 
 def _cg(each_block: Any, out: Any, margins: np.ndarray, kind: int, grad: np.ndarray,
-        precond: np.ndarray, counts: dict[str, float]) -> np.ndarray:
+        precond: np.ndarray, counts: dict[str, float], threads: int) -> np.ndarray:
     """PCG on H s = -g from s = 0, newton.cpp's quadratic-model stop rule; each H d a
     pass."""
     size = grad.shape[0]
@@ -194,14 +228,19 @@ def _cg(each_block: Any, out: Any, margins: np.ndarray, kind: int, grad: np.ndar
     cg_tol = min(EPS_CG, math.sqrt(math.sqrt(ztr)))
     q = 0.0
     for i in range(1, max(size, 5) + 1):
-        hd = d.copy()
-        quad = [0.0]
+        hds = [d.copy()] + [np.zeros(size) for _ in range(threads - 1)]
+        quads = [0.0] * threads
 
-        def work(rows: Any, lo: int, hi: int, d: np.ndarray = d, hd: np.ndarray = hd,
-                 quad: list[float] = quad) -> None:
-            quad[0] += hessian_rows(rows, out.y[lo:hi], out.cost[lo:hi], margins[lo:hi],
-                                    kind, out.bias_scale, d, hd)
+        def work(rows: Any, lo: int, hi: int, part: int, d: np.ndarray = d,
+                 hds: list[np.ndarray] = hds, quads: list[float] = quads) -> None:
+            quads[part] += hessian_rows(rows, out.y[lo:hi], out.cost[lo:hi],
+                                        margins[lo:hi], kind, out.bias_scale, d, hds[part])
         each_block(work)
+        hd = hds[0]
+        for extra in hds[1:]:
+            hd += extra
+        hds.clear()
+        quad = [math.fsum(quads)]
         counts["cg_iterations"] += 1
         dhd = float(d @ d) + quad[0]
         if not dhd > 0.0:

@@ -311,6 +311,10 @@ def test_the_dashboard_shows_an_import_and_its_progress(world: tuple[Settings, T
     detail = client.get(f"/imports/{import_id}")
     assert detail.status_code == 200
     assert f"/datasets/{dataset_id}" in detail.text and "2 / 2" in detail.text
+    # the layout asked and the one written, on the import's and the dataset's pages
+    assert "auto asked, float64 values (12 bytes a non-zero)" in detail.text
+    dataset_page = client.get(f"/datasets/{dataset_id}").text
+    assert "float64 values, int32 indices (12 bytes a non-zero)" in dataset_page
     assert 'http-equiv="refresh"' not in detail.text
     assert f'data-import-id="{import_id}"' not in client.get("/datasets").text
     assert client.get(f"/imports/{'f' * 32}").status_code == 404
@@ -452,6 +456,10 @@ def test_dtype_float32_stores_8_bytes_a_non_zero_rounded(
     np.testing.assert_array_equal(got64.data, X.data)  # float64: the text's values
     np.testing.assert_array_equal(got32.data, X.data.astype(np.float32))  # rounded
     assert not np.array_equal(got32.data.astype(np.float64), X.data)
+    page = client.get(f"/datasets/{compact['id']}").text  # the dashboard says the layout
+    assert "float32 values, int32 indices (8 bytes a non-zero)" in page
+    assert "float32 asked, float32 values (8 bytes a non-zero)" in client.get(
+        f"/imports/{done['id']}").text
 
 
 def test_auto_is_float32_when_every_part_is_exactly_float32(

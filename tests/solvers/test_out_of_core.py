@@ -379,3 +379,32 @@ def test_next_certificate_follows_the_duals_rate():
     assert next_certificate(1.0, 1e-3, [0.0, 4.0, 6.0]) == CERTIFY_EVERY  # capped
     assert next_certificate(8e-3, 1e-3, [0.0, 4.0, 9.0]) == CERTIFY_EVERY  # not slowing
     assert next_certificate(8e-3, 1e-3, [0.0, 4.0]) == CERTIFY_EVERY  # no rate yet
+
+
+@pytest.mark.parametrize("loss", ["l2", "logistic"])
+def test_tron_products_on_two_threads_give_the_one_thread_fit(data, loss, monkeypatch):
+    """tron out of core cuts each block's rows into ranges on threads of their own
+    (solvers/streaming_tron.py, TRON_THREADS), an accumulator each: the same Newton and CG
+    steps as one thread, the same objective to rounding."""
+    from solvers import out_of_core, streaming_tron
+
+    X, y = data
+    source = MemoryShards(split_rows(X, y, None, 300), X.shape[1])
+    used, fits = [], []
+    real = streaming_tron.row_parts
+
+    def counted(indptr, parts):
+        used.append(parts)
+        return real(indptr, parts)
+
+    monkeypatch.setattr(streaming_tron, "row_parts", counted)
+    for threads in (1, 2):
+        monkeypatch.setattr(out_of_core, "certificate_threads", lambda t=threads: t)
+        fits.append(fit_blocks(source, "tron", max_block_bytes=40_000, loss=loss))
+    assert used and set(used) == {2}  # the 2-thread fit cut its blocks in two
+    one, two = fits
+    assert two.converged and one.converged
+    assert two.primal_objective == pytest.approx(one.primal_objective, rel=1e-10)
+    assert [p["newton_steps"] for p in two.per_output] == [p["newton_steps"]
+                                                           for p in one.per_output]
+    np.testing.assert_allclose(two.coef, one.coef, rtol=1e-7, atol=1e-10)
