@@ -55,8 +55,9 @@ def worst_exit(reasons: Iterable[str]) -> str:
 class CsrArrays(NamedTuple):
     """A CSR matrix as the arrays every kernel takes (validated by `solvers.inputs`).
 
-    data float64, indices int32 (sorted within each row), indptr int64; all C-contiguous
-    and writeable.
+    data float64 (float32, a compact dataset's values as stored, for a solver whose
+    registry entry `reads_float32`), indices int32 (sorted within each row), indptr int64;
+    all C-contiguous and writeable.
     """
 
     data: np.ndarray

@@ -49,11 +49,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from solvers.auto import GRAM_MAX_ROWS, NEWTON_MAX_WEIGHTS, gram_suits
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, SolverModule
 from solvers.certificate import Certificate, certify, problem_loss
+from solvers.inputs import as_float64
 from solvers.params import SOLVERS, Size, validate_params
 
 MAX_STEPS = 8
@@ -114,14 +115,19 @@ def solve_certified(
     iterations: dict[str, int] = {}
     limits = {name: int(applied["max_iter"])}
     total_iterations = 0
+    float64_problem: LinearProblem | None = None  # for a step that reads no float32
     while True:
         started = time.perf_counter()
         monitor.solver, monitor.iteration_offset = solver, total_iterations
         deadline = monitor.deadline
         if deadline is not None and _has_follow_up(solver, loss, params, problem):
             monitor.deadline = started + SHARE * max(deadline - started, 0.0)
+        if not (SOLVERS[solver].reads_float32 or float64_problem is not None):
+            float64_problem = _with_float64_values(problem)
         try:
-            solution = module_for(solver).solve(problem, params, monitor)
+            solution = module_for(solver).solve(
+                problem if SOLVERS[solver].reads_float32 else float64_problem, params,
+                monitor)
         finally:
             monitor.deadline = deadline
         shared_out = (solution.exit_reason == "max_seconds" and deadline is not None
@@ -161,7 +167,16 @@ def solve_certified(
             params["alpha0"] = solution.alpha  # the dual CD continues from its dual point
         solver = following
     monitor.solver, monitor.iteration_offset = None, 0
-    return _finish(solution, certificate, tol, path, total_iterations)
+    read = problem if SOLVERS[solver].reads_float32 else float64_problem
+    return _finish(solution, certificate, tol, path, total_iterations,
+                   str(cast(LinearProblem, read).X.data.dtype))
+
+
+def _with_float64_values(problem: LinearProblem) -> LinearProblem:
+    """The problem with float64 values (a copy of float32 ones, made once a path): for a
+    step whose solver does not read float32 (SolverSpec.reads_float32). The certificate
+    is still computed on the stored values, the same numbers."""
+    return problem._replace(X=as_float64(problem.X))
 
 
 def _has_follow_up(solver: str, loss: str, params: dict[str, Any], problem: LinearProblem
@@ -187,7 +202,10 @@ def _follow_up_params(solver: str, applied: dict[str, Any], loss: str,
 
 
 def _finish(solution: BinarySolution, certificate: Certificate, tol: float,
-            path: list[dict[str, Any]], iterations: int) -> BinarySolution:
+            path: list[dict[str, Any]], iterations: int, value_dtype: str
+            ) -> BinarySolution:
+    """The solution of the path, with its certificate; `value_dtype`: the values the last
+    solver read ("float32": the stored ones as they are, "float64")."""
     converged = certificate.holds(tol)
     if solution.exit_reason == "converged" and not converged:
         solution.exit_reason = "stalled"
@@ -196,5 +214,6 @@ def _finish(solution: BinarySolution, certificate: Certificate, tol: float,
         "path": path, "converged": converged, "relative_gap": certificate.relative_gap,
         "certified_gap": certificate.gap, "lower_bound": certificate.lower_bound,
         "bound": certificate.source, "solver": path[-1]["solver"], "tol": tol,
+        "value_dtype": value_dtype,
     })
     return solution

@@ -40,6 +40,7 @@ from solvers.objectives import (
     dual_objective,
     primal_objective,
     qbar_diagonal,
+    transpose_times,
 )
 
 # The kernels' status codes.
@@ -94,14 +95,9 @@ class DualState:
         self.w_view[:] = self._w_of(self.alpha)
 
     def _w_of(self, alpha: np.ndarray) -> np.ndarray:
-        """w(a) = X' (y * a), with the bias feature B * sum_i y_i a_i last if there is one."""
-        X, problem = self.problem.X, self.problem
-        coefficients = problem.y * alpha
-        rows = np.repeat(coefficients, np.diff(X.indptr))
-        w = np.bincount(X.indices, weights=rows * X.data, minlength=X.n_features)
-        if problem.bias_scale > 0:
-            w = np.append(w, problem.bias_scale * coefficients.sum())
-        return w[: problem.n_weights]
+        """w(a) = X' (y * a), with the bias feature B * sum_i y_i a_i last if there is one
+        (one compiled pass: no temporary the size of X's values)."""
+        return transpose_times(self.problem, self.problem.y * alpha)
 
     def _use_kernel(self, sweeps: Any, variables: tuple[np.ndarray, ...],
                     state: tuple[np.ndarray, ...]) -> None:
@@ -176,7 +172,8 @@ def sklearn_qbar(data, indptr, diag, bias_scale, out):
     for i in range(indptr.shape[0] - 1):
         total = diag[i]
         for k in range(indptr[i], indptr[i + 1]):
-            total += data[k] * data[k]
+            value = np.float64(data[k])  # float32 values: squared in float64
+            total += value * value
         if bias_scale > 0.0:
             total += bias_scale * bias_scale
         out[i] = total

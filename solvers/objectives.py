@@ -142,7 +142,8 @@ def _qbar_diagonal_kernel(data, indptr, diag, bias_scale, out):
         # out[i] = D_ii + x_i.x_i + B^2
         total = diag[i] + bias_scale * bias_scale
         for k in range(indptr[i], indptr[i + 1]):
-            total += data[k] * data[k]
+            value = np.float64(data[k])  # float32 values: squared in float64
+            total += value * value
         out[i] = total
 
 

@@ -53,7 +53,7 @@ LINEAR: dict[str, SolverSpec] = {
         module="solvers.dcd",
         kind="linear", distributed_losses=("l1",),
         warm_start="dual", fallback=_DUAL_CD_FALLBACK, randomized=True, scale_sensitive=True,
-        warmup_group="linear", auto_candidate=True, sample_weights=True,
+        warmup_group="linear", auto_candidate=True, sample_weights=True, reads_float32=True,
         description="Dual coordinate descent with random permutation and shrinking "
         "(Hsieh et al. 2008); LIBLINEAR -s 3 (l1) / -s 1 (l2).",
         problem="min_w 1/2||w||^2 + sum_i C_i loss(1 - y_i w.x_i), loss = hinge (l1) or "
@@ -68,7 +68,7 @@ LINEAR: dict[str, SolverSpec] = {
         module="solvers.tron",
         kind="linear", distributed_losses=("l2", "logistic"),
         losses=("l2", "logistic"), warm_start="primal", sample_weights=True,
-        warmup_group="linear", auto_candidate=True,
+        warmup_group="linear", auto_candidate=True, reads_float32=True,
         fallback=(Step(on=("max_iter", "stalled"), target="newton", losses=("l2", "logistic"),
                        size="few_weights", note="; few weights: exact Newton steps"),
                   Step(on=("converged",))),
@@ -172,6 +172,7 @@ LINEAR: dict[str, SolverSpec] = {
         module="solvers.ocas",
         kind="linear",
         losses=("l1",), warm_start="primal", warmup_group="linear", auto_candidate=True,
+        reads_float32=True,
         fallback=(Step(on=("max_iter", "stalled"), target="gram", size="few_rows",
                        note="; few examples: interior point on the dual's Gram matrix"),
                   Step(on=("converged", "stalled"))),
@@ -247,7 +248,7 @@ LINEAR: dict[str, SolverSpec] = {
         module="solvers.logistic_dual",
         kind="linear",
         losses=("logistic",), warm_start="dual", randomized=True, scale_sensitive=True,
-        sample_weights=True, auto_candidate=True,
+        sample_weights=True, auto_candidate=True, reads_float32=True,
         liblinear_types=(("logistic", "L2R_LR_DUAL"),),  # LIBLINEAR -s 7
         fallback=(Step(on=("converged",)),
                   Step(target="tron", losses=("logistic",), note=_GAP_NOTE)),

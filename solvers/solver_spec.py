@@ -77,6 +77,10 @@ class SolverSpec:
     # the losses the Dask engine (solvers.distributed) trains it with across workers; ():
     # never distributed (a job's engine "dask" is a 422)
     distributed_losses: tuple[str, ...] = ()
+    # reads float32 CSR values as they are stored (a compact dataset: 8 bytes a non-zero),
+    # its kernels compiled for them too, accumulating in float64; False: a float32 X is
+    # converted to a float64 copy first (solvers.inputs.as_float64)
+    reads_float32: bool = False
 
     @property
     def continues_fits(self) -> bool:

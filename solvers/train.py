@@ -41,7 +41,7 @@ from solvers.backbone import (
 )
 from solvers.certificate import Certificate, problem_loss, warning_text
 from solvers.continuation import solve_certified
-from solvers.inputs import TrainingSet, as_csr_arrays, training_set
+from solvers.inputs import TrainingSet, as_csr_arrays, as_float64, training_set
 from solvers.models import Calibration, LinearModel, Pipeline
 from solvers.objectives import primal_objective
 from solvers.params import (
@@ -164,11 +164,16 @@ def fit(
         return workflow.fit_workflow(X, y, solver, progress, applied,
                                      functools.partial(fit, progress_interval=progress_interval,
                                                        sample_weight=sample_weight))
-    data = training_set(X, y, applied, sample_weight, task_of(solver, applied))
+    # float32 values stay float32 for a solver that reads them (and for auto until it
+    # has chosen one); anything else gets the float64 copy here
+    data = training_set(X, y, applied, sample_weight, task_of(solver, applied),
+                        SOLVERS[solver].reads_float32 or SOLVERS[solver].chooses)
     auto = None
     if SOLVERS[solver].chooses:
         solver, applied, auto = _resolve_auto(data, applied)
     spec = SOLVERS[solver]
+    if not spec.reads_float32:
+        data = dataclasses.replace(data, X=as_float64(data.X))
     module = solver_module(solver)
     # a module with its own ASSEMBLY (kernel solvers, the linear formulations of
     # solvers/linear_tasks.py) builds its problems and model and schedules its solves
@@ -268,8 +273,10 @@ def _resolve_auto(data: TrainingSet, applied: dict[str, Any]
     record {"chosen", "reason"} (with "settings": what auto set for its choice, as the
     SVR's method or a sweep limit, when it set any)."""
     X = data.X
+    # max |x| from the two extremes: no temporary the size of the values
     shape = DataShape(X.n_rows, X.n_features, int(X.data.shape[0]),
-                      float(np.max(np.abs(X.data))) if X.data.shape[0] else 0.0)
+                      max(-float(X.data.min()), float(X.data.max()))
+                      if X.data.shape[0] else 0.0)
     chosen, reason, chosen_settings = choose(
         shape, applied["loss"], float(applied["C"]), applied["bias"],
         applied.get("penalty", "l2"), applied.get("formulation", "c_svc"))
@@ -370,7 +377,8 @@ def _weighted_rows(data: TrainingSet) -> tuple[CsrArrays, np.ndarray, np.ndarray
         return data.X, data.label_index, cost
     X = data.X
     rows = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.n_rows, X.n_features))[keep]
-    return as_csr_arrays(rows), data.label_index[keep], cost
+    return (as_csr_arrays(rows, keep_float32=X.data.dtype == np.float32),
+            data.label_index[keep], cost)
 
 
 def _with_logistic_probabilities(model: LinearModel, loss: str) -> LinearModel | Pipeline:

@@ -165,7 +165,8 @@ _INITIAL_CG_BUDGET, _MAX_CG_BUDGET = 4, 1 << 20
 
 
 class CsrRows(Protocol):
-    """The CSR arrays of X (LinearProblem.X): float64 data, int32 indices, int64 indptr."""
+    """The CSR arrays of X (LinearProblem.X): float64 or float32 data, int32 indices,
+    int64 indptr."""
 
     @property
     def data(self) -> np.ndarray: ...

@@ -3,7 +3,10 @@
 Compiling every kernel from an empty Numba cache costs about two minutes of CPU (SMO alone
 over half of it), loading them from the on-disk cache seconds. The kernels are warmed in
 groups, in this order: those of `auto`'s linear path (the default of a job: dcd, tron,
-ocas, newton, gram, with the certificate), the svmlight parser, SMO's, then the rest.
+ocas, newton, gram, with the certificate), the svmlight parser, SMO's, then the rest. A
+solver that reads float32 values as stored (SolverSpec.reads_float32: dcd, tron,
+logistic_dcd, ocas) is also fitted on float32 values, one binary fit a variant, for the
+float32 specializations of its kernels.
 Numba's cache is a set of files, so several processes can fill it at once, each compiling
 other groups (`compile_groups`): a group is compiled under a file lock beside the cache,
 and a process that finds a group's lock taken goes on to the next one, coming back to it
@@ -123,10 +126,16 @@ def _warm_entry(entry: str) -> None:
         getattr(module, f"warm_{part}_kernels")()
         return
     variants: tuple[dict[str, Any], ...] = getattr(module, "WARMUP_VARIANTS", ({},))
+    binary = np.where(y == 1.0, 1.0, -1.0)
     for variant in variants:
-        for labels in (y, np.where(y == 1.0, 1.0, -1.0)):  # multi-class, binary
+        for labels in (y, binary):  # multi-class, binary
             result = fit(X, labels, solver=name, progress=lambda event: None, **variant)
             _check_warm_fit(name, result, X)
+        if SOLVERS[name].reads_float32:  # its kernels' float32-values specializations
+            compact = X.astype(np.float32)
+            result = fit(compact, binary, solver=name, progress=lambda event: None,
+                         **variant)
+            _check_warm_fit(name, result, compact)
     if getattr(module, "warm_rare_kernels", None) is not None and f"{name}:rare" not in {
             e for entries in WARMUP_GROUPS.values() for e in entries}:
         cast(Any, module).warm_rare_kernels()

@@ -75,13 +75,14 @@ def job_source(settings: Settings, claimed: Claim[JobWork]) -> StoreShards:
 
 
 def plan_job(settings: Settings, claimed: Claim[JobWork], params: Mapping[str, Any],
-             rows: int,
-             dataset_bytes: int, classes: int) -> dict[str, Any]:
+             rows: int, dataset_bytes: int, classes: int, nnz: int = 0) -> dict[str, Any]:
     """The job's data plan (app.domain.memory.plan_fit, the one decision of where and how
     a fit reads its data), under this worker's budget (HINGE_WORKER_MEMORY_BYTES, or what
     the host has free): "distributed" for engine "dask", and for engine "auto" (the
     default) when a Dask scheduler is configured, it can train the job and the job does
-    not fit the budget; else "in_memory", "blocks" or "refused" as for every fit."""
+    not fit the budget; else "in_memory", "blocks" or "refused" as for every fit. `nnz`:
+    the dataset's stored values (a compact dataset's float32 ones are counted at their
+    size, and a float64 copy for a solver that does not read them)."""
     from solvers.out_of_core import SOLVERS as OUT_OF_CORE
 
     engine = str(params.get("engine", ENGINE_AUTO))
@@ -90,8 +91,10 @@ def plan_job(settings: Settings, claimed: Claim[JobWork], params: Mapping[str, A
         engine = ENGINE_LOCAL
     budget = settings.worker_memory_bytes or host_free_bytes()
     fit_params = {key: value for key, value in params.items() if key != "engine"}
+    float32_values = nnz if claimed.work.value_dtype == "float32" else 0
     return plan_fit(claimed.work.solver, fit_params, rows, claimed.work.features, classes,
-                    dataset_bytes, budget, OUT_OF_CORE, engine=engine)
+                    dataset_bytes, budget, OUT_OF_CORE, engine=engine,
+                    float32_values=float32_values)
 
 
 def fit_on_cluster(settings: Settings, claimed: Claim[JobWork], params: dict[str, Any],

@@ -210,11 +210,12 @@ def _shard_source(settings: Settings, claimed: Claim[JobWork]) -> Any:
                            for s in job.shards])
 
 
-def _figures(source: Any) -> tuple[int, int]:
-    """(rows, bytes of the arrays) of a ShardSource: a sharded dataset's from its manifest,
-    without reading a shard (on S3 the plan comes before any fetch)."""
+def _figures(source: Any) -> tuple[int, int, int]:
+    """(rows, bytes of the arrays, non-zeros) of a ShardSource: a sharded dataset's from
+    its manifest, without reading a shard (on S3 the plan comes before any fetch)."""
     infos = [source.info(index) for index in range(len(source))]
-    return sum(i.rows for i in infos), sum(i.nbytes for i in infos)
+    return (sum(i.rows for i in infos), sum(i.nbytes for i in infos),
+            sum(i.nnz for i in infos))
 
 
 def _fit(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat) -> Fitted:
@@ -225,9 +226,9 @@ def _fit(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat) -> F
         raise Failed("the dataset was deleted before the job started")
     source = _shard_source(settings, claimed)
     params = dict(claimed.work.params)
-    rows, dataset_bytes = _figures(source)
+    rows, dataset_bytes, nnz = _figures(source)
     plan = dask_fit.plan_job(settings, claimed, params, rows, dataset_bytes,
-                             claimed.work.classes)
+                             claimed.work.classes, nnz)
     params.pop("engine", None)
     if plan["mode"] == "distributed":
         return _fit_on_dask(settings, claimed, heartbeat, params, plan)
@@ -258,7 +259,10 @@ def _fit(settings: Settings, claimed: Claim[JobWork], heartbeat: Heartbeat) -> F
                  applied=params)
     if recorder.lease_lost:
         raise Lost
-    result.data_plan = {**plan, "passes": 1, "bytes_read": dataset_bytes}
+    # the values the solver read: the stored float32 ones, or float64 (solvers.fit)
+    read = {o.get("value_dtype", "float64") for o in result.per_output} or {"float64"}
+    result.data_plan = {**plan, "passes": 1, "bytes_read": dataset_bytes,
+                        "value_dtype": "float32" if read == {"float32"} else "float64"}
     return Fitted(result, X, y)
 
 

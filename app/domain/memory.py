@@ -1,10 +1,15 @@
 """A fit's memory, estimated before it starts (HINGE_WORKER_MEMORY_BYTES).
 
 The figure is an upper estimate of what the fit holds at its peak, in parts:
-- `dataset`: the arrays of X and y. They are mapped from the blob and shared by every
+- `dataset`: the arrays of X and y as stored (a compact dataset's float32 values: 8 bytes
+  a non-zero with their indices). They are mapped from the blob and shared by every
   process of the host that trains on the same dataset (app/infra/mapped_arrays.py), but a
   fit reads them all every epoch, so they count in full: they must be resident;
-- `scaled copy`: `scale` makes a scaled copy of X (solvers/scaling.py);
+- `float64 copy`: a compact dataset's values copied to float64 (8 bytes a non-zero), for
+  a solver that does not read float32 values as stored (SolverSpec.reads_float32; auto
+  counts none for the c_svc problems of the L2 penalty, whose candidates read them) and
+  for `scale` or `probability` (solvers/workflow.py starts from a float64 copy);
+- `scaled copy`: `scale` makes a scaled copy of X (solvers/scaling.py), in float64;
 - `kernel cache`: `cache_mb` of a solver that has one (smo; default 200 MB);
 - `gram matrix`: the dense rows x rows matrix of a solver that holds one (`dense_gram`:
   the `gram` solver);
@@ -30,11 +35,16 @@ PER_WEIGHT_BYTES = 4 * 8
 
 
 def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, features: int,
-                       classes: int, dataset_bytes: int) -> dict[str, int]:
-    """The estimate's parts, in bytes (their sum is the estimate)."""
+                       classes: int, dataset_bytes: int, float32_values: int = 0
+                       ) -> dict[str, int]:
+    """The estimate's parts, in bytes (their sum is the estimate); `float32_values`: the
+    number of values the dataset stores as float32 (0: a float64 dataset)."""
     parts = {"dataset": int(dataset_bytes)}
-    if _scaled(params):
-        parts["scaled copy"] = int(dataset_bytes)
+    if float32_values and (not reads_float32(solver, params) or _scaled(params)
+                           or params.get("probability")):  # the workflow's copy
+        parts["float64 copy"] = 8 * int(float32_values)
+    if _scaled(params):  # float64 values: 4 bytes more a float32 one
+        parts["scaled copy"] = int(dataset_bytes) + 4 * int(float32_values)
     spec = SOLVERS[solver]
     cache_default = next((p.default for p in spec.params if p.name == "cache_mb"), None)
     if cache_default is not None:
@@ -46,6 +56,18 @@ def estimate_fit_bytes(solver: str, params: Mapping[str, Any], rows: int, featur
     parts["working arrays"] = (rows * PER_ROW_BYTES
                                + features * max(1, classes) * PER_WEIGHT_BYTES)
     return parts
+
+
+def reads_float32(solver: str, params: Mapping[str, Any]) -> bool:
+    """Whether the fit reads a compact dataset's float32 values as stored: a solver whose
+    registry entry says so, or auto for a c_svc problem with the L2 penalty (dcd, tron,
+    ocas, logistic_dcd; gram and newton, which auto takes for few rows or weights on
+    unscaled features, copy them, and newton copies X anyway to append the bias)."""
+    spec = SOLVERS[solver]
+    if spec.chooses:
+        return (params.get("penalty", "l2") == "l2"
+                and params.get("formulation", "c_svc") == "c_svc")
+    return spec.reads_float32
 
 
 def _scaled(params: Mapping[str, Any]) -> bool:
@@ -120,14 +142,17 @@ def out_of_core_working_bytes(rows: int, features: int, classes: int) -> int:
 
 def plan_fit(solver: str, params: Mapping[str, Any], rows: int, features: int,
              classes: int, dataset_bytes: int, budget: int,
-             out_of_core: tuple[str, ...], engine: str = ENGINE_LOCAL) -> dict[str, Any]:
+             out_of_core: tuple[str, ...], engine: str = ENGINE_LOCAL,
+             float32_values: int = 0) -> dict[str, Any]:
     """The fit's data plan: {"mode": "distributed", ...} for `engine` "dask", and for
     "auto" (a Dask scheduler that can train the job: workers/dask_fit.py) when the
     estimate does not fit `budget`; {"mode": "in_memory", ...} when it fits (0: no
     limit), {"mode": "blocks", "max_block_bytes", ...} when it does not but the solver
     has an out-of-core path (`out_of_core`) and two blocks of at least MIN_BLOCK_BYTES fit
-    beside its working arrays; else {"mode": "refused", "error"} with the figures."""
-    parts = estimate_fit_bytes(solver, params, rows, features, classes, dataset_bytes)
+    beside its working arrays; else {"mode": "refused", "error"} with the figures.
+    `float32_values`: estimate_fit_bytes's."""
+    parts = estimate_fit_bytes(solver, params, rows, features, classes, dataset_bytes,
+                               float32_values)
     estimate = sum(parts.values())
     plan: dict[str, Any] = {"budget_bytes": int(budget), "estimate_bytes": int(estimate),
                             "dataset_bytes": int(dataset_bytes)}

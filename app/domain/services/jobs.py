@@ -123,6 +123,7 @@ class JobWork:
     features: int
     shards: list[dict[str, Any]] | None = None  # the dataset's row shards (None: one blob)
     classes: int = 0  # the dataset's distinct labels (0: a regression set's targets)
+    value_dtype: str = "float64"  # the dataset's stored values: float64, or float32
 
 
 JOBS = lifecycle.WorkKind(
@@ -144,7 +145,8 @@ def claim_job(session: Session, job_id: str, worker: str,
             blob_path=dataset.blob_path if dataset else None,
             features=dataset.features if dataset else 0,
             shards=dataset.shards if dataset else None,
-            classes=len(dataset.labels or []) if dataset else 0)
+            classes=len(dataset.labels or []) if dataset else 0,
+            value_dtype=dataset.value_dtype if dataset else "float64")
 
     return lifecycle.claim_as(session, JOBS, job_id, worker, work, settings)
 
