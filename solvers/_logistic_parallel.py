@@ -61,6 +61,26 @@ def sub_problem(a, b, c, alpha_0, alpha_1, inner_eps):
     return first, second, sign, z_old, z, g_start, inner
 
 
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
+def row_step(data, indices, start, end, g, y, cost, norms, alpha, w, bias_scale,
+                  inner_eps):
+    """LIBLINEAR's step on row g (solvers/logistic_dual.py `_sweep`, the out-of-core
+    pair sweep): its sub-problem from b = y_g w.z_g, then a_g and w updated; returns
+    (|g'| at the start, Newton steps; NaN, nothing done, when not finite)."""
+    bias_slot = w.shape[0] - 1
+    b = y[g] * (row_dot(w, data, indices, start, end) + w[bias_slot] * bias_scale)
+    c = cost[g]
+    first, second, sign, z_old, z, g_start, inner = sub_problem(
+        norms[g], b, c, alpha[g, 0], alpha[g, 1], inner_eps)
+    if inner > 0 and not math.isnan(g_start):
+        alpha[g, first] = z
+        alpha[g, second] = c - z
+        step = sign * (z - z_old) * y[g]
+        row_axpy(step, data, indices, start, end, w)
+        w[bias_slot] += step * bias_scale
+    return g_start, inner
+
+
 @njit(cache=True, parallel=True, error_model="numpy")
 def run_round(rows, y, cost, row_norms, alpha, old, views, index, part_hi, pos, largest,
               steps, entropy, work_done, settings):

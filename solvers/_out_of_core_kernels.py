@@ -16,8 +16,8 @@ import numpy as np
 from numba import njit
 
 from solvers import dual_cd
-from solvers._kernel_helpers import next_below, row_axpy, row_dot, shuffle_sweep
-from solvers._logistic_parallel import sub_problem
+from solvers._kernel_helpers import next_below, shuffle_sweep
+from solvers._logistic_parallel import row_step
 from solvers._tron_kernels import _sigmoid_neg, _softplus_neg
 
 L1, L2, LOGISTIC = 0, 1, 2
@@ -218,25 +218,6 @@ def entropy_sum(alpha):
     return total
 
 
-@njit(cache=True, error_model="numpy", nogil=True, inline="always")
-def _logistic_row(data, indices, start, end, g, y, cost, norms, alpha, w, bias_scale,
-                  inner_eps):
-    """logistic_dcd's step on row g (solvers/logistic_dual.py `_sweep`): (|g'| at the
-    start, Newton steps; NaN when not finite)."""
-    bias_slot = w.shape[0] - 1
-    b = y[g] * (row_dot(w, data, indices, start, end) + w[bias_slot] * bias_scale)
-    c = cost[g]
-    first, second, sign, z_old, z, g_start, inner = sub_problem(
-        norms[g], b, c, alpha[g, 0], alpha[g, 1], inner_eps)
-    if inner > 0 and not math.isnan(g_start):
-        alpha[g, first] = z
-        alpha[g, second] = c - z
-        step = sign * (z - z_old) * y[g]
-        row_axpy(step, data, indices, start, end, w)
-        w[bias_slot] += step * bias_scale
-    return g_start, inner
-
-
 @njit(cache=True, error_model="numpy", nogil=True)
 def logistic_pair_sweep(rows_a, rows_b, firsts, y, cost, norms, alpha, w, index, rng,
                         settings):
@@ -255,12 +236,12 @@ def logistic_pair_sweep(rows_a, rows_b, firsts, y, cost, norms, alpha, w, index,
     for s in range(size):
         t = index[s]
         if t < n_a:  # a's and b's arrays apart: their types may differ
-            top, inner = _logistic_row(rows_a[0], rows_a[1], np.uint64(rows_a[2][t]),
+            top, inner = row_step(rows_a[0], rows_a[1], np.uint64(rows_a[2][t]),
                                        np.uint64(rows_a[2][t + 1]), firsts[0] + t, y, cost,
                                        norms, alpha, w, bias_scale, inner_eps)
         else:
             r = t - n_a
-            top, inner = _logistic_row(rows_b[0], rows_b[1], np.uint64(rows_b[2][r]),
+            top, inner = row_step(rows_b[0], rows_b[1], np.uint64(rows_b[2][r]),
                                        np.uint64(rows_b[2][r + 1]), firsts[1] + r, y, cost,
                                        norms, alpha, w, bias_scale, inner_eps)
         if math.isnan(top):

@@ -41,7 +41,7 @@ from numba import njit
 
 from solvers import _logistic_parallel as kernels
 from solvers import parallel
-from solvers._kernel_helpers import row_axpy, row_dot, shuffle_sweep
+from solvers._kernel_helpers import row_axpy, shuffle_sweep
 from solvers.backbone import BinarySolution, LinearProblem, ProgressMonitor, rng_of
 from solvers.dual_cd import sklearn_qbar
 from solvers.grain import GrainMeter
@@ -171,31 +171,18 @@ def _sweep(rows, y, cost, row_norms, alpha, w, index, rng, settings):
     data, indices, indptr = rows
     bias_scale, inner_eps = settings
     n_rows = indptr.shape[0] - 1
-    bias_slot = w.shape[0] - 1
     shuffle_sweep(index, n_rows, rng)
     largest = 0.0
     newton_steps = 0
     for s in range(n_rows):
         i = index[s]
-        start, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
-        c = cost[i]
-        a = row_norms[i]
-        # b = y_i w.x_i
-        b = y[i] * (row_dot(w, data, indices, start, end) + w[bias_slot] * bias_scale)
-        # minimise g(z) over the variable (a_i or C - a_i) whose optimum lies in (0, C/2]
-        first, second, sign, z_old, z, g_start, inner = kernels.sub_problem(
-            a, b, c, alpha[i, 0], alpha[i, 1], inner_eps)
+        g_start, inner = kernels.row_step(data, indices, np.uint64(indptr[i]),
+                                          np.uint64(indptr[i + 1]), i, y, cost, row_norms,
+                                          alpha, w, bias_scale, inner_eps)
         if math.isnan(g_start):
             return math.nan, newton_steps
         largest = max(largest, g_start)
         newton_steps += inner
-        if inner > 0:
-            alpha[i, first] = z
-            alpha[i, second] = c - z
-            # w += sign (z - z_old) y_i x_i
-            step = sign * (z - z_old) * y[i]
-            row_axpy(step, data, indices, start, end, w)
-            w[bias_slot] += step * bias_scale
     return largest, newton_steps
 
 
