@@ -139,7 +139,7 @@ def touch(array: np.ndarray) -> int:
 
 class Blocks:
     """A ShardSource seen as blocks: load, prefetch and release one block at a time. Keeps
-    at most the shards of two consecutive blocks loaded."""
+    at most the shards of the blocks resident (two groups of a Reader pass) loaded."""
 
     def __init__(self, source: ShardSource, max_block_bytes: int) -> None:
         self.source = source

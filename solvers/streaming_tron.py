@@ -34,7 +34,7 @@ from numba import njit
 
 from solvers import _out_of_core_kernels as ook
 from solvers import _tron_kernels as tk
-from solvers.block_certificate import row_parts
+from solvers.block_certificate import block_rows, row_parts
 from solvers.pcg import cg_step
 
 ALPHA_PCG, EPS_CG = 0.01, 0.5
@@ -125,17 +125,14 @@ def solve(run: Any, out: Any, loss: str, eps: float, tol: float, max_iter: int,
     counts.setdefault("cg_iterations", 0)
     first_step = counts["newton_steps"]
     bounds, chunk = np.array([0, n], dtype=np.int64), np.zeros(1)
-    threads = max(1, min(int(getattr(run, "threads", 1)), TRON_THREADS))
+    threads = max(1, min(run.threads, TRON_THREADS))
 
     def each_block(work: Any) -> None:
         """work(rows, lo, hi, part) for each row range of each block (rows: the range's
         CSR arrays, indptr into the block's data; [lo, hi) its rows in the dataset),
         the ranges of a block side by side on the run's threads."""
         for block, shard in run.reader.one_pass():
-            X = shard.X
-            data = np.ascontiguousarray(X.data)
-            indices = np.ascontiguousarray(X.indices, np.int32)
-            indptr = np.ascontiguousarray(X.indptr, np.int64)
+            data, indices, indptr = block_rows(shard)
             cuts = row_parts(indptr, threads) if threads > 1 else [0, block.rows]
             ranges = [((data, indices, indptr[cuts[j]:cuts[j + 1] + 1]),
                        block.first_row + cuts[j], block.first_row + cuts[j + 1], j)
@@ -168,11 +165,10 @@ def solve(run: Any, out: Any, loss: str, eps: float, tol: float, max_iter: int,
             diag += extra_d
         grads.clear()
         diags.clear()
-        loss_sum = [math.fsum(loss_sums)]
         grad += out.w
         if out.bias_scale == 0.0:
             grad[-1] = diag[-1] = 0.0
-        state["f"] = 0.5 * float(out.w @ out.w) + loss_sum[0]
+        state["f"] = 0.5 * float(out.w @ out.w) + math.fsum(loss_sums)
         return grad, (1.0 - ALPHA_PCG) + ALPHA_PCG * (1.0 + diag)
 
     positives = int(np.count_nonzero(out.y > 0))
@@ -240,9 +236,8 @@ def _cg(each_block: Any, out: Any, margins: np.ndarray, kind: int, grad: np.ndar
         for extra in hds[1:]:
             hd += extra
         hds.clear()
-        quad = [math.fsum(quads)]
         counts["cg_iterations"] += 1
-        dhd = float(d @ d) + quad[0]
+        dhd = float(d @ d) + math.fsum(quads)
         if not dhd > 0.0:
             break
         z, znew, q_diff = cg_step(s, r, d, hd, dhd, ztr, 1.0 / precond)
