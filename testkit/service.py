@@ -322,12 +322,17 @@ def running_service(settings: Settings, log_dir: Path, workers: int = 1,
     key = make_key(settings)
     started: list[ServiceProcess] = []
     try:
+        # the workers start side by side, and the API while they warm up: each process's
+        # start is mostly imports and loading kernels, and one waiting for another's
+        # only made the tests longer
         for _ in range(workers):
             started.append(start_worker(settings, log_dir, kill_worker_on, python=python,
-                                        cwd=cwd, ready_timeout=ready_timeout or 120))
+                                        cwd=cwd, wait=False))
         api, base = start_api(settings, log_dir, python=python, cwd=cwd,
                               timeout=ready_timeout or 60)
         try:
+            for worker in started:
+                worker.wait_for_log("ready.", timeout=ready_timeout or 120)
             with httpx.Client(base_url=base, timeout=60, headers=bearer(key)) as client:
                 yield client, started
         finally:

@@ -84,7 +84,8 @@ def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
 
 
 @pytest.mark.s3
-def test_s3_parts_import_side_by_side_and_train(tmp_path: Path, s3_endpoint: str) -> None:
+def test_s3_parts_import_side_by_side_train_and_keep_the_layout_asked(
+        tmp_path: Path, s3_endpoint: str) -> None:
     overrides = s3_overrides(s3_endpoint)
     settings = embedded_settings(tmp_path / "home", **overrides, **FAST)
     paths = _parts(tmp_path / "parts", 4)
@@ -135,6 +136,8 @@ def test_s3_parts_import_side_by_side_and_train(tmp_path: Path, s3_endpoint: str
         assert labels.shape == truth.shape == (rows,)
         assert state["result"]["train_accuracy"] == pytest.approx(
             float(np.mean(labels == truth)), abs=1e-12)
+        # the same service, its two workers: imports that store the value layout asked
+        _layouts_asked(client, s3, overrides["s3_bucket"], tmp_path)
 
 
 def test_a_worker_sigkilled_mid_import_resumes_at_a_part_boundary(tmp_path: Path) -> None:
@@ -216,12 +219,9 @@ def _shard_values(s3: Any, bucket: str, dataset_id: str) -> list[np.ndarray]:
     return values
 
 
-@pytest.mark.s3
-def test_s3_imports_store_the_layout_asked_across_workers(tmp_path: Path,
-                                                          s3_endpoint: str) -> None:
-    overrides = s3_overrides(s3_endpoint)
-    settings = embedded_settings(tmp_path / "home", **overrides, **FAST)
-    s3 = _s3(s3_endpoint)
+def _layouts_asked(client: httpx.Client, s3: Any, bucket: str, tmp_path: Path) -> None:
+    """Three sets of parts in S3 imported with the value layout asked (float32, float64,
+    auto): the layout each dataset reports and the values its shards store."""
     s3.create_bucket(Bucket="layouts")
     sets = {"decimals": _parts(tmp_path / "decimals", 4, seed=21),
             "exact": _parts(tmp_path / "exact", 4, seed=22, float32_parts=(0, 1, 2, 3)),
@@ -231,42 +231,41 @@ def test_s3_imports_store_the_layout_asked_across_workers(tmp_path: Path,
             s3.put_object(Bucket="layouts", Key=f"{name}/{path.name}", Body=path.read_bytes())
     truth = {name: np.concatenate([load_svmlight(p).data for p in paths])
              for name, paths in sets.items()}
-    bucket = overrides["s3_bucket"]
-    with running_service(settings, tmp_path, workers=2) as (client, _workers):
-        def imported(name: str, **body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-            created = client.post("/v1/imports", json={"source": f"s3://layouts/{name}/*",
-                                                       **body})
-            assert created.status_code == 202, created.text
-            done = _wait(client, created.json()["id"])
-            assert done["status"] == "succeeded", done
-            dataset = client.get(f"/v1/datasets/{done['dataset_id']}").json()
-            assert dataset["value_dtype"] == done["value_dtype"]
-            return done, dataset
 
-        done, compact = imported("decimals", dtype="float32")
-        assert (done["dtype"], compact["value_dtype"]) == ("float32", "float32")
-        _done, wide = imported("decimals", dtype="float64")
-        assert wide["value_dtype"] == "float64"
-        assert compact["nnz"] == wide["nnz"] == truth["decimals"].size
-        saved = wide["stored_bytes"] - compact["stored_bytes"]
-        assert abs(saved - 4 * compact["nnz"]) < 128 * compact["shards"], saved
-        values = _shard_values(s3, bucket, compact["id"])
-        assert {str(v.dtype) for v in values} == {"float32"}
-        np.testing.assert_array_equal(np.concatenate(values),
-                                      truth["decimals"].astype(np.float32))  # rounded
-        _done, auto_decimals = imported("decimals")
-        assert auto_decimals["value_dtype"] == "float64"
-        _done, exact = imported("exact")
-        assert exact["value_dtype"] == "float32"
-        np.testing.assert_array_equal(np.concatenate(_shard_values(s3, bucket, exact["id"])),
-                                      truth["exact"])  # exactly: nothing rounded
-        # three parts exactly float32, one not: every shard of every part float64
-        done, mixed = imported("mixed")
-        assert (done["dtype"], mixed["value_dtype"]) == ("auto", "float64")
-        values = _shard_values(s3, bucket, mixed["id"])
-        assert len(values) == mixed["shards"] > 4
-        assert {str(v.dtype) for v in values} == {"float64"}
-        np.testing.assert_array_equal(np.concatenate(values), truth["mixed"])
-        refused = client.post("/v1/imports", json={"source": "s3://layouts/exact/*",
-                                                   "dtype": "float16"})
-        assert refused.status_code == 422, refused.text
+    def imported(name: str, **body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        created = client.post("/v1/imports", json={"source": f"s3://layouts/{name}/*",
+                                                   **body})
+        assert created.status_code == 202, created.text
+        done = _wait(client, created.json()["id"])
+        assert done["status"] == "succeeded", done
+        dataset = client.get(f"/v1/datasets/{done['dataset_id']}").json()
+        assert dataset["value_dtype"] == done["value_dtype"]
+        return done, dataset
+
+    done, compact = imported("decimals", dtype="float32")
+    assert (done["dtype"], compact["value_dtype"]) == ("float32", "float32")
+    _done, wide = imported("decimals", dtype="float64")
+    assert wide["value_dtype"] == "float64"
+    assert compact["nnz"] == wide["nnz"] == truth["decimals"].size
+    saved = wide["stored_bytes"] - compact["stored_bytes"]
+    assert abs(saved - 4 * compact["nnz"]) < 128 * compact["shards"], saved
+    values = _shard_values(s3, bucket, compact["id"])
+    assert {str(v.dtype) for v in values} == {"float32"}
+    np.testing.assert_array_equal(np.concatenate(values),
+                                  truth["decimals"].astype(np.float32))  # rounded
+    _done, auto_decimals = imported("decimals")
+    assert auto_decimals["value_dtype"] == "float64"
+    _done, exact = imported("exact")
+    assert exact["value_dtype"] == "float32"
+    np.testing.assert_array_equal(np.concatenate(_shard_values(s3, bucket, exact["id"])),
+                                  truth["exact"])  # exactly: nothing rounded
+    # three parts exactly float32, one not: every shard of every part float64
+    done, mixed = imported("mixed")
+    assert (done["dtype"], mixed["value_dtype"]) == ("auto", "float64")
+    values = _shard_values(s3, bucket, mixed["id"])
+    assert len(values) == mixed["shards"] > 4
+    assert {str(v.dtype) for v in values} == {"float64"}
+    np.testing.assert_array_equal(np.concatenate(values), truth["mixed"])
+    refused = client.post("/v1/imports", json={"source": "s3://layouts/exact/*",
+                                               "dtype": "float16"})
+    assert refused.status_code == 422, refused.text
