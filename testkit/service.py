@@ -322,16 +322,26 @@ def running_service(settings: Settings, log_dir: Path, workers: int = 1,
     key = make_key(settings)
     started: list[ServiceProcess] = []
     try:
-        # the workers start side by side, and the API while they warm up: each process's
-        # start is mostly imports and loading kernels, and one waiting for another's
-        # only made the tests longer
-        for _ in range(workers):
+        # The API starts while the first worker warms up (a start is mostly imports and
+        # loading kernels), and the other workers side by side once it is ready: on the
+        # embedded broker (kombu's sqlalchemy transport) two workers that start together
+        # both insert the queue's row, and the second exits ("UNIQUE constraint failed:
+        # kombu_queue.name").
+        def start(wait: bool) -> ServiceProcess:
             started.append(start_worker(settings, log_dir, kill_worker_on, python=python,
-                                        cwd=cwd, wait=False))
+                                        cwd=cwd, wait=wait, ready_timeout=ready_timeout
+                                        or 120))
+            return started[-1]
+
+        first = start(wait=False) if workers else None
         api, base = start_api(settings, log_dir, python=python, cwd=cwd,
                               timeout=ready_timeout or 60)
         try:
-            for worker in started:
+            if first is not None:
+                first.wait_for_log("ready.", timeout=ready_timeout or 120)
+            for _ in range(workers - 1):
+                start(wait=False)
+            for worker in started[1:]:
                 worker.wait_for_log("ready.", timeout=ready_timeout or 120)
             with httpx.Client(base_url=base, timeout=60, headers=bearer(key)) as client:
                 yield client, started

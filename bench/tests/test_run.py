@@ -132,12 +132,13 @@ def standins(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_standins(tmp_path_factory.mktemp("standins"))
 
 
-# The smoke runs of these take 25 to 75 s each on 2 cores (most of it a real service or a
-# solver's whole grid of settings): marked slow, so that the default suite stays under 15
+# The smoke runs of these take 11 to 75 s each on 2 cores (most of it a real service or a
+# solver's whole grid of settings): marked slow, so that the default suite stays under 12
 # minutes; the rest run in the default suite, and `make test-slow` runs all.
 SLOW_SMOKE = frozenset({"dcd", "search", "certified", "ocas_alm", "smo", "service", "parser",
                         "kernel_peers", "busy_cores", "batch_predict", "shared_memory",
-                        "predict", "large_uploads"})
+                        "predict", "large_uploads", "first_run", "linear_tasks",
+                        "serial_share"})
 
 
 @pytest.mark.parametrize("experiment", [
