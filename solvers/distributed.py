@@ -51,6 +51,7 @@ import numpy as np
 
 from solvers import _distributed_tasks as tasks
 from solvers import _tron_kernels as kernels
+from solvers import ocas, parallel
 from solvers.backbone import ProgressCallback, ProgressMonitor
 from solvers.dask_rounds import Cluster, DistributedFitError
 from solvers.models import LinearModel
@@ -148,6 +149,8 @@ def fit_on_dask(client: Any, source: ShardSource, *, solver: str = "tron",
                 outcome = _Newton(cluster, problems, kernels.L2 if loss == "l2"
                                   else kernels.LOGISTIC).run(
                     size, (eps, tol), max_iter, monitor, positives)
+            elif solver == "ocas":
+                outcome = _Ocas(cluster, problems, size).run(tol, max_iter, monitor)
             else:
                 outcome = _CoCoA(cluster, problems, size, max(1, int(local_sweeps)),
                                  seed).run(tol, max_iter, monitor)
@@ -431,6 +434,286 @@ class _CoCoA:
                            "violation": float(max(pg[0] - pg[1], abs(pg[0]), abs(pg[1]))),
                            "n_support": int(sum(np.count_nonzero(a) for a in self.alpha)),
                            "local_sweeps": self.sweeps, "sigma": self.sigma})
+
+
+PRUNE_AFTER = 10  # a plane whose QP weight has been 0 this many iterations in a row goes
+
+
+class _Planes:
+    """OCAS's reduced problem on the driver: the cutting planes s_k, each stored sparse
+    (int32 indices and float64 values) where that is smaller than dense, and the dual QP
+    on the simplex (solvers/ocas.py's _qp_simplex, warm-started; slot 0 is the zero
+    plane). A plane whose weight beta_k has been 0 for PRUNE_AFTER solves in a row is
+    dropped: the reduced problem over any subset of the cutting planes still bounds the
+    risk from below, so the QP's value stays a proven lower bound of the optimum (and
+    dropping a plane of weight 0 leaves beta, the gradient and that value as they are)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.stored: list[tuple[np.ndarray | None, np.ndarray]] = []  # (indices, values)
+        self.idle: list[int] = []  # solves in a row with beta_k = 0
+        capacity = 64
+        self.H = np.zeros((capacity, capacity))
+        self.b = np.zeros(capacity)
+        self.beta = np.zeros(capacity)
+        self.beta[0] = 1.0  # all on the zero plane: w = 0
+        self.grad = np.zeros(capacity)  # H beta - b
+        self.added = self.pruned = self.qp_steps = 0
+        self.nbytes = self.peak_nbytes = 0
+
+    @property
+    def m(self) -> int:
+        return len(self.stored) + 1
+
+    def _dot(self, j: int, dense: np.ndarray) -> float:
+        indices, values = self.stored[j]
+        return float(values @ (dense if indices is None else dense[indices]))
+
+    def add(self, plane: np.ndarray, offset: float) -> None:
+        """The plane s (dense, summed over the blocks) with offset b = sum_V C_i."""
+        nonzero = np.flatnonzero(plane)
+        if nonzero.shape[0] * 12 < self.size * 8:
+            self.stored.append((nonzero.astype(np.int32), plane[nonzero]))
+        else:
+            self.stored.append((None, plane.copy()))
+        self.idle.append(0)
+        self.added += 1
+        k = len(self.stored)  # the new plane's slot
+        if k >= self.H.shape[0]:
+            self._resize(2 * self.H.shape[0])
+        column = np.array([self._dot(j, plane) for j in range(k)])
+        self.H[k, 1: k + 1] = column
+        self.H[1: k + 1, k] = column
+        self.b[k] = offset
+        self.beta[k] = 0.0
+        # grad_k = (H beta)_k - b_k; the other gradients are unchanged (beta_k = 0)
+        self.grad[k] = float(column @ self.beta[1: k + 1]) - offset
+        self.nbytes = sum(v.nbytes + (0 if i is None else i.nbytes) for i, v in self.stored)
+        self.peak_nbytes = max(self.peak_nbytes, self.nbytes)
+
+    def _resize(self, capacity: int) -> None:
+        keep = min(capacity, self.H.shape[0])
+        H = np.zeros((capacity, capacity))
+        H[:keep, :keep] = self.H[:keep, :keep]
+        self.H = H
+        for name in ("b", "beta", "grad"):
+            array = np.zeros(capacity)
+            array[:keep] = getattr(self, name)[:keep]
+            setattr(self, name, array)
+
+    def solve(self, tolerance: float) -> tuple[np.ndarray, float]:
+        """The QP to `tolerance` (its Frank-Wolfe gap): w_t = sum_k beta_k s_k and the
+        dual value D(beta) <= min F_t <= min F."""
+        m = self.m
+        self.qp_steps += int(ocas._qp_simplex(self.H, self.b, self.beta, self.grad, m,
+                                              tolerance,
+                                              ocas.QP_MAX_STEPS_PER_PLANE * m + 100))
+        dual = float(ocas._qp_dual_value(self.b, self.beta, self.grad, m))
+        w = np.zeros(self.size)
+        for j, (indices, values) in enumerate(self.stored):
+            weight = self.beta[j + 1]
+            if weight != 0.0:
+                if indices is None:
+                    w += weight * values
+                else:
+                    w[indices] += weight * values
+            self.idle[j] = 0 if weight != 0.0 else self.idle[j] + 1
+        return w, dual
+
+    def prune(self) -> None:
+        """Drop the planes idle for PRUNE_AFTER solves (beta_k = 0 for all of them)."""
+        keep = [j for j, idle in enumerate(self.idle) if idle < PRUNE_AFTER]
+        if len(keep) == len(self.stored):
+            return
+        slots = np.array([0] + [j + 1 for j in keep], dtype=np.int64)
+        self.pruned += len(self.stored) - len(keep)
+        self.stored = [self.stored[j] for j in keep]
+        self.idle = [self.idle[j] for j in keep]
+        m = slots.shape[0]
+        self.H[:m, :m] = self.H[np.ix_(slots, slots)]
+        for name in ("b", "beta", "grad"):
+            array = getattr(self, name)
+            array[:m] = array[slots]
+            array[m:] = 0.0
+        self.H[m:, :] = 0.0
+        self.H[:, m:] = 0.0
+        self.nbytes = sum(v.nbytes + (0 if i is None else i.nbytes) for i, v in self.stored)
+
+    def active(self) -> int:
+        return int(np.count_nonzero(self.beta[1: self.m]))
+
+
+class _Ocas:
+    """OCAS (solvers/ocas.py) with the data passes done by the blocks, two rounds an
+    iteration: (A) w_t and each block's outputs at w_best out, its outputs at w_t back;
+    the driver's exact line search between w_best and w_t over every row's breakpoint;
+    (B) the step k out, each block's part of the cutting plane at w_c and its hinge loss
+    at the new w_best back. A block keeps its outputs (`tasks.OcasBlock`) from A to B.
+    The driver holds both outputs of every row (16 bytes a row) as the blocks have them,
+    bit for bit (w_best's move is the same arithmetic on both sides), so a state lost
+    with its worker is made again from them and the round run again gives the same
+    model; sending w_best's outputs each iteration (8 bytes a row, beside w_t's 8 bytes a
+    feature to every block) keeps the states free of the previous iteration's."""
+
+    def __init__(self, cluster: Cluster, problems: list[Any], size: int) -> None:
+        self.cluster, self.problems, self.size = cluster, problems, size
+        rows = [int(f["rows"]) for f in cluster.facts]
+        self.offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+        n = int(self.offsets[-1])
+        self.out_best, self.out_t = np.zeros(n), np.zeros(n)
+        self.cost = np.zeros(n)  # C_i, from the first round
+        self.breaks, self.jumps = np.empty(n), np.empty(n)
+        self.chunk_sums = np.zeros((len(problems), 4))
+        self.w_best, self.w_t = np.zeros(size), np.zeros(size)
+        self.planes = _Planes(size)
+        self.states: list[Any] = []
+        self.iteration = 0
+        self.primal = math.inf
+        self.dual = 0.0
+        self.n_loss = n
+        self.timings = {"qp_s": 0.0, "line_search_s": 0.0, "planes_s": 0.0}
+
+    def _blocks(self, values: np.ndarray) -> list[np.ndarray]:
+        return [values[self.offsets[k]: self.offsets[k + 1]]
+                for k in range(len(self.problems))]
+
+    def _outputs_states(self) -> list[Any]:
+        """The blocks' states at (w_best, w_t) from the driver's outputs at w_best."""
+        best = self.cluster.send(self._blocks(self.out_best))
+        w_t = self.cluster.broadcast(self.w_t)
+        return self.cluster.submit_each(
+            tasks.ocas_outputs, [(p, b, w_t) for p, b in zip(self.problems, best,
+                                                             strict=True)],
+            self.cluster.holders())
+
+    def outputs(self) -> None:
+        """Round A: the outputs at w_t."""
+        self.states = self._outputs_states()
+
+        def resend() -> list[tuple[Any, ...]]:
+            self.states = self._outputs_states()
+            return [(s,) for s in self.states]
+
+        parts = self.cluster.each(tasks.ocas_outputs_part, [(s,) for s in self.states],
+                                  seconds=lambda r: float(r[1]),
+                                  where=self.cluster.holders(), resend=resend)
+        self.cluster.note_pids([int(p[2]) for p in parts])
+        self.out_t = np.concatenate([np.asarray(p[0], np.float64) for p in parts])
+
+    def line_search(self) -> float:
+        """k* = argmin_{k >= 0} F(w_best + k (w_t - w_best)): solvers/ocas.py's exact
+        line search over every row's breakpoint (blocks as its chunks)."""
+        started = time.perf_counter()
+        direction = self.w_t - self.w_best
+        a0 = float(direction @ direction)
+        b0 = float(self.w_best @ direction)
+        with parallel.numba_threads(1):
+            slope = ocas._breakpoints_kernel(self.out_best, self.out_t, self.cost,
+                                             self.offsets, self.breaks, self.jumps,
+                                             self.chunk_sums)
+            k = float(ocas._line_search_root(self.breaks, self.jumps, self.offsets,
+                                             self.chunk_sums, a0, b0 + slope))
+        self.timings["line_search_s"] += time.perf_counter() - started
+        return k
+
+    def cut(self, k: float) -> tuple[np.ndarray, float]:
+        """Round B: w_best += k (w_t - w_best), P(w_best), the plane at w_c (summed in
+        block order) and its offset. The first (k = 0 at w_best = w_t = 0) also brings
+        the blocks' C_i."""
+        first = not self.planes.added
+        if first:
+            self.states = self.cluster.submit_each(
+                tasks.ocas_start, [(p,) for p in self.problems], self.cluster.holders())
+
+        def resend() -> list[tuple[Any, ...]]:
+            self.states = (self.cluster.submit_each(
+                tasks.ocas_start, [(p,) for p in self.problems], self.cluster.holders())
+                if first else self._outputs_states())
+            return [(s, float(k), first) for s in self.states]
+
+        parts = self.cluster.each(tasks.ocas_cut, [(s, float(k), first) for s in self.states],
+                                  seconds=lambda r: float(r["seconds"]),
+                                  where=self.cluster.holders(), resend=resend)
+        self.states = []
+        self.cluster.note_pids([int(p["pid"]) for p in parts])
+        if first:
+            self.cost = np.concatenate([np.asarray(p["cost"], np.float64) for p in parts])
+        # what the blocks did to their outputs (ocas._update_and_cut's arithmetic)
+        self.out_best = self.out_best + k * (self.out_t - self.out_best)
+        if k != 0.0:
+            self.w_best = self.w_best + k * (self.w_t - self.w_best)
+        started = time.perf_counter()
+        plane = np.zeros(self.size)
+        for p in parts:
+            if p["indices"] is None:
+                plane += p["values"]
+            else:
+                plane[p["indices"]] += p["values"]
+        self.timings["planes_s"] += time.perf_counter() - started
+        self.primal = 0.5 * float(self.w_best @ self.w_best) + sum(
+            float(p["loss"]) for p in parts)
+        self.n_loss = sum(int(p["n_loss"]) for p in parts)
+        return plane, sum(float(p["offset"]) for p in parts)
+
+    def run(self, tol: float, max_iter: int, monitor: ProgressMonitor) -> Outcome:
+        plane, offset = self.cut(0.0)  # the first plane, at w_best = 0
+        self.add(plane, offset)
+        while True:
+            started = time.perf_counter()
+            self.w_t, self.dual = self.planes.solve(ocas.QP_TOLERANCE * tol
+                                                    * abs(self.primal))
+            self.timings["qp_s"] += time.perf_counter() - started
+            self.outputs()
+            k = self.line_search()
+            plane, offset = self.cut(k)
+            self.iteration += 1
+            if not (math.isfinite(self.primal) and math.isfinite(self.dual)):
+                return self.finish("numerical_error")
+            if self.primal - self.dual <= tol * abs(self.primal):
+                return self.finish("converged")
+            if self.iteration >= max_iter:
+                return self.finish("max_iter")
+            if monitor.out_of_time():
+                return self.finish("max_seconds")
+            event = {"iteration": self.iteration, "primal": self.primal, "dual": self.dual,
+                     "gap": self.primal - self.dual, "rounds": self.cluster.rounds,
+                     "violation": (self.primal - self.dual) / max(abs(self.primal), 1e-300),
+                     "active_size": self.n_loss}
+            if monitor.event_due() and monitor.report(functools.partial(dict, event)):
+                return self.finish("cancelled")
+            self.add(plane, offset)
+
+    def add(self, plane: np.ndarray, offset: float) -> None:
+        started = time.perf_counter()
+        self.planes.prune()
+        self.planes.add(plane, offset)
+        self.timings["planes_s"] += time.perf_counter() - started
+
+    def finish(self, reason: str) -> Outcome:
+        """P(w_best) summed again from the rows (one round: the incremental outputs carry
+        rounding), which the certificate is then of; not after a cancel (no round after
+        it: the primal is then the incremental one)."""
+        primal = self.primal
+        if reason != "cancelled":
+            w_future = self.cluster.broadcast(self.w_best)
+            losses = self.cluster.each(
+                tasks.hinge_part, [(p, w_future) for p in self.problems],
+                where=self.cluster.holders(),
+                resend=lambda: [(p, self.cluster.broadcast(self.w_best))
+                                for p in self.problems])
+            primal = 0.5 * float(self.w_best @ self.w_best) + sum(float(v) for v in losses)
+        finite = bool(np.all(np.isfinite(self.w_best))) and math.isfinite(primal)
+        self.states = []
+        return Outcome(self.w_best.copy(), reason if finite else "numerical_error",
+                       self.iteration, primal, self.dual, {
+                           "active_size": self.n_loss, "n_cuts": self.planes.added,
+                           "n_kept_cuts": len(self.planes.stored),
+                           "n_pruned_cuts": self.planes.pruned,
+                           "n_active_cuts": self.planes.active(),
+                           "peak_planes_bytes": self.planes.peak_nbytes,
+                           "qp_steps": self.planes.qp_steps,
+                           "primal_incremental": self.primal,
+                           **{k: round(v, 4) for k, v in self.timings.items()}})
 
 
 def box_qp_max(linear: np.ndarray, gram: np.ndarray, lo: np.ndarray, hi: np.ndarray,
