@@ -184,6 +184,30 @@ def test_ocas_planes_are_kept_sparse_and_pruned() -> None:
     assert planes.peak_nbytes == before
 
 
+def test_ocas_merges_its_planes_over_the_budget(client: Any,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planes over PLANES_BYTES: those in use are merged into one cutting plane (a convex
+    combination of them): still certified, within tol of the optimum, and the planes
+    never take much more than the budget (the merged plane and the new one)."""
+    import solvers.distributed
+
+    X, y = _data(rows=1500, features=20000, seed=7)
+    source = MemoryShards(split_rows(X, y, None, 400), X.shape[1])
+    budget = 4 * 8 * (X.shape[1] + 1)  # four dense planes
+    monkeypatch.setattr(solvers.distributed, "PLANES_BYTES", budget)
+    merged = fit_on_dask(client, source, solver="ocas", C=1.0, tol=1e-3, max_iter=300)
+    optimum = fit(X, y, solver="dcd", loss="l1", C=1.0, tol=1e-6)
+    assert merged.converged and merged.relative_gap is not None
+    assert merged.relative_gap <= 1e-3
+    assert optimum.dual_objective is not None and merged.dual_objective is not None
+    assert merged.primal_objective >= optimum.dual_objective
+    assert merged.dual_objective <= optimum.primal_objective
+    assert _relative(merged.primal_objective, optimum.primal_objective) <= 1e-3
+    details = merged.per_output[0]
+    assert details["n_merged_cuts"] > 0
+    assert details["peak_planes_bytes"] <= budget + 8 * (X.shape[1] + 1)
+
+
 def ocas_dual(planes: Any) -> float:
     m = planes.m
     beta, H, b = planes.beta[:m], planes.H[:m, :m], planes.b[:m]
