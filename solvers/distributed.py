@@ -43,9 +43,10 @@ O(d) vector work of the method (and, for ocas, an O(rows) line search).
   C_i and its hinge loss at the new w_best. The driver sums the parts in block order,
   adds the plane (`_Planes`: sparse where smaller; a plane whose QP weight has been 0
   for PRUNE_AFTER solves is dropped, as any subset of cutting planes still bounds the
-  risk from below; over PLANES_BYTES (256 MiB) the planes in use are merged into their
-  weighted mean, itself a cutting plane; `peak_planes_bytes` in the details) and solves
-  the reduced dual QP (ocas.py's `_qp_simplex`), a proven lower bound of the optimum.
+  risk from below; over PLANES_BYTES (256 MiB) the lighter half of the planes in use is
+  merged into their weighted mean, itself a cutting plane, until they fit;
+  `peak_planes_bytes` in the details) and solves the reduced dual QP (ocas.py's
+  `_qp_simplex`), whose value is a proven lower bound of the optimum.
   `converged` means P(w_best) - that bound <= tol P(w_best), with P(w_best) summed again
   from the rows in one last round (not after a cancel). The driver holds both outputs
   of every row (16 bytes a row), so a block's state lost with its worker is made again
@@ -457,7 +458,7 @@ class _CoCoA:
 
 
 PRUNE_AFTER = 10  # a plane whose QP weight has been 0 this many iterations in a row goes
-PLANES_BYTES = 256 << 20  # over this, the planes in use are merged into one (_Planes.fit)
+PLANES_BYTES = 256 << 20  # over this, planes in use are merged (_Planes.fit)
 
 
 class _Planes:
@@ -468,10 +469,11 @@ class _Planes:
     dropped: the reduced problem over any subset of the cutting planes still bounds the
     risk from below, so the QP's value stays a proven lower bound of the optimum (and
     dropping a plane of weight 0 leaves beta, the gradient and that value as they are).
-    Where the planes would still take more than `budget` bytes, `fit` merges the planes
-    in use into one (BMRM's aggregation): sum_k beta_k (s_k, b_k) / sum_k beta_k is a
-    convex combination of cutting planes, so a cutting plane, and with weight sum_k
-    beta_k it leaves w and the QP's value as they are."""
+    Where the planes would still take more than `budget` bytes, `fit` merges planes in
+    use (the lighter half by beta, until they fit) into one (BMRM's aggregation):
+    sum_k beta_k (s_k, b_k) / sum_k beta_k is a convex combination of cutting planes, so
+    a cutting plane, and with weight sum_k beta_k it leaves w and the QP's value as they
+    are."""
 
     def __init__(self, size: int, budget: int | None = None) -> None:
         self.size = size
@@ -502,7 +504,7 @@ class _Planes:
         if nonzero.shape[0] * 12 < self.size * 8:
             self.stored.append((nonzero.astype(np.int32), plane[nonzero]))
         else:
-            self.stored.append((None, plane.copy()))
+            self.stored.append((None, plane))  # the caller's, not changed after
         self.idle.append(0)
         self.added += 1
         k = len(self.stored)  # the new plane's slot
@@ -536,16 +538,10 @@ class _Planes:
                                               tolerance,
                                               ocas.QP_MAX_STEPS_PER_PLANE * m + 100))
         dual = float(ocas._qp_dual_value(self.b, self.beta, self.grad, m))
-        w = np.zeros(self.size)
-        for j, (indices, values) in enumerate(self.stored):
-            weight = self.beta[j + 1]
-            if weight != 0.0:
-                if indices is None:
-                    w += weight * values
-                else:
-                    w[indices] += weight * values
+        weights = [(j, float(self.beta[j + 1])) for j in range(len(self.stored))]
+        for j, weight in weights:
             self.idle[j] = 0 if weight != 0.0 else self.idle[j] + 1
-        return w, dual
+        return self._combination(weights), dual
 
     def prune(self) -> None:
         """Drop the planes idle for PRUNE_AFTER solves (beta_k = 0 for all of them)."""
@@ -568,8 +564,8 @@ class _Planes:
 
     def fit(self, incoming: int) -> None:
         """Before a plane of `incoming` bytes is added: drop the idle planes (PRUNE_AFTER
-        solves at beta_k = 0; all at beta_k = 0 when over the budget) and, when still
-        over it, merge the planes in use into one."""
+        solves at beta_k = 0; all at beta_k = 0 when over the budget) and, while still
+        over it, merge the lighter half of the planes in use (by beta_k) into one."""
         self.prune()
         if self.nbytes + incoming <= self.budget or not self.stored:
             return
@@ -577,32 +573,53 @@ class _Planes:
             if self.beta[j + 1] == 0.0:
                 self.idle[j] = PRUNE_AFTER
         self.prune()
-        if self.nbytes + incoming <= self.budget or len(self.stored) < 2:
-            return
+        while self.nbytes + incoming > self.budget and len(self.stored) >= 2:
+            order = np.argsort(self.beta[1: self.m], kind="stable")
+            self._merge(sorted(int(j) for j in order[: max(2, len(self.stored) // 2)]))
+
+    def _merge(self, group: list[int]) -> None:
+        """Planes `group` (positions in `stored`, beta_k > 0) -> their beta-weighted mean
+        g with weight B = sum beta_k, in the last slot. With T the map of the old slots
+        to the new (a kept slot to itself, the group's to g with beta_k / B), H' = T H T',
+        b' = T b, grad' = T grad (T' beta' = beta): no pass over the planes but g's sum."""
         m = self.m
-        weights = self.beta[1:m].copy()
+        kept = [j for j in range(len(self.stored)) if j not in set(group)]
+        weights = self.beta[[j + 1 for j in group]]
         total = float(weights.sum())
-        merged = np.zeros(self.size)
-        for j, (indices, values) in enumerate(self.stored):
-            if indices is None:
-                merged += weights[j] * values
-            else:
-                merged[indices] += weights[j] * values
-        merged /= total
-        offset = float(weights @ self.b[1:m]) / total
-        slack = float(self.beta[0])
-        self.merged += len(self.stored)
-        self.stored, self.idle, self.nbytes = [], [], 0
+        T = np.zeros((len(kept) + 2, m))
+        T[0, 0] = 1.0
+        for row, j in enumerate(kept, start=1):
+            T[row, j + 1] = 1.0
+        T[-1, [j + 1 for j in group]] = weights / total
+        merged = self._combination(list(zip(group, weights / total, strict=True)))
+        nonzero = np.flatnonzero(merged)
+        plane = ((nonzero.astype(np.int32), merged[nonzero])
+                 if nonzero.shape[0] * 12 < self.size * 8 else (None, merged))
+        n = T.shape[0]
+        H, b, grad = T @ self.H[:m, :m] @ T.T, T @ self.b[:m], T @ self.grad[:m]
+        beta = np.concatenate([self.beta[[0] + [j + 1 for j in kept]], [total]])
+        for name, value in (("b", b), ("grad", grad), ("beta", beta)):
+            array = getattr(self, name)
+            array[:] = 0.0
+            array[:n] = value
         self.H[:] = 0.0
-        self.b[:] = 0.0
-        self.beta[:] = 0.0
-        self.grad[:] = 0.0
-        self.beta[0] = slack
-        self.add(merged, offset)
-        self.beta[1] = total
-        self.grad[1] = self.H[1, 1] * total - offset  # grad = H beta - b
-        self.grad[0] = 0.0
-        self.added -= 1  # not a new cut
+        self.H[:n, :n] = H
+        self.stored = [self.stored[j] for j in kept] + [plane]
+        self.idle = [self.idle[j] for j in kept] + [0]
+        self.merged += len(group)
+        self.nbytes = sum(v.nbytes + (0 if i is None else i.nbytes) for i, v in self.stored)
+
+    def _combination(self, weights: list[tuple[int, float]]) -> np.ndarray:
+        """sum_j weight_j s_j (dense) over (position in `stored`, weight) pairs."""
+        w = np.zeros(self.size)
+        for j, weight in weights:
+            if weight != 0.0:
+                indices, values = self.stored[j]
+                if indices is None:
+                    w += weight * values
+                else:
+                    w[indices] += weight * values
+        return w
 
     def active(self) -> int:
         return int(np.count_nonzero(self.beta[1: self.m]))

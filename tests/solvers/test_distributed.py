@@ -184,6 +184,38 @@ def test_ocas_planes_are_kept_sparse_and_pruned() -> None:
     assert planes.peak_nbytes == before
 
 
+def test_ocas_planes_merged_are_one_cutting_plane_with_the_same_qp_value() -> None:
+    from solvers.distributed import _Planes
+
+    size = 400
+    rng = np.random.default_rng(1)
+    planes = _Planes(size, budget=1 << 30)
+    for k in range(6):
+        planes.add(rng.normal(size=size) * (rng.random(size) < 0.3 + 0.1 * k), 1.0 + k)
+    w, dual = planes.solve(1e-12)
+    in_use = [j for j in range(6) if planes.beta[j + 1] > 0.0]
+    assert len(in_use) >= 2
+    dense = [planes._combination([(j, 1.0)]) for j in range(6)]
+    mean = sum(planes.beta[j + 1] * dense[j] for j in in_use[:2])
+    planes._merge(in_use[:2])
+    assert len(planes.stored) == 5 and planes.merged == 2
+    assert float(ocas_dual(planes)) == pytest.approx(dual, rel=1e-12)
+    m = planes.m
+    beta = planes.beta[:m]
+    assert beta.sum() == pytest.approx(1.0) and beta.min() >= 0.0
+    weights = [(j, float(beta[j + 1])) for j in range(5)]
+    np.testing.assert_allclose(planes._combination(weights), w, atol=1e-12)
+    # H, b and the gradient are those of the planes now stored
+    stored = [planes._combination([(j, 1.0)]) for j in range(5)]
+    np.testing.assert_allclose(stored[-1], mean / beta[-1], atol=1e-12)
+    gram = np.array([[a @ c for c in stored] for a in stored])
+    np.testing.assert_allclose(planes.H[1:m, 1:m], gram, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(planes.grad[:m], planes.H[:m, :m] @ beta - planes.b[:m],
+                               atol=1e-10)
+    _, again = planes.solve(1e-12)  # the QP goes on from there, never below
+    assert again >= dual - 1e-9
+
+
 def test_ocas_merges_its_planes_over_the_budget(client: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Planes over PLANES_BYTES: those in use are merged into one cutting plane (a convex
