@@ -131,13 +131,16 @@ def fit_on_dask(client: Any, source: ShardSource, *, solver: str = "tron",
                 progress: ProgressCallback | None = None, progress_interval: float = 0.2,
                 threads: int = 1, local_sweeps: int = 1, seed: int = 0,
                 round_timeout: float = 600.0, round_retries: int = 3,
-                connect_timeout: float = 30.0, weighted: bool = True) -> FitResult:
+                connect_timeout: float = 30.0, weighted: bool = True,
+                planes_bytes: int | None = None) -> FitResult:
     """Train a binary linear model on the shards of `source`, on the Dask cluster of
     `client` (a distributed.Client, or a scheduler address such as tcp://host:8786).
 
     The rows of `source` must have two label values; the model's output is positive for
     the larger (as solvers.fit). `threads`: Numba threads per task on a worker;
-    `weighted`: C_i = C w_i with the shards' instance weights (when they have them)."""
+    `weighted`: C_i = C w_i with the shards' instance weights (when they have them);
+    `planes_bytes`: ocas's budget for the cutting planes the driver keeps (PLANES_BYTES,
+    256 MiB, when None; over it planes are merged, which costs iterations)."""
     if solver not in SOLVERS:
         raise ValueError(f"distributed solvers are {sorted(SOLVERS)}, got {solver!r}")
     loss = loss or SOLVERS[solver][0]
@@ -171,7 +174,8 @@ def fit_on_dask(client: Any, source: ShardSource, *, solver: str = "tron",
                                   else kernels.LOGISTIC).run(
                     size, (eps, tol), max_iter, monitor, positives)
             elif solver == "ocas":
-                outcome = _Ocas(cluster, problems, size).run(tol, max_iter, monitor)
+                outcome = _Ocas(cluster, problems, size, planes_bytes).run(tol, max_iter,
+                                                                         monitor)
             else:
                 outcome = _CoCoA(cluster, problems, size, max(1, int(local_sweeps)),
                                  seed).run(tol, max_iter, monitor)
@@ -183,6 +187,8 @@ def fit_on_dask(client: Any, source: ShardSource, *, solver: str = "tron",
                    {"C": C, "loss": loss, "bias": bias, "bias_scale": bias_scale, "eps": eps,
                     "tol": tol, "max_iter": max_iter, "threads": threads,
                     **({"local_sweeps": local_sweeps, "seed": seed} if solver == "dcd"
+                       else {}),
+                    **({"planes_bytes": planes_bytes or PLANES_BYTES} if solver == "ocas"
                        else {})})
 
 
@@ -637,7 +643,8 @@ class _Ocas:
     model; sending w_best's outputs each iteration (8 bytes a row, beside w_t's 8 bytes a
     feature to every block) keeps the states free of the previous iteration's."""
 
-    def __init__(self, cluster: Cluster, problems: list[Any], size: int) -> None:
+    def __init__(self, cluster: Cluster, problems: list[Any], size: int,
+                 planes_bytes: int | None = None) -> None:
         self.cluster, self.problems, self.size = cluster, problems, size
         rows = [int(f["rows"]) for f in cluster.facts]
         self.offsets = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
@@ -647,7 +654,7 @@ class _Ocas:
         self.breaks, self.jumps = np.empty(n), np.empty(n)
         self.chunk_sums = np.zeros((len(problems), 4))
         self.w_best, self.w_t = np.zeros(size), np.zeros(size)
-        self.planes = _Planes(size)
+        self.planes = _Planes(size, planes_bytes)
         self.states: list[Any] = []
         self.iteration = 0
         self.primal = math.inf

@@ -216,18 +216,16 @@ def test_ocas_planes_merged_are_one_cutting_plane_with_the_same_qp_value() -> No
     assert again >= dual - 1e-9
 
 
-def test_ocas_merges_its_planes_over_the_budget(client: Any,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Planes over PLANES_BYTES: those in use are merged into one cutting plane (a convex
-    combination of them): still certified, within tol of the optimum, and the planes
-    never take much more than the budget (the merged plane and the new one)."""
-    import solvers.distributed
-
+def test_ocas_merges_its_planes_over_the_budget(client: Any) -> None:
+    """Planes over `planes_bytes`: planes in use are merged into one cutting plane (a
+    convex combination of them): still certified, within tol of the optimum, and the
+    planes never take more than the budget and the new one."""
     X, y = _data(rows=1500, features=20000, seed=7)
     source = MemoryShards(split_rows(X, y, None, 400), X.shape[1])
     budget = 4 * 8 * (X.shape[1] + 1)  # four dense planes
-    monkeypatch.setattr(solvers.distributed, "PLANES_BYTES", budget)
-    merged = fit_on_dask(client, source, solver="ocas", C=1.0, tol=1e-3, max_iter=300)
+    merged = fit_on_dask(client, source, solver="ocas", C=1.0, tol=1e-3, max_iter=300,
+                         planes_bytes=budget)
+    assert merged.params["planes_bytes"] == budget
     optimum = fit(X, y, solver="dcd", loss="l1", C=1.0, tol=1e-6)
     assert merged.converged and merged.relative_gap is not None
     assert merged.relative_gap <= 1e-3
