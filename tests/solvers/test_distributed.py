@@ -184,7 +184,9 @@ def test_ocas_planes_are_kept_sparse_and_pruned() -> None:
     assert planes.peak_nbytes == before
 
 
-def test_ocas_planes_merged_are_one_cutting_plane_with_the_same_qp_value() -> None:
+@pytest.mark.parametrize("front", [True, False])
+def test_ocas_planes_merged_are_one_cutting_plane_with_the_same_qp_value(front: bool
+                                                                         ) -> None:
     from solvers.distributed import _Planes
 
     size = 400
@@ -197,7 +199,7 @@ def test_ocas_planes_merged_are_one_cutting_plane_with_the_same_qp_value() -> No
     assert len(in_use) >= 2
     dense = [planes._combination([(j, 1.0)]) for j in range(6)]
     mean = sum(planes.beta[j + 1] * dense[j] for j in in_use[:2])
-    planes._merge(in_use[:2])
+    planes._merge(in_use[:2], front=front)
     assert len(planes.stored) == 5 and planes.merged == 2
     assert float(ocas_dual(planes)) == pytest.approx(dual, rel=1e-12)
     m = planes.m
@@ -207,7 +209,8 @@ def test_ocas_planes_merged_are_one_cutting_plane_with_the_same_qp_value() -> No
     np.testing.assert_allclose(planes._combination(weights), w, atol=1e-12)
     # H, b and the gradient are those of the planes now stored
     stored = [planes._combination([(j, 1.0)]) for j in range(5)]
-    np.testing.assert_allclose(stored[-1], mean / beta[-1], atol=1e-12)
+    slot = 0 if front else -1
+    np.testing.assert_allclose(stored[slot], mean / beta[1:][slot], atol=1e-12)
     gram = np.array([[a @ c for c in stored] for a in stored])
     np.testing.assert_allclose(planes.H[1:m, 1:m], gram, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(planes.grad[:m], planes.H[:m, :m] @ beta - planes.b[:m],
