@@ -2,15 +2,17 @@
 Spark MLlib's LinearSVC (pyspark, local[2]) on the same generated data, in one run.
 
     python -m bench.distributed [--rows 40000 --features 20000 --nnz 30]
+        [--text-solvers dcd,tron,ocas] [--out PATH]
 
-Writes bench/results/distributed.md. Rows per solver and worker count: wall time of the
+Writes bench/results/distributed.md (or --out). Rows per solver and worker count: wall time of the
 fit (blocks loaded included, the cluster's start not), rounds, bytes per round (numpy
 payloads both ways), the share of the wall time spent in communication (a round's wall
 time less its slowest task, summed), the objective reached. The comparison with Spark is
 on the L1-loss (hinge) SVM without intercept: LinearSVC(regParam = 1 / (C n),
 fitIntercept=False, standardization=False) minimises (1/n) sum hinge + regParam/2 ||w||^2,
 our P(w) / (C n); Hinge's time to Spark's objective is the time of the first CoCoA+
-round whose P(w) is at or below P(w_spark) (both computed here, in our units).
+round (or OCAS iteration) whose P(w) is at or below P(w_spark) (both computed here, in
+our units).
 """
 
 from __future__ import annotations
@@ -200,7 +202,7 @@ def store_dataset(settings: Any, X: Any, y: np.ndarray, shard_bytes: int) -> str
 def run_yahoo(args: argparse.Namespace) -> None:
     """The issue's done-when run: the yahoo-korea-shaped set, a scheduler and three Dask
     workers (each `--memory-limit` and in a memory cgroup of `--cgroup-mb`), tron (L2)
-    and the distributed L1-loss method (dcd: CoCoA+) as service jobs on engine "dask"
+    and the distributed L1-loss methods (dcd: CoCoA+; ocas) as service jobs on engine "dask"
     with the Celery worker's budget (HINGE_WORKER_MEMORY_BYTES) at `--budget-mb`, then
     the same fits in memory in this process (solvers.fit, no Dask)."""
     import json
