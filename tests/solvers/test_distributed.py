@@ -264,6 +264,19 @@ def test_cancel_stops_within_one_round(client: Any, solver: str) -> None:
     assert result.data_plan["rounds"] == seen[-1]["rounds"]  # no round after the cancel
 
 
+def test_ocas_stops_at_max_iter_and_max_seconds_with_its_gap(client: Any) -> None:
+    X, y = _data(rows=1200, seed=9)
+    source = MemoryShards(split_rows(X, y, None, 400), X.shape[1])
+    capped = fit_on_dask(client, source, solver="ocas", C=4.0, tol=1e-9, max_iter=3)
+    timed = fit_on_dask(client, source, solver="ocas", C=4.0, tol=1e-9, max_seconds=0.0)
+    for result, reason in ((capped, "max_iter"), (timed, "max_seconds")):
+        assert result.exit_reason == reason and not result.converged
+        assert result.relative_gap is not None and result.relative_gap > 1e-9
+        assert result.warnings and "certified relative gap" in result.warnings[0]
+    assert capped.iterations == 3 and timed.iterations == 1
+    assert capped.data_plan is not None and capped.data_plan["rounds"] == 2 * 3 + 2
+
+
 def test_bad_requests_say_what_to_use(client: Any) -> None:
     X, y = text_like(300, 50, seed=1, nnz_per_row=5)
     source = MemoryShards(split_rows(X, y, None, 100), 50)
