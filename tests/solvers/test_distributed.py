@@ -146,6 +146,21 @@ def test_ocas_is_certified_like_the_single_host_ocas(client: Any, bias: str) -> 
     assert 0 < details["peak_planes_bytes"] <= details["n_cuts"] * 8 * (X.shape[1] + 1)
 
 
+def test_ocas_weighted_with_two_threads_is_certified_and_repeatable(client: Any) -> None:
+    """The shards' instance weights (C_i = C w_i) and two Numba threads a task (two cut
+    chunks a block): within tol of dcd's weighted optimum, and the same model twice."""
+    X, y = _data(rows=1500, features=20000, seed=7)
+    weights = np.random.default_rng(0).uniform(0.5, 2.0, size=X.shape[0])
+    source = MemoryShards(split_rows(X, y, weights, 400), X.shape[1])
+    first, second = (fit_on_dask(client, source, solver="ocas", C=1.0, tol=1e-3,
+                                 threads=2) for _ in range(2))
+    optimum = fit(X, y, solver="dcd", loss="l1", C=1.0, tol=1e-6, sample_weight=weights)
+    assert first.converged and optimum.primal_objective is not None
+    assert _relative(first.primal_objective, optimum.primal_objective) <= 1e-3
+    assert np.array_equal(first.coef, second.coef)
+    assert first.primal_objective == second.primal_objective
+
+
 def test_ocas_planes_are_kept_sparse_and_pruned() -> None:
     from solvers.distributed import PRUNE_AFTER, _Planes
 
