@@ -107,12 +107,13 @@ def test_dask_jobs_the_cluster_cannot_train_are_refused_for_what_they_ask() -> N
     assert cluster_refusal("tron", {"loss": "l2"}, 2) is None
     assert cluster_refusal("dcd", {"loss": "l1", "sample_weight": "dataset"}, 2) is None
     assert cluster_refusal("ocas", {"eps_abs": None}, 2) is None
-    for solver, params, classes, fragment in [
+    cases: list[tuple[str, dict[str, object], int, str]] = [
             ("tron", {"loss": "l1"}, 2, "with loss 'l1'"),
             ("tron", {"loss": "l2"}, 3, "binary problems; the dataset has 3 classes"),
             ("tron", {"loss": "l2", "scale": "standard"}, 2, "params scale"),
             ("tron", {"loss": "l2", "sample_weight": [1.0, 2.0]}, 2, "sample_weight"),
             ("dcd", {"loss": "l1", "probability": True}, 2, "params probability"),
-            ("ocas", {"eps_abs": 0.5}, 2, "params eps_abs")]:
+            ("ocas", {"eps_abs": 0.5}, 2, "params eps_abs")]
+    for solver, params, classes, fragment in cases:
         refusal = cluster_refusal(solver, params, classes)
         assert refusal is not None and fragment in refusal, (solver, params, refusal)

@@ -132,6 +132,7 @@ def test_ocas_is_certified_like_the_single_host_ocas(client: Any, bias: str) -> 
     assert distributed.dual_objective is not None and optimum.primal_objective is not None
     assert optimum.dual_objective is not None
     # a valid lower bound, and within tol of the optimum
+    assert distributed.primal_objective is not None
     assert distributed.dual_objective <= optimum.primal_objective
     assert distributed.primal_objective >= optimum.dual_objective
     assert _relative(distributed.primal_objective, optimum.primal_objective) <= tol
@@ -248,6 +249,7 @@ def test_ocas_merges_its_planes_over_the_budget(client: Any) -> None:
     assert merged.converged and merged.relative_gap is not None
     assert merged.relative_gap <= 1e-3
     assert optimum.dual_objective is not None and merged.dual_objective is not None
+    assert merged.primal_objective is not None and optimum.primal_objective is not None
     assert merged.primal_objective >= optimum.dual_objective
     assert merged.dual_objective <= optimum.primal_objective
     assert _relative(merged.primal_objective, optimum.primal_objective) <= 1e-3
