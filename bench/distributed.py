@@ -2,15 +2,17 @@
 Spark MLlib's LinearSVC (pyspark, local[2]) on the same generated data, in one run.
 
     python -m bench.distributed [--rows 40000 --features 20000 --nnz 30]
+        [--text-solvers dcd,tron,ocas] [--out PATH]
 
-Writes bench/results/distributed.md. Rows per solver and worker count: wall time of the
+Writes bench/results/distributed.md (or --out). Rows per solver and worker count: wall time of the
 fit (blocks loaded included, the cluster's start not), rounds, bytes per round (numpy
 payloads both ways), the share of the wall time spent in communication (a round's wall
 time less its slowest task, summed), the objective reached. The comparison with Spark is
 on the L1-loss (hinge) SVM without intercept: LinearSVC(regParam = 1 / (C n),
 fitIntercept=False, standardization=False) minimises (1/n) sum hinge + regParam/2 ||w||^2,
 our P(w) / (C n); Hinge's time to Spark's objective is the time of the first CoCoA+
-round whose P(w) is at or below P(w_spark) (both computed here, in our units).
+round (or OCAS iteration) whose P(w) is at or below P(w_spark) (both computed here, in
+our units).
 """
 
 from __future__ import annotations
@@ -200,7 +202,7 @@ def store_dataset(settings: Any, X: Any, y: np.ndarray, shard_bytes: int) -> str
 def run_yahoo(args: argparse.Namespace) -> None:
     """The issue's done-when run: the yahoo-korea-shaped set, a scheduler and three Dask
     workers (each `--memory-limit` and in a memory cgroup of `--cgroup-mb`), tron (L2)
-    and the distributed L1-loss method (dcd: CoCoA+) as service jobs on engine "dask"
+    and the distributed L1-loss methods (dcd: CoCoA+; ocas) as service jobs on engine "dask"
     with the Celery worker's budget (HINGE_WORKER_MEMORY_BYTES) at `--budget-mb`, then
     the same fits in memory in this process (solvers.fit, no Dask)."""
     import json
@@ -221,7 +223,7 @@ def run_yahoo(args: argparse.Namespace) -> None:
                      "seconds": time.perf_counter() - t0}
     print(json.dumps(report), flush=True)
     solvers = [s for s in args.solvers.split(",") if s]
-    losses = {"tron": "l2", "dcd": "l1"}
+    losses = {"tron": "l2", "dcd": "l1", "ocas": "l1"}
     jobs: list[dict[str, Any]] = []
     work = Path(tempfile.mkdtemp(prefix="hinge-yahoo-", dir=args.scratch))
     groups: list[Any] = []
@@ -266,7 +268,7 @@ def run_yahoo(args: argparse.Namespace) -> None:
                 started = time.perf_counter()
                 answer = service.post("/v1/jobs", json={
                     "dataset_id": dataset_id, "solver": solver, "engine": "dask",
-                    "params": {"C": args.C, "loss": losses[solver]}})
+                    "params": {"C": args.C, **loss_param(solver, losses)}})
                 assert answer.status_code in (200, 201, 202), answer.text
                 job = wait_for_job(service.get, answer.json()["id"],
                                    timeout=args.job_seconds + 60)
@@ -311,7 +313,7 @@ def run_yahoo(args: argparse.Namespace) -> None:
         for solver in solvers:
             load_before = load_avg()
             cpu, started = time.process_time(), time.perf_counter()
-            single = fit(X, y, solver=solver, loss=losses[solver], C=args.C)
+            single = fit(X, y, solver=solver, C=args.C, **loss_param(solver, losses))
             entry = {"solver": solver, "wall_s": time.perf_counter() - started,
                      "cpu_s": time.process_time() - cpu,
                      "load": f"{load_before} -> {load_avg()}",
@@ -326,6 +328,11 @@ def run_yahoo(args: argparse.Namespace) -> None:
     out.write_text(json.dumps(report, default=str, indent=1))
     print(f"report: {out}", flush=True)
     print(yahoo_section(report, args), flush=True)
+
+
+def loss_param(solver: str, losses: dict[str, str]) -> dict[str, str]:
+    """The job's loss param: ocas has none (the hinge is its one loss)."""
+    return {} if solver == "ocas" else {"loss": losses[solver]}
 
 
 def yahoo_section(report: dict[str, Any], args: argparse.Namespace) -> str:
@@ -415,6 +422,10 @@ def main() -> None:
                         help="yahoo's rows and features times this (a smoke run)")
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir())
                         / "hinge-bench-distributed")
+    parser.add_argument("--text-solvers", default="dcd,tron",
+                        help="the text shape's methods: dcd (CoCoA+) and ocas, each "
+                             "without and with a bias, tron (L2) without")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.shape == "yahoo":
         run_yahoo(args)
@@ -428,11 +439,13 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as logs:
         # the hinge without and with a regularised bias (bias "augment", B = 1)
-        for solver, loss, bias in (("dcd", "l1", "none"), ("dcd", "l1", "augment"),
-                                   ("tron", "l2", "none")):
+        methods = [s for s in args.text_solvers.split(",") if s]
+        for solver, loss, bias in [(s, "l2" if s == "tron" else "l1", b) for s in methods
+                                   for b in (("none",) if s == "tron"
+                                             else ("none", "augment"))]:
             for k in counts:
                 rows.append(run_dask(source, k, Path(logs), solver, loss, args.C,
-                                     target if (solver, bias) == ("dcd", "none") else None,
+                                     target if bias == "none" and loss == "l1" else None,
                                      bias))
     write(args, X, rows, spark)
 
@@ -443,7 +456,8 @@ def write(args: argparse.Namespace, X: Any, rows: list[dict[str, Any]],
         "# Distributed fits on Dask",
         "",
         f"Generated by `python -m bench.distributed --rows {args.rows} --features "
-        f"{args.features} --nnz {args.nnz:g}` on {platform.node()} "
+        f"{args.features} --nnz {args.nnz:g} --workers {args.workers} --text-solvers "
+        f"{args.text_solvers}{' --no-spark' if args.no_spark else ''}` on {platform.node()} "
         f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): a text-like set of "
         f"{X.shape[0]:,} x {X.shape[1]:,} with {X.nnz:,} non-zeros "
         f"({args.shard_rows:,}-row shards), C = {args.C:g}, no bias unless the row says "
@@ -471,7 +485,7 @@ def write(args: argparse.Namespace, X: Any, rows: list[dict[str, Any]],
                   "|---|---:|---:|---:|",
                   f"| Spark LinearSVC | {spark['seconds']:.2f} | {spark['iterations']} | "
                   f"{spark['primal']:.6g} |"]
-    RESULTS.write_text("\n".join(lines) + "\n")
+    args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -10,9 +10,17 @@ other task takes the block (and, for tron, the `NewtonState` of the current iter
 a dependency, so it runs where they are; a block lost with its worker is loaded again
 wherever the scheduler puts the task.
 
-The row loops are tron's and dcd's compiled kernels (solvers/_tron_kernels.py,
-solvers/_kernel_helpers.py); the two products below only leave out what the driver adds
-once for the whole problem (w in the gradient, v in H v, the preconditioner's form).
+The row loops are tron's, dcd's and ocas's compiled kernels (solvers/_tron_kernels.py,
+solvers/_kernel_helpers.py, solvers/ocas.py); the two products below only leave out what
+the driver adds once for the whole problem (w in the gradient, v in H v, the
+preconditioner's form).
+
+OCAS keeps an `OcasBlock` per block from an iteration's first round to its second: its
+rows' outputs y_i w.x_i at w_best (sent by the driver, which holds them) and at the
+reduced problem's solution w_t (computed there). It depends on the problem, the driver's
+outputs and w_t only, not on the previous iteration's state: a state lost with its worker
+is made again from them (Dask's lineage, or the driver's `resend`), never by replaying
+the fit, and the scheduler keeps no growing chain of tasks.
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ import numpy as np
 from numba import njit, prange
 
 from solvers import _tron_kernels as kernels
-from solvers import parallel
-from solvers._kernel_helpers import next_below, row_axpy, row_dot, signed_margins
+from solvers import ocas, parallel
+from solvers._kernel_helpers import next_below, reduce_chunks, row_axpy, row_dot, signed_margins
 from solvers.shards import ShardSource
 
 LINE_SEARCH_HALVINGS = 20  # tron's line search tries alpha = 1, 1/2, ..., 2^-19
@@ -391,6 +399,84 @@ def hinge_part(problem: Problem, w: np.ndarray) -> float:
     return float(hinge_loss_sum(block.rows, problem.y, problem.cost, w, problem.bias_scale))
 
 
+# ---- OCAS for the L1-loss (hinge) SVM: outputs and cutting planes of the block's rows
+
+
+@dataclass
+class OcasBlock:
+    """The block's rows' outputs at OCAS's two points (kept on the worker from an
+    iteration's first round to its second)."""
+
+    problem: Problem
+    out_best: np.ndarray  # y_i w_best.x_i
+    out_t: np.ndarray  # y_i w_t.x_i (w_t: the reduced problem's solution)
+    bounds: np.ndarray  # the cut's row chunks: as many as the block's threads (or fewer)
+    seconds: float = 0.0
+
+
+def _cut_bounds(problem: Problem) -> np.ndarray:
+    return parallel.chunk_bounds(problem.block.rows[2], problem.block.n_features + 1,
+                                 accumulators=1, max_chunks=problem.block.threads)
+
+
+def ocas_start(problem: Problem) -> OcasBlock:
+    """The block at w_best = w_t = 0 (outputs 0), for the first plane."""
+    n = problem.block.n_rows
+    return OcasBlock(problem, np.zeros(n), np.zeros(n), _cut_bounds(problem))
+
+
+def ocas_outputs(problem: Problem, out_best: np.ndarray, w_t: np.ndarray) -> OcasBlock:
+    """The block's outputs at the new w_t (one pass over its rows), beside those at
+    w_best, which the driver holds and sends."""
+    started = time.perf_counter()
+    out_t = np.empty(problem.block.n_rows)
+    with parallel.numba_threads(problem.block.threads):
+        signed_margins(problem.block.rows, problem.y, w_t, problem.bias_scale,
+                       problem.bounds, out_t)
+    return OcasBlock(problem, np.asarray(out_best, np.float64), out_t, _cut_bounds(problem),
+                     time.perf_counter() - started)
+
+
+def ocas_outputs_part(state: OcasBlock) -> tuple[np.ndarray, float, int]:
+    """(y_i w_t.x_i of the block's rows, seconds, pid): the driver's line search."""
+    return state.out_t, state.seconds, os.getpid()
+
+
+def ocas_cut(state: OcasBlock, k: float, with_costs: bool = False) -> dict[str, Any]:
+    """w_best moved by k towards w_t (its outputs, linearly) and the block's part of the
+    cutting plane at w_c = (1 - LAMBDA) w_best + LAMBDA w_t: solvers/ocas.py's
+    _update_and_cut on the block's rows (on a copy: the state stays as it was, so the
+    task run again gives the same part). The part: s = sum over the violators of
+    C_i y_i (x_i, B) (int32 indices and values where that is smaller than the dense
+    vector), their sum of C_i, the hinge loss at the new w_best and its count of rows;
+    and the block's C_i when `with_costs` (once: the driver's line search needs them)."""
+    started = time.perf_counter()
+    problem = state.problem
+    size = problem.block.n_features + 1
+    n_chunks = state.bounds.shape[0] - 1
+    out_best = state.out_best.copy()
+    chunk_acc = np.zeros((n_chunks, size))
+    chunk_sums = np.zeros((n_chunks, 4))
+    with parallel.numba_threads(problem.block.threads):
+        ocas._update_and_cut(problem.block.rows, (problem.y, problem.cost),
+                             (out_best, state.out_t), (float(k), ocas.LAMBDA,
+                                                       problem.bias_scale),
+                             state.bounds, chunk_acc, chunk_sums)
+        if n_chunks == 1:
+            plane = chunk_acc[0]
+        else:
+            plane = np.zeros(size)
+            reduce_chunks(chunk_acc, plane)
+    sums = chunk_sums.sum(axis=0)  # chunk order fixed
+    nonzero = np.flatnonzero(plane)
+    sparse = nonzero.shape[0] * 12 < size * 8  # int32 + float64 a non-zero
+    return {"indices": nonzero.astype(np.int32) if sparse else None,
+            "values": plane[nonzero] if sparse else plane,
+            "loss": float(sums[0]), "offset": float(sums[1]), "n_loss": int(sums[2]),
+            "cost": problem.cost if with_costs else None,
+            "seconds": time.perf_counter() - started, "pid": os.getpid()}
+
+
 def warmup() -> None:
     """Compile (or load from Numba's cache) what a Dask worker runs, in this process and
     without Dask: a driver that starts workers on the same install warms it once, rather
@@ -409,3 +495,6 @@ def warmup() -> None:
         hessian_part(state, v)
         line_search_part(state, v)
     dual_round(problem, np.zeros(problem.block.n_rows), w, 2.0, 1, 0)
+    ocas_cut(ocas_start(problem), 0.0, True)
+    ocas_cut(ocas_outputs(problem, np.zeros(problem.block.n_rows), v), 0.5)
+    hinge_part(problem, v)

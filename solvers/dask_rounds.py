@@ -151,11 +151,16 @@ class Cluster:
         return futures
 
     def _scatter_to(self, vector: np.ndarray, address: str | None) -> Any:
-        def scatter() -> Any:
-            return self.client.scatter(vector, workers=None if address is None else
-                                       [address], hash=False, timeout=self.round_timeout)
+        def scatter(to: str | None) -> Any:
+            return self.client.scatter(vector, workers=None if to is None else [to],
+                                       hash=False, timeout=self.round_timeout)
 
-        return self._guarded(scatter)
+        if address is not None:
+            try:
+                return scatter(address)
+            except Exception as exc:  # the block's worker is gone: to any, then to it
+                self._check_client(exc)
+        return self._guarded(lambda: scatter(None))
 
     def _guarded(self, call: Callable[[], Any]) -> Any:
         try:

@@ -172,7 +172,7 @@ LINEAR: dict[str, SolverSpec] = {
         module="solvers.ocas",
         kind="linear",
         losses=("l1",), warm_start="primal", warmup_group="linear", auto_candidate=True,
-        reads_float32=True,
+        reads_float32=True, distributed_losses=("l1",),
         fallback=(Step(on=("max_iter", "stalled"), target="gram", size="few_rows",
                        note="; few examples: interior point on the dual's Gram matrix"),
                   Step(on=("converged", "stalled"))),

@@ -45,10 +45,11 @@ def test_dask_jobs_the_cluster_cannot_train_are_422(settings: Settings, admin_ke
                                                  "engine": "dask", **spec})
         assert response.status_code == 422, response.text
         assert fragment in response.json()["error"]["message"]
-        accepted = client.post("/v1/jobs", json={"dataset_id": dataset["id"],
-                                                 "solver": "tron", "engine": "dask"})
-        assert accepted.status_code == 202, accepted.text
-        assert accepted.json()["params"]["engine"] == "dask"
+        for solver in ("tron", "ocas"):  # ocas: the hinge, its one loss (no loss param)
+            accepted = client.post("/v1/jobs", json={"dataset_id": dataset["id"],
+                                                     "solver": solver, "engine": "dask"})
+            assert accepted.status_code == 202, accepted.text
+            assert accepted.json()["params"]["engine"] == "dask"
 
 
 def test_the_app_lists_what_the_distributed_solvers_train() -> None:
@@ -105,11 +106,14 @@ def test_auto_is_the_data_plan_distributed_only_for_a_job_over_the_budget(
 def test_dask_jobs_the_cluster_cannot_train_are_refused_for_what_they_ask() -> None:
     assert cluster_refusal("tron", {"loss": "l2"}, 2) is None
     assert cluster_refusal("dcd", {"loss": "l1", "sample_weight": "dataset"}, 2) is None
-    for solver, params, classes, fragment in [
+    assert cluster_refusal("ocas", {"eps_abs": None}, 2) is None
+    cases: list[tuple[str, dict[str, object], int, str]] = [
             ("tron", {"loss": "l1"}, 2, "with loss 'l1'"),
             ("tron", {"loss": "l2"}, 3, "binary problems; the dataset has 3 classes"),
             ("tron", {"loss": "l2", "scale": "standard"}, 2, "params scale"),
             ("tron", {"loss": "l2", "sample_weight": [1.0, 2.0]}, 2, "sample_weight"),
-            ("dcd", {"loss": "l1", "probability": True}, 2, "params probability")]:
+            ("dcd", {"loss": "l1", "probability": True}, 2, "params probability"),
+            ("ocas", {"eps_abs": 0.5}, 2, "params eps_abs")]
+    for solver, params, classes, fragment in cases:
         refusal = cluster_refusal(solver, params, classes)
         assert refusal is not None and fragment in refusal, (solver, params, refusal)

@@ -53,3 +53,33 @@ def test_a_dataset_over_one_workers_memory_trains_on_dask(tmp_path: Path) -> Non
         assert result["train_accuracy"] == float(np.mean(single.predict(X) == y))
     # the same job on the Celery worker alone is refused: it does not fit its budget
     assert done["local"]["status"] == "failed", done["local"]
+
+
+@pytest.mark.slow
+def test_an_ocas_job_on_dask_is_certified_like_the_single_host_ocas(tmp_path: Path) -> None:
+    """The hinge on the Dask engine with solver ocas (no loss param: the hinge is its one
+    loss): the job succeeds, certified within tol, and its objective is within tol of
+    the single-host ocas's."""
+    X, y = text_like(1500, 800, seed=22, nnz_per_row=15)
+    buffer = io.BytesIO()
+    dump_svmlight_file(X, y, buffer, zero_based=False)
+    with dask_cluster(tmp_path, workers=2) as cluster:
+        settings = embedded_settings(tmp_path / "home", dask_scheduler=cluster.address)
+        with running_service(settings, tmp_path) as (service, _workers):
+            upload = service.post("/v1/datasets", files={"file": ("text.svm",
+                                                                   buffer.getvalue())},
+                                  data={"name": "text"})
+            assert upload.status_code == 201, upload.text
+            answer = service.post("/v1/jobs", json={
+                "dataset_id": upload.json()["id"], "solver": "ocas", "engine": "dask",
+                "params": {"C": 2.0, "tol": 1e-3}})
+            assert answer.status_code == 202, answer.text
+            job = wait_for_job(service.get, answer.json()["id"], timeout=240)
+    assert job["status"] == "succeeded", job
+    result = job["result"]
+    assert result["converged"] and result["relative_gap"] <= 1e-3
+    assert result["data_plan"]["mode"] == "distributed"
+    single = fit(X, y, solver="ocas", C=2.0, tol=1e-3)
+    assert single.primal_objective is not None
+    assert abs(result["primal_objective"] - single.primal_objective) \
+        <= 1e-3 * single.primal_objective

@@ -36,7 +36,8 @@ def _killer(kill: Any, after_events: int) -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("solver", "loss"), [("tron", "l2"), ("dcd", "l1")])
+@pytest.mark.parametrize(("solver", "loss"), [("tron", "l2"), ("dcd", "l1"),
+                                              ("ocas", "l1")])
 def test_a_worker_killed_mid_fit_gives_the_same_model(tmp_path: Path, solver: str,
                                                       loss: str) -> None:
     from distributed import Client
@@ -84,3 +85,38 @@ def test_no_scheduler_at_the_address_fails_within_the_connect_timeout() -> None:
     with pytest.raises(DistributedFitError, match="cannot reach the Dask scheduler"):
         fit_on_dask(f"tcp://127.0.0.1:{free_port()}", _source(), connect_timeout=3.0)
     assert time.monotonic() - started < 30.0
+
+
+@pytest.mark.slow
+def test_ocas_killed_between_its_two_rounds_gives_the_same_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed after OCAS's first round of an iteration (its blocks' outputs at
+    w_t lost with it, and the outputs at w_best that were scattered to it: every vector
+    scattered here) makes the second round fail; it is run again from states made from
+    the driver's outputs (the resend), and the model is the same bit for bit."""
+    from distributed import Client
+
+    import solvers.dask_rounds
+    import solvers.distributed
+
+    monkeypatch.setattr(solvers.dask_rounds, "INLINE_BYTES", 1024)
+    source = _source()
+    options: dict[str, Any] = {"solver": "ocas", "C": 1.0, "tol": 1e-3, "bias": "none"}
+    with dask_cluster(tmp_path, workers=3) as cluster, \
+            Client(cluster.address, timeout=30, set_as_default=False) as client:
+        undisturbed = fit_on_dask(client, source, **options)
+        line_search = solvers.distributed._Ocas.line_search
+
+        def killing(self: Any) -> float:
+            if self.iteration == 4:
+                cluster.kill_worker(1)
+            return line_search(self)
+
+        monkeypatch.setattr(solvers.distributed._Ocas, "line_search", killing)
+        disturbed = fit_on_dask(client, source, **options)
+    assert undisturbed.converged and disturbed.converged
+    plan = disturbed.data_plan
+    assert plan is not None and plan["reloads"] >= 1 and plan["round_retries"] >= 1
+    assert np.array_equal(disturbed.coef, undisturbed.coef)
+    assert disturbed.primal_objective == undisturbed.primal_objective
+    assert disturbed.iterations == undisturbed.iterations

@@ -266,7 +266,10 @@ def cluster_refusal(solver: str, applied: Mapping[str, Any], classes: int) -> st
     dataset of `classes` labels (None: it can): engine "dask"'s 422 here, and what keeps
     engine "auto" on one host in the worker (workers/dask_fit.py)."""
     losses = DISTRIBUTED_SOLVERS.get(solver)
-    if losses is None or applied.get("loss") not in losses:
+    # a solver of one loss (ocas: the hinge) has no loss param
+    only = SOLVERS[solver].losses if solver in SOLVERS else ()
+    loss = applied.get("loss", only[0] if len(only) == 1 else None)
+    if losses is None or loss not in losses:
         known = "; ".join(f"{name} with loss {' or '.join(ls)}"
                           for name, ls in DISTRIBUTED_SOLVERS.items())
         return (f"engine 'dask' trains {known}; this job is solver {solver!r}"
@@ -275,6 +278,8 @@ def cluster_refusal(solver: str, applied: Mapping[str, Any], classes: int) -> st
         return f"engine 'dask' trains binary problems; the dataset has {classes} classes"
     unsupported = [name for name in ("class_weight", "probability", "w0", "alpha0")
                    if applied.get(name)]
+    if applied.get("eps_abs") is not None:  # ocas's absolute stop: the cluster's is tol
+        unsupported.append("eps_abs")
     if applied.get("method", "line_search") != "line_search":
         unsupported.append("method")
     if applied.get("scale", "none") != "none":
