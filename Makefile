@@ -39,7 +39,7 @@ browser:
 	@command -v svm-scale >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsvm-tools >/dev/null)
 
-# Four pytest processes (pytest-xdist, one test file per process at a time): most of the
+# Three pytest processes (pytest-xdist, one test file per process at a time): most of the
 # suite waits on real servers and worker processes, not on the CPU. A worker process that
 # dies fails the run ("worker 'gw1' crashed while running ..."). The schemathesis test
 # counts as its 30 operations when collected and as one test when it reports. Files go out
@@ -58,7 +58,7 @@ browser:
 # the project's sources again (the files go to the ignored __pycache__ folders).
 test:
 	$(MAKE) --no-print-directory -j 4 --output-sync=target $(DEV_STAMP) lint browser test-ready
-	$(WITH_BYTECODE) $(PY) -m pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=30
+	$(WITH_BYTECODE) $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=30
 
 WITH_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
 
