@@ -124,9 +124,13 @@ def test_a_grid_search_over_two_workers_streams_points_and_refits(
     _search_with_refit_over_two_workers(service, cancer_bytes)
 
 
+# on RabbitMQ slow (make test-slow): a search's tasks are Celery tasks as a job's are, and
+# RabbitMQ's own ways with them (a killed worker's redelivery, a cancel) are the default
+# suite's in test_lifecycle.py
 @pytest.mark.postgres
 @pytest.mark.parametrize("broker", [pytest.param("redis", marks=pytest.mark.redis),
-                                    pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+                                    pytest.param("rabbitmq", marks=[pytest.mark.rabbitmq,
+                                                                    pytest.mark.slow])])
 def test_a_grid_search_on_postgres_and_a_server_broker(tmp_path: Path, cancer_bytes: bytes,
                                                        broker: str) -> None:
     broker_url = broker_url_for(broker)

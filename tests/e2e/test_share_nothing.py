@@ -97,8 +97,12 @@ def network(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+# RabbitMQ is slow (make test-slow): the default suite shares nothing on redis, and
+# covers RabbitMQ's own ways (a killed worker's redelivery, a cancel, a restart) in
+# test_lifecycle.py and test_searches.py
 @pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis),
-                        pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+                        pytest.param("rabbitmq", marks=[pytest.mark.rabbitmq,
+                                                        pytest.mark.slow])])
 def broker(request: pytest.FixtureRequest) -> str:
     """The broker's name; its URL (the shared server) from broker_url_for, which fails
     under CI=true when the server is not there."""
