@@ -442,6 +442,20 @@ def ocas_outputs_part(state: OcasBlock) -> tuple[np.ndarray, float, int]:
     return state.out_t, state.seconds, os.getpid()
 
 
+def compact(vector: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(int32 indices, values) of the non-zeros where that is smaller than the dense
+    vector (12 bytes a non-zero against 8 an entry), else (None, the vector itself)."""
+    nonzero = np.flatnonzero(vector)
+    if nonzero.shape[0] * 12 < vector.shape[0] * 8:
+        return nonzero.astype(np.int32), vector[nonzero]
+    return None, vector
+
+
+def compact_nbytes(stored: tuple[np.ndarray | None, np.ndarray]) -> int:
+    indices, values = stored
+    return values.nbytes + (0 if indices is None else indices.nbytes)
+
+
 def ocas_cut(state: OcasBlock, k: float, with_costs: bool = False) -> dict[str, Any]:
     """w_best moved by k towards w_t (its outputs, linearly) and the block's part of the
     cutting plane at w_c = (1 - LAMBDA) w_best + LAMBDA w_t: solvers/ocas.py's
@@ -468,10 +482,8 @@ def ocas_cut(state: OcasBlock, k: float, with_costs: bool = False) -> dict[str, 
             plane = np.zeros(size)
             reduce_chunks(chunk_acc, plane)
     sums = chunk_sums.sum(axis=0)  # chunk order fixed
-    nonzero = np.flatnonzero(plane)
-    sparse = nonzero.shape[0] * 12 < size * 8  # int32 + float64 a non-zero
-    return {"indices": nonzero.astype(np.int32) if sparse else None,
-            "values": plane[nonzero] if sparse else plane,
+    indices, values = compact(plane)
+    return {"indices": indices, "values": values,
             "loss": float(sums[0]), "offset": float(sums[1]), "n_loss": int(sums[2]),
             "cost": problem.cost if with_costs else None,
             "seconds": time.perf_counter() - started, "pid": os.getpid()}

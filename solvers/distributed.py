@@ -508,13 +508,12 @@ class _Planes:
         indices, values = self.stored[j]
         return float(values @ (dense if indices is None else dense[indices]))
 
-    def add(self, plane: np.ndarray, offset: float) -> None:
-        """The plane s (dense, summed over the blocks) with offset b = sum_V C_i."""
-        nonzero = np.flatnonzero(plane)
-        if nonzero.shape[0] * 12 < self.size * 8:
-            self.stored.append((nonzero.astype(np.int32), plane[nonzero]))
-        else:
-            self.stored.append((None, plane))  # the caller's, not changed after
+    def add(self, plane: np.ndarray, offset: float,
+            stored: tuple[np.ndarray | None, np.ndarray] | None = None) -> None:
+        """The plane s (dense, summed over the blocks) with offset b = sum_V C_i;
+        `stored`: tasks.compact(s), when the caller has it (a dense s is kept as it is:
+        the caller does not change it after)."""
+        self.stored.append(tasks.compact(plane) if stored is None else stored)
         self.idle.append(0)
         self.added += 1
         k = len(self.stored)  # the new plane's slot
@@ -527,7 +526,7 @@ class _Planes:
         self.beta[k] = 0.0
         # grad_k = (H beta)_k - b_k; the other gradients are unchanged (beta_k = 0)
         self.grad[k] = float(column @ self.beta[1: k + 1]) - offset
-        self.nbytes = sum(v.nbytes + (0 if i is None else i.nbytes) for i, v in self.stored)
+        self.nbytes = sum(tasks.compact_nbytes(stored) for stored in self.stored)
         self.peak_nbytes = max(self.peak_nbytes, self.nbytes)
 
     def _resize(self, capacity: int) -> None:
@@ -570,7 +569,7 @@ class _Planes:
             array[m:] = 0.0
         self.H[m:, :] = 0.0
         self.H[:, m:] = 0.0
-        self.nbytes = sum(v.nbytes + (0 if i is None else i.nbytes) for i, v in self.stored)
+        self.nbytes = sum(tasks.compact_nbytes(stored) for stored in self.stored)
 
     def fit(self, incoming: int) -> None:
         """Before a plane of `incoming` bytes is added: drop the idle planes (PRUNE_AFTER
@@ -608,9 +607,7 @@ class _Planes:
             else:
                 T[row, j + 1] = 1.0
         merged = self._combination(list(zip(group, weights / total, strict=True)))
-        nonzero = np.flatnonzero(merged)
-        plane = ((nonzero.astype(np.int32), merged[nonzero])
-                 if nonzero.shape[0] * 12 < self.size * 8 else (None, merged))
+        plane = tasks.compact(merged)
         n = T.shape[0]
         H, b, grad = T @ self.H[:m, :m] @ T.T, T @ self.b[:m], T @ self.grad[:m]
         beta = np.array([self.beta[0]] + [total if j is None else self.beta[j + 1]
@@ -624,7 +621,7 @@ class _Planes:
         self.stored = [plane if j is None else self.stored[j] for j in slots]
         self.idle = [0 if j is None else self.idle[j] for j in slots]
         self.merged += len(group)
-        self.nbytes = sum(v.nbytes + (0 if i is None else i.nbytes) for i, v in self.stored)
+        self.nbytes = sum(tasks.compact_nbytes(stored) for stored in self.stored)
 
     def _combination(self, weights: list[tuple[int, float]]) -> np.ndarray:
         """sum_j weight_j s_j (dense) over (position in `stored`, weight) pairs."""
@@ -786,9 +783,9 @@ class _Ocas:
 
     def add(self, plane: np.ndarray, offset: float) -> None:
         started = time.perf_counter()
-        nonzero = int(np.count_nonzero(plane))
-        self.planes.fit(min(nonzero * 12, self.size * 8))
-        self.planes.add(plane, offset)
+        stored = tasks.compact(plane)
+        self.planes.fit(tasks.compact_nbytes(stored))
+        self.planes.add(plane, offset, stored)
         self.timings["planes_s"] += time.perf_counter() - started
 
     def finish(self, reason: str) -> Outcome:
