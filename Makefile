@@ -18,9 +18,11 @@ $(RUN_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
 	@touch $(RUN_STAMP)
 
-# Tests, benchmarks and lint add the dev extras (test runners, reference engines, linters).
+# Tests, benchmarks and lint add the dev extras (test runners, reference engines, linters),
+# without pip's bytecode compile of every file they ship (sympy, pandas, moto, pyspark...:
+# most of it is never imported; what is imported is compiled once, on first import).
 $(DEV_STAMP): pyproject.toml $(RUN_STAMP)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
 	@touch $(DEV_STAMP)
 
 install: $(RUN_STAMP)

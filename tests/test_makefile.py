@@ -33,7 +33,7 @@ def test_make_run_installs_the_runtime_only_and_starts_without_compiling(tmp_pat
 
 def test_make_test_adds_the_dev_extras_and_lints_imports(tmp_path: Path) -> None:
     plan = _plan("test", tmp_path)
-    assert "install --quiet -e '.[dev]'" in plan, plan
+    assert "install --quiet --no-compile -e '.[dev]'" in plan, plan
     assert "lint-imports" in plan and "-m pytest -n 3 --dist loadfile" in plan, plan
 
 
