@@ -109,8 +109,8 @@ def _pip_install(python: Path, repo: Path, *options: str) -> None:
             shutil.copytree(repo / package, source / package,
                             ignore=shutil.ignore_patterns(*SKIPPED))
         # --no-compile: the same files, without pip's bytecode of every module of every
-        # dependency (16 CPU s, a core's share of make test's compile step); the service's
-        # processes write the bytecode of what they import, once
+        # dependency (16 CPU s, taken from the kernels' compile beside it in make test);
+        # the service's processes write the bytecode of what they import, once
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile",
                         "--disable-pip-version-check", *options, str(source)],
                        check=True, cwd=scratch, env=_clean_env(), timeout=STEP_SECONDS)

@@ -41,7 +41,8 @@ def test_make_test_compiles_the_kernels_and_ships_the_install_before_the_tests(
         tmp_path: Path) -> None:
     """The compile, the lint and the shipped install's pip run side by side (a make -j of
     their own); the install is seeded with the kernels once they are compiled, all before
-    pytest starts; the test run writes bytecode."""
+    pytest starts; the test run writes bytecode, and its OpenMP threads sleep while they
+    wait (three test processes share the cores)."""
     plan = _plan("test", tmp_path).splitlines()
 
     def at(text: str, without: str = "\0") -> int:
@@ -53,3 +54,4 @@ def test_make_test_compiles_the_kernels_and_ships_the_install_before_the_tests(
     assert at("testkit.runtime_venv --install-only") < tests, plan
     assert at("ruff check") < tests, plan
     assert "env -u PYTHONDONTWRITEBYTECODE" in plan[tests], plan
+    assert "OMP_WAIT_POLICY=PASSIVE" in plan[tests], plan
