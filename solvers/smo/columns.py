@@ -151,11 +151,12 @@ def bits_pay(n_features: int, nnz: int, l: int, all_ones: bool) -> bool:
 @njit(cache=True, inline="always")
 def _bit_dots(bits, i, lo, hi, dots):
     """dots[t] = x_t . x_i for t in [lo, hi) from the bit sets of 0/1 rows."""
-    words = bits.shape[1]
-    for t in range(lo, hi):
+    words = np.uint64(bits.shape[1])
+    row_i = np.uint64(i)
+    for t in range(np.uint64(lo), np.uint64(hi)):
         count = np.uint64(0)
         for w in range(words):
-            count += _popcount(bits[t, w] & bits[i, w])  # type: ignore[call-arg]
+            count += _popcount(bits[t, w] & bits[row_i, w])  # type: ignore[call-arg]
         dots[t] = np.float64(count)
 
 
@@ -165,14 +166,15 @@ def _bit_rbf(bits, sq_norms, table, y, i, lo, hi, out):
     - 2 popcount(b_t & b_i) is an integer k (n_t = ||x_t||^2, the number of ones), and
     table[k] is the float32 value `_rbf_values` gives for it (`rbf_table`): the same
     values without an exp per entry."""
-    words = bits.shape[1]
+    words = np.uint64(bits.shape[1])
     n_i = np.int64(sq_norms[i])
     y_i = y[i]
-    for t in range(lo, hi):
+    row_i = np.uint64(i)
+    for t in range(np.uint64(lo), np.uint64(hi)):
         count = np.uint64(0)
         for w in range(words):
-            count += _popcount(bits[t, w] & bits[i, w])  # type: ignore[call-arg]
-        value = table[np.int64(sq_norms[t]) + n_i - 2 * np.int64(count)]
+            count += _popcount(bits[t, w] & bits[row_i, w])  # type: ignore[call-arg]
+        value = table[np.uint64(np.int64(sq_norms[t]) + n_i - 2 * np.int64(count))]
         out[t] = value if y[t] == y_i else -value
 
 
