@@ -45,6 +45,12 @@ KERNEL: dict[str, SolverSpec] = {
             _eps_param(1e-3, "Stop when the maximal violating pair m(a) - M(a) <= eps."),
             Param("cache_mb", "float", 200.0, "Kernel-column cache size in MB.",
                   minimum=1.0, maximum=16384.0),
+            Param("working_set", "choice", "pair", "'pair': LIBSVM's two-variable steps "
+                  "over the whole active set (its solution to the digit); 'batched': "
+                  "ThunderSVM's working sets of up to 512 variables, their kernel columns "
+                  "computed in one pass and the gradient updated once per set - more of the "
+                  "work on all the threads, LIBSVM's solution to the same eps (c_svc and "
+                  "one_class).", choices=("pair", "batched")),
             Param("multiclass", "choice", "ovo", "'ovo' one-vs-one with voting (as LIBSVM) "
                   "or 'ovr' one-vs-rest.", choices=("ovo", "ovr")),
             *_limits(10_000_000, "SMO steps"),

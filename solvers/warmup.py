@@ -54,6 +54,7 @@ WARMUP_GROUPS: dict[str, tuple[str, ...]] = {
     "smo": _solvers_of("smo"),
     "smo-parallel": ("smo:rare",),
     "smo-formulations": ("smo:formulation",),
+    "smo-batched": ("smo:batched",),
     "other": (*_solvers_of("other"), "workflow", "out_of_core"),
 }
 # What `auto` (the job default) and `smo` use: a worker reports ready once these are loaded.

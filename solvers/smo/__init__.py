@@ -120,6 +120,7 @@ from solvers._kernel_helpers import RBF
 from solvers.backbone import BinarySolution, Budget, ProgressMonitor, drive
 from solvers.inputs import as_csr_arrays
 from solvers.kernels import max_threads
+from solvers.smo.batched import B_EVALS, B_HITS, B_ITER, B_MISSES, B_OUTER, BatchedState
 from solvers.smo.layout import (
     ACTIVE,
     EVALS,
@@ -135,7 +136,8 @@ from solvers.smo.model import ASSEMBLY, KernelProblem
 from solvers.smo.steps import SmoState, warm_parallel
 
 __all__ = ["ASSEMBLY", "WARMUP_VARIANTS", "KernelProblem", "SmoState",
-           "max_threads", "solve", "solve_all", "warm_formulation_kernels", "warm_rare_kernels"]
+           "max_threads", "solve", "solve_all", "warm_batched_kernels", "warm_formulation_kernels",
+           "warm_rare_kernels"]
 
 # Warm-up fits (solvers.warmup.warmup): both multi-class layouts and two kernels.
 WARMUP_VARIANTS: tuple[dict[str, Any], ...] = tuple(
@@ -170,6 +172,8 @@ def solve(problem: KernelProblem, params: dict[str, Any],
 
 def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMonitor,
            cache_mb: float) -> BinarySolution:
+    if params.get("working_set", "pair") == "batched":
+        return _solve_batched(problem, params, monitor, cache_mb)
     t_start = time.perf_counter()
     l = int(problem.rows.shape[0])
     state = problem.warm
@@ -235,6 +239,53 @@ def _solve(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMoni
         },
         timings={"kernel_s": t_finish - t_start, "finish_s": time.perf_counter() - t_finish},
         state=state if problem.keep_state else None,
+    )
+
+
+def _solve_batched(problem: KernelProblem, params: dict[str, Any], monitor: ProgressMonitor,
+                   cache_mb: float) -> BinarySolution:
+    """One binary problem by batched working sets (solvers/smo/batched.py). It keeps no
+    solver state: a search's C path starts every C cold."""
+    t_start = time.perf_counter()
+    state = BatchedState(problem.X, problem.sq_norms, problem.rows, problem.y, problem.cost,
+                         problem.kernel, cache_mb, chunks=problem.threads,
+                         linear=problem.linear, alpha0=problem.alpha0)
+    state.eps, state.max_iter = float(params["eps"]), int(params["max_iter"])
+    state.pair = list(problem.pair)
+    budget = Budget(BUDGET.call_seconds, BUDGET.initial, BUDGET.minimum, BUDGET.maximum)
+    exit_reason = drive(state, budget, monitor, STATUS_EXIT, first_report_after=-1)
+    t_finish = time.perf_counter()
+    alpha, rho, objective = state.finish()
+    if not (math.isfinite(rho) and math.isfinite(objective) and np.all(np.isfinite(alpha))):
+        exit_reason = "numerical_error"
+    counters = state.counters
+    return BinarySolution(
+        w=None,
+        iterations=int(counters[B_ITER]),
+        exit_reason=exit_reason,
+        primal=None,
+        dual=objective,
+        violation=float(state.values[0]),
+        intercept=-rho,
+        alpha=alpha,
+        details={
+            "rho": rho,
+            "active_size": state.l,
+            "cache_hits": int(counters[B_HITS]),
+            "cache_misses": int(counters[B_MISSES]),
+            "kernel_evaluations": int(counters[B_EVALS]),
+            "shrinkings": 0,
+            "gradient_reconstructions": 0,
+            "kernel_values": state.column_source,
+            "working_set": "batched",
+            "working_set_size": state.q,
+            "outer_iterations": int(counters[B_OUTER]),
+            "fine_grained_share": 1.0 if problem.threads > 1 else 0.0,
+            "grain_switches": 0,
+            "warm_start": False,
+        },
+        timings={"kernel_s": t_finish - t_start, "finish_s": time.perf_counter() - t_finish},
+        state=None,
     )
 
 
@@ -369,6 +420,19 @@ def warm_formulation_kernels() -> None:
     for formulation in ("nu_svc", "one_class", "epsilon_svr", "nu_svr"):
         fit(X, y, solver="smo", formulation=formulation, cache_mb=1.0,
             progress=lambda event: None).model.predict(X)
+
+
+def warm_batched_kernels() -> None:
+    """Compile (or load) the batched working sets' kernels (working_set="batched"): their
+    sequential and parallel passes on dense rows and bit sets, and one fit through the
+    solver. A group of its own (solvers.warmup.WARMUP_GROUPS)."""
+    from solvers.smo.batched import warm_batched
+    from solvers.train import fit
+
+    warm_batched()
+    X = np.round(np.random.default_rng(0).normal(size=(12, 3)), 2)
+    fit(X, np.array([1.0, -1.0] * 6), solver="smo", working_set="batched", cache_mb=1.0,
+        progress=lambda event: None).model.predict(X)
 
 
 def warm_rare_kernels() -> None:
