@@ -7,6 +7,10 @@ from solvers.formulations import FORMULATIONS, LIBSVM_FORMULATIONS
 from solvers.param_types import Param
 from solvers.solver_spec import SolverSpec, _c_param, _class_weight, _eps_param, _limits, _threads
 
+# working_set "batched" (solvers/smo/batched.py): LIBSVM's Solver with y in {-1, +1} on one
+# set of rows; the nu formulations (Solver_NU) and the regressions (2n variables) are not
+BATCHED_FORMULATIONS = ("c_svc", "one_class")
+
 KERNEL: dict[str, SolverSpec] = {
     "smo": SolverSpec(
         name="smo",

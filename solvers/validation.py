@@ -11,6 +11,7 @@ from solvers.auto import FORMULATION_LOSSES
 from solvers.formulations import FORMULATIONS, L1_LOSSES, TaskName
 from solvers.param_types import ParamError
 from solvers.registry import SOLVERS
+from solvers.registry_kernel import BATCHED_FORMULATIONS
 from solvers.solver_spec import SolverSpec
 
 
@@ -70,6 +71,11 @@ def validate_params(solver: str, params: Mapping[str, Any] | None) -> dict[str, 
         )
     if spec.chooses:
         _check_auto_formulation(spec, given, applied)
+    if applied.get("working_set") == "batched" and (
+            applied.get("formulation") not in BATCHED_FORMULATIONS):
+        raise ParamError(f"working_set 'batched' supports the formulations "
+                         f"{', '.join(BATCHED_FORMULATIONS)}; {applied.get('formulation')} "
+                         "needs 'pair'", "working_set")
     if applied.get("penalty") == "l1" and applied.get("loss") not in L1_LOSSES:
         raise ParamError(f"penalty 'l1' takes loss {' or '.join(map(repr, L1_LOSSES))} "
                          f"(LIBLINEAR -s 5, 6), not {applied.get('loss')!r}", "loss")

@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit, prange
 
 from solvers.backbone import CsrArrays
+from solvers.registry_kernel import BATCHED_FORMULATIONS
 from solvers.smo.columns import column_range, fill_range, kernel_diagonal
 from solvers.smo.layout import (
     CONVERGED,
@@ -55,7 +56,7 @@ from solvers.smo.rows import rows_in_order
 from solvers.smo.selection import pair_step, update_status
 from solvers.smo.solution import _rho
 
-FORMULATIONS = ("c_svc", "one_class")
+FORMULATIONS = BATCHED_FORMULATIONS
 WORKING_SET = 512  # q, at most (and at most the columns the cache holds, and l)
 LOCAL_SHARE = 0.1  # a subproblem stops below max(eps, 0.1 x its first violation)
 LOCAL_STEPS = 8  # ... or after 8 q steps

@@ -15,7 +15,6 @@ from solvers.inputs import TrainingSet
 from solvers.kernels import KERNEL_CODES, KernelModel, max_threads, row_sq_norms
 from solvers.params import ParamError
 from solvers.result import FitResult
-from solvers.smo.batched import FORMULATIONS as BATCHED_FORMULATIONS
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,6 @@ class KernelAssembly:
         threads = max(1, min(int(applied["threads"]), max_threads()))
         sq_norms = row_sq_norms(X.data, X.indptr)
         formulation = str(applied.get("formulation", "c_svc"))
-        if applied.get("working_set", "pair") == "batched" and (
-                formulation not in BATCHED_FORMULATIONS):
-            raise ParamError(f"working_set 'batched' supports the formulations "
-                             f"{', '.join(BATCHED_FORMULATIONS)}; {formulation} needs 'pair'")
         if formulation in ("c_svc", "nu_svc"):
             label_index = data.label_index.astype(np.int64)
             # nu_svc: upper bounds w_i * class weight (no C)

@@ -56,6 +56,10 @@ def test_submit_fills_defaults_and_queues(client: TestClient, cancer_id: str) ->
         ({"params": {"class_weight": {"7": 2.0}}}, "params.class_weight", "not in the dataset"),
         ({"params": {"class_weight": {"1": -2.0}}}, "params.class_weight", "> 0"),
         ({"solver": "tron", "params": {"seed": 3}}, "params.seed", "uses no randomness"),
+        ({"solver": "smo", "params": {"working_set": "batched", "formulation": "nu_svc"}},
+         "params.working_set", "needs 'pair'"),
+        ({"solver": "smo", "params": {"working_set": "triples"}}, "params.working_set",
+         "must be one of"),
         ({"dataset_id": "missing"}, "dataset_id", "no dataset"),
     ],
 )
