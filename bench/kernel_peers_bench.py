@@ -129,6 +129,7 @@ def worker(spec_path: str) -> None:
         result["kernel_values"] = sorted({o["kernel_values"] for o in fitted.per_output})
         result["iterations"] = fitted.iterations
         result["n_sv"] = fitted.n_support
+        result["serial_share"] = fitted.per_output[0].get("serial_share")
         # positive for the larger label
         result["decision"] = np.ravel(fitted.model.decision_function(X_test[:2000])).tolist()
     elif engine == "libsvm":
@@ -205,6 +206,9 @@ def bench_dataset(name: str, quick: bool, reps: int) -> dict[str, Any]:
             ours = np.asarray(runs[engine][0]["decision"])
             out[f"{engine}_correlation"] = float(np.corrcoef(
                 ours, np.asarray(runs["libsvm"][0]["decision"]))[0, 1])
+    if "hinge1b" in runs:  # Amdahl's s as the 1-thread batched fit measured it
+        out["serial_share"] = float(statistics.median(
+            float(r["serial_share"]) for r in runs["hinge1b"]))
     for r in (x for e in engines for x in runs[e]):
         r.pop("decision", None)
     return out
@@ -244,8 +248,18 @@ def _row(metric: str, hinge: float, reference: float) -> dict[str, Any]:
             "met": bool(math.isfinite(ratio) and ratio <= 1.0)}
 
 
+def steal_seconds() -> float:
+    """CPU seconds stolen from this (virtual) machine since boot (/proc/stat; 0 if none)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def write_markdown(results: list[dict[str, Any]], rows: list[dict[str, Any]], reps: int,
-                   quick: bool, load: tuple[float, float], output: Path) -> None:
+                   quick: bool, load: tuple[float, float], output: Path,
+                   steal: float = 0.0, elapsed: float = 0.0) -> None:
     lines = [
         "# Kernel SVMs: Hinge vs LIBSVM and oneDAL",
         "",
@@ -281,7 +295,14 @@ def write_markdown(results: list[dict[str, Any]], rows: list[dict[str, Any]], re
         f"decision values on 2,000 test rows correlated at "
         f"{r.get('hinge1b_correlation', math.nan):.7f} (pair: "
         f"{r.get('hinge1_correlation', math.nan):.7f}), test acc. "
-        f"{r['hinge1b_accuracy']:.2f} %" for r in results if "hinge1b" in r), ""]
+        f"{r['hinge1b_accuracy']:.2f} %; the 1-thread fit's time outside its parallel "
+        f"passes (Amdahl's s) {r['serial_share']:.3f}, a 2-thread ceiling of "
+        f"{2 / (1 + r['serial_share']):.2f}x and 16-thread of "
+        f"{1 / (r['serial_share'] + (1 - r['serial_share']) / 16):.1f}x"
+        for r in results if "hinge1b" in r), ""]
+    lines += [f"CPU time the hypervisor took from this virtual machine during the run "
+              f"(/proc/stat steal): {steal:.1f} s over {elapsed / 60:.1f} minutes; with "
+              "a CPU taken, a 2-thread run is a 1-thread one.", ""]
     lines += ["## Summary (done when every row is met)", "",
               "| metric | hinge | reference | ratio | target | met |", "|---|---|---|---|---|---|"]
     for row in rows:
@@ -308,6 +329,7 @@ def main(quick: bool = False, reps: int | None = None,
     """reps: 3 (quick: 1)."""
     reps = reps or (1 if quick else 3)
     load_start = os.getloadavg()[0]
+    steal_start, started = steal_seconds(), time.perf_counter()
     results = []
     for name in datasets or (QUICK if quick else FULL):
         print(f"== {name}", flush=True)
@@ -317,7 +339,8 @@ def main(quick: bool = False, reps: int | None = None,
         results.append(result)
     rows = summary_rows(results)
     write_markdown(results, rows, reps, quick, (load_start, os.getloadavg()[0]),
-                   output or results_dir() / RESULTS_NAME)
+                   output or results_dir() / RESULTS_NAME, steal_seconds() - steal_start,
+                   time.perf_counter() - started)
     return rows
 
 

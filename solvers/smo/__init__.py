@@ -280,6 +280,9 @@ def _solve_batched(problem: KernelProblem, params: dict[str, Any], monitor: Prog
             "working_set": "batched",
             "working_set_size": state.q,
             "outer_iterations": int(counters[B_OUTER]),
+            # Amdahl's s of this fit: its time outside the passes on all the threads
+            "serial_share": state.serial_share(),
+            "parallel_s": state.parallel_seconds,
             "fine_grained_share": 1.0 if problem.threads > 1 else 0.0,
             "grain_switches": 0,
             "warm_start": False,

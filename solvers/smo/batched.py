@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import math
 import mmap
+import time
 from typing import Any
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 from solvers.backbone import CsrArrays
 from solvers.registry_kernel import BATCHED_FORMULATIONS
@@ -65,8 +67,9 @@ BLOCK = 2048  # positions per block of the batched column pass
 PARALLEL_MIN = 20_000
 
 # counters
-(B_ITER, B_OUTER, B_EVALS, B_HITS, B_MISSES, B_STAMP, B_FILLED) = range(7)
-B_COUNTERS = 7
+(B_ITER, B_OUTER, B_EVALS, B_HITS, B_MISSES, B_STAMP, B_FILLED, B_CYCLES,
+ B_PARALLEL_CYCLES) = range(9)
+B_COUNTERS = 9
 B_VIOLATION = 0
 
 
@@ -105,6 +108,10 @@ class BatchedState:
         self.working = np.empty(self.q, dtype=np.int64)
         self.counters = np.zeros(B_COUNTERS, dtype=np.int64)
         self.values = np.array([math.inf])
+        # wall seconds of the compiled calls, and the share of them in the passes that
+        # run on all the threads (the columns, the gradient, the scans, the block)
+        self.seconds = 0.0
+        self.parallel_seconds = 0.0
         self.chunks = max(1, int(chunks))
         self.parallel = Parallel(np.int64(self.chunks), np.empty(2 * self.chunks),
                                  np.empty(2 * self.chunks, dtype=np.int64),
@@ -130,7 +137,23 @@ class BatchedState:
 
     def run(self, steps: int) -> int:
         arguments = (*self._args(), (float(self.eps), int(self.max_iter), int(steps)))
-        return int(_batched_steps(*arguments))
+        cycles, inside = int(self.counters[B_CYCLES]), int(self.counters[B_PARALLEL_CYCLES])
+        started = time.perf_counter()
+        status = int(_batched_steps(*arguments))
+        seconds = time.perf_counter() - started
+        cycles = int(self.counters[B_CYCLES]) - cycles
+        self.seconds += seconds
+        if cycles > 0:  # no cycle counter: no split
+            self.parallel_seconds += seconds * (
+                int(self.counters[B_PARALLEL_CYCLES]) - inside) / cycles
+        return status
+
+    def serial_share(self) -> float:
+        """The share of the solver's wall time outside its parallel passes (Amdahl's s on
+        one thread; NaN without a cycle counter)."""
+        if self.seconds <= 0 or self.counters[B_CYCLES] == 0:
+            return math.nan
+        return max(0.0, 1.0 - self.parallel_seconds / self.seconds)
 
     def finite(self) -> bool:
         return bool(np.all(np.isfinite(self.alpha)))
@@ -160,6 +183,26 @@ def _huge_pages(rows: int, columns: int) -> np.ndarray:
         mapping.madvise(mmap.MADV_HUGEPAGE)
     return np.frombuffer(mapping, dtype=np.float32, count=rows * columns).reshape(
         rows, columns)
+
+
+@intrinsic
+def _cycles(typingctx):
+    """The CPU's cycle counter (LLVM's readcyclecounter: rdtsc on x86-64, 0 where there is
+    none): the split of a compiled call's time between its serial and parallel parts."""
+
+    def codegen(context, builder, signature, args):
+        import llvmlite.ir as ir
+
+        function = builder.module.declare_intrinsic(
+            "llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
+        return builder.call(function, [])
+
+    return types.int64(), codegen
+
+
+@njit(cache=True, inline="always")
+def _now():
+    return _cycles()  # type: ignore[call-arg]
 
 
 @njit(cache=True, nogil=True)
@@ -259,12 +302,14 @@ def _heaps_parallel(y, status, gradient, in_set, up, chunks, keys, items, counts
 @njit(cache=True)
 def _select(y, status, gradient, in_set, up, count, keys, items, chunks):
     """The `count` variables of I_up (up: largest -y_t G_t) or I_low (smallest) not in the
-    set, best first (ties to the lower index), into items[:n]; returns n. With chunks > 1
+    set, best first (ties to the lower index), into items[:n]; returns n and the cycles of
+    the pass over the rows (the parallel part). With chunks > 1
     each chunk of rows keeps its best `count` and the chunks' candidates are merged: the
     same variables in the same order (the order is total)."""
     k = min(count, keys.shape[0])
     if k <= 0:
-        return 0
+        return 0, 0
+    start = _now()
     if chunks > 1:
         chunk_keys = np.empty((chunks, k))
         chunk_items = np.empty((chunks, k), dtype=np.int64)
@@ -286,6 +331,7 @@ def _select(y, status, gradient, in_set, up, count, keys, items, chunks):
         candidate_items = items[:k]
         n = _heap_range(y, status, gradient, in_set, up, 0, y.shape[0], candidate_keys,
                         candidate_items)
+    heaps = _now() - start
     # best first: by key, descending, ties to the lower index (a stable sort of the
     # candidates in index order)
     by_index = np.argsort(candidate_items[:n])
@@ -295,7 +341,7 @@ def _select(y, status, gradient, in_set, up, count, keys, items, chunks):
     n = min(n, k)
     for a in range(n):
         items[a] = ordered_items[order[a]]
-    return n
+    return n, heaps
 
 
 @njit(cache=True, inline="always")
@@ -421,15 +467,21 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
     which = np.empty(q, dtype=np.int64)
     slots = np.empty(q, dtype=np.int64)
     steps = 0
+    call_start = _now()
     while True:
         scans = chunks if chunks > 1 and l >= parallel.min_pass else 1
+        start = _now()
         violation = _violation(y, status, gradient, scans)
+        counters[B_PARALLEL_CYCLES] += _now() - start
         values[B_VIOLATION] = violation
         if violation < eps:
+            counters[B_CYCLES] += _now() - call_start
             return CONVERGED
         if counters[B_ITER] >= max_iter:
+            counters[B_CYCLES] += _now() - call_start
             return MAX_ITER
         if steps >= budget:
+            counters[B_CYCLES] += _now() - call_start
             return PAUSED
         # ---- the working set: the most recent kept, q_new new ones (half each side)
         filled = counters[B_FILLED]
@@ -446,8 +498,9 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
         for r in range(4):  # half each side, then what one side lacks from the other
             up = r % 2 == 0
             want = ((q_new + 1) // 2 if up else q_new // 2) if r < 2 else q - n
-            got = _select(y, status, gradient, in_set, up, min(want, q - n), keys, items,
-                          scans)
+            got, heaps = _select(y, status, gradient, in_set, up, min(want, q - n), keys,
+                                 items, scans)
+            counters[B_PARALLEL_CYCLES] += heaps
             for a in range(got):
                 working[n + a] = items[a]
                 in_set[items[a]] = True
@@ -480,6 +533,7 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
                 slot_of[which[k]] = s
                 last_used[s] = stamp
                 slots[k] = s
+            start = _now()
             if batch_pass and chunks > 1 and missing * l >= parallel.min_pass:
                 positional, dense_rows = rows[0], rows[2]
                 data, indices, indptr, sq_norms, dense = positional
@@ -494,10 +548,13 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
                 for k in range(missing):
                     fill_range(rows[0], rows[2], kernel, y, which[k], ZERO, l,
                                columns[slots[k]], parallel)
+            counters[B_PARALLEL_CYCLES] += _now() - start
             counters[B_EVALS] += missing * l
             counters[B_MISSES] += missing
         # ---- the subproblem: LIBSVM's steps on the q x q block
+        start = _now()
         _block_parallel(columns, slot_of, working, size, block, scans)
+        counters[B_PARALLEL_CYCLES] += _now() - start
         for a in range(size):
             t = working[a]
             a_b[a] = alpha[t]
@@ -543,6 +600,7 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
                 break
             delta_i, delta_j, crossed = pair_step(i, j, q_i, y_b, c_b, d_b, a_b, s_b, g_b)
             if crossed == 0:
+                counters[B_CYCLES] += _now() - call_start
                 return NON_FINITE
             q_j = block[j]
             for b in range(size):
@@ -564,12 +622,15 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
             status[t] = s_b[a]
         if m == 0:
             if inner == 0:  # no step possible on this set: the rule above decides
+                counters[B_CYCLES] += _now() - call_start
                 return CONVERGED if violation < eps else NON_FINITE
             continue
+        start = _now()
         if chunks > 1 and m * l >= parallel.min_pass:
             _gradient_parallel(gradient, columns, moved, deltas, m, chunks)
         else:
             _gradient_range(gradient, columns, moved, deltas, m, 0, l)
+        counters[B_PARALLEL_CYCLES] += _now() - start
 
 
 def warm_batched() -> None:

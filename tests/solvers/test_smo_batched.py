@@ -66,6 +66,9 @@ def test_batched_agrees_with_the_pair_solver_over_many_working_sets(data: str) -
     assert output["outer_iterations"] > 10
     # sparse real values: a column at a time, from the positional CSC or the row gather
     assert output["kernel_values"] in (("dense",) if data == "dense" else ("columns", "rows"))
+    # Amdahl's s as the fit measured it: its time outside the passes on all the threads
+    assert 0.0 <= output["serial_share"] < 1.0
+    assert 0.0 < output["parallel_s"] <= ours.train_seconds
     assert abs(ours.n_support - pair.n_support) <= 0.01 * pair.n_support
     correlation = np.corrcoef(ours.decision_function(X), pair.decision_function(X))[0, 1]
     assert correlation >= 0.99999
