@@ -434,8 +434,10 @@ def warm_batched_kernels() -> None:
 
     warm_batched()
     X = np.round(np.random.default_rng(0).normal(size=(12, 3)), 2)
-    fit(X, np.array([1.0, -1.0] * 6), solver="smo", working_set="batched", cache_mb=1.0,
-        progress=lambda event: None).model.predict(X)
+    for formulation, y in (("c_svc", np.array([1.0, -1.0] * 6)), ("one_class", np.ones(12))):
+        # one_class: the initial alpha's gradient (_initial_gradient, update_status)
+        fit(X, y, solver="smo", working_set="batched", formulation=formulation,
+            cache_mb=1.0, progress=lambda event: None).model.predict(X)
 
 
 def warm_rare_kernels() -> None:
