@@ -41,7 +41,6 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from solvers.backbone import CsrArrays
-from solvers.registry_kernel import BATCHED_FORMULATIONS
 from solvers.smo.columns import column_range, fill_range, kernel_diagonal
 from solvers.smo.layout import (
     CONVERGED,
@@ -58,7 +57,6 @@ from solvers.smo.rows import rows_in_order
 from solvers.smo.selection import pair_step, update_status
 from solvers.smo.solution import _rho
 
-FORMULATIONS = BATCHED_FORMULATIONS
 WORKING_SET = 512  # q, at most (and at most the columns the cache holds, and l)
 LOCAL_SHARE = 0.1  # a subproblem stops below max(eps, 0.1 x its first violation)
 LOCAL_STEPS = 8  # ... or after 8 q steps
@@ -155,9 +153,6 @@ class BatchedState:
             return math.nan
         return max(0.0, 1.0 - self.parallel_seconds / self.seconds)
 
-    def finite(self) -> bool:
-        return bool(np.all(np.isfinite(self.alpha)))
-
     def objective(self) -> float:
         return float(0.5 * np.dot(self.alpha, self.gradient + self.linear))
 
@@ -238,7 +233,7 @@ def _heap_push(keys, items, n, key, item):
     if n < k:
         pos = n
         n += 1
-    elif key > keys[0] or (key == keys[0] and item < items[0]):
+    elif _before(keys[0], items[0], key, item):  # better than the worst kept
         pos = 0  # replace the top, sift down
         while True:
             child = 2 * pos + 1
