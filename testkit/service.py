@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -217,9 +218,17 @@ class ServiceProcess:
             time.sleep(0.1)
         raise TimeoutError(f"{needle!r} not seen in {timeout} s:\n{self.log()[-4000:]}")
 
-    def stop(self) -> None:
+    def stop(self, graceful: bool = True) -> None:
+        """SIGTERM and wait (15 s, then SIGKILL); with graceful False, SIGKILL to its whole
+        process group at once (a Celery worker's warm shutdown takes 5-6 s on the embedded
+        broker: up to 2 s until its event loop sees the signal, then the pool's join; a
+        test's teardown needs none of it, tests/e2e/test_worker_readiness.py tests it)."""
         if self.process.poll() is None:
-            self.process.terminate()
+            if not graceful:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            else:
+                self.process.terminate()
             try:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -349,7 +358,7 @@ def running_service(settings: Settings, log_dir: Path, workers: int = 1,
             api.stop()
     finally:
         for worker in started:
-            worker.stop()
+            worker.stop(graceful=False)
 
 
 def child_pids(pid: int) -> list[int]:
