@@ -4,20 +4,22 @@ A busy-loop process (`while True: pass`, one core) runs beside the whole experim
 every SMO row of the kernel_peers experiment (letter-like, pendigits, dna, ijcnn1, w8a,
 a9a: bench/kernel_peers_bench.py's data and settings: rbf, eps 1e-3, cache 200 MB) and
 the tron rows (a9a, ijcnn1 and the generated text set of bench/tron_liblinear.py: L2
-loss, C = 1, eps 0.01), the same fit runs with `threads: 1` and `threads: 2`, alternating
-in this one process (the order reverses on odd repetitions, so a change of load hits both
-alike), timed in wall-clock seconds (what a user waits; CPU time would add up the threads).
-A short fit is repeated in a block of about BLOCK_SECONDS. Reported: the medians, their
-ratio (2 threads / 1 thread; target <= 1.10), whether the two fits are the same (SMO: the
-same dual objective and iterations, bit for bit; tron: the same primal value), SMO's
-share of steps with the fine-grained parallel loops (solvers/smo/grain.py measures it),
-the 1-minute load average before and after, and the CPU the neighbour got.
+loss, C = 1, eps 0.01) and SMO with batched working sets on the binary sets (ijcnn1, w8a,
+a9a: `working_set: "batched"`, issue 46), the same fit runs with `threads: 1` and
+`threads: 2`, alternating in this one process (the order reverses on odd repetitions, so
+a change of load hits both alike), timed in wall-clock seconds (what a user waits; CPU
+time would add up the threads). A short fit is repeated in a block of about
+BLOCK_SECONDS. Reported: the medians, their ratio (2 threads / 1 thread; target <= 1.10),
+whether the two fits are the same (SMO: the same dual objective and iterations, bit for
+bit; tron: the same primal value), SMO's share of steps with the fine-grained parallel
+loops (solvers/smo/grain.py measures it), the 1-minute load average before and after, and
+the CPU the neighbour got.
 
 --quick (a smoke run of make bench-quick, 5 minutes in all): SMO on letter-like, dna and a
-seeded 3,000-row sample of w8a, tron on a9a and a 10,000 x 10,000 text set, 2 repetitions
-(one in each order; 7 without --quick); `--only smo:ijcnn1` etc. runs the other rows with
---quick's samples (ijcnn1: 12,000 rows, as kernel_peers'). --no-busy runs without the
-neighbour (the idle baseline).
+seeded 3,000-row sample of w8a (batched too), tron on a9a and a 10,000 x 10,000 text set,
+2 repetitions (one in each order; 7 without --quick); `--only smo:ijcnn1`,
+`smo-batched:w8a` etc. runs the other rows with --quick's samples (ijcnn1: 12,000 rows,
+as kernel_peers'). --no-busy runs without the neighbour (the idle baseline).
 
 Usage: python bench/busy_cores_bench.py [--quick] [--no-busy] [--reps N]
 Writes bench/results/busy_cores.md; `main(quick)` returns the summary rows of bench/run.py.
@@ -51,11 +53,13 @@ TARGET = 1.10
 BLOCK_SECONDS = 0.3
 SMO_SETS = ("letter-like", "pendigits", "dna", "ijcnn1", "w8a", "a9a")
 TRON_SETS = ("a9a", "ijcnn1", "text")
+BATCHED_SETS = ("ijcnn1", "w8a", "a9a")  # smo working_set "batched": the binary sets
 SAMPLE_ROWS = 3_000  # --quick: w8a and a9a samples
 # --quick is a smoke run (make bench-quick, 5 minutes in all): the small kernel sets and a
 # binary sample, tron on a LIBSVM set and the generated text set
 QUICK_SMO_SETS = ("letter-like", "dna", "w8a")
 QUICK_TRON_SETS = ("a9a", "text")
+QUICK_BATCHED_SETS = ("w8a",)
 QUICK_TEXT = 10_000  # rows and features of the text set with --quick
 
 
@@ -110,7 +114,7 @@ def smo_data(name: str, quick: bool) -> tuple[Any, np.ndarray, float, float]:
     return X, y, C, gamma if gamma is not None else 1.0 / X.shape[1]
 
 
-def smo_row(name: str, quick: bool, reps: int) -> dict[str, Any]:
+def smo_row(name: str, quick: bool, reps: int, working_set: str = "pair") -> dict[str, Any]:
     from solvers import fit
 
     X, y, C, gamma = smo_data(name, quick)
@@ -119,17 +123,18 @@ def smo_row(name: str, quick: bool, reps: int) -> dict[str, Any]:
     def run(threads: int) -> Callable[[], Any]:
         def go() -> Any:
             fits[threads] = fit(X, y, solver="smo", kernel="rbf", C=C, gamma=gamma, eps=1e-3,
-                                cache_mb=200.0, threads=threads)
+                                cache_mb=200.0, threads=threads, working_set=working_set)
             return fits[threads]
         return go
 
     seconds = compare({1: run(1), 2: run(2)}, reps)
     one, two = fits[1], fits[2]
-    return {"solver": "smo", "data": f"{name} ({X.shape[0]:,} rows)", "seconds": seconds,
+    layout = "batched" if working_set == "batched" else two.params["parallel_grain"]
+    return {"solver": "smo" if working_set == "pair" else f"smo {working_set}",
+            "data": f"{name} ({X.shape[0]:,} rows)", "seconds": seconds,
             "same": (one.dual_objective == two.dual_objective
                      and one.iterations == two.iterations),
-            "grain": f"{two.params['parallel_grain']}, fine "
-                     f"{100 * two.params['fine_grained_share']:.0f}%"}
+            "grain": f"{layout}, fine {100 * two.params['fine_grained_share']:.0f}%"}
 
 
 # --------------------------------------------------------------------------------------
@@ -223,6 +228,8 @@ def main(quick: bool = False, reps: int | None = None, busy: bool = True,
                 QUICK_SMO_SETS if quick else SMO_SETS)
     tron_sets = (TRON_SETS if only else TRON_SETS[:1] if SMOKE else
                  QUICK_TRON_SETS if quick else TRON_SETS)
+    batched_sets = (BATCHED_SETS if only else () if SMOKE else
+                    QUICK_BATCHED_SETS if quick else BATCHED_SETS)
     started, loads_before = time.perf_counter(), os.getloadavg()
     neighbour = busy_neighbour() if busy else None
     results: list[dict[str, Any]] = []
@@ -233,6 +240,10 @@ def main(quick: bool = False, reps: int | None = None, busy: bool = True,
         for name in smo_sets:
             if not only or f"smo:{name}" in only:
                 results.append(smo_row(name, quick, reps))
+                print(results[-1], flush=True)
+        for name in batched_sets:  # the binary sets' batched working sets (issue 46)
+            if not only or f"smo-batched:{name}" in only:
+                results.append(smo_row(name, quick, reps, working_set="batched"))
                 print(results[-1], flush=True)
         for name in tron_sets:
             if not only or f"tron:{name}" in only:

@@ -21,9 +21,13 @@ Each outer iteration
 
 The arithmetic of a column, a step and the gradient does not depend on the threads (the
 parallel passes only partition rows; every sum over the working set runs in one order), so
-`threads=2` returns bit-for-bit the result of `threads=1`. The trajectory is not LIBSVM's:
-the solution is LIBSVM's to the same eps (the same stop rule on the same problem), not to
-the digit. Counted as steps: the subproblems' SMO steps (max_iter bounds them).
+`threads=2` returns bit-for-bit the result of `threads=1`, and whether the passes run on
+the threads or on the calling one is measured call by call (solvers/grain.py: beside a
+busy neighbour a pass that waits for a descheduled thread costs more than it saves; a
+step of the meter, and of a call's budget, is an outer iteration). The trajectory is
+not LIBSVM's: the solution is LIBSVM's to the same eps (the same stop rule on the same
+problem), not to the digit. Counted as steps (a fit's iterations, what max_iter bounds):
+the subproblems' SMO steps.
 
 Formulations: those of LIBSVM's Solver with y in {-1, +1} on one set of rows - c_svc and
 one_class (its initial alpha); the nu formulations (Solver_NU's rule) and the regressions
@@ -41,6 +45,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from solvers.backbone import CsrArrays
+from solvers.grain import GrainMeter
 from solvers.smo.columns import column_range, fill_range, kernel_diagonal
 from solvers.smo.layout import (
     CONVERGED,
@@ -73,7 +78,7 @@ B_VIOLATION = 0
 
 class BatchedState:
     """The arrays of one binary problem in problem order (no shrinking, no permutation),
-    its column cache and its working set; `run(steps)` is the driver's bounded call."""
+    its column cache and its working set; `run(outer)` is the driver's bounded call."""
 
     def __init__(self, X: CsrArrays, sq_norms: np.ndarray, rows: np.ndarray, y: np.ndarray,
                  cost: np.ndarray, kernel: tuple[int, float, float, int], cache_mb: float,
@@ -111,10 +116,17 @@ class BatchedState:
         self.seconds = 0.0
         self.parallel_seconds = 0.0
         self.chunks = max(1, int(chunks))
-        self.parallel = Parallel(np.int64(self.chunks), np.empty(2 * self.chunks),
-                                 np.empty(2 * self.chunks, dtype=np.int64),
-                                 np.empty(2 * self.chunks), np.int64(PARALLEL_MIN),
-                                 np.int64(PARALLEL_MIN * 5), np.int64(PARALLEL_MIN * 5))
+        # the passes on the threads ("fine") or none of them (the work of one thread): the
+        # same scratch, the grain meter picks one per part of a call
+        scratch = (np.int64(self.chunks), np.empty(2 * self.chunks),
+                   np.empty(2 * self.chunks, dtype=np.int64), np.empty(2 * self.chunks))
+        never = np.int64(1 << 62)
+        self.parallel_of = {
+            True: Parallel(*scratch, np.int64(PARALLEL_MIN), np.int64(PARALLEL_MIN * 5),
+                           np.int64(PARALLEL_MIN * 5)),
+            False: Parallel(*scratch, never, never, never)}
+        self.parallel = self.parallel_of[False]
+        self.grain = GrainMeter(self.chunks)
         # sources the batched pass reads (no scattered x_i): dense rows and bit sets
         self.batch_pass = self.column_source in ("dense", "bits")
         if alpha0 is not None:
@@ -133,18 +145,29 @@ class BatchedState:
     def iteration(self) -> int:
         return int(self.counters[B_ITER])
 
-    def run(self, steps: int) -> int:
-        arguments = (*self._args(), (float(self.eps), int(self.max_iter), int(steps)))
-        cycles, inside = int(self.counters[B_CYCLES]), int(self.counters[B_PARALLEL_CYCLES])
+    def run(self, outer: int) -> int:
+        """Up to `outer` outer iterations, with the passes on the threads or not as the
+        grain meter measures; returns the kernel's status."""
+        return self.grain.call(outer, self._run_part, PAUSED)
+
+    def _run_part(self, fine: bool, outer: int) -> tuple[int, int, float]:
+        """One compiled call in one mode: (status, outer iterations done, work: the kernel
+        values computed + l per outer iteration, the gradient pass)."""
+        self.parallel = self.parallel_of[fine]
+        counters = self.counters
+        arguments = (*self._args(), (float(self.eps), int(self.max_iter), int(outer)))
+        cycles, inside = int(counters[B_CYCLES]), int(counters[B_PARALLEL_CYCLES])
+        done, evaluations = int(counters[B_OUTER]), int(counters[B_EVALS])
         started = time.perf_counter()
         status = int(_batched_steps(*arguments))
         seconds = time.perf_counter() - started
-        cycles = int(self.counters[B_CYCLES]) - cycles
+        cycles = int(counters[B_CYCLES]) - cycles
         self.seconds += seconds
         if cycles > 0:  # no cycle counter: no split
             self.parallel_seconds += seconds * (
-                int(self.counters[B_PARALLEL_CYCLES]) - inside) / cycles
-        return status
+                int(counters[B_PARALLEL_CYCLES]) - inside) / cycles
+        done = int(counters[B_OUTER]) - done
+        return status, done, float(int(counters[B_EVALS]) - evaluations + done * self.l)
 
     def serial_share(self) -> float:
         """The share of the solver's wall time outside its parallel passes (Amdahl's s on
@@ -375,14 +398,22 @@ def _violation(y, status, gradient, chunks):
     return out[:chunks].max() - out[chunks:].min()
 
 
+@njit(cache=True, inline="always")
+def _block_range(columns, slot_of, working, size, block, lo, hi):
+    """block[a, b] = Q_{working[a], working[b]} from the cached columns, a in [lo, hi)."""
+    for a in range(lo, hi):
+        column = columns[slot_of[working[a]]]
+        for b in range(size):
+            block[a, b] = column[working[b]]
+
+
 @njit(cache=True, parallel=True)
 def _block_parallel(columns, slot_of, working, size, block, chunks):
-    """block[a, b] = Q_{working[a], working[b]} from the cached columns, rows in chunks."""
+    """The block, its rows in chunks (one parallel region: called only with chunks > 1,
+    since a region of one chunk still waits for every thread)."""
     for c in prange(chunks):
-        for a in range(c * size // chunks, (c + 1) * size // chunks):
-            column = columns[slot_of[working[a]]]
-            for b in range(size):
-                block[a, b] = column[working[b]]
+        _block_range(columns, slot_of, working, size, block, c * size // chunks,
+                     (c + 1) * size // chunks)
 
 
 @njit(cache=True, parallel=True)
@@ -440,8 +471,9 @@ def _gradient_range(gradient, columns, slots, deltas, m, lo, hi):
 def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, columns,
                    slot_of, owner, last_used, working, counters, values, parallel,
                    batch_pass, settings):
-    """Outer iterations until convergence, max_iter, a non-finite step or the step budget
-    (settings = (eps, max_iter, budget); steps of the subproblems); returns a status code
+    """Outer iterations until convergence, max_iter (steps of the subproblems), a
+    non-finite step or the budget of outer iterations (settings = (eps, max_iter,
+    budget)); returns a status code
     (layout.py)."""
     eps, max_iter, budget = settings
     l = y.shape[0]
@@ -461,7 +493,7 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
     moved = np.empty(q, dtype=np.int64)
     which = np.empty(q, dtype=np.int64)
     slots = np.empty(q, dtype=np.int64)
-    steps = 0
+    outer = 0  # in this call
     call_start = _now()
     while True:
         scans = chunks if chunks > 1 and l >= parallel.min_pass else 1
@@ -475,7 +507,7 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
         if counters[B_ITER] >= max_iter:
             counters[B_CYCLES] += _now() - call_start
             return MAX_ITER
-        if steps >= budget:
+        if outer >= budget:
             counters[B_CYCLES] += _now() - call_start
             return PAUSED
         # ---- the working set: the most recent kept, q_new new ones (half each side)
@@ -548,7 +580,10 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
             counters[B_MISSES] += missing
         # ---- the subproblem: LIBSVM's steps on the q x q block
         start = _now()
-        _block_parallel(columns, slot_of, working, size, block, scans)
+        if scans > 1:
+            _block_parallel(columns, slot_of, working, size, block, scans)
+        else:
+            _block_range(columns, slot_of, working, size, block, 0, size)
         counters[B_PARALLEL_CYCLES] += _now() - start
         for a in range(size):
             t = working[a]
@@ -603,7 +638,7 @@ def _batched_steps(rows, kernel, y, cost, diagonal, alpha, status, gradient, col
             inner += 1
         counters[B_ITER] += inner
         counters[B_OUTER] += 1
-        steps += max(inner, 1)
+        outer += 1
         # ---- G over all rows from the columns of the variables that moved
         m = 0
         for a in range(size):
@@ -641,7 +676,7 @@ def warm_batched() -> None:
         for chunks in (1, 2):
             state = BatchedState(arrays, sq, np.arange(24, dtype=np.int64), y, np.ones(24),
                                  (RBF, 0.5, 0.0, 3), 1.0, chunks)
-            state.parallel = state.parallel._replace(min_pass=np.int64(1))
+            state.parallel_of[True] = state.parallel_of[True]._replace(min_pass=np.int64(1))
             state.eps, state.max_iter = 1e-3, 10_000
-            state.run(10_000)
+            state._run_part(True, 1_000)
             state.finish()

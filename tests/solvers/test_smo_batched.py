@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from solvers import grain
 from solvers.params import ParamError
 from solvers.smo import batched
 from solvers.train import fit
@@ -102,7 +103,8 @@ def test_batched_solution_is_certified_on_the_full_set() -> None:
 @pytest.mark.parametrize("data", ["dense", "bits", "sparse"])
 def test_two_threads_return_the_bits_of_one(data: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parallel passes (the columns, the gradient) only partition rows: threads=2
-    gives threads=1's alphas bit for bit, with the passes forced on at this size."""
+    gives threads=1's alphas bit for bit, with the passes forced on at this size, on the
+    threads at every call (grain "fine") or switching at every call ("alternate")."""
     monkeypatch.setattr(batched, "PARALLEL_MIN", 1)
     monkeypatch.setattr(batched, "WORKING_SET", 32)
     if data == "dense":
@@ -112,14 +114,20 @@ def test_two_threads_return_the_bits_of_one(data: str, monkeypatch: pytest.Monke
     else:
         X, y = text_like(1500, 5)
     one = fit(X, y, solver="smo", working_set="batched", threads=1)
-    two = fit(X, y, solver="smo", working_set="batched", threads=2)
-    if two.params["threads_used"] < 2:
+    twos = {}
+    for mode in ("fine", "alternate"):
+        monkeypatch.setattr(grain, "FORCE", mode)
+        twos[mode] = fit(X, y, solver="smo", working_set="batched", threads=2)
+    if twos["fine"].params["threads_used"] < 2:
         pytest.skip("one CPU: threads=2 runs on one thread")
     source = one.per_output[0]["kernel_values"]
     assert source in (("columns", "rows") if data == "sparse" else (data,))
-    np.testing.assert_array_equal(one.model.sv_coef, two.model.sv_coef)
-    assert one.model.rho[0] == two.model.rho[0]
-    assert one.iterations == two.iterations
+    assert twos["fine"].per_output[0]["fine_grained_share"] == 1.0
+    assert 0.0 < twos["alternate"].per_output[0]["fine_grained_share"] < 1.0
+    for two in twos.values():
+        np.testing.assert_array_equal(one.model.sv_coef, two.model.sv_coef)
+        assert one.model.rho[0] == two.model.rho[0]
+        assert one.iterations == two.iterations
 
 
 def test_one_class_batched_matches_the_pair_solver() -> None:
