@@ -64,7 +64,7 @@ browser:
 # test_smo.py and test_tron.py took 27 CPU s beside two busy processes, 20.5 s without.
 test:
 	$(MAKE) --no-print-directory -j 4 --output-sync=target $(DEV_STAMP) lint browser test-ready
-	$(WITH_BYTECODE) OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=30
+	$(WITH_BYTECODE) OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=30
 
 WITH_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
 

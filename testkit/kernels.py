@@ -3,11 +3,11 @@ few processes side by side, before the test processes start.
 
 solvers.warmup shares the groups out between the processes (a file lock per group: a
 process that finds a group taken compiles another, then loads the taken one from the
-cache). Run by make beside the lint, whose one busy core leaves the other free, this takes
-the compile (about 105 s of CPU from an empty cache, SMO's kernels 40 s of it) off the
-test run: every test process then loads the kernels from the cache in about 2 s, where on
-a fresh clone each waited about 100 s for its share of the compile. With the cache already
-filled it takes seconds.
+cache), longest first (solvers.warmup.LONGEST_FIRST). Run by make beside the lint, whose
+one busy core leaves the other free, this takes the compile (about 130 s of CPU from an
+empty cache, SMO's kernels 40 s of it) off the test run: every test process then loads
+the kernels from the cache in about 2 s, where on a fresh clone each waited about 100 s
+for its share of the compile. With the cache already filled it takes seconds.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 
-WARM = ("from solvers.warmup import warmup; "
-        "print(f'solver kernels compiled or loaded in {warmup():.1f} s', flush=True)")
+WARM = ("from solvers.warmup import LONGEST_FIRST, warmup; "
+        "print(f'solver kernels compiled or loaded in {warmup(LONGEST_FIRST):.1f} s', "
+        "flush=True)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,7 @@ def test_make_run_installs_the_runtime_only_and_starts_without_compiling(tmp_pat
 def test_make_test_adds_the_dev_extras_and_lints_imports(tmp_path: Path) -> None:
     plan = _plan("test", tmp_path)
     assert "install --quiet --no-compile -e '.[dev]'" in plan, plan
-    assert "lint-imports" in plan and "-m pytest -n 3 --dist loadfile" in plan, plan
+    assert "lint-imports" in plan and "-m pytest -n 4 --dist loadfile" in plan, plan
 
 
 def test_make_test_compiles_the_kernels_and_ships_the_install_before_the_tests(

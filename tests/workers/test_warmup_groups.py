@@ -36,6 +36,8 @@ def test_auto_and_smo_come_first_and_every_solver_is_in_a_group() -> None:
     named = {entry.partition(":")[0] for entries in warmup.WARMUP_GROUPS.values()
              for entry in entries}
     assert set(SOLVERS) <= named  # (one that none names would be warmed with "other")
+    # make test's compile step takes them longest first: every group, once
+    assert sorted(warmup.LONGEST_FIRST) == sorted(warmup.WARMUP_GROUPS)
 
 
 def test_a_group_held_elsewhere_is_skipped_then_waited_for(warmed: list[str]) -> None:
