@@ -42,14 +42,14 @@ def test_make_test_compiles_the_kernels_and_ships_the_install_before_the_tests(
     """The compile, the lint and the shipped install's pip run side by side (a make -j of
     their own); the install is seeded with the kernels once they are compiled, all before
     pytest starts; the test run writes bytecode, and its OpenMP threads sleep while they
-    wait (three test processes share the cores)."""
+    wait (four test processes share the cores)."""
     plan = _plan("test", tmp_path).splitlines()
 
     def at(text: str, without: str = "\0") -> int:
         return next(i for i, line in enumerate(plan) if text in line and without not in line)
 
     assert any("-j" in line and "test-ready" in line for line in plan), plan
-    seed, tests = at("testkit.runtime_venv", without="--install-only"), at("-m pytest")
+    seed, tests = at("testkit.runtime_venv", without="--install-only"), at("-m pytest -n")
     assert at("testkit.kernels") < seed < tests, plan
     assert at("testkit.runtime_venv --install-only") < tests, plan
     assert at("ruff check") < tests, plan
