@@ -43,26 +43,27 @@ browser:
 
 # Four pytest processes (pytest-xdist, one test file per process at a time): much of the
 # suite waits on real servers and worker processes, not on the CPU (on a fresh clone, 2
-# cores: three processes 572 s, four 554 s). A worker process that dies fails the run ("worker 'gw1' crashed while running ..."). The schemathesis test
-# counts as its 30 operations when collected and as one test when it reports. Files go out
-# in the order tests/conftest.py collects them (the end-to-end and deployment files first):
+# cores: three processes 572 s, four 554 s). A worker process that dies fails the run
+# ("worker 'gw1' crashed while running ..."). The schemathesis test counts as its 30
+# operations when collected and as one test when it reports. Files go out in the order
+# tests/conftest.py collects them (the end-to-end and deployment files first):
 # pytest-xdist would otherwise hand out the files with the most tests first (the
 # scikit-learn checks), and the few-test, minutes-long end-to-end files last, alone.
 #
 # Before the tests, side by side (make -j): the dev extras' install, then the lint and the
-# browser; from the runtime install on, the compile of every Numba kernel (testkit.kernels,
-# two processes, the longest groups first); `pip install .` of the shipped install
-# (.venv-runtime, by the standard library's python) from the start; then that install
-# seeded with the compiled kernels. On
-# a fresh clone the compile and the install took about 100 s and 65 s at the start of the
-# test processes, with a core idle during each pip install and the lint.
-# Python writes bytecode for the test run even where PYTHONDONTWRITEBYTECODE is set: the
-# suite starts hundreds of API, worker and helper processes, each of which would compile
-# the project's sources again (the files go to the ignored __pycache__ folders).
-# OMP_WAIT_POLICY=PASSIVE (as the worker sets for itself, workers/celery_app.py): Numba's
-# OpenMP threads in the test processes sleep rather than spin while they wait. The test
-# processes, each with 2 threads, and the servers share 2 cores: with spinning threads
-# test_smo.py and test_tron.py took 27 CPU s beside two busy processes, 20.5 s without.
+# browser; from the runtime install on, the compile of every Numba kernel
+# (testkit.kernels, two processes, the longest groups first); `pip install .` of the
+# shipped install (.venv-runtime, by the standard library's python) from the start; then
+# that install seeded with the compiled kernels. On a fresh clone the compile and the
+# install took about 100 s and 65 s at the start of the test processes, with a core idle
+# during each pip install and the lint. Python writes bytecode for the test run even where
+# PYTHONDONTWRITEBYTECODE is set: the suite starts hundreds of API, worker and helper
+# processes, each of which would compile the project's sources again (the files go to the
+# ignored __pycache__ folders). OMP_WAIT_POLICY=PASSIVE (as the worker sets for itself,
+# workers/celery_app.py): Numba's OpenMP threads in the test processes sleep rather than
+# spin while they wait. The test processes, each with 2 threads, and the servers share 2
+# cores: with spinning threads test_smo.py and test_tron.py took 27 CPU s beside two busy
+# processes, 20.5 s without.
 test:
 	$(MAKE) --no-print-directory -j 4 --output-sync=target $(DEV_STAMP) lint browser test-ready
 	$(WITH_BYTECODE) OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=30
