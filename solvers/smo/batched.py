@@ -56,7 +56,7 @@ from solvers.smo.layout import (
     TAU,
     UPPER,
     ZERO,
-    Parallel,
+    parallel_modes,
 )
 from solvers.smo.rows import rows_in_order
 from solvers.smo.selection import pair_step, update_status
@@ -116,15 +116,10 @@ class BatchedState:
         self.seconds = 0.0
         self.parallel_seconds = 0.0
         self.chunks = max(1, int(chunks))
-        # the passes on the threads ("fine") or none of them (the work of one thread): the
-        # same scratch, the grain meter picks one per part of a call
-        scratch = (np.int64(self.chunks), np.empty(2 * self.chunks),
-                   np.empty(2 * self.chunks, dtype=np.int64), np.empty(2 * self.chunks))
-        never = np.int64(1 << 62)
-        self.parallel_of = {
-            True: Parallel(*scratch, np.int64(PARALLEL_MIN), np.int64(PARALLEL_MIN * 5),
-                           np.int64(PARALLEL_MIN * 5)),
-            False: Parallel(*scratch, never, never, never)}
+        # the passes on the threads ("fine") or none of them: the grain meter picks one per
+        # part of a call
+        self.parallel_of = parallel_modes(self.chunks, PARALLEL_MIN, PARALLEL_MIN * 5,
+                                          PARALLEL_MIN * 5)
         self.parallel = self.parallel_of[False]
         self.grain = GrainMeter(self.chunks)
         # sources the batched pass reads (no scattered x_i): dense rows and bit sets

@@ -77,6 +77,20 @@ class Parallel(NamedTuple):
     min_flush: Any
 
 
+def parallel_modes(chunks: int, min_pass: int, min_kernel: int,
+                   min_flush: int) -> dict[bool, Parallel]:
+    """The two variants of a solver's Parallel, on the same scratch, that its GrainMeter
+    (solvers/grain.py) picks from: True ("fine") runs each loop in parallel above its least
+    work, False ("sequential") none (the work of one thread)."""
+    count = max(1, int(chunks))
+    scratch = (np.int64(count), np.empty(2 * count), np.empty(2 * count, dtype=np.int64),
+               np.empty(2 * count))
+    never = np.int64(1 << 62)
+    return {True: Parallel(*scratch, np.int64(min_pass), np.int64(min_kernel),
+                           np.int64(min_flush)),
+            False: Parallel(*scratch, never, never, never)}
+
+
 class StepState(NamedTuple):
     """The counters and buffers of the step loop."""
 

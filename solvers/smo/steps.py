@@ -50,10 +50,10 @@ from solvers.smo.layout import (
     UPPER,
     VIOLATION,
     ZERO,
-    Parallel,
     Pending,
     Positions,
     StepState,
+    parallel_modes,
 )
 from solvers.smo.rows import gather_rows_parallel, rows_in_order
 from solvers.smo.selection import (
@@ -157,21 +157,17 @@ class SmoState:
         # Two variants of the tuple, the same scratch: "fine" (every loop in parallel when
         # large) and "sequential" (none: the work of one thread); the GrainMeter picks one
         # per part of a call (solvers/grain.py), so the layout follows what the fit measures.
-        never = np.int64(1 << 62)
         # (per chunk, two slots: the y = +1 side's result at c, the y = -1 side's at
         # chunks + c)
-        scratch = (np.int64(max(1, chunks)), np.empty(2 * max(1, chunks)),
-                   np.empty(2 * max(1, chunks), dtype=np.int64), np.empty(2 * max(1, chunks)))
-        parallel = Parallel(*scratch, np.int64(PARALLEL_MIN_PASS),
-                            np.int64(PARALLEL_MIN_KERNEL), np.int64(PARALLEL_MIN_FLUSH))
+        modes = parallel_modes(chunks, PARALLEL_MIN_PASS, PARALLEL_MIN_KERNEL,
+                               PARALLEL_MIN_FLUSH)
         pending = Pending(np.empty(PENDING_CAPACITY, dtype=np.int64), np.empty(PENDING_CAPACITY),
                           np.empty(PENDING_CAPACITY, dtype=np.int64))
         head = (rows_arrays, kernel, self.positions, self.cache)
         solver = (self.counters, self.values, np.empty((l, 2), dtype=np.int64), pending)
         self.grain = GrainMeter(chunks if fine_grained else 1)
-        self.args_of = {True: (*head, StepState(*solver, parallel), columns),
-                        False: (*head, StepState(*solver, Parallel(*scratch, never, never, never)),
-                                columns)}
+        self.args_of = {fine: (*head, StepState(*solver, modes[fine]), columns)
+                        for fine in (True, False)}
         self.kernel_args = self.args_of[False]
 
         self.formulation = "c_svc"  # set by the solver (a warm start checks it)
